@@ -1,0 +1,33 @@
+import type { FastifyReply } from 'fastify';
+import { errorCatalogue, statusOf, type ErrorCode, type FieldProblem } from '../platform/errors.js';
+
+/** RFC 9457 problem details plus the catalogue `code` and, for input errors, the offending fields. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: ErrorCode;
+  instance?: string;
+  errors?: FieldProblem[];
+}
+
+export function problem(code: ErrorCode, detail: string, extra: { instance?: string; errors?: FieldProblem[] } = {}): Problem {
+  return {
+    type: `urn:ops-supergraph:problem:${code.toLowerCase().replace(/_/g, '-')}`,
+    title: errorCatalogue[code].title,
+    status: statusOf(code),
+    detail,
+    code,
+    ...(extra.instance ? { instance: extra.instance } : {}),
+    ...(extra.errors && extra.errors.length > 0 ? { errors: extra.errors } : {}),
+  };
+}
+
+/** Problem details that also read as a GraphQL response, for failures on /graphql before execution. */
+export type GraphQLProblem = Omit<Problem, 'errors'> & { errors: { message: string; extensions: { code: ErrorCode } }[] };
+
+export function sendProblem(reply: FastifyReply, body: Problem | GraphQLProblem): FastifyReply {
+  if (body.status === 401) reply.header('www-authenticate', 'Bearer realm="ops-supergraph"');
+  return reply.code(body.status).type('application/problem+json').send(body);
+}

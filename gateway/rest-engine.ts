@@ -1,0 +1,95 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import type { z } from 'zod';
+import { isErrorCode, type FieldProblem } from '../platform/errors.js';
+import { snakeFieldPath, type RestRoute } from '../platform/rest.js';
+import { gatewayContextFrom, type GatewayContext } from './context.js';
+import { problem, sendProblem, type Problem } from './problem.js';
+
+export interface OperationResult {
+  data?: Record<string, unknown> | null;
+  errors?: readonly GraphQLFormattedError[];
+}
+
+/** Runs one GraphQL operation through the gateway (the same executor GraphQL clients reach). */
+export type OperationExecutor = (
+  operation: string,
+  variables: Record<string, unknown>,
+  context: GatewayContext,
+) => Promise<OperationResult>;
+
+/**
+ * Registers a subgraph's REST route table under its prefix. Each request is validated against the
+ * route's schemas, executed as the route's GraphQL operation, and answered with the route's mapping;
+ * every error becomes problem details whose status comes from the error catalogue.
+ */
+export function registerRestRoutes(
+  app: FastifyInstance,
+  prefix: string,
+  routes: readonly RestRoute[],
+  execute: OperationExecutor,
+): void {
+  for (const route of routes) {
+    app.route({
+      method: route.method,
+      url: `${prefix}${route.path}`,
+      handler: async (request, reply) => {
+        const instance = request.url;
+        const input = readInput(route, request);
+        if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
+        const result = await execute(route.operation, route.variables(input.value), gatewayContextFrom(request.headers));
+        const failure = result.errors?.[0];
+        if (failure) return sendProblem(reply, problemFromGraphQL(failure, result.errors ?? [], instance));
+        try {
+          return reply.code(200).send(route.result(result.data ?? {}));
+        } catch (error) {
+          if (error instanceof GraphQLError) return sendProblem(reply, problemFromGraphQL(error.toJSON(), [], instance));
+          throw error;
+        }
+      },
+    });
+  }
+}
+
+type Parsed = { value: { body: unknown; query: unknown; params: unknown } } | { problem: Problem };
+
+function readInput(route: RestRoute, request: FastifyRequest): Parsed {
+  const fields: FieldProblem[] = [];
+  const check = (schema: z.ZodType | undefined, value: unknown, where: 'body' | 'query' | 'params') => {
+    if (!schema) return undefined;
+    if (where === 'body' && (value === undefined || value === null || typeof value !== 'object' || Array.isArray(value))) {
+      fields.push({ field: 'body', message: 'must be a JSON object (Content-Type: application/json)' });
+      return undefined;
+    }
+    const parsed = schema.safeParse(value ?? {});
+    if (parsed.success) return parsed.data;
+    for (const issue of parsed.error.issues) {
+      const field = issue.path.map(String).join('.') || where;
+      const missing = issue.code === 'invalid_type' && issue.input === undefined;
+      fields.push({ field: snakeFieldPath(field), message: missing ? 'is required' : issue.message });
+    }
+    return undefined;
+  };
+  const body = check(route.body, request.body, 'body');
+  const query = check(route.query, request.query, 'query');
+  const params = check(route.params, request.params, 'params');
+  if (fields.length > 0) {
+    return { problem: problem('BAD_USER_INPUT', fields.map((f) => `${f.field}: ${f.message}`).join('; '), { errors: fields }) };
+  }
+  return { value: { body, query, params } };
+}
+
+function problemFromGraphQL(first: GraphQLFormattedError, all: readonly GraphQLFormattedError[], instance: string): Problem {
+  const code = first.extensions?.['code'];
+  const catalogued = isErrorCode(code) ? code : 'INTERNAL_SERVER_ERROR';
+  const fields = all.flatMap((e) => {
+    const list = e.extensions?.['fields'];
+    return Array.isArray(list) ? (list as FieldProblem[]) : [];
+  });
+  if (fields.length > 0) {
+    const named = fields.map((f) => ({ field: snakeFieldPath(f.field), message: f.message }));
+    return problem(catalogued, named.map((f) => `${f.field}: ${f.message}`).join('; '), { instance, errors: named });
+  }
+  const detail = catalogued === 'INTERNAL_SERVER_ERROR' ? 'Internal server error' : first.message;
+  return problem(catalogued, detail, { instance });
+}

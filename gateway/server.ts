@@ -1,0 +1,178 @@
+import { ApolloGateway } from '@apollo/gateway';
+import { ApolloServer, type GraphQLRequest } from '@apollo/server';
+import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
+import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import type { GraphQLFormattedError } from 'graphql';
+import { fileURLToPath } from 'node:url';
+import { systemClock, type Clock } from '../platform/clock.js';
+import type { Config } from '../platform/config.js';
+import { openDatabase, type Database } from '../platform/db.js';
+import { isErrorCode, statusOf, type ErrorCode } from '../platform/errors.js';
+import { migrate } from '../platform/migrate.js';
+import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
+import { readCheckedInSupergraph } from '../schema/compose.js';
+import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
+import { createAuthenticator } from './auth.js';
+import { gatewayContextFrom, type GatewayContext } from './context.js';
+import { InProcessDataSource } from './in-process-data-source.js';
+import { problem, sendProblem } from './problem.js';
+import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
+
+export interface ServerOptions {
+  config: Config;
+  /** Source of "now" for every time rule. @default the system clock */
+  clock?: Clock;
+  /** PostgreSQL schema to work in (tests give each server its own). */
+  databaseSchema?: string;
+  /** The subgraphs to serve. @default every registered subgraph */
+  subgraphs?: readonly SubgraphModule[];
+}
+
+export interface RunningServer {
+  app: FastifyInstance;
+  db: Database;
+  /** Base URL, e.g. http://127.0.0.1:4000 */
+  url: string;
+  close(): Promise<void>;
+}
+
+const platformMigrations = { owner: 'platform', dir: fileURLToPath(new URL('../platform/migrations/', import.meta.url)) };
+
+/** Starts the whole supergraph in one process: database, subgraphs, gateway, GraphQL, REST, health. */
+export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const { config } = options;
+  const clock = options.clock ?? systemClock;
+  const modules = options.subgraphs ?? allSubgraphs;
+  const db = await openDatabase({
+    url: config.DATABASE_URL,
+    dataDir: config.DATA_DIR === ':memory:' ? undefined : config.DATA_DIR,
+    schema: options.databaseSchema,
+  });
+  const started: { module: SubgraphModule; instance: SubgraphInstance }[] = [];
+  try {
+    await migrate(db, [platformMigrations, ...modules.flatMap((m) => m.migrations)]);
+    for (const module of modules) started.push({ module, instance: await module.start({ db, config, clock }) });
+  } catch (error) {
+    for (const s of started) await s.instance.close();
+    await db.close();
+    throw error;
+  }
+
+  const app = Fastify({
+    logger: { level: config.LOG_LEVEL },
+    bodyLimit: config.BODY_LIMIT_BYTES,
+  });
+  const auth = createAuthenticator(config.API_KEYS);
+  const byName = new Map(started.map((s) => [s.module.name, s.instance]));
+
+  const gateway = new ApolloGateway({
+    supergraphSdl: readCheckedInSupergraph(),
+    buildService: ({ name }) => {
+      const instance = byName.get(name);
+      if (!instance) throw new Error(`subgraph ${name} is in the supergraph but not running`);
+      return new InProcessDataSource(instance, (error) => app.log.error({ err: error, subgraph: name }, 'subgraph fault'));
+    },
+    logger: app.log,
+  });
+
+  const apollo = new ApolloServer<GatewayContext>({
+    gateway,
+    includeStacktraceInErrorResponses: false,
+    plugins: [fastifyApolloDrainPlugin(app)],
+    formatError: (formatted, error) => formatGraphQLError(formatted, error, app),
+  });
+  await apollo.start();
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = error.statusCode ?? 500;
+    const code: ErrorCode =
+      status === 413 ? 'PAYLOAD_TOO_LARGE' : status === 415 ? 'UNSUPPORTED_MEDIA_TYPE' : status < 500 ? 'BAD_REQUEST' : 'INTERNAL_SERVER_ERROR';
+    if (status >= 500) request.log.error({ err: error }, 'request failed');
+    const detail = status >= 500 ? 'Internal server error' : error.message;
+    return sendProblem(reply, { ...problem(code, detail), status: status >= 500 ? 500 : status, instance: request.url });
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(reply, problem('NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0]}`, { instance: request.url })),
+  );
+
+  // One credential check for GraphQL over HTTP and every REST path; /health stays open for probes.
+  app.addHook('onRequest', async (request, reply) => {
+    if (!auth.enabled || request.url === '/health') return;
+    if (auth.verify(request.headers as Record<string, string | undefined>)) return;
+    const body = problem('UNAUTHENTICATED', 'Missing or invalid API key: send x-api-key or Authorization: Bearer', {
+      instance: request.url,
+    });
+    const isGraphQL = request.url.split('?')[0] === '/graphql';
+    await sendProblem(reply, isGraphQL ? { ...body, errors: [{ message: body.detail, extensions: { code: body.code } }] } : body);
+    return reply;
+  });
+
+  await app.register(fastifyApollo(apollo), {
+    path: '/graphql',
+    context: async (request) => gatewayContextFrom(request.headers),
+  });
+
+  const execute: OperationExecutor = async (operation, variables, contextValue) => {
+    const request: GraphQLRequest = { query: operation, variables };
+    const response = await apollo.executeOperation(request, { contextValue });
+    if (response.body.kind !== 'single') throw new Error('REST operations must not stream');
+    const { data, errors } = response.body.singleResult;
+    return { data: data ?? null, ...(errors ? { errors } : {}) };
+  };
+  for (const { module, instance } of started) registerRestRoutes(app, module.restPrefix, instance.routes, execute);
+
+  const startedAt = Date.now();
+  app.get('/health', async () => {
+    const checks = await Promise.all(
+      started.map(async ({ module, instance }) => [module.name, { ready: await instance.ready().catch(() => false) }] as const),
+    );
+    const ready = checks.every(([, c]) => c.ready);
+    return {
+      status: ready ? 'ok' : 'degraded',
+      ready,
+      uptime_s: Math.round((Date.now() - startedAt) / 1000),
+      database: db.kind,
+      subgraphs: Object.fromEntries(checks),
+    };
+  });
+
+  let address: string;
+  try {
+    address = await app.listen({ port: config.PORT, host: config.HOST });
+  } catch (error) {
+    await apollo.stop();
+    for (const s of started) await s.instance.close();
+    await db.close();
+    throw error;
+  }
+  const url = address.replace('[::1]', '127.0.0.1');
+
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    db,
+    url,
+    close() {
+      closing ??= (async () => {
+        await app.close();
+        await apollo.stop();
+        for (const s of started) await s.instance.close();
+        await db.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown, app: FastifyInstance): GraphQLFormattedError {
+  const code = formatted.extensions?.['code'];
+  if (isErrorCode(code) && statusOf(code) < 500) return formatted;
+  if (isErrorCode(code) && code !== 'INTERNAL_SERVER_ERROR') return formatted;
+  if (code !== 'INTERNAL_SERVER_ERROR') app.log.error({ err: error }, 'unexpected GraphQL error');
+  // Faults of ours are logged, never shown.
+  return {
+    message: 'Internal server error',
+    ...(formatted.path ? { path: formatted.path } : {}),
+    extensions: { code: 'INTERNAL_SERVER_ERROR' },
+  };
+}

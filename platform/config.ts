@@ -1,0 +1,71 @@
+import { z } from 'zod';
+
+const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+const intFrom = (name: string, min: number, max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, `${name} must be a whole number`)
+    .transform(Number)
+    .pipe(z.number().int().min(min, `${name} must be at least ${min}`).max(max, `${name} must be at most ${max}`));
+
+/**
+ * The environment, read once at start. Every variable is documented in the README.
+ */
+const envSchema = z.object({
+  /** TCP port of the one HTTP server. @default 4000 */
+  PORT: intFrom('PORT', 0, 65535).default(4000),
+  /** Interface to bind. Demo mode has no auth, so the default stays on loopback. @default 127.0.0.1 */
+  HOST: z.string().trim().min(1).default('127.0.0.1'),
+  /** Directory of the embedded PGlite database, used when DATABASE_URL is unset. @default ./data */
+  DATA_DIR: z.string().trim().min(1).default('./data'),
+  /** PostgreSQL connection string; when set, replaces the embedded database. */
+  DATABASE_URL: z
+    .string()
+    .trim()
+    .regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must be a postgres:// or postgresql:// URL')
+    .optional(),
+  /** Lifetime of a signed quote and of its machine reservations. @default 120 */
+  QUOTE_TTL_SECONDS: intFrom('QUOTE_TTL_SECONDS', 5, 3600).default(120),
+  /** How often expired quotes are swept and their machines released. @default 1000 */
+  QUOTE_SWEEP_INTERVAL_MS: intFrom('QUOTE_SWEEP_INTERVAL_MS', 50, 600_000).default(1000),
+  /** Comma-separated API keys. Unset or empty: demo mode, no key needed. */
+  API_KEYS: z
+    .string()
+    .optional()
+    .transform((raw) => (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k.length > 0))
+    .pipe(z.array(z.string().min(8, 'each API key in API_KEYS must be at least 8 characters'))),
+  /** Log level of the server log (pino levels). @default info */
+  LOG_LEVEL: z.enum(logLevels).default('info'),
+  /** Largest accepted request body in bytes. @default 1048576 */
+  BODY_LIMIT_BYTES: intFrom('BODY_LIMIT_BYTES', 1024, 64 * 1024 * 1024).default(1024 * 1024),
+  /** Ed25519 private key (JWK JSON) to sign quotes with; unset: one is generated and kept in the database. */
+  QUOTE_SIGNING_KEY: z.string().trim().min(1).optional(),
+});
+
+export type Config = z.infer<typeof envSchema>;
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses the environment; a bad value throws a ConfigError naming the variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const relevant: Record<string, string> = {};
+  for (const key of Object.keys(envSchema.shape)) {
+    const value = env[key];
+    // An empty variable means "unset", as shells and .env files commonly write it.
+    if (value !== undefined && value !== '') relevant[key] = value;
+  }
+  const parsed = envSchema.safeParse(relevant);
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map((issue) => `${issue.path.join('.') || 'environment'}: ${issue.message}`),
+    );
+  }
+  return parsed.data;
+}

@@ -1,0 +1,156 @@
+import { mkdirSync } from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+
+export interface QueryResult<R> {
+  rows: R[];
+  /** Rows changed by an INSERT/UPDATE/DELETE, or returned by a SELECT. */
+  rowCount: number;
+}
+
+/** Anything SQL can be sent to: the database itself or an open transaction. */
+export interface Queryable {
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
+}
+
+export interface Database extends Queryable {
+  readonly kind: 'pglite' | 'postgres';
+  /**
+   * Runs `fn` in one transaction (READ COMMITTED), committing when it resolves and rolling back when it
+   * throws. On PostgreSQL a deadlock or serialization failure retries the whole function.
+   */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Runs a script of several statements (migrations). */
+  exec(sql: string): Promise<void>;
+  /** Subscribes to NOTIFY on a channel; resolves to an unsubscribe function. */
+  listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** PostgreSQL connection string; without it, PGlite is used. */
+  url?: string | undefined;
+  /** PGlite data directory; undefined keeps the database in memory. */
+  dataDir?: string | undefined;
+  /** PostgreSQL schema to work in (created when missing); lets tests share one server. */
+  schema?: string | undefined;
+  /** Pool size for PostgreSQL. @default 10 */
+  poolSize?: number;
+}
+
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  return options.url ? openPostgres(options.url, options) : openPglite(options.dataDir);
+}
+
+async function openPglite(dataDir: string | undefined): Promise<Database> {
+  if (dataDir) mkdirSync(dataDir, { recursive: true });
+  const db = dataDir ? new PGlite(dataDir) : new PGlite();
+  await db.waitReady;
+  const toResult = <R>(res: { rows: R[]; affectedRows?: number }): QueryResult<R> => ({
+    rows: res.rows,
+    rowCount: res.affectedRows ?? res.rows.length,
+  });
+  return {
+    kind: 'pglite',
+    async query<R>(sql: string, params?: readonly unknown[]) {
+      return toResult(await db.query<R>(sql, params ? [...params] : undefined));
+    },
+    // PGlite runs one connection: transactions are serialized, never concurrent.
+    transaction<T>(fn: (tx: Queryable) => Promise<T>) {
+      return db.transaction(async (tx) =>
+        fn({
+          async query<R>(sql: string, params?: readonly unknown[]) {
+            return toResult(await tx.query<R>(sql, params ? [...params] : undefined));
+          },
+        }),
+      );
+    },
+    async exec(sql: string) {
+      await db.exec(sql);
+    },
+    async listen(channel, onPayload) {
+      const stop = await db.listen(channel, onPayload);
+      return async () => stop();
+    },
+    close: () => db.close(),
+  };
+}
+
+const RETRYABLE = new Set(['40001', '40P01']);
+
+async function openPostgres(url: string, options: DatabaseOptions): Promise<Database> {
+  const schema = options.schema;
+  if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid schema name ${schema}`);
+  if (schema) {
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    } finally {
+      await admin.end();
+    }
+  }
+  const connection = { connectionString: url, ...(schema ? { options: `-c search_path=${schema}` } : {}) };
+  const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
+  pool.on('error', () => {
+    // An idle client lost its connection; the pool replaces it on the next checkout.
+  });
+  await pool.query('SELECT 1');
+  let listener: pg.Client | undefined;
+  const handlers = new Map<string, Set<(payload: string) => void>>();
+
+  const run = async <R>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) => {
+    const res = await client.query(sql, params ? [...params] : undefined);
+    return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
+  };
+
+  return {
+    kind: 'postgres',
+    query: (sql, params) => run(pool, sql, params),
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>) {
+      for (let attempt = 1; ; attempt++) {
+        const client = await pool.connect();
+        try {
+          await client.query('BEGIN');
+          const result = await fn({ query: (sql, params) => run(client, sql, params) });
+          await client.query('COMMIT');
+          return result;
+        } catch (error) {
+          await client.query('ROLLBACK').catch(() => undefined);
+          const code = (error as { code?: string }).code;
+          if (code && RETRYABLE.has(code) && attempt < 5) continue;
+          throw error;
+        } finally {
+          client.release();
+        }
+      }
+    },
+    async exec(sql: string) {
+      await pool.query(sql);
+    },
+    async listen(channel, onPayload) {
+      if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`invalid channel name ${channel}`);
+      if (!listener) {
+        listener = new pg.Client(connection);
+        await listener.connect();
+        listener.on('notification', (msg) => {
+          for (const handler of handlers.get(msg.channel) ?? []) handler(msg.payload ?? '');
+        });
+      }
+      let set = handlers.get(channel);
+      if (!set) {
+        set = new Set();
+        handlers.set(channel, set);
+        await listener.query(`LISTEN ${channel}`);
+      }
+      set.add(onPayload);
+      return async () => {
+        set.delete(onPayload);
+      };
+    },
+    async close() {
+      await listener?.end().catch(() => undefined);
+      await pool.end();
+    },
+  };
+}

@@ -1,0 +1,48 @@
+import { GraphQLError } from 'graphql';
+
+/**
+ * The one error catalogue. Every error a caller can see carries one of these codes in
+ * `extensions.code` (GraphQL) or `code` (REST problem details); the HTTP status of a REST
+ * answer is always taken from here, never chosen in a handler.
+ */
+export const errorCatalogue = {
+  BAD_USER_INPUT: { status: 400, title: 'Bad request' },
+  GRAPHQL_PARSE_FAILED: { status: 400, title: 'Malformed GraphQL document' },
+  GRAPHQL_VALIDATION_FAILED: { status: 400, title: 'Invalid GraphQL operation' },
+  BAD_REQUEST: { status: 400, title: 'Bad request' },
+  UNAUTHENTICATED: { status: 401, title: 'Authentication required' },
+  FORBIDDEN: { status: 403, title: 'Forbidden' },
+  NOT_FOUND: { status: 404, title: 'Not found' },
+  METHOD_NOT_ALLOWED: { status: 405, title: 'Method not allowed' },
+  CONFLICT: { status: 409, title: 'Conflict' },
+  GONE: { status: 410, title: 'Gone' },
+  PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type' },
+  RATE_LIMITED: { status: 429, title: 'Too many requests' },
+  INTERNAL_SERVER_ERROR: { status: 500, title: 'Internal server error' },
+  UPSTREAM_UNAVAILABLE: { status: 502, title: 'Upstream service unavailable' },
+} as const;
+
+export type ErrorCode = keyof typeof errorCatalogue;
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(errorCatalogue, value);
+}
+
+/** HTTP status for a code; unknown codes are server faults. */
+export function statusOf(code: unknown): number {
+  return isErrorCode(code) ? errorCatalogue[code].status : 500;
+}
+
+/** One offending input field, named as the caller spelled it. */
+export interface FieldProblem {
+  field: string;
+  message: string;
+}
+
+/** A GraphQL error with a catalogued code (and the offending fields, for input errors). */
+export function domainError(code: ErrorCode, message: string, fields?: FieldProblem[]): GraphQLError {
+  return new GraphQLError(message, {
+    extensions: { code, ...(fields && fields.length > 0 ? { fields } : {}) },
+  });
+}

@@ -1,0 +1,44 @@
+import type { z } from 'zod';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface RestInput<B, Q, P> {
+  body: B;
+  query: Q;
+  params: P;
+}
+
+/**
+ * One documented REST path, declared as data: the gateway's REST engine validates the request with the
+ * schemas, runs `operation` through the gateway with `variables(...)`, and answers `result(data)`.
+ * Errors map to problem details through the error catalogue, so REST and GraphQL never disagree.
+ */
+export interface RestRoute<B = unknown, Q = unknown, P = unknown, D = unknown> {
+  method: HttpMethod;
+  /** Path under the subgraph prefix, fastify syntax (`/booking/:booking_id/track`). */
+  path: string;
+  summary: string;
+  /** The GraphQL operation this path runs. */
+  operation: string;
+  body?: z.ZodType<B>;
+  query?: z.ZodType<Q>;
+  params?: z.ZodType<P>;
+  variables(input: RestInput<B, Q, P>): Record<string, unknown>;
+  /** Maps the operation's `data` to the documented snake_case body. */
+  result(data: D): unknown;
+}
+
+/** Keeps each route's generic types while collecting routes of different shapes in one table. */
+export function defineRoute<B = undefined, Q = undefined, P = undefined, D = unknown>(
+  route: RestRoute<B, Q, P, D>,
+): RestRoute {
+  return route as unknown as RestRoute;
+}
+
+/** camelCase field paths of GraphQL inputs, as the snake_case names REST callers sent. */
+export function snakeFieldPath(path: string): string {
+  return path
+    .split('.')
+    .map((segment, i) => (/^\d+$/.test(segment) ? `[${segment}]` : `${i > 0 ? '.' : ''}${segment.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`))
+    .join('');
+}

@@ -1,0 +1,47 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { GraphQLSchema } from 'graphql';
+import type { Clock } from './clock.js';
+import type { Config } from './config.js';
+import type { Database } from './db.js';
+import type { MigrationSet } from './migrate.js';
+import type { RestRoute } from './rest.js';
+
+/** What a subgraph learns about the request that reached the gateway (forwarded as headers). */
+export interface SubgraphRequest {
+  headers: Readonly<Record<string, string | undefined>>;
+}
+
+export interface SubgraphDeps {
+  db: Database;
+  config: Config;
+  clock: Clock;
+}
+
+/** A running subgraph: transport-free; the gateway or a stand-alone server connects it to sockets. */
+export interface SubgraphInstance {
+  schema: GraphQLSchema;
+  /** Builds the per-request context (fresh loaders, the request's "now", forwarded headers). */
+  context(request: SubgraphRequest): unknown;
+  /** REST compatibility routes, relative to the subgraph's prefix. */
+  routes: readonly RestRoute[];
+  /** Readiness: true when the subgraph can serve (its database answers, its models are loaded). */
+  ready(): Promise<boolean>;
+  /** Stops background work (sweepers, timers). */
+  close(): Promise<void>;
+}
+
+export interface SubgraphModule {
+  name: string;
+  /** URL prefix of the REST compatibility paths. */
+  restPrefix: string;
+  migrations: MigrationSet[];
+  start(deps: SubgraphDeps): Promise<SubgraphInstance>;
+}
+
+const schemaDir = fileURLToPath(new URL('../schema/', import.meta.url));
+
+/** A subgraph's SDL, `schema/<name>.graphql`: the single source of its schema and of composition. */
+export function readSubgraphSdl(name: string): string {
+  return readFileSync(`${schemaDir}${name}.graphql`, 'utf8');
+}

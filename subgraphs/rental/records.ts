@@ -1,0 +1,78 @@
+import type { DeliveryCharge, LineItem } from './pricing.js';
+import type { PlannedLeg } from './tracking.js';
+
+export type MachineStatus = 'available' | 'reserved' | 'in_use';
+export type QuoteStatus = 'active' | 'confirmed' | 'expired';
+export type BookingStatus = 'confirmed' | 'completed';
+
+export interface Place {
+  id: string;
+  name: string;
+  latitude: number;
+  longitude: number;
+}
+
+export interface MachineRecord {
+  id: string;
+  name: string;
+  category: string;
+  hourlyRateCents: number;
+  depotId: string;
+  status: MachineStatus;
+}
+
+export interface QuoteRecord {
+  id: string;
+  status: QuoteStatus;
+  machineIds: string[];
+  locationId: string;
+  startTime: Date;
+  durationHours: number;
+  utilization: number;
+  surgeMultiplier: number;
+  leadTimeHours: number;
+  leadTimeFactor: number;
+  lineItems: LineItem[];
+  deliveries: DeliveryCharge[];
+  subtotalCents: number;
+  deliveryCents: number;
+  totalCents: number;
+  currency: string;
+  signature: string;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+export interface BookingRecord {
+  seq: string;
+  id: string;
+  quoteId: string;
+  customerName: string;
+  status: BookingStatus;
+  machineIds: string[];
+  locationId: string;
+  startTime: Date;
+  durationHours: number;
+  confirmedAt: Date;
+  completedAt: Date | null;
+  legs: PlannedLeg[];
+  quotedCents: number;
+  actualHours: number | null;
+  billableHours: number | null;
+  overtimeCents: number | null;
+  finalCents: number | null;
+}
+
+export interface FleetSummaryRecord {
+  available: number;
+  reserved: number;
+  inUse: number;
+  total: number;
+  utilization: number;
+  surgeMultiplier: number;
+}
+
+/** A quote past its expiry reads as expired even before the sweeper has released it. */
+export function effectiveQuoteStatus(quote: QuoteRecord, now: Date): QuoteStatus {
+  return quote.status === 'active' && quote.expiresAt.getTime() <= now.getTime() ? 'expired' : quote.status;
+}

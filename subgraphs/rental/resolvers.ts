@@ -1,0 +1,239 @@
+import DataLoader from 'dataloader';
+import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
+import { DateTimeScalar } from '../../platform/scalars.js';
+import { invalidInput, parseInput } from '../../platform/validate.js';
+import {
+  START_TIME_WINDOW,
+  bookingIdArg,
+  bookingsPageArgs,
+  confirmBookingInput,
+  createQuoteInput,
+  idempotencyKey,
+} from './inputs.js';
+import type { DeliveryCharge, LineItem } from './pricing.js';
+import {
+  effectiveQuoteStatus,
+  type BookingRecord,
+  type MachineRecord,
+  type Place,
+  type QuoteRecord,
+} from './records.js';
+import type { QuoteSigner } from './signing.js';
+import type { RentalStore } from './store.js';
+import { trackingState, type LegState, type TrackingState } from './tracking.js';
+
+export interface RentalContext {
+  store: RentalStore;
+  signer: QuoteSigner;
+  /** One instant per request, so every field of an answer agrees on expiry and tracking. */
+  now: Date;
+  /** The raw Idempotency-Key header, validated where it is used. */
+  idempotencyKey: string | undefined;
+  loaders: ReturnType<typeof createLoaders>;
+}
+
+export function createLoaders(store: RentalStore) {
+  const byId = <T extends { id: string }>(fetch: (ids: readonly string[]) => Promise<T[]>) =>
+    new DataLoader<string, T | null>(async (ids) => {
+      const rows = new Map((await fetch(ids)).map((r) => [r.id, r]));
+      return ids.map((id) => rows.get(id) ?? null);
+    });
+  const places = (fetch: () => Promise<Place[]>) => {
+    let all: Promise<Map<string, Place>> | undefined;
+    return new DataLoader<string, Place | null>(async (ids) => {
+      all ??= fetch().then((rows) => new Map(rows.map((r) => [r.id, r])));
+      const map = await all;
+      return ids.map((id) => map.get(id) ?? null);
+    });
+  };
+  return {
+    machine: byId((ids) => store.machinesByIds(ids)),
+    quote: byId((ids) => store.quotesByIds(ids)),
+    booking: byId((ids) => store.bookingsByIds(ids)),
+    bookingByQuote: new DataLoader<string, BookingRecord | null>(async (quoteIds) => {
+      const rows = new Map((await store.bookingsByQuoteIds(quoteIds)).map((b) => [b.quoteId, b]));
+      return quoteIds.map((id) => rows.get(id) ?? null);
+    }),
+    depot: places(() => store.depots()),
+    location: places(() => store.locations()),
+  };
+}
+
+const must = <T>(value: T | null | undefined, what: string): T => {
+  if (value === null || value === undefined) throw new Error(`${what} is missing`);
+  return value;
+};
+const euros = (cents: number) => cents / 100;
+const upper = (s: string) => s.toUpperCase();
+const coordinates = (p: { latitude: number; longitude: number }) => ({ latitude: p.latitude, longitude: p.longitude });
+const machinesOf = async (ids: string[], ctx: RentalContext) =>
+  (await ctx.loaders.machine.loadMany(ids)).map((m, i) => {
+    if (m instanceof Error) throw m;
+    return must(m, `machine ${ids[i]}`);
+  });
+const cursorOf = (seq: string) => Buffer.from(`booking:${seq}`).toString('base64url');
+function seqOfCursor(cursor: string): string {
+  const match = /^booking:(\d{1,18})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match) throw invalidInput([{ field: 'after', message: 'is not a cursor returned by this API' }]);
+  return match[1]!;
+}
+
+interface TrackingView {
+  booking: BookingRecord;
+  state: TrackingState;
+  computedAt: Date;
+}
+
+async function trackingOf(booking: BookingRecord, ctx: RentalContext): Promise<TrackingView> {
+  const site = must(await ctx.loaders.location.load(booking.locationId), `location ${booking.locationId}`);
+  const depots = new Map<string, Place>();
+  for (const leg of booking.legs) depots.set(leg.depotId, must(await ctx.loaders.depot.load(leg.depotId), `depot ${leg.depotId}`));
+  const state = trackingState(booking.legs, { depot: (id) => depots.get(id)!, site }, ctx.now, booking.status === 'completed');
+  return { booking, state, computedAt: ctx.now };
+}
+
+type Resolvers = Record<string, object>;
+
+export const rentalResolvers = {
+  DateTime: DateTimeScalar,
+  Query: {
+    machines: async (_: unknown, __: unknown, ctx: RentalContext) => {
+      await ctx.store.releaseExpired(ctx.now);
+      return ctx.store.machines();
+    },
+    machine: async (_: unknown, args: { id: string }, ctx: RentalContext) => {
+      await ctx.store.releaseExpired(ctx.now);
+      return ctx.loaders.machine.load(args.id);
+    },
+    locations: (_: unknown, __: unknown, ctx: RentalContext) => ctx.store.locations(),
+    depots: (_: unknown, __: unknown, ctx: RentalContext) => ctx.store.depots(),
+    fleetSummary: async (_: unknown, __: unknown, ctx: RentalContext) => {
+      await ctx.store.releaseExpired(ctx.now);
+      return ctx.store.fleetSummary();
+    },
+    quote: async (_: unknown, args: { id: string }, ctx: RentalContext) => {
+      await ctx.store.releaseExpired(ctx.now);
+      return ctx.loaders.quote.load(args.id);
+    },
+    booking: (_: unknown, args: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(args.id),
+    bookings: async (_: unknown, args: { first: number; after?: string | null }, ctx: RentalContext) => {
+      const { first, after } = parseInput(bookingsPageArgs, args);
+      const page = await ctx.store.bookingsPage(first, after ? seqOfCursor(after) : null);
+      for (const b of page.rows) ctx.loaders.booking.prime(b.id, b);
+      const edges = page.rows.map((node) => ({ cursor: cursorOf(node.seq), node }));
+      return {
+        edges,
+        pageInfo: { hasNextPage: page.hasNext, endCursor: edges.at(-1)?.cursor ?? null },
+        totalCount: page.total,
+      };
+    },
+    tracking: async (_: unknown, args: { bookingId: string }, ctx: RentalContext) => {
+      const booking = await ctx.loaders.booking.load(args.bookingId);
+      return booking ? trackingOf(booking, ctx) : null;
+    },
+    quoteSigningKeys: async (_: unknown, __: unknown, ctx: RentalContext) => (await ctx.signer.jwks()).keys,
+  },
+  Mutation: {
+    createQuote: async (_: unknown, args: { input: unknown }, ctx: RentalContext) => {
+      const input = parseInput(createQuoteInput, args.input);
+      const earliest = ctx.now.getTime() - START_TIME_WINDOW.pastMinutes * 60_000;
+      const latest = ctx.now.getTime() + START_TIME_WINDOW.futureDays * 86_400_000;
+      if (input.startTime.getTime() < earliest || input.startTime.getTime() > latest) {
+        throw invalidInput([
+          {
+            field: 'startTime',
+            message: `must be between ${START_TIME_WINDOW.pastMinutes} minutes ago and ${START_TIME_WINDOW.futureDays} days ahead`,
+          },
+        ]);
+      }
+      const quote = await ctx.store.createQuote({ ...input, now: ctx.now });
+      ctx.loaders.quote.prime(quote.id, quote);
+      return quote;
+    },
+    confirmBooking: async (_: unknown, args: { input: unknown }, ctx: RentalContext) => {
+      const input = parseInput(confirmBookingInput, args.input);
+      const key = ctx.idempotencyKey === undefined ? null : parseInput(idempotencyKey, ctx.idempotencyKey, 'Idempotency-Key');
+      const booking = await ctx.store.confirmBooking({ ...input, idempotencyKey: key, now: ctx.now });
+      ctx.loaders.booking.prime(booking.id, booking);
+      return booking;
+    },
+    completeBooking: async (_: unknown, args: { bookingId: unknown }, ctx: RentalContext) => {
+      const bookingId = parseInput(bookingIdArg, args.bookingId, 'bookingId');
+      const booking = await ctx.store.completeBooking({ bookingId, now: ctx.now });
+      ctx.loaders.booking.clear(booking.id).prime(booking.id, booking);
+      return booking;
+    },
+  },
+  Machine: {
+    __resolveReference: (ref: { id: string }, ctx: RentalContext) => ctx.loaders.machine.load(ref.id),
+    hourlyRate: (m: MachineRecord) => euros(m.hourlyRateCents),
+    status: (m: MachineRecord) => upper(m.status),
+    depot: (m: MachineRecord, _: unknown, ctx: RentalContext) => ctx.loaders.depot.load(m.depotId),
+  },
+  Depot: { coordinates },
+  Location: { coordinates },
+  Quote: {
+    __resolveReference: async (ref: { id: string }, ctx: RentalContext) => ctx.loaders.quote.load(ref.id),
+    status: (q: QuoteRecord, _: unknown, ctx: RentalContext) => upper(effectiveQuoteStatus(q, ctx.now)),
+    machines: (q: QuoteRecord, _: unknown, ctx: RentalContext) => machinesOf(q.machineIds, ctx),
+    location: (q: QuoteRecord, _: unknown, ctx: RentalContext) => ctx.loaders.location.load(q.locationId),
+    lineItems: (q: QuoteRecord) => q.lineItems,
+    deliveries: (q: QuoteRecord) => q.deliveries,
+    subtotal: (q: QuoteRecord) => euros(q.subtotalCents),
+    deliveryTotal: (q: QuoteRecord) => euros(q.deliveryCents),
+    total: (q: QuoteRecord) => euros(q.totalCents),
+    booking: (q: QuoteRecord, _: unknown, ctx: RentalContext) => ctx.loaders.bookingByQuote.load(q.id),
+  },
+  QuoteLineItem: {
+    machine: (l: LineItem, _: unknown, ctx: RentalContext) => ctx.loaders.machine.load(l.machineId),
+    hourlyRate: (l: LineItem) => euros(l.hourlyRateCents),
+    amount: (l: LineItem) => euros(l.amountCents),
+  },
+  DeliveryCharge: {
+    depot: (d: DeliveryCharge, _: unknown, ctx: RentalContext) => ctx.loaders.depot.load(d.depotId),
+    machines: (d: DeliveryCharge, _: unknown, ctx: RentalContext) => machinesOf(d.machineIds, ctx),
+    amount: (d: DeliveryCharge) => euros(d.amountCents),
+  },
+  Booking: {
+    __resolveReference: (ref: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(ref.id),
+    status: (b: BookingRecord) => upper(b.status),
+    quote: async (b: BookingRecord, _: unknown, ctx: RentalContext) => must(await ctx.loaders.quote.load(b.quoteId), 'quote'),
+    machines: (b: BookingRecord, _: unknown, ctx: RentalContext) => machinesOf(b.machineIds, ctx),
+    location: (b: BookingRecord, _: unknown, ctx: RentalContext) => ctx.loaders.location.load(b.locationId),
+    bill: (b: BookingRecord) => ({
+      currency: 'EUR',
+      quotedHours: b.durationHours,
+      actualHours: b.actualHours,
+      billableHours: b.billableHours,
+      quotedAmount: euros(b.quotedCents),
+      overtimeAmount: b.overtimeCents === null ? null : euros(b.overtimeCents),
+      finalAmount: b.finalCents === null ? null : euros(b.finalCents),
+      closed: b.status === 'completed',
+      closedAt: b.completedAt,
+    }),
+    tracking: (b: BookingRecord, _: unknown, ctx: RentalContext) => trackingOf(b, ctx),
+  },
+  Tracking: {
+    bookingId: (t: TrackingView) => t.booking.id,
+    status: (t: TrackingView) => upper(t.state.status),
+    coordinates: (t: TrackingView) => t.state.coordinates,
+    eta: (t: TrackingView) => t.state.eta,
+    minutesRemaining: (t: TrackingView) => t.state.minutesRemaining,
+    distanceRemainingKm: (t: TrackingView) => t.state.distanceRemainingKm,
+    legs: (t: TrackingView) => t.state.legs,
+    computedAt: (t: TrackingView) => t.computedAt,
+  },
+  DeliveryLeg: {
+    depot: (l: LegState, _: unknown, ctx: RentalContext) => ctx.loaders.depot.load(l.leg.depotId),
+    machines: (l: LegState, _: unknown, ctx: RentalContext) => machinesOf(l.leg.machineIds, ctx),
+    status: (l: LegState) => upper(l.status),
+    distanceKm: (l: LegState) => l.leg.distanceKm,
+    dispatchAt: (l: LegState) => l.leg.dispatchAt,
+    departAt: (l: LegState) => l.leg.departAt,
+    eta: (l: LegState) => l.leg.arriveAt,
+  },
+} satisfies Resolvers;
+
+/** The typed map above, in the shape `buildSubgraphSchema` accepts. */
+export const resolverMap = rentalResolvers as unknown as GraphQLResolverMap<unknown>;
+

@@ -1,0 +1,347 @@
+import { z } from 'zod';
+import { domainError } from '../../platform/errors.js';
+import { defineRoute, type RestRoute } from '../../platform/rest.js';
+import { parseInstant } from '../../platform/scalars.js';
+import { MAX_CUSTOMER_NAME, MAX_DURATION_HOURS } from './inputs.js';
+
+/*
+ * The documented REST paths of the rental service (under /rental), each run as a GraphQL operation
+ * through the gateway. Bodies are snake_case as documented; enum values are lower-case.
+ */
+
+interface Coords {
+  latitude: number;
+  longitude: number;
+}
+interface PlaceData {
+  id: string;
+  name: string;
+  coordinates: Coords;
+}
+interface SummaryData {
+  available: number;
+  reserved: number;
+  inUse: number;
+  total: number;
+  utilization: number;
+  surgeMultiplier: number;
+}
+interface MachineData {
+  id: string;
+  name: string;
+  category: string;
+  hourlyRate: number;
+  status: string;
+  depot: PlaceData;
+}
+interface QuoteData {
+  id: string;
+  status: string;
+  machines: { id: string }[];
+  location: { id: string };
+  startTime: string;
+  durationHours: number;
+  utilization: number;
+  surgeMultiplier: number;
+  leadTimeHours: number;
+  leadTimeFactor: number;
+  lineItems: { machine: { id: string }; hourlyRate: number; hours: number; surgeMultiplier: number; leadTimeFactor: number; amount: number }[];
+  deliveries: { depot: { id: string }; machines: { id: string }[]; distanceKm: number; amount: number }[];
+  subtotal: number;
+  deliveryTotal: number;
+  total: number;
+  currency: string;
+  createdAt: string;
+  expiresAt: string;
+  signature: string;
+}
+interface BillData {
+  currency: string;
+  quotedHours: number;
+  actualHours: number | null;
+  billableHours: number | null;
+  quotedAmount: number;
+  overtimeAmount: number | null;
+  finalAmount: number | null;
+  closed: boolean;
+  closedAt: string | null;
+}
+interface BookingData {
+  id: string;
+  status: string;
+  customerName: string;
+  quote: { id: string };
+  machines: { id: string }[];
+  location: { id: string };
+  startTime: string;
+  durationHours: number;
+  confirmedAt: string;
+  completedAt: string | null;
+  bill: BillData;
+}
+interface LegData {
+  depot: { id: string };
+  machines: { id: string }[];
+  status: string;
+  coordinates: Coords;
+  distanceKm: number;
+  distanceRemainingKm: number;
+  dispatchAt: string;
+  departAt: string;
+  eta: string;
+}
+interface TrackingData {
+  bookingId: string;
+  status: string;
+  coordinates: Coords;
+  eta: string;
+  minutesRemaining: number;
+  distanceRemainingKm: number;
+  legs: LegData[];
+  computedAt: string;
+}
+
+const SUMMARY = 'available reserved inUse total utilization surgeMultiplier';
+const PLACE = 'id name coordinates { latitude longitude }';
+const MACHINE = `id name category hourlyRate status depot { ${PLACE} }`;
+const QUOTE = `id status machines { id } location { id } startTime durationHours utilization surgeMultiplier
+  leadTimeHours leadTimeFactor lineItems { machine { id } hourlyRate hours surgeMultiplier leadTimeFactor amount }
+  deliveries { depot { id } machines { id } distanceKm amount } subtotal deliveryTotal total currency createdAt
+  expiresAt signature`;
+const BOOKING = `id status customerName quote { id } machines { id } location { id } startTime durationHours
+  confirmedAt completedAt bill { currency quotedHours actualHours billableHours quotedAmount overtimeAmount
+  finalAmount closed closedAt }`;
+const TRACKING = `bookingId status coordinates { latitude longitude } eta minutesRemaining distanceRemainingKm
+  computedAt legs { depot { id } machines { id } status coordinates { latitude longitude } distanceKm
+  distanceRemainingKm dispatchAt departAt eta }`;
+
+const lower = (s: string) => s.toLowerCase();
+const ids = (list: { id: string }[]) => list.map((x) => x.id);
+const point = (c: Coords) => ({ lat: c.latitude, lon: c.longitude });
+const place = (p: PlaceData) => ({ id: p.id, name: p.name, coordinates: point(p.coordinates) });
+
+const summaryBody = (s: SummaryData) => ({
+  available: s.available,
+  reserved: s.reserved,
+  in_use: s.inUse,
+  total: s.total,
+  utilization: s.utilization,
+  surge_multiplier: s.surgeMultiplier,
+});
+
+const quoteBody = (q: QuoteData) => ({
+  quote_id: q.id,
+  status: lower(q.status),
+  machine_ids: ids(q.machines),
+  location_id: q.location.id,
+  start_time: q.startTime,
+  duration_hours: q.durationHours,
+  utilization: q.utilization,
+  surge_multiplier: q.surgeMultiplier,
+  lead_time_hours: q.leadTimeHours,
+  lead_time_factor: q.leadTimeFactor,
+  line_items: q.lineItems.map((l) => ({
+    machine_id: l.machine.id,
+    hourly_rate: l.hourlyRate,
+    hours: l.hours,
+    surge_multiplier: l.surgeMultiplier,
+    lead_time_factor: l.leadTimeFactor,
+    amount: l.amount,
+  })),
+  deliveries: q.deliveries.map((d) => ({
+    depot_id: d.depot.id,
+    machine_ids: ids(d.machines),
+    distance_km: d.distanceKm,
+    amount: d.amount,
+  })),
+  subtotal: q.subtotal,
+  delivery_total: q.deliveryTotal,
+  total: q.total,
+  currency: q.currency,
+  created_at: q.createdAt,
+  expires_at: q.expiresAt,
+  signature: q.signature,
+});
+
+const bookingBody = (b: BookingData) => ({
+  booking_id: b.id,
+  quote_id: b.quote.id,
+  customer_name: b.customerName,
+  status: lower(b.status),
+  machine_ids: ids(b.machines),
+  location_id: b.location.id,
+  start_time: b.startTime,
+  duration_hours: b.durationHours,
+  confirmed_at: b.confirmedAt,
+  completed_at: b.completedAt,
+  bill: {
+    currency: b.bill.currency,
+    quoted_hours: b.bill.quotedHours,
+    actual_hours: b.bill.actualHours,
+    billable_hours: b.bill.billableHours,
+    quoted_amount: b.bill.quotedAmount,
+    overtime_amount: b.bill.overtimeAmount,
+    final_amount: b.bill.finalAmount,
+    closed: b.bill.closed,
+    closed_at: b.bill.closedAt,
+  },
+});
+
+const trackingBody = (t: TrackingData) => ({
+  booking_id: t.bookingId,
+  status: lower(t.status),
+  coordinates: point(t.coordinates),
+  eta: t.eta,
+  minutes_remaining: t.minutesRemaining,
+  distance_remaining_km: t.distanceRemainingKm,
+  computed_at: t.computedAt,
+  legs: t.legs.map((l) => ({
+    depot_id: l.depot.id,
+    machine_ids: ids(l.machines),
+    status: lower(l.status),
+    coordinates: point(l.coordinates),
+    distance_km: l.distanceKm,
+    distance_remaining_km: l.distanceRemainingKm,
+    dispatch_at: l.dispatchAt,
+    depart_at: l.departAt,
+    eta: l.eta,
+  })),
+});
+
+const bookingParams = z.object({ booking_id: z.string().min(1).max(64) });
+
+export const rentalRoutes: readonly RestRoute[] = [
+  defineRoute<undefined, undefined, undefined, { fleetSummary: SummaryData }>({
+    method: 'GET',
+    path: '/health',
+    summary: 'Liveness indicator plus fleet summary',
+    operation: `query RentalHealth { fleetSummary { ${SUMMARY} } }`,
+    variables: () => ({}),
+    result: (d) => ({ status: 'ok', service: 'rental', version: '1.0', fleet: summaryBody(d.fleetSummary) }),
+  }),
+  defineRoute<undefined, undefined, undefined, { machines: MachineData[] }>({
+    method: 'GET',
+    path: '/fleet/machines',
+    summary: 'Machine catalogue with status',
+    operation: `query RentalMachines { machines { ${MACHINE} } }`,
+    variables: () => ({}),
+    result: (d) => ({
+      machines: d.machines.map((m) => ({
+        id: m.id,
+        name: m.name,
+        category: lower(m.category),
+        hourly_rate: m.hourlyRate,
+        status: lower(m.status),
+        depot: place(m.depot),
+      })),
+    }),
+  }),
+  defineRoute<undefined, undefined, undefined, { locations: PlaceData[] }>({
+    method: 'GET',
+    path: '/fleet/locations',
+    summary: 'Delivery sites',
+    operation: `query RentalLocations { locations { ${PLACE} } }`,
+    variables: () => ({}),
+    result: (d) => ({ locations: d.locations.map(place) }),
+  }),
+  defineRoute<undefined, undefined, undefined, { fleetSummary: SummaryData }>({
+    method: 'GET',
+    path: '/fleet/summary',
+    summary: 'Counts and utilization',
+    operation: `query RentalFleetSummary { fleetSummary { ${SUMMARY} } }`,
+    variables: () => ({}),
+    result: (d) => summaryBody(d.fleetSummary),
+  }),
+  defineRoute<
+    { machine_ids: string[]; location_id: string; start_time: string; duration_hours: number },
+    undefined,
+    undefined,
+    { createQuote: QuoteData }
+  >({
+    method: 'POST',
+    path: '/pricing/quote',
+    summary: 'A signed multi-machine quote; the machines become reserved',
+    operation: `mutation RentalCreateQuote($input: CreateQuoteInput!) { createQuote(input: $input) { ${QUOTE} } }`,
+    body: z.object({
+      machine_ids: z.array(z.string()).min(1, 'must not be empty'),
+      location_id: z.string().min(1, 'must not be empty'),
+      start_time: z
+        .string()
+        .refine((s) => parseInstant(s) !== null, 'must be an ISO 8601 UTC timestamp, e.g. 2026-11-22T08:00:00Z'),
+      duration_hours: z.number().positive('must be more than 0').max(MAX_DURATION_HOURS),
+    }),
+    variables: ({ body }) => ({
+      input: {
+        machineIds: body.machine_ids,
+        locationId: body.location_id,
+        startTime: body.start_time,
+        durationHours: body.duration_hours,
+      },
+    }),
+    result: (d) => quoteBody(d.createQuote),
+  }),
+  defineRoute<{ quote_id: string; customer_name: string }, undefined, undefined, { confirmBooking: BookingData }>({
+    method: 'POST',
+    path: '/booking/confirm',
+    summary: 'Confirms a quote into a booking; the machines go in use',
+    operation: `mutation RentalConfirmBooking($input: ConfirmBookingInput!) { confirmBooking(input: $input) { ${BOOKING} } }`,
+    body: z.object({
+      quote_id: z.string().min(1, 'must not be empty'),
+      customer_name: z.string().trim().min(1, 'must not be empty').max(MAX_CUSTOMER_NAME),
+    }),
+    variables: ({ body }) => ({ input: { quoteId: body.quote_id, customerName: body.customer_name } }),
+    result: (d) => bookingBody(d.confirmBooking),
+  }),
+  defineRoute<undefined, undefined, { booking_id: string }, { tracking: TrackingData | null }>({
+    method: 'GET',
+    path: '/booking/:booking_id/track',
+    summary: 'Delivery status, coordinates and ETA',
+    operation: `query RentalTracking($bookingId: ID!) { tracking(bookingId: $bookingId) { ${TRACKING} } }`,
+    params: bookingParams,
+    variables: ({ params }) => ({ bookingId: params.booking_id }),
+    result: (d) => {
+      if (!d.tracking) throw domainError('NOT_FOUND', 'Booking not found');
+      return trackingBody(d.tracking);
+    },
+  }),
+  defineRoute<undefined, undefined, { booking_id: string }, { completeBooking: BookingData }>({
+    method: 'POST',
+    path: '/booking/:booking_id/complete',
+    summary: 'Completes a booking: machines return to available, the bill closes',
+    operation: `mutation RentalCompleteBooking($bookingId: ID!) { completeBooking(bookingId: $bookingId) { ${BOOKING} } }`,
+    params: bookingParams,
+    variables: ({ params }) => ({ bookingId: params.booking_id }),
+    result: (d) => bookingBody(d.completeBooking),
+  }),
+  defineRoute<
+    undefined,
+    { limit: number; cursor?: string | undefined },
+    undefined,
+    { bookings: { edges: { node: BookingData }[]; pageInfo: { hasNextPage: boolean; endCursor: string | null }; totalCount: number } }
+  >({
+    method: 'GET',
+    path: '/bookings',
+    summary: 'Partner booking ledger, newest first (?limit=1..100, ?cursor=next_cursor)',
+    operation: `query RentalBookings($first: Int!, $after: String) {
+      bookings(first: $first, after: $after) { edges { node { ${BOOKING} } } pageInfo { hasNextPage endCursor } totalCount }
+    }`,
+    query: z.object({
+      limit: z.coerce.number().int('must be a whole number').min(1).max(100).default(20),
+      cursor: z.string().min(1).optional(),
+    }),
+    variables: ({ query }) => ({ first: query.limit, after: query.cursor ?? null }),
+    result: (d) => ({
+      bookings: d.bookings.edges.map((e) => bookingBody(e.node)),
+      next_cursor: d.bookings.pageInfo.hasNextPage ? d.bookings.pageInfo.endCursor : null,
+      total: d.bookings.totalCount,
+    }),
+  }),
+  defineRoute<undefined, undefined, undefined, { quoteSigningKeys: Record<string, string>[] }>({
+    method: 'GET',
+    path: '/pricing/keys',
+    summary: 'JWKS with the public keys that verify quote signatures',
+    operation: 'query RentalSigningKeys { quoteSigningKeys { kid kty crv x alg use } }',
+    variables: () => ({}),
+    result: (d) => ({ keys: d.quoteSigningKeys }),
+  }),
+];

@@ -1,0 +1,447 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Database, Queryable } from '../../platform/db.js';
+import { domainError } from '../../platform/errors.js';
+import { appendEvents, type OutboxEvent } from '../../platform/outbox.js';
+import { PRICING, closeBill, priceQuote, surgeMultiplier, utilizationOf, type FleetCounts } from './pricing.js';
+import type {
+  BookingRecord,
+  FleetSummaryRecord,
+  MachineRecord,
+  MachineStatus,
+  Place,
+  QuoteRecord,
+} from './records.js';
+import type { QuoteSigner } from './signing.js';
+import { planLegs } from './tracking.js';
+
+export const TOPICS = {
+  machineStatus: 'rental.machine_status',
+  fleetSummary: 'rental.fleet_summary',
+  booking: 'rental.booking',
+} as const;
+
+export interface MachineStatusEvent {
+  machineId: string;
+  previousStatus: MachineStatus;
+  status: MachineStatus;
+  reason: 'quote' | 'confirm' | 'complete' | 'expiry';
+  quoteId: string | null;
+  bookingId: string | null;
+  at: string;
+}
+
+const MACHINE_COLUMNS = `id, name, category, hourly_rate_cents AS "hourlyRateCents", depot_id AS "depotId", status`;
+const QUOTE_COLUMNS = `id::text AS id, status, machine_ids AS "machineIds", location_id AS "locationId",
+  start_time AS "startTime", duration_hours AS "durationHours", utilization, surge_multiplier AS "surgeMultiplier",
+  lead_time_hours AS "leadTimeHours", lead_time_factor AS "leadTimeFactor", line_items AS "lineItems",
+  deliveries, subtotal_cents AS "subtotalCents", delivery_cents AS "deliveryCents", total_cents AS "totalCents",
+  currency, signature, created_at AS "createdAt", expires_at AS "expiresAt"`;
+/** Booking columns, optionally qualified by a table alias. */
+const bookingColumns = (t = '') => `${t}seq::text AS seq, ${t}id, ${t}quote_id::text AS "quoteId",
+  ${t}customer_name AS "customerName", ${t}status, ${t}machine_ids AS "machineIds", ${t}location_id AS "locationId",
+  ${t}start_time AS "startTime", ${t}duration_hours AS "durationHours", ${t}confirmed_at AS "confirmedAt",
+  ${t}completed_at AS "completedAt", ${t}legs, ${t}quoted_cents AS "quotedCents", ${t}actual_hours AS "actualHours",
+  ${t}billable_hours AS "billableHours", ${t}overtime_cents AS "overtimeCents", ${t}final_cents AS "finalCents"`;
+const BOOKING_COLUMNS = bookingColumns();
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export class RentalStore {
+  constructor(
+    private readonly db: Database,
+    private readonly signer: QuoteSigner,
+    private readonly quoteTtlSeconds: number,
+  ) {}
+
+  // ---- reads -------------------------------------------------------------------------------------
+
+  async machines(): Promise<MachineRecord[]> {
+    return (await this.db.query<MachineRecord>(`SELECT ${MACHINE_COLUMNS} FROM rental_machines ORDER BY id`)).rows;
+  }
+
+  async machinesByIds(ids: readonly string[]): Promise<MachineRecord[]> {
+    const res = await this.db.query<MachineRecord>(`SELECT ${MACHINE_COLUMNS} FROM rental_machines WHERE id = ANY($1)`, [
+      [...ids],
+    ]);
+    return res.rows;
+  }
+
+  async depots(): Promise<Place[]> {
+    return (await this.db.query<Place>('SELECT id, name, latitude, longitude FROM rental_depots ORDER BY id')).rows;
+  }
+
+  async locations(): Promise<Place[]> {
+    return (await this.db.query<Place>('SELECT id, name, latitude, longitude FROM rental_locations ORDER BY id')).rows;
+  }
+
+  async fleetSummary(): Promise<FleetSummaryRecord> {
+    return summaryOf(await fleetCounts(this.db));
+  }
+
+  async quotesByIds(ids: readonly string[]): Promise<QuoteRecord[]> {
+    const valid = ids.filter((id) => UUID_RE.test(id));
+    if (valid.length === 0) return [];
+    return (await this.db.query<QuoteRecord>(`SELECT ${QUOTE_COLUMNS} FROM rental_quotes WHERE id = ANY($1::uuid[])`, [valid]))
+      .rows;
+  }
+
+  async bookingsByIds(ids: readonly string[]): Promise<BookingRecord[]> {
+    return (await this.db.query<BookingRecord>(`SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE id = ANY($1)`, [[...ids]]))
+      .rows;
+  }
+
+  async bookingsByQuoteIds(quoteIds: readonly string[]): Promise<BookingRecord[]> {
+    const valid = quoteIds.filter((id) => UUID_RE.test(id));
+    if (valid.length === 0) return [];
+    const sql = `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE quote_id = ANY($1::uuid[])`;
+    return (await this.db.query<BookingRecord>(sql, [valid])).rows;
+  }
+
+  /** Newest first; `beforeSeq` is the exclusive upper bound from the previous page's cursor. */
+  async bookingsPage(first: number, beforeSeq: string | null): Promise<{ rows: BookingRecord[]; hasNext: boolean; total: number }> {
+    const res = await this.db.query<BookingRecord>(
+      `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE ($1::bigint IS NULL OR seq < $1::bigint)
+       ORDER BY seq DESC LIMIT $2`,
+      [beforeSeq, first + 1],
+    );
+    const total = await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM rental_bookings');
+    return { rows: res.rows.slice(0, first), hasNext: res.rows.length > first, total: total.rows[0]?.n ?? 0 };
+  }
+
+  // ---- transitions -------------------------------------------------------------------------------
+
+  /**
+   * Expires every active quote past its expiry and releases its machines, in one transaction.
+   * Run by the sweeper and before any operation whose answer depends on reservations.
+   */
+  async releaseExpired(now: Date): Promise<number> {
+    const due = await this.db.query(
+      `SELECT 1 FROM rental_quotes WHERE status = 'active' AND expires_at <= $1 LIMIT 1`,
+      [now],
+    );
+    if (due.rowCount === 0) return 0;
+    return this.db.transaction(async (tx) => {
+      const released = await tx.query<{ machineId: string; quoteId: string }>(
+        `WITH expired AS (
+           UPDATE rental_quotes SET status = 'expired', released_at = $1
+           WHERE status = 'active' AND expires_at <= $1 RETURNING id
+         )
+         UPDATE rental_machines m SET status = 'available', quote_id = NULL, updated_at = $1
+         FROM expired e WHERE m.quote_id = e.id AND m.status = 'reserved'
+         RETURNING m.id AS "machineId", e.id::text AS "quoteId"`,
+        [now],
+      );
+      if (released.rowCount > 0) {
+        await appendEvents(tx, [
+          ...released.rows.map((r) =>
+            machineEvent(r.machineId, 'reserved', 'available', 'expiry', now, { quoteId: r.quoteId }),
+          ),
+          await fleetEvent(tx, now),
+        ]);
+      }
+      return released.rowCount;
+    });
+  }
+
+  async createQuote(input: {
+    machineIds: string[];
+    locationId: string;
+    startTime: Date;
+    durationHours: number;
+    now: Date;
+  }): Promise<QuoteRecord> {
+    await this.releaseExpired(input.now);
+    const { now } = input;
+    return this.db.transaction(async (tx) => {
+      const site = (
+        await tx.query<Place>('SELECT id, name, latitude, longitude FROM rental_locations WHERE id = $1', [input.locationId])
+      ).rows[0];
+      if (!site) {
+        throw domainError('BAD_USER_INPUT', `Unknown location "${input.locationId}"`, [
+          { field: 'locationId', message: `unknown location "${input.locationId}"` },
+        ]);
+      }
+      const known = await tx.query<{ id: string }>('SELECT id FROM rental_machines WHERE id = ANY($1)', [input.machineIds]);
+      const unknown = input.machineIds.filter((id) => !known.rows.some((r) => r.id === id));
+      if (unknown.length > 0) {
+        throw domainError('BAD_USER_INPUT', `Unknown machine${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`, [
+          { field: 'machineIds', message: `unknown machine ids: ${unknown.join(', ')}` },
+        ]);
+      }
+      const quoteId = randomUUID();
+      // Lock in id order so overlapping quotes cannot deadlock; rows taken meanwhile drop out of the filter.
+      const reserved = await tx.query<{ id: string }>(
+        `UPDATE rental_machines m SET status = 'reserved', quote_id = $2, updated_at = $3
+         FROM (SELECT id FROM rental_machines WHERE id = ANY($1) AND status = 'available' ORDER BY id FOR UPDATE) pick
+         WHERE m.id = pick.id RETURNING m.id`,
+        [input.machineIds, quoteId, now],
+      );
+      if (reserved.rowCount !== input.machineIds.length) {
+        const taken = await tx.query<{ id: string; status: string }>(
+          `SELECT id, status FROM rental_machines WHERE id = ANY($1) AND NOT (id = ANY($2)) ORDER BY id`,
+          [input.machineIds, reserved.rows.map((r) => r.id)],
+        );
+        const list = taken.rows.map((r) => `${r.id} (${r.status})`).join(', ');
+        throw domainError('CONFLICT', `Machine${taken.rows.length > 1 ? 's' : ''} not available: ${list}`);
+      }
+      const priced = await tx.query<{ id: string; hourlyRateCents: number; depotId: string; latitude: number; longitude: number }>(
+        `SELECT m.id, m.hourly_rate_cents AS "hourlyRateCents", m.depot_id AS "depotId", d.latitude, d.longitude
+         FROM rental_machines m JOIN rental_depots d ON d.id = m.depot_id WHERE m.id = ANY($1)`,
+        [input.machineIds],
+      );
+      const countsAfter = await fleetCounts(tx);
+      const price = priceQuote({
+        machines: priced.rows.map((m) => ({
+          id: m.id,
+          hourlyRateCents: m.hourlyRateCents,
+          depotId: m.depotId,
+          depot: { latitude: m.latitude, longitude: m.longitude },
+        })),
+        site,
+        startTime: input.startTime,
+        durationHours: input.durationHours,
+        countsAfter,
+        pricedAt: now,
+      });
+      const expiresAt = new Date(now.getTime() + this.quoteTtlSeconds * 1000);
+      const machineIds = [...input.machineIds].sort();
+      const signature = await this.signer.sign({
+        quote_id: quoteId,
+        machine_ids: machineIds,
+        location_id: site.id,
+        total: price.totalCents / 100,
+        currency: PRICING.currency,
+        iat: Math.floor(now.getTime() / 1000),
+        exp: Math.floor(expiresAt.getTime() / 1000),
+      });
+      const inserted = await tx.query<QuoteRecord>(
+        `INSERT INTO rental_quotes (id, status, machine_ids, location_id, start_time, duration_hours, utilization,
+           surge_multiplier, lead_time_hours, lead_time_factor, line_items, deliveries, subtotal_cents, delivery_cents,
+           total_cents, currency, signature, created_at, expires_at)
+         VALUES ($1, 'active', $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::jsonb, $12, $13, $14, $15, $16, $17, $18)
+         RETURNING ${QUOTE_COLUMNS}`,
+        [
+          quoteId,
+          machineIds,
+          site.id,
+          input.startTime,
+          input.durationHours,
+          price.utilization,
+          price.surgeMultiplier,
+          price.leadTimeHours,
+          price.leadTimeFactor,
+          JSON.stringify(price.lineItems),
+          JSON.stringify(price.deliveries),
+          price.subtotalCents,
+          price.deliveryCents,
+          price.totalCents,
+          PRICING.currency,
+          signature,
+          now,
+          expiresAt,
+        ],
+      );
+      await appendEvents(tx, [
+        ...machineIds.map((id) => machineEvent(id, 'available', 'reserved', 'quote', now, { quoteId })),
+        fleetEventFrom(countsAfter, now),
+      ]);
+      return inserted.rows[0]!;
+    });
+  }
+
+  /**
+   * Confirms a quote into a booking. A repeated Idempotency-Key returns the booking it made; any other
+   * second confirm of the same quote is a CONFLICT, so one quote never yields two bookings.
+   */
+  async confirmBooking(input: {
+    quoteId: string;
+    customerName: string;
+    idempotencyKey: string | null;
+    now: Date;
+  }): Promise<BookingRecord> {
+    const { now, quoteId, idempotencyKey } = input;
+    if (!UUID_RE.test(quoteId)) {
+      throw domainError('BAD_USER_INPUT', `quoteId must be a UUID, got "${quoteId}"`, [
+        { field: 'quoteId', message: 'must be a UUID' },
+      ]);
+    }
+    await this.releaseExpired(now);
+    try {
+      return await this.db.transaction(async (tx) => {
+        const replay = await this.bookingForKey(tx, idempotencyKey, quoteId);
+        if (replay) return replay;
+        const quote = (
+          await tx.query<QuoteRecord>(
+            `UPDATE rental_quotes SET status = 'confirmed'
+             WHERE id = $1 AND status = 'active' AND expires_at > $2 RETURNING ${QUOTE_COLUMNS}`,
+            [quoteId, now],
+          )
+        ).rows[0];
+        if (!quote) {
+          const found = (
+            await tx.query<{ status: string; expiresAt: Date; bookingId: string | null }>(
+              `SELECT q.status, q.expires_at AS "expiresAt", b.id AS "bookingId"
+               FROM rental_quotes q LEFT JOIN rental_bookings b ON b.quote_id = q.id WHERE q.id = $1`,
+              [quoteId],
+            )
+          ).rows[0];
+          if (!found) throw domainError('NOT_FOUND', `Quote ${quoteId} not found`);
+          if (found.status === 'confirmed') {
+            // A concurrent confirm with the same key may have committed while this one waited.
+            const raced = await this.bookingForKey(tx, idempotencyKey, quoteId);
+            if (raced) return raced;
+            throw domainError('CONFLICT', `Quote ${quoteId} is already confirmed as booking ${found.bookingId ?? ''}`.trim());
+          }
+          throw domainError('GONE', `Quote ${quoteId} expired at ${found.expiresAt.toISOString()}`);
+        }
+        const bookingId = `BK-${randomBytes(6).toString('hex').toUpperCase()}`;
+        const moved = await tx.query<{ id: string }>(
+          `UPDATE rental_machines SET status = 'in_use', quote_id = NULL, booking_id = $2, updated_at = $3
+           WHERE quote_id = $1 AND status = 'reserved' RETURNING id`,
+          [quoteId, bookingId, now],
+        );
+        if (moved.rowCount !== quote.machineIds.length) {
+          throw new Error(`quote ${quoteId} held ${moved.rowCount} of its ${quote.machineIds.length} machines`);
+        }
+        const legs = planLegs(quote.deliveries, now, quote.startTime);
+        const booking = (
+          await tx.query<BookingRecord>(
+            `INSERT INTO rental_bookings (id, quote_id, idempotency_key, customer_name, status, machine_ids, location_id,
+               start_time, duration_hours, confirmed_at, legs, quoted_cents)
+             VALUES ($1, $2, $3, $4, 'confirmed', $5, $6, $7, $8, $9, $10::jsonb, $11)
+             RETURNING ${BOOKING_COLUMNS}`,
+            [
+              bookingId,
+              quoteId,
+              idempotencyKey,
+              input.customerName,
+              quote.machineIds,
+              quote.locationId,
+              quote.startTime,
+              quote.durationHours,
+              now,
+              JSON.stringify(legs),
+              quote.totalCents,
+            ],
+          )
+        ).rows[0]!;
+        await appendEvents(tx, [
+          ...quote.machineIds.map((id) => machineEvent(id, 'reserved', 'in_use', 'confirm', now, { quoteId, bookingId })),
+          await fleetEvent(tx, now),
+          { topic: TOPICS.booking, payload: { bookingId, status: 'confirmed', at: now.toISOString() } },
+        ]);
+        return booking;
+      });
+    } catch (error) {
+      if ((error as { code?: string }).code === '23505') {
+        throw domainError('CONFLICT', 'This Idempotency-Key was already used for another request');
+      }
+      throw error;
+    }
+  }
+
+  async completeBooking(input: { bookingId: string; now: Date }): Promise<BookingRecord> {
+    const { now, bookingId } = input;
+    return this.db.transaction(async (tx) => {
+      const current = (
+        await tx.query<BookingRecord & { subtotalCents: number }>(
+          `SELECT ${bookingColumns('b.')},
+             q.subtotal_cents AS "subtotalCents"
+           FROM rental_bookings b JOIN rental_quotes q ON q.id = b.quote_id WHERE b.id = $1 FOR UPDATE OF b`,
+          [bookingId],
+        )
+      ).rows[0];
+      if (!current) throw domainError('NOT_FOUND', `Booking ${bookingId} not found`);
+      if (current.status === 'completed') {
+        throw domainError('CONFLICT', `Booking ${bookingId} was already completed at ${current.completedAt?.toISOString()}`);
+      }
+      const rentalStart = new Date(Math.max(current.startTime.getTime(), current.confirmedAt.getTime()));
+      const bill = closeBill({
+        quotedHours: current.durationHours,
+        subtotalCents: current.subtotalCents,
+        totalCents: current.quotedCents,
+        rentalStart,
+        completedAt: now,
+      });
+      const booking = (
+        await tx.query<BookingRecord>(
+          `UPDATE rental_bookings SET status = 'completed', completed_at = $2, actual_hours = $3, billable_hours = $4,
+             overtime_cents = $5, final_cents = $6
+           WHERE id = $1 AND status = 'confirmed' RETURNING ${BOOKING_COLUMNS}`,
+          [bookingId, now, bill.actualHours, bill.billableHours, bill.overtimeCents, bill.finalCents],
+        )
+      ).rows[0]!;
+      const released = await tx.query<{ id: string }>(
+        `UPDATE rental_machines SET status = 'available', booking_id = NULL, updated_at = $2
+         WHERE booking_id = $1 AND status = 'in_use' RETURNING id`,
+        [bookingId, now],
+      );
+      await appendEvents(tx, [
+        ...released.rows.map((r) => machineEvent(r.id, 'in_use', 'available', 'complete', now, { bookingId })),
+        await fleetEvent(tx, now),
+        { topic: TOPICS.booking, payload: { bookingId, status: 'completed', at: now.toISOString() } },
+      ]);
+      return booking;
+    });
+  }
+
+  private async bookingForKey(tx: Queryable, key: string | null, quoteId: string): Promise<BookingRecord | null> {
+    if (!key) return null;
+    const found = (
+      await tx.query<BookingRecord>(`SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE idempotency_key = $1`, [key])
+    ).rows[0];
+    if (!found) return null;
+    if (found.quoteId !== quoteId) {
+      throw domainError('CONFLICT', 'This Idempotency-Key was already used to confirm a different quote');
+    }
+    return found;
+  }
+}
+
+async function fleetCounts(q: Queryable): Promise<FleetCounts> {
+  const res = await q.query<FleetCounts>(
+    `SELECT count(*) FILTER (WHERE status = 'available')::int AS available,
+            count(*) FILTER (WHERE status = 'reserved')::int AS reserved,
+            count(*) FILTER (WHERE status = 'in_use')::int AS "inUse",
+            count(*)::int AS total
+     FROM rental_machines`,
+  );
+  return res.rows[0]!;
+}
+
+function summaryOf(counts: FleetCounts): FleetSummaryRecord {
+  const utilization = utilizationOf(counts);
+  // The surge a one-machine quote would see now: utilization with one more machine taken.
+  const next = counts.available > 0 ? utilizationOf({ ...counts, reserved: counts.reserved + 1 }) : utilization;
+  return { ...counts, utilization, surgeMultiplier: surgeMultiplier(next) };
+}
+
+function fleetEventFrom(counts: FleetCounts, at: Date): OutboxEvent {
+  return { topic: TOPICS.fleetSummary, payload: { ...summaryOf(counts), at: at.toISOString() } };
+}
+
+async function fleetEvent(tx: Queryable, at: Date): Promise<OutboxEvent> {
+  return fleetEventFrom(await fleetCounts(tx), at);
+}
+
+function machineEvent(
+  machineId: string,
+  previousStatus: MachineStatus,
+  status: MachineStatus,
+  reason: MachineStatusEvent['reason'],
+  at: Date,
+  refs: { quoteId?: string; bookingId?: string },
+): OutboxEvent<MachineStatusEvent> {
+  return {
+    topic: TOPICS.machineStatus,
+    payload: {
+      machineId,
+      previousStatus,
+      status,
+      reason,
+      quoteId: refs.quoteId ?? null,
+      bookingId: refs.bookingId ?? null,
+      at: at.toISOString(),
+    },
+  };
+}

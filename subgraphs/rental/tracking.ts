@@ -1,0 +1,105 @@
+import { interpolate, type LatLon } from './geo.js';
+
+/** Delivery simulation constants. */
+export const DELIVERY = {
+  /** Average speed of a low-loader on regional roads. */
+  speedKmh: 45,
+  /** Loading at the depot between dispatch and departure. */
+  loadingMinutes: 15,
+  /** Trucks aim to arrive this long before the rental starts. */
+  arrivalBufferMinutes: 30,
+} as const;
+
+export type TrackingStatus = 'scheduled' | 'dispatched' | 'in_transit' | 'on_site' | 'completed';
+
+/** A planned truck run, fixed at confirmation and stored with the booking. */
+export interface PlannedLeg {
+  depotId: string;
+  machineIds: string[];
+  distanceKm: number;
+  dispatchAt: string;
+  departAt: string;
+  arriveAt: string;
+}
+
+/**
+ * Plans one truck run per depot: dispatched so it arrives `arrivalBufferMinutes` before the start,
+ * but never before the booking is confirmed.
+ */
+export function planLegs(
+  deliveries: { depotId: string; machineIds: string[]; distanceKm: number }[],
+  confirmedAt: Date,
+  startTime: Date,
+): PlannedLeg[] {
+  return deliveries.map((d) => {
+    const travelMs = (d.distanceKm / DELIVERY.speedKmh) * 3_600_000;
+    const loadMs = DELIVERY.loadingMinutes * 60_000;
+    const idealDispatch = startTime.getTime() - DELIVERY.arrivalBufferMinutes * 60_000 - travelMs - loadMs;
+    const dispatch = Math.max(confirmedAt.getTime(), idealDispatch);
+    return {
+      depotId: d.depotId,
+      machineIds: d.machineIds,
+      distanceKm: d.distanceKm,
+      dispatchAt: new Date(dispatch).toISOString(),
+      departAt: new Date(dispatch + loadMs).toISOString(),
+      arriveAt: new Date(dispatch + loadMs + travelMs).toISOString(),
+    };
+  });
+}
+
+export interface LegState {
+  leg: PlannedLeg;
+  status: TrackingStatus;
+  coordinates: LatLon;
+  distanceRemainingKm: number;
+}
+
+export interface TrackingState {
+  status: TrackingStatus;
+  coordinates: LatLon;
+  eta: Date;
+  minutesRemaining: number;
+  distanceRemainingKm: number;
+  legs: LegState[];
+}
+
+/** Where a leg is at `now`: a pure function of the stored plan and time, so it survives restarts. */
+export function legState(leg: PlannedLeg, depot: LatLon, site: LatLon, now: Date, completed: boolean): LegState {
+  const t = now.getTime();
+  const dispatch = Date.parse(leg.dispatchAt);
+  const depart = Date.parse(leg.departAt);
+  const arrive = Date.parse(leg.arriveAt);
+  if (completed) return { leg, status: 'completed', coordinates: site, distanceRemainingKm: 0 };
+  if (t < dispatch) return { leg, status: 'scheduled', coordinates: depot, distanceRemainingKm: leg.distanceKm };
+  if (t < depart) return { leg, status: 'dispatched', coordinates: depot, distanceRemainingKm: leg.distanceKm };
+  if (t < arrive) {
+    const progress = (t - depart) / (arrive - depart);
+    return {
+      leg,
+      status: 'in_transit',
+      coordinates: interpolate(depot, site, progress),
+      distanceRemainingKm: Math.round(leg.distanceKm * (1 - progress) * 100) / 100,
+    };
+  }
+  return { leg, status: 'on_site', coordinates: site, distanceRemainingKm: 0 };
+}
+
+/** The booking follows its last-arriving leg: it is on site only when every machine is. */
+export function trackingState(
+  legs: PlannedLeg[],
+  places: { depot: (id: string) => LatLon; site: LatLon },
+  now: Date,
+  completed: boolean,
+): TrackingState {
+  const states = legs.map((leg) => legState(leg, places.depot(leg.depotId), places.site, now, completed));
+  const critical = states.reduce((a, b) => (Date.parse(b.leg.arriveAt) > Date.parse(a.leg.arriveAt) ? b : a));
+  const eta = new Date(Date.parse(critical.leg.arriveAt));
+  return {
+    status: critical.status,
+    coordinates: critical.coordinates,
+    eta,
+    minutesRemaining: completed ? 0 : Math.max(0, Math.round(((eta.getTime() - now.getTime()) / 60_000) * 10) / 10),
+    distanceRemainingKm: critical.distanceRemainingKm,
+    legs: states,
+  };
+}
