@@ -31,6 +31,8 @@ export interface ServerOptions {
 export interface RunningServer {
   app: FastifyInstance;
   db: Database;
+  /** The running subgraphs by name (tests reach `_entities` through their schemas). */
+  subgraphs: ReadonlyMap<string, SubgraphInstance>;
   /** Base URL, e.g. http://127.0.0.1:4000 */
   url: string;
   close(): Promise<void>;
@@ -151,6 +153,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   return {
     app,
     db,
+    subgraphs: byName,
     url,
     close() {
       closing ??= (async () => {

@@ -48,7 +48,8 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   await db.waitReady;
   const toResult = <R>(res: { rows: R[]; affectedRows?: number }): QueryResult<R> => ({
     rows: res.rows,
-    rowCount: res.affectedRows ?? res.rows.length,
+    // PGlite reports affectedRows 0 for a SELECT, and no rows for an UPDATE without RETURNING.
+    rowCount: Math.max(res.rows.length, res.affectedRows ?? 0),
   });
   return {
     kind: 'pglite',
