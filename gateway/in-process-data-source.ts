@@ -32,12 +32,15 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
     });
     const response: GatewayGraphQLResponse = {};
     if (result.data !== undefined) response.data = result.data;
-    if (result.errors) response.errors = result.errors.map((e) => this.serialize(e.toJSON(), e.originalError));
+    // Without data, execution never started: the request itself was bad (variables that do not coerce).
+    const requestError = !('data' in result);
+    if (result.errors) response.errors = result.errors.map((e) => this.serialize(e.toJSON(), e.originalError, requestError));
     return response;
   }
 
-  private serialize(error: GraphQLFormattedError, original: Error | undefined): GraphQLFormattedError {
+  private serialize(error: GraphQLFormattedError, original: Error | undefined, requestError: boolean): GraphQLFormattedError {
     if (error.extensions?.['code']) return error;
+    if (requestError) return { ...error, extensions: { ...error.extensions, code: 'BAD_USER_INPUT' } };
     // An error without a catalogued code is a fault of ours: log it, never show its message.
     this.onInternalError(original ?? error);
     return { ...error, message: 'Internal server error', extensions: { code: 'INTERNAL_SERVER_ERROR' } };

@@ -1,0 +1,90 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { hoursFromNow, rest } from './support/http.js';
+import { TEST_DATABASE_URL, backends, startTestServer } from './support/server.js';
+
+/*
+ * PGlite runs one transaction at a time, so on it these tests show serialization, not a race. The race
+ * (50 transactions contending for one row) is only real on PostgreSQL: set TEST_DATABASE_URL.
+ */
+if (!TEST_DATABASE_URL) {
+  console.warn('[concurrency] TEST_DATABASE_URL is not set: the PostgreSQL race tests are skipped; PGlite runs them serialized.');
+}
+
+describe.each(backends)('concurrent state changes (%s)', (backend) => {
+  let url: string;
+  beforeAll(async () => {
+    ({ url } = await startTestServer({ backend }));
+  });
+
+  const quoteBody = (ids: string[]) => ({
+    machine_ids: ids,
+    location_id: 'LOC-002',
+    start_time: hoursFromNow(6),
+    duration_hours: 12,
+  });
+
+  it('50 concurrent quotes for one machine: exactly one wins, 49 get 409', async () => {
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => rest(url, 'POST', '/rental/pricing/quote', quoteBody(['EQ-001']))),
+    );
+    const statuses = results.map((r) => r.status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(1);
+    expect(statuses.filter((s) => s === 409)).toHaveLength(49);
+    const summary = await rest(url, 'GET', '/rental/fleet/summary');
+    expect(summary.body).toMatchObject({ reserved: 1, available: 14 });
+  });
+
+  it('overlapping multi-machine quotes never share a machine and never deadlock', async () => {
+    const sets = [
+      ['EQ-002', 'EQ-003'],
+      ['EQ-003', 'EQ-002'],
+      ['EQ-003', 'EQ-004'],
+      ['EQ-004', 'EQ-005'],
+      ['EQ-005', 'EQ-002'],
+    ];
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => rest(url, 'POST', '/rental/pricing/quote', quoteBody(sets[i % sets.length]!))),
+    );
+    expect(results.every((r) => r.status === 200 || r.status === 409)).toBe(true);
+    const won = results.filter((r) => r.status === 200).flatMap((r) => r.body['machine_ids'] as string[]);
+    expect(new Set(won).size).toBe(won.length);
+    const machines = await rest(url, 'GET', '/rental/fleet/machines');
+    const reserved = machines.body['machines'].filter((m: { status: string }) => m.status === 'reserved').map((m: { id: string }) => m.id);
+    expect(reserved.sort()).toEqual(['EQ-001', ...won].sort());
+  });
+
+  it('20 concurrent confirms of one quote make exactly one booking', async () => {
+    const q = await rest(url, 'POST', '/rental/pricing/quote', quoteBody(['EQ-010']));
+    expect(q.status).toBe(200);
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: `Racer ${i}` }),
+      ),
+    );
+    expect(results.filter((r) => r.status === 200)).toHaveLength(1);
+    expect(results.filter((r) => r.status === 409)).toHaveLength(19);
+    const ledger = await rest(url, 'GET', '/rental/bookings?limit=100');
+    expect(ledger.body['bookings'].filter((b: { quote_id: string }) => b.quote_id === q.body['quote_id'])).toHaveLength(1);
+  });
+
+  it('concurrent confirms sharing an Idempotency-Key all answer with the one booking', async () => {
+    const q = await rest(url, 'POST', '/rental/pricing/quote', quoteBody(['EQ-011']));
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () =>
+        rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Same Key BV' }, { 'idempotency-key': `k-${q.body['quote_id']}` }),
+      ),
+    );
+    expect(results.map((r) => r.status)).toEqual(Array(10).fill(200));
+    expect(new Set(results.map((r) => r.body['booking_id'])).size).toBe(1);
+  });
+
+  it('concurrent completes of one booking release its machines once', async () => {
+    const q = await rest(url, 'POST', '/rental/pricing/quote', quoteBody(['EQ-012']));
+    const b = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Finisher' });
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => rest(url, 'POST', `/rental/booking/${b.body['booking_id']}/complete`)),
+    );
+    expect(results.filter((r) => r.status === 200)).toHaveLength(1);
+    expect(results.filter((r) => r.status === 409)).toHaveLength(9);
+  });
+});
