@@ -78,6 +78,10 @@ function seqOfCursor(cursor: string): string {
   return match[1]!;
 }
 
+/** The leg that arrives last: the booking is on site when it is. */
+const criticalLeg = (b: BookingRecord) =>
+  b.legs.reduce((a, l) => (Date.parse(l.arriveAt) > Date.parse(a.arriveAt) ? l : a));
+
 interface TrackingView {
   booking: BookingRecord;
   state: TrackingState;
@@ -212,6 +216,8 @@ export const rentalResolvers = {
       closedAt: b.completedAt,
     }),
     tracking: (b: BookingRecord, _: unknown, ctx: RentalContext) => trackingOf(b, ctx),
+    deliveryDistanceKm: (b: BookingRecord) => criticalLeg(b).distanceKm,
+    deliveryDepartAt: (b: BookingRecord) => criticalLeg(b).departAt,
   },
   Tracking: {
     bookingId: (t: TrackingView) => t.booking.id,
