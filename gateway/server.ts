@@ -1,12 +1,13 @@
-import { ApolloGateway } from '@apollo/gateway';
+import { ApolloGateway, type GraphQLDataSource } from '@apollo/gateway';
 import { ApolloServer, type GraphQLRequest } from '@apollo/server';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
-import type { GraphQLFormattedError } from 'graphql';
+import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { fileURLToPath } from 'node:url';
 import { systemClock, type Clock } from '../platform/clock.js';
 import type { Config } from '../platform/config.js';
 import { openDatabase, type Database } from '../platform/db.js';
+import { EventHub } from '../platform/event-hub.js';
 import { isErrorCode, statusOf, type ErrorCode } from '../platform/errors.js';
 import { migrate } from '../platform/migrate.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
@@ -17,6 +18,9 @@ import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { InProcessDataSource } from './in-process-data-source.js';
 import { problem, sendProblem } from './problem.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
+import { SubscriptionExecutor } from './subscriptions/executor.js';
+import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
+import { attachGraphQLWebSocket } from './subscriptions/ws-server.js';
 
 export interface ServerOptions {
   config: Config;
@@ -31,6 +35,9 @@ export interface ServerOptions {
 export interface RunningServer {
   app: FastifyInstance;
   db: Database;
+  events: EventHub;
+  /** Federated subscriptions (shared upstream streams). */
+  subscriptions: SubscriptionExecutor;
   /** The running subgraphs by name (tests reach `_entities` through their schemas). */
   subgraphs: ReadonlyMap<string, SubgraphInstance>;
   /** Base URL, e.g. http://127.0.0.1:4000 */
@@ -51,11 +58,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     schema: options.databaseSchema,
   });
   const started: { module: SubgraphModule; instance: SubgraphInstance }[] = [];
+  const events = new EventHub(db);
   try {
     await migrate(db, [platformMigrations, ...modules.flatMap((m) => m.migrations)]);
-    for (const module of modules) started.push({ module, instance: await module.start({ db, config, clock }) });
+    await events.start();
+    for (const module of modules) started.push({ module, instance: await module.start({ db, config, clock, events }) });
   } catch (error) {
     for (const s of started) await s.instance.close();
+    await events.close();
     await db.close();
     throw error;
   }
@@ -67,12 +77,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const auth = createAuthenticator(config.API_KEYS);
   const byName = new Map(started.map((s) => [s.module.name, s.instance]));
 
+  const supergraphSdl = readCheckedInSupergraph();
+  const dataSources = new Map<string, GraphQLDataSource>();
   const gateway = new ApolloGateway({
-    supergraphSdl: readCheckedInSupergraph(),
+    supergraphSdl,
     buildService: ({ name }) => {
       const instance = byName.get(name);
       if (!instance) throw new Error(`subgraph ${name} is in the supergraph but not running`);
-      return new InProcessDataSource(instance, (error) => app.log.error({ err: error, subgraph: name }, 'subgraph fault'));
+      const source = new InProcessDataSource(instance, (error) => app.log.error({ err: error, subgraph: name }, 'subgraph fault'));
+      dataSources.set(name, source);
+      return source;
     },
     logger: app.log,
   });
@@ -123,6 +137,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   };
   for (const { module, instance } of started) registerRestRoutes(app, module.restPrefix, instance.routes, execute);
 
+  const subscriptions = new SubscriptionExecutor({
+    supergraphSdl,
+    services: () => Object.fromEntries([...dataSources.entries()]),
+    openUpstream: inProcessUpstream(byName, (error) => app.log.error({ err: error }, 'subgraph fault')),
+    maxQueuedPerSubscriber: config.WS_MAX_QUEUED_EVENTS,
+    logger: app.log,
+  });
+
   const startedAt = Date.now();
   app.get('/health', async () => {
     const checks = await Promise.all(
@@ -138,12 +160,36 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     };
   });
 
+  await app.ready();
+  const ws = attachGraphQLWebSocket({
+    server: app.server,
+    path: '/graphql',
+    schema: subscriptions.schema,
+    auth,
+    subscriptions,
+    execute: async (query, variables, operationName, contextValue) => {
+      const response = await apollo.executeOperation({ query, variables, ...(operationName ? { operationName } : {}) }, { contextValue });
+      if (response.body.kind !== 'single') throw new Error('streamed responses are not served over WebSocket');
+      const { data, errors } = response.body.singleResult;
+      return {
+        ...(data !== undefined ? { data } : {}),
+        ...(errors ? { errors: errors.map((e) => new GraphQLError(e.message, { ...(e.path ? { path: e.path } : {}), extensions: e.extensions ?? {} })) } : {}),
+      };
+    },
+    connectionInitTimeoutMs: config.WS_CONNECTION_INIT_TIMEOUT_MS,
+    keepAliveMs: config.WS_KEEPALIVE_MS,
+    maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
+    maxPayloadBytes: config.BODY_LIMIT_BYTES,
+  });
+
   let address: string;
   try {
     address = await app.listen({ port: config.PORT, host: config.HOST });
   } catch (error) {
+    await ws.close();
     await apollo.stop();
     for (const s of started) await s.instance.close();
+    await events.close();
     await db.close();
     throw error;
   }
@@ -153,13 +199,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   return {
     app,
     db,
+    events,
+    subscriptions,
     subgraphs: byName,
     url,
     close() {
       closing ??= (async () => {
+        await ws.close();
         await app.close();
         await apollo.stop();
         for (const s of started) await s.instance.close();
+        await events.close();
         await db.close();
       })();
       return closing;

@@ -30,6 +30,16 @@ const envSchema = z.object({
   QUOTE_TTL_SECONDS: intFrom('QUOTE_TTL_SECONDS', 5, 3600).default(120),
   /** How often expired quotes are swept and their machines released. @default 1000 */
   QUOTE_SWEEP_INTERVAL_MS: intFrom('QUOTE_SWEEP_INTERVAL_MS', 50, 600_000).default(1000),
+  /** How often a delivery in transit publishes its position (trackingUpdated). @default 2000 */
+  TRACKING_TICK_MS: intFrom('TRACKING_TICK_MS', 50, 600_000).default(2000),
+  /** A WebSocket that sends no connection_init within this is closed (4408). @default 3000 */
+  WS_CONNECTION_INIT_TIMEOUT_MS: intFrom('WS_CONNECTION_INIT_TIMEOUT_MS', 100, 60_000).default(3000),
+  /** WebSocket ping interval; a peer that misses a pong for as long is dropped. @default 12000 */
+  WS_KEEPALIVE_MS: intFrom('WS_KEEPALIVE_MS', 100, 600_000).default(12_000),
+  /** Bytes that may wait in one socket's send buffer before it is closed as a slow consumer (4413). @default 1048576 */
+  WS_MAX_BUFFERED_BYTES: intFrom('WS_MAX_BUFFERED_BYTES', 1024, 256 * 1024 * 1024).default(1024 * 1024),
+  /** Events that may wait for one subscription before its connection is closed as a slow consumer. @default 1000 */
+  WS_MAX_QUEUED_EVENTS: intFrom('WS_MAX_QUEUED_EVENTS', 1, 1_000_000).default(1000),
   /** Comma-separated API keys. Unset or empty: demo mode, no key needed. */
   API_KEYS: z
     .string()

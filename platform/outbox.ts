@@ -1,26 +1,35 @@
 import type { Queryable } from './db.js';
 
-/** The NOTIFY channel that announces new outbox rows (payload: the new id). */
+/** The NOTIFY channel that announces new outbox rows (payload: the newest id). */
 export const OUTBOX_CHANNEL = 'outbox_events';
+
+/** Serializes outbox writers so ids commit in order; held only until the writer's commit. */
+const OUTBOX_LOCK = 7_231_004_117;
 
 export interface OutboxEvent<P = unknown> {
   topic: string;
+  /** The filter key subscribers select on (machine id, booking id); omit for fleet-wide events. */
+  key?: string | null;
   payload: P;
 }
 
 /**
  * Appends events inside the caller's transaction, so they exist exactly when the state change does,
  * and notifies listeners (PostgreSQL delivers NOTIFY on commit, never for a rolled-back transaction).
+ * Call it last in a transaction: the lock it takes is held until commit.
  */
 export async function appendEvents(tx: Queryable, events: readonly OutboxEvent[]): Promise<string[]> {
   if (events.length === 0) return [];
-  const res = await tx.query<{ id: string | number }>(
-    `INSERT INTO outbox (topic, payload)
-     SELECT e.topic, e.payload FROM jsonb_to_recordset($1::jsonb) AS e(topic text, payload jsonb)
-     RETURNING id`,
-    [JSON.stringify(events)],
+  await tx.query('SELECT pg_advisory_xact_lock($1)', [OUTBOX_LOCK]);
+  const res = await tx.query<{ id: string }>(
+    `INSERT INTO outbox (topic, key, payload)
+     SELECT e.topic, e.key, e.payload
+     FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (topic text, key text, payload jsonb)) WITH ORDINALITY AS e(topic, key, payload, n)
+     ORDER BY e.n
+     RETURNING id::text AS id`,
+    [JSON.stringify(events.map((e) => ({ topic: e.topic, key: e.key ?? null, payload: e.payload })))],
   );
-  const ids = res.rows.map((r) => String(r.id));
+  const ids = res.rows.map((r) => r.id);
   await tx.query('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, ids[ids.length - 1]]);
   return ids;
 }

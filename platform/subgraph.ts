@@ -4,6 +4,7 @@ import type { GraphQLSchema } from 'graphql';
 import type { Clock } from './clock.js';
 import type { Config } from './config.js';
 import type { Database } from './db.js';
+import type { EventHub } from './event-hub.js';
 import type { MigrationSet } from './migrate.js';
 import type { RestRoute } from './rest.js';
 
@@ -16,6 +17,8 @@ export interface SubgraphDeps {
   db: Database;
   config: Config;
   clock: Clock;
+  /** The outbox reader: subscription resolvers stream from it. */
+  events: EventHub;
 }
 
 /** A running subgraph: transport-free; the gateway or a stand-alone server connects it to sockets. */

@@ -12,24 +12,19 @@ export const rental: SubgraphModule = {
   name: 'rental',
   restPrefix: '/rental',
   migrations: [{ owner: 'rental', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
-  async start({ db, config, clock }) {
+  async start({ db, config, clock, events }) {
     const signer = await createQuoteSigner(db, config.QUOTE_SIGNING_KEY);
-    const store = new RentalStore(db, signer, config.QUOTE_TTL_SECONDS);
+    const store = await RentalStore.open(db, signer, {
+      quoteTtlSeconds: config.QUOTE_TTL_SECONDS,
+      trackingTickMs: config.TRACKING_TICK_MS,
+      onEvents: () => void events.wake(),
+    });
     const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('rental')), resolvers: resolverMap });
 
-    // The sweeper releases machines of expired quotes even when nobody asks.
-    let sweeping = false;
-    const sweeper = setInterval(() => {
-      if (sweeping) return;
-      sweeping = true;
-      store
-        .releaseExpired(clock.now())
-        .catch(() => undefined)
-        .finally(() => {
-          sweeping = false;
-        });
-    }, config.QUOTE_SWEEP_INTERVAL_MS);
-    sweeper.unref();
+    // The sweeper releases machines of expired quotes even when nobody asks; the tracker publishes
+    // delivery progress. Both are safe to run on every instance (conditional updates).
+    const sweeper = periodic(() => store.releaseExpired(clock.now()), config.QUOTE_SWEEP_INTERVAL_MS);
+    const tracker = periodic(() => store.publishTracking(clock.now()), Math.min(config.TRACKING_TICK_MS, 1000));
 
     return {
       schema,
@@ -38,6 +33,8 @@ export const rental: SubgraphModule = {
         return {
           store,
           signer,
+          events,
+          clock,
           now: clock.now(),
           idempotencyKey: request.headers['idempotency-key'],
           loaders: createLoaders(store),
@@ -52,9 +49,27 @@ export const rental: SubgraphModule = {
         }
       },
       async close() {
-        clearInterval(sweeper);
-        while (sweeping) await new Promise((r) => setTimeout(r, 5));
+        await Promise.all([sweeper.stop(), tracker.stop()]);
       },
     };
   },
 };
+
+/** Runs `task` every `ms`, never two at once; `stop()` waits for a run in progress. */
+function periodic(task: () => Promise<unknown>, ms: number) {
+  let running: Promise<unknown> | null = null;
+  const timer = setInterval(() => {
+    running ??= task()
+      .catch(() => undefined)
+      .finally(() => {
+        running = null;
+      });
+  }, ms);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

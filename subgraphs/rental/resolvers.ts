@@ -1,5 +1,8 @@
 import DataLoader from 'dataloader';
 import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
+import type { Clock } from '../../platform/clock.js';
+import { domainError } from '../../platform/errors.js';
+import { isCursor, type EventHub, type StoredEvent } from '../../platform/event-hub.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
 import {
@@ -14,18 +17,24 @@ import type { DeliveryCharge, LineItem } from './pricing.js';
 import {
   effectiveQuoteStatus,
   type BookingRecord,
+  type FleetSummaryRecord,
   type MachineRecord,
   type Place,
   type QuoteRecord,
 } from './records.js';
 import type { QuoteSigner } from './signing.js';
-import type { RentalStore } from './store.js';
-import { trackingState, type LegState, type TrackingState } from './tracking.js';
+import { TOPICS, type MachineStatusEvent, type RentalStore } from './store.js';
+import { trackingState, type LegState, type TrackingEventPayload, type TrackingState } from './tracking.js';
 
 export interface RentalContext {
   store: RentalStore;
   signer: QuoteSigner;
-  /** One instant per request, so every field of an answer agrees on expiry and tracking. */
+  events: EventHub;
+  clock: Clock;
+  /**
+   * One instant per request, so every field of an answer agrees on expiry and tracking. A subscription
+   * renews it, and the loaders, for each event it delivers.
+   */
   now: Date;
   /** The raw Idempotency-Key header, validated where it is used. */
   idempotencyKey: string | undefined;
@@ -38,14 +47,6 @@ export function createLoaders(store: RentalStore) {
       const rows = new Map((await fetch(ids)).map((r) => [r.id, r]));
       return ids.map((id) => rows.get(id) ?? null);
     });
-  const places = (fetch: () => Promise<Place[]>) => {
-    let all: Promise<Map<string, Place>> | undefined;
-    return new DataLoader<string, Place | null>(async (ids) => {
-      all ??= fetch().then((rows) => new Map(rows.map((r) => [r.id, r])));
-      const map = await all;
-      return ids.map((id) => map.get(id) ?? null);
-    });
-  };
   return {
     machine: byId((ids) => store.machinesByIds(ids)),
     quote: byId((ids) => store.quotesByIds(ids)),
@@ -54,8 +55,6 @@ export function createLoaders(store: RentalStore) {
       const rows = new Map((await store.bookingsByQuoteIds(quoteIds)).map((b) => [b.quoteId, b]));
       return quoteIds.map((id) => rows.get(id) ?? null);
     }),
-    depot: places(() => store.depots()),
-    location: places(() => store.locations()),
   };
 }
 
@@ -88,15 +87,58 @@ interface TrackingView {
   computedAt: Date;
 }
 
-async function trackingOf(booking: BookingRecord, ctx: RentalContext): Promise<TrackingView> {
-  const site = must(await ctx.loaders.location.load(booking.locationId), `location ${booking.locationId}`);
-  const depots = new Map<string, Place>();
-  for (const leg of booking.legs) depots.set(leg.depotId, must(await ctx.loaders.depot.load(leg.depotId), `depot ${leg.depotId}`));
-  const state = trackingState(booking.legs, { depot: (id) => depots.get(id)!, site }, ctx.now, booking.status === 'completed');
+function trackingOf(booking: BookingRecord, ctx: RentalContext): TrackingView {
+  const places = ctx.store.trackingPlaces(booking.locationId);
+  const state = trackingState(booking.legs, places, ctx.now, booking.status === 'completed');
   return { booking, state, computedAt: ctx.now };
 }
 
 type Resolvers = Record<string, object>;
+
+/** Fresh time and loaders for one subscription event: a long-lived context must not serve stale rows. */
+function renew(ctx: RentalContext): void {
+  ctx.now = ctx.clock.now();
+  ctx.loaders = createLoaders(ctx.store);
+}
+
+function cursorArg(after: unknown): string | null {
+  if (after === null || after === undefined) return null;
+  if (!isCursor(after)) throw invalidInput([{ field: 'after', message: 'must be a cursor from an earlier event (digits)' }]);
+  return after;
+}
+
+/** Maps stored events to a subscription field's payloads; `until` ends the stream after a final event. */
+function mapEvents<P, R>(
+  source: AsyncIterableIterator<StoredEvent<P>>,
+  map: (event: StoredEvent<P>) => R,
+  until: (event: StoredEvent<P>) => boolean = () => false,
+): AsyncIterableIterator<R> {
+  let ended = false;
+  return {
+    async next() {
+      if (ended) return { value: undefined, done: true };
+      const item = await source.next();
+      if (item.done) return { value: undefined, done: true };
+      if (until(item.value)) {
+        ended = true;
+        await source.return?.();
+      }
+      return { value: map(item.value), done: false };
+    },
+    async return() {
+      ended = true;
+      await source.return?.();
+      return { value: undefined, done: true };
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
+}
+
+interface MachineStatusView extends MachineStatusEvent {
+  cursor: string;
+}
 
 export const rentalResolvers = {
   DateTime: DateTimeScalar,
@@ -136,6 +178,58 @@ export const rentalResolvers = {
       return booking ? trackingOf(booking, ctx) : null;
     },
     quoteSigningKeys: async (_: unknown, __: unknown, ctx: RentalContext) => (await ctx.signer.jwks()).keys,
+    eventCursor: (_: unknown, __: unknown, ctx: RentalContext) => ctx.store.eventCursor(),
+  },
+  Subscription: {
+    machineStatusChanged: {
+      subscribe: (_: unknown, args: { machineIds?: string[] | null; after?: string | null }, ctx: RentalContext) => {
+        const after = cursorArg(args.after);
+        const stream = ctx.events.stream<MachineStatusEvent>(TOPICS.machineStatus, { after, keys: args.machineIds ?? null });
+        return mapEvents(stream, (e) => ({ machineStatusChanged: { ...e.payload, cursor: e.id } }));
+      },
+      resolve: (payload: { machineStatusChanged: MachineStatusView }, _: unknown, ctx: RentalContext) => {
+        renew(ctx);
+        return payload.machineStatusChanged;
+      },
+    },
+    fleetSummaryChanged: {
+      subscribe: (_: unknown, args: { after?: string | null }, ctx: RentalContext) => {
+        const stream = ctx.events.stream<FleetSummaryRecord & { at: string }>(TOPICS.fleetSummary, { after: cursorArg(args.after) });
+        return mapEvents(stream, (e) => ({ fleetSummaryChanged: { ...e.payload, cursor: e.id } }));
+      },
+      resolve: (payload: { fleetSummaryChanged: FleetSummaryRecord & { cursor: string; at: string } }, _: unknown, ctx: RentalContext) => {
+        renew(ctx);
+        return payload.fleetSummaryChanged;
+      },
+    },
+    trackingUpdated: {
+      subscribe: async (_: unknown, args: { bookingId: string; after?: string | null }, ctx: RentalContext) => {
+        const after = cursorArg(args.after);
+        const booking = await ctx.loaders.booking.load(args.bookingId);
+        if (!booking) throw domainError('NOT_FOUND', `Booking ${args.bookingId} not found`);
+        const stream = ctx.events.stream<TrackingEventPayload>(TOPICS.tracking, { after, keys: [booking.id] });
+        return mapEvents(
+          stream,
+          (e) => ({ trackingUpdated: { ...e.payload, cursor: e.id } }),
+          (e) => e.payload.status === 'completed',
+        );
+      },
+      resolve: (payload: { trackingUpdated: TrackingEventPayload & { cursor: string } }, _: unknown, ctx: RentalContext) => {
+        renew(ctx);
+        return payload.trackingUpdated;
+      },
+    },
+  },
+  MachineStatusEvent: {
+    machine: (e: MachineStatusView, _: unknown, ctx: RentalContext) => ctx.loaders.machine.load(e.machineId),
+    previousStatus: (e: MachineStatusView) => upper(e.previousStatus),
+    status: (e: MachineStatusView) => upper(e.status),
+    reason: (e: MachineStatusView) => upper(e.reason),
+  },
+  TrackingEvent: {
+    booking: (e: TrackingEventPayload, _: unknown, ctx: RentalContext) => ctx.loaders.booking.load(e.bookingId),
+    status: (e: TrackingEventPayload) => upper(e.status),
+    coordinates: (e: TrackingEventPayload) => ({ latitude: e.latitude, longitude: e.longitude }),
   },
   Mutation: {
     createQuote: async (_: unknown, args: { input: unknown }, ctx: RentalContext) => {
@@ -172,7 +266,7 @@ export const rentalResolvers = {
     __resolveReference: (ref: { id: string }, ctx: RentalContext) => ctx.loaders.machine.load(ref.id),
     hourlyRate: (m: MachineRecord) => euros(m.hourlyRateCents),
     status: (m: MachineRecord) => upper(m.status),
-    depot: (m: MachineRecord, _: unknown, ctx: RentalContext) => ctx.loaders.depot.load(m.depotId),
+    depot: (m: MachineRecord, _: unknown, ctx: RentalContext) => ctx.store.depot(m.depotId),
   },
   Depot: { coordinates },
   Location: { coordinates },
@@ -180,7 +274,7 @@ export const rentalResolvers = {
     __resolveReference: async (ref: { id: string }, ctx: RentalContext) => ctx.loaders.quote.load(ref.id),
     status: (q: QuoteRecord, _: unknown, ctx: RentalContext) => upper(effectiveQuoteStatus(q, ctx.now)),
     machines: (q: QuoteRecord, _: unknown, ctx: RentalContext) => machinesOf(q.machineIds, ctx),
-    location: (q: QuoteRecord, _: unknown, ctx: RentalContext) => ctx.loaders.location.load(q.locationId),
+    location: (q: QuoteRecord, _: unknown, ctx: RentalContext) => ctx.store.location(q.locationId),
     lineItems: (q: QuoteRecord) => q.lineItems,
     deliveries: (q: QuoteRecord) => q.deliveries,
     subtotal: (q: QuoteRecord) => euros(q.subtotalCents),
@@ -194,7 +288,7 @@ export const rentalResolvers = {
     amount: (l: LineItem) => euros(l.amountCents),
   },
   DeliveryCharge: {
-    depot: (d: DeliveryCharge, _: unknown, ctx: RentalContext) => ctx.loaders.depot.load(d.depotId),
+    depot: (d: DeliveryCharge, _: unknown, ctx: RentalContext) => ctx.store.depot(d.depotId),
     machines: (d: DeliveryCharge, _: unknown, ctx: RentalContext) => machinesOf(d.machineIds, ctx),
     amount: (d: DeliveryCharge) => euros(d.amountCents),
   },
@@ -203,7 +297,7 @@ export const rentalResolvers = {
     status: (b: BookingRecord) => upper(b.status),
     quote: async (b: BookingRecord, _: unknown, ctx: RentalContext) => must(await ctx.loaders.quote.load(b.quoteId), 'quote'),
     machines: (b: BookingRecord, _: unknown, ctx: RentalContext) => machinesOf(b.machineIds, ctx),
-    location: (b: BookingRecord, _: unknown, ctx: RentalContext) => ctx.loaders.location.load(b.locationId),
+    location: (b: BookingRecord, _: unknown, ctx: RentalContext) => ctx.store.location(b.locationId),
     bill: (b: BookingRecord) => ({
       currency: 'EUR',
       quotedHours: b.durationHours,
@@ -230,7 +324,7 @@ export const rentalResolvers = {
     computedAt: (t: TrackingView) => t.computedAt,
   },
   DeliveryLeg: {
-    depot: (l: LegState, _: unknown, ctx: RentalContext) => ctx.loaders.depot.load(l.leg.depotId),
+    depot: (l: LegState, _: unknown, ctx: RentalContext) => ctx.store.depot(l.leg.depotId),
     machines: (l: LegState, _: unknown, ctx: RentalContext) => machinesOf(l.leg.machineIds, ctx),
     status: (l: LegState) => upper(l.status),
     distanceKm: (l: LegState) => l.leg.distanceKm,

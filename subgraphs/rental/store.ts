@@ -12,12 +12,17 @@ import type {
   QuoteRecord,
 } from './records.js';
 import type { QuoteSigner } from './signing.js';
-import { planLegs } from './tracking.js';
+import { dueTrackingEvents, planLegs, trackingPayload, trackingState, type TrackingStatus } from './tracking.js';
 
 export const TOPICS = {
+  /** key: machine id */
   machineStatus: 'rental.machine_status',
+  /** fleet-wide, no key */
   fleetSummary: 'rental.fleet_summary',
+  /** key: booking id */
   booking: 'rental.booking',
+  /** key: booking id */
+  tracking: 'rental.tracking',
 } as const;
 
 export interface MachineStatusEvent {
@@ -46,12 +51,94 @@ const BOOKING_COLUMNS = bookingColumns();
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+export interface RentalStoreOptions {
+  quoteTtlSeconds: number;
+  /** How often a booking in transit publishes its position. */
+  trackingTickMs: number;
+  /** Called after a transaction that wrote events has committed (wakes the local event hub). */
+  onEvents?: () => void;
+}
+
 export class RentalStore {
-  constructor(
+  private constructor(
     private readonly db: Database,
     private readonly signer: QuoteSigner,
-    private readonly quoteTtlSeconds: number,
+    private readonly options: RentalStoreOptions,
+    /** Depots and sites are reference data fixed by migrations: read once, at open. */
+    private readonly places: { depots: Map<string, Place>; locations: Map<string, Place> },
   ) {}
+
+  static async open(db: Database, signer: QuoteSigner, options: RentalStoreOptions): Promise<RentalStore> {
+    const [depots, locations] = await Promise.all([readPlaces(db, 'rental_depots'), readPlaces(db, 'rental_locations')]);
+    return new RentalStore(db, signer, options, {
+      depots: new Map(depots.map((p) => [p.id, p])),
+      locations: new Map(locations.map((p) => [p.id, p])),
+    });
+  }
+
+  /** Runs a transaction and, once it has committed, announces its events locally. */
+  private async transact<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    const result = await this.db.transaction(fn);
+    this.options.onEvents?.();
+    return result;
+  }
+
+  /** The site and depots a booking's delivery plan refers to. */
+  trackingPlaces(locationId: string) {
+    const { depots, locations } = this.places;
+    const site = locations.get(locationId);
+    if (!site) throw new Error(`unknown location ${locationId}`);
+    return {
+      site,
+      depot: (id: string) => {
+        const depot = depots.get(id);
+        if (!depot) throw new Error(`unknown depot ${id}`);
+        return depot;
+      },
+    };
+  }
+
+  /** The newest event cursor ("0" before the first event). */
+  async eventCursor(): Promise<string> {
+    const res = await this.db.query<{ id: string | null }>('SELECT max(id)::text AS id FROM outbox');
+    return res.rows[0]?.id ?? '0';
+  }
+
+  /**
+   * Publishes what is due for every booking on its way: status changes and in-transit positions. The
+   * conditional update on (tracking_status, tracking_at) lets one instance publish each update.
+   */
+  async publishTracking(now: Date): Promise<number> {
+    const active = await this.db.query<BookingRecord & { trackingStatus: TrackingStatus; trackingAt: Date }>(
+      `SELECT ${BOOKING_COLUMNS}, tracking_status AS "trackingStatus", tracking_at AS "trackingAt"
+       FROM rental_bookings WHERE status = 'confirmed' AND tracking_status <> 'on_site'`,
+    );
+    let published = 0;
+    for (const booking of active.rows) {
+      const places = this.trackingPlaces(booking.locationId);
+      const due = dueTrackingEvents({
+        bookingId: booking.id,
+        legs: booking.legs,
+        places,
+        published: { status: booking.trackingStatus, at: booking.trackingAt },
+        now,
+        tickMs: this.options.trackingTickMs,
+      });
+      if (due.events.length === 0) continue;
+      const won = await this.transact(async (tx) => {
+        const claimed = await tx.query(
+          `UPDATE rental_bookings SET tracking_status = $2, tracking_at = $3
+           WHERE id = $1 AND status = 'confirmed' AND tracking_status = $4 AND tracking_at = $5`,
+          [booking.id, due.status, now, booking.trackingStatus, booking.trackingAt],
+        );
+        if (claimed.rowCount !== 1) return false;
+        await appendEvents(tx, due.events.map((payload) => ({ topic: TOPICS.tracking, key: booking.id, payload })));
+        return true;
+      });
+      if (won) published += due.events.length;
+    }
+    return published;
+  }
 
   // ---- reads -------------------------------------------------------------------------------------
 
@@ -66,12 +153,20 @@ export class RentalStore {
     return res.rows;
   }
 
-  async depots(): Promise<Place[]> {
-    return (await this.db.query<Place>('SELECT id, name, latitude, longitude FROM rental_depots ORDER BY id')).rows;
+  depots(): Place[] {
+    return [...this.places.depots.values()];
   }
 
-  async locations(): Promise<Place[]> {
-    return (await this.db.query<Place>('SELECT id, name, latitude, longitude FROM rental_locations ORDER BY id')).rows;
+  locations(): Place[] {
+    return [...this.places.locations.values()];
+  }
+
+  depot(id: string): Place | null {
+    return this.places.depots.get(id) ?? null;
+  }
+
+  location(id: string): Place | null {
+    return this.places.locations.get(id) ?? null;
   }
 
   async fleetSummary(): Promise<FleetSummaryRecord> {
@@ -120,7 +215,7 @@ export class RentalStore {
       [now],
     );
     if (due.rowCount === 0) return 0;
-    return this.db.transaction(async (tx) => {
+    return this.transact(async (tx) => {
       const released = await tx.query<{ machineId: string; quoteId: string }>(
         `WITH expired AS (
            UPDATE rental_quotes SET status = 'expired', released_at = $1
@@ -152,7 +247,7 @@ export class RentalStore {
   }): Promise<QuoteRecord> {
     await this.releaseExpired(input.now);
     const { now } = input;
-    return this.db.transaction(async (tx) => {
+    return this.transact(async (tx) => {
       const site = (
         await tx.query<Place>('SELECT id, name, latitude, longitude FROM rental_locations WHERE id = $1', [input.locationId])
       ).rows[0];
@@ -203,7 +298,7 @@ export class RentalStore {
         countsAfter,
         pricedAt: now,
       });
-      const expiresAt = new Date(now.getTime() + this.quoteTtlSeconds * 1000);
+      const expiresAt = new Date(now.getTime() + this.options.quoteTtlSeconds * 1000);
       const machineIds = [...input.machineIds].sort();
       const signature = await this.signer.sign({
         quote_id: quoteId,
@@ -267,7 +362,7 @@ export class RentalStore {
     }
     await this.releaseExpired(now);
     try {
-      return await this.db.transaction(async (tx) => {
+      return await this.transact(async (tx) => {
         const replay = await this.bookingForKey(tx, idempotencyKey, quoteId);
         if (replay) return replay;
         const quote = (
@@ -304,11 +399,12 @@ export class RentalStore {
           throw new Error(`quote ${quoteId} held ${moved.rowCount} of its ${quote.machineIds.length} machines`);
         }
         const legs = planLegs(quote.deliveries, now, quote.startTime);
+        const tracking = trackingState(legs, this.trackingPlaces(quote.locationId), now, false);
         const booking = (
           await tx.query<BookingRecord>(
             `INSERT INTO rental_bookings (id, quote_id, idempotency_key, customer_name, status, machine_ids, location_id,
-               start_time, duration_hours, confirmed_at, legs, quoted_cents)
-             VALUES ($1, $2, $3, $4, 'confirmed', $5, $6, $7, $8, $9, $10::jsonb, $11)
+               start_time, duration_hours, confirmed_at, legs, quoted_cents, tracking_status, tracking_at)
+             VALUES ($1, $2, $3, $4, 'confirmed', $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $9)
              RETURNING ${BOOKING_COLUMNS}`,
             [
               bookingId,
@@ -322,13 +418,15 @@ export class RentalStore {
               now,
               JSON.stringify(legs),
               quote.totalCents,
+              tracking.status,
             ],
           )
         ).rows[0]!;
         await appendEvents(tx, [
           ...quote.machineIds.map((id) => machineEvent(id, 'reserved', 'in_use', 'confirm', now, { quoteId, bookingId })),
           await fleetEvent(tx, now),
-          { topic: TOPICS.booking, payload: { bookingId, status: 'confirmed', at: now.toISOString() } },
+          { topic: TOPICS.booking, key: bookingId, payload: { bookingId, status: 'confirmed', at: now.toISOString() } },
+          { topic: TOPICS.tracking, key: bookingId, payload: trackingPayload(bookingId, tracking, now) },
         ]);
         return booking;
       });
@@ -342,7 +440,7 @@ export class RentalStore {
 
   async completeBooking(input: { bookingId: string; now: Date }): Promise<BookingRecord> {
     const { now, bookingId } = input;
-    return this.db.transaction(async (tx) => {
+    return this.transact(async (tx) => {
       const current = (
         await tx.query<BookingRecord & { subtotalCents: number }>(
           `SELECT ${bookingColumns('b.')},
@@ -366,7 +464,7 @@ export class RentalStore {
       const booking = (
         await tx.query<BookingRecord>(
           `UPDATE rental_bookings SET status = 'completed', completed_at = $2, actual_hours = $3, billable_hours = $4,
-             overtime_cents = $5, final_cents = $6
+             overtime_cents = $5, final_cents = $6, tracking_status = 'completed', tracking_at = $2
            WHERE id = $1 AND status = 'confirmed' RETURNING ${BOOKING_COLUMNS}`,
           [bookingId, now, bill.actualHours, bill.billableHours, bill.overtimeCents, bill.finalCents],
         )
@@ -379,7 +477,12 @@ export class RentalStore {
       await appendEvents(tx, [
         ...released.rows.map((r) => machineEvent(r.id, 'in_use', 'available', 'complete', now, { bookingId })),
         await fleetEvent(tx, now),
-        { topic: TOPICS.booking, payload: { bookingId, status: 'completed', at: now.toISOString() } },
+        { topic: TOPICS.booking, key: bookingId, payload: { bookingId, status: 'completed', at: now.toISOString() } },
+        {
+          topic: TOPICS.tracking,
+          key: bookingId,
+          payload: trackingPayload(bookingId, trackingState(booking.legs, this.trackingPlaces(booking.locationId), now, true), now),
+        },
       ]);
       return booking;
     });
@@ -434,6 +537,7 @@ function machineEvent(
 ): OutboxEvent<MachineStatusEvent> {
   return {
     topic: TOPICS.machineStatus,
+    key: machineId,
     payload: {
       machineId,
       previousStatus,
@@ -444,4 +548,8 @@ function machineEvent(
       at: at.toISOString(),
     },
   };
+}
+
+async function readPlaces(db: Database, table: 'rental_depots' | 'rental_locations'): Promise<Place[]> {
+  return (await db.query<Place>(`SELECT id, name, latitude, longitude FROM ${table} ORDER BY id`)).rows;
 }

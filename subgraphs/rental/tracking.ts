@@ -103,3 +103,68 @@ export function trackingState(
     legs: states,
   };
 }
+
+/** A published tracking update (outbox topic `rental.tracking`, key = booking id). */
+export interface TrackingEventPayload {
+  bookingId: string;
+  status: TrackingStatus;
+  latitude: number;
+  longitude: number;
+  eta: string;
+  minutesRemaining: number;
+  distanceRemainingKm: number;
+  at: string;
+}
+
+const ORDER: TrackingStatus[] = ['scheduled', 'dispatched', 'in_transit', 'on_site', 'completed'];
+
+export function trackingPayload(bookingId: string, state: TrackingState, at: Date): TrackingEventPayload {
+  return {
+    bookingId,
+    status: state.status,
+    latitude: state.coordinates.latitude,
+    longitude: state.coordinates.longitude,
+    eta: state.eta.toISOString(),
+    minutesRemaining: state.minutesRemaining,
+    distanceRemainingKm: state.distanceRemainingKm,
+    at: at.toISOString(),
+  };
+}
+
+/**
+ * What the tracker publishes for a booking observed at `now`, given what it published last: one event per
+ * status it has entered since (at the planned instant of each transition), or, still in transit, a
+ * position update once `tickMs` has passed. Empty when nothing is due.
+ */
+export function dueTrackingEvents(args: {
+  bookingId: string;
+  legs: PlannedLeg[];
+  places: { depot: (id: string) => LatLon; site: LatLon };
+  published: { status: TrackingStatus; at: Date };
+  now: Date;
+  tickMs: number;
+}): { events: TrackingEventPayload[]; status: TrackingStatus } {
+  const { legs, places, published, now, bookingId } = args;
+  const current = trackingState(legs, places, now, false);
+  const from = ORDER.indexOf(published.status);
+  const to = ORDER.indexOf(current.status);
+  if (to > from) {
+    const critical = legs.reduce((a, b) => (Date.parse(b.arriveAt) > Date.parse(a.arriveAt) ? b : a));
+    const enteredAt: Record<TrackingStatus, string> = {
+      scheduled: critical.dispatchAt,
+      dispatched: critical.dispatchAt,
+      in_transit: critical.departAt,
+      on_site: critical.arriveAt,
+      completed: now.toISOString(),
+    };
+    const events = ORDER.slice(from + 1, to + 1).map((status) => {
+      const at = new Date(enteredAt[status]);
+      return trackingPayload(bookingId, trackingState(legs, places, at, false), at);
+    });
+    return { events, status: current.status };
+  }
+  if (current.status === 'in_transit' && now.getTime() - published.at.getTime() >= args.tickMs) {
+    return { events: [trackingPayload(bookingId, current, now)], status: current.status };
+  }
+  return { events: [], status: published.status };
+}

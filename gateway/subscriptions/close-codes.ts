@@ -1,0 +1,13 @@
+/**
+ * WebSocket close codes of /graphql beyond graphql-ws's own (4400 bad request, 4406 subprotocol,
+ * 4408 connection_init timeout, 4409 duplicate id, 4429 too many connection_init).
+ */
+export const CloseCode = {
+  /** connection_init carried no valid API key (API_KEYS set). */
+  Unauthorized: 4401,
+  /**
+   * The client does not read fast enough: its send buffer overflowed. Reconnect and resubscribe with
+   * `after: <last cursor received>` to get every event it missed.
+   */
+  SlowConsumer: 4413,
+} as const;

@@ -1,0 +1,296 @@
+import type { GraphQLDataSource, ServiceMap } from '@apollo/gateway';
+import { buildOperationContext, executeQueryPlan } from '@apollo/gateway';
+import { Supergraph, operationFromDocument, type Schema } from '@apollo/federation-internals';
+import { QueryPlanner, type FetchNode, type PlanNode, type QueryPlan } from '@apollo/query-planner';
+import type { GatewayGraphQLRequestContext } from '@apollo/server-gateway-interface';
+import {
+  GraphQLError,
+  print,
+  type DocumentNode,
+  type ExecutionResult,
+  type GraphQLFormattedError,
+  type GraphQLSchema,
+} from 'graphql';
+import { Channel } from '../../platform/channel.js';
+import type { GatewayContext } from '../context.js';
+
+/** A subgraph's answer to a subscription operation: an event stream, or errors instead of one. */
+export type UpstreamResult = AsyncIterableIterator<ExecutionResult> | { errors: readonly GraphQLFormattedError[] };
+
+/** Opens a subscription operation on the subgraph that owns its root field (in process or over the network). */
+export type UpstreamOpener = (
+  service: string,
+  request: { query: string; variables: Record<string, unknown>; operationName?: string | undefined },
+  context: GatewayContext,
+) => Promise<UpstreamResult>;
+
+export class SlowSubscriberError extends Error {
+  constructor() {
+    super('Subscriber too slow: events overflowed its buffer');
+    this.name = 'SlowSubscriberError';
+  }
+}
+
+export interface SubscriptionExecutorOptions {
+  supergraphSdl: string;
+  /** The data sources queries use; per-event entity fetches go through them too. */
+  services: () => ServiceMap;
+  openUpstream: UpstreamOpener;
+  /** Results that may wait for one subscriber before it is dropped as too slow. @default 1000 */
+  maxQueuedPerSubscriber?: number;
+  logger: { error(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void };
+}
+
+/**
+ * Runs federated subscriptions, which @apollo/gateway's executor refuses. The query planner plans a
+ * subscription as a `primary` fetch (the subscription opened on the owning subgraph) and the `rest` of the
+ * plan; for each upstream event the gateway's own `executeQueryPlan` runs `Sequence[primary, rest]` with
+ * the primary fetch answered by that event, so fields of other subgraphs resolve per event as in a query.
+ * Identical live subscriptions (no `after`) share one upstream stream and one execution per event.
+ */
+export class SubscriptionExecutor {
+  readonly schema: GraphQLSchema;
+  private readonly supergraphSchema: GraphQLSchema;
+  private readonly apiSchema: Schema;
+  private readonly planner: QueryPlanner;
+  private readonly plans = new Map<string, QueryPlan>();
+  private readonly shared = new Map<string, SharedStream>();
+
+  constructor(private readonly options: SubscriptionExecutorOptions) {
+    const supergraph = Supergraph.build(options.supergraphSdl);
+    this.apiSchema = supergraph.apiSchema();
+    this.schema = this.apiSchema.toGraphQLJSSchema();
+    this.supergraphSchema = supergraph.schema.toGraphQLJSSchema();
+    this.planner = new QueryPlanner(supergraph);
+  }
+
+  /** Live subscriptions open now (shared streams count once). */
+  get upstreamCount(): number {
+    return this.shared.size;
+  }
+
+  async subscribe(args: {
+    document: DocumentNode;
+    operationName?: string | null | undefined;
+    variables: Record<string, unknown>;
+    context: GatewayContext;
+  }): Promise<AsyncIterableIterator<ExecutionResult> | ExecutionResult> {
+    const text = print(args.document);
+    const operationName = args.operationName ?? undefined;
+    let plan: QueryPlan;
+    try {
+      plan = this.plan(text, args.document, operationName);
+    } catch (error) {
+      return { errors: [error instanceof GraphQLError ? error : new GraphQLError(String(error), { extensions: { code: 'GRAPHQL_VALIDATION_FAILED' } })] };
+    }
+    const node = plan.node;
+    if (!node || node.kind !== 'Subscription') {
+      return { errors: [new GraphQLError('Not a subscription operation', { extensions: { code: 'BAD_REQUEST' } })] };
+    }
+    const resumes = hasAfterArgument(args.document, args.variables);
+    const key = `${operationName ?? ''}\u0000${text}\u0000${stableJson(args.variables)}`;
+    if (!resumes) {
+      const existing = this.shared.get(key);
+      if (existing) return existing.join();
+    }
+    const stream = new SharedStream({
+      executor: this,
+      primary: node.primary,
+      rest: node.rest,
+      document: args.document,
+      operationName,
+      variables: args.variables,
+      context: args.context,
+      onEmpty: () => {
+        if (this.shared.get(key) === stream) this.shared.delete(key);
+      },
+    });
+    if (!resumes) this.shared.set(key, stream);
+    // Join before opening, so no event can pass before the first subscriber listens.
+    const channel = stream.join();
+    const refused = await stream.open();
+    if (refused) return { errors: refused.map(toGraphQLError) };
+    return channel;
+  }
+
+  /** Executes `Sequence[primary, rest]` with the primary fetch answered by one upstream event. */
+  async executeEvent(args: {
+    primary: FetchNode;
+    rest: PlanNode | undefined;
+    event: ExecutionResult;
+    document: DocumentNode;
+    operationName: string | undefined;
+    variables: Record<string, unknown>;
+    context: GatewayContext;
+  }): Promise<ExecutionResult> {
+    const services = { ...this.options.services() };
+    const real = services[args.primary.serviceName];
+    const eventSource: GraphQLDataSource = {
+      process: async (options) => {
+        if (options.request.query === args.primary.operation) {
+          return {
+            ...(args.event.data !== undefined ? { data: args.event.data } : {}),
+            ...(args.event.errors ? { errors: args.event.errors.map((e) => ('toJSON' in e ? e.toJSON() : e)) } : {}),
+          };
+        }
+        if (!real) throw new Error(`no data source for ${args.primary.serviceName}`);
+        return real.process(options);
+      },
+    };
+    services[args.primary.serviceName] = eventSource;
+    const queryPlan: QueryPlan = {
+      kind: 'QueryPlan',
+      node: args.rest ? { kind: 'Sequence', nodes: [args.primary, args.rest] } : args.primary,
+    };
+    const request = { query: print(args.document), variables: args.variables, operationName: args.operationName };
+    const requestContext = {
+      request,
+      context: args.context,
+      document: args.document,
+      operationName: args.operationName ?? null,
+      metrics: {},
+      logger: { debug() {}, info() {}, warn: (m: unknown) => this.options.logger.warn(m), error: (m: unknown) => this.options.logger.error(m) },
+      cache: undefined,
+      overallCachePolicy: undefined,
+    } as unknown as GatewayGraphQLRequestContext;
+    const operationContext = buildOperationContext({
+      schema: this.schema,
+      operationDocument: args.document,
+      operationName: args.operationName,
+    });
+    const result = await executeQueryPlan(queryPlan, services, requestContext, operationContext, this.supergraphSchema, this.apiSchema);
+    return {
+      ...(result.data !== undefined ? { data: result.data } : {}),
+      ...(result.errors ? { errors: result.errors.map(toGraphQLError) } : {}),
+    };
+  }
+
+  openUpstream(primary: FetchNode, variables: Record<string, unknown>, context: GatewayContext) {
+    const used: Record<string, unknown> = {};
+    for (const name of primary.variableUsages ?? []) if (name in variables) used[name] = variables[name];
+    return this.options.openUpstream(primary.serviceName, { query: primary.operation, variables: used, operationName: primary.operationName }, context);
+  }
+
+  get maxQueued(): number {
+    return this.options.maxQueuedPerSubscriber ?? 1000;
+  }
+
+  private plan(text: string, document: DocumentNode, operationName: string | undefined): QueryPlan {
+    const key = `${operationName ?? ''}\u0000${text}`;
+    let plan = this.plans.get(key);
+    if (!plan) {
+      const operation = operationFromDocument(this.apiSchema, document, { operationName });
+      plan = this.planner.buildQueryPlan(operation);
+      if (this.plans.size > 1000) this.plans.clear();
+      this.plans.set(key, plan);
+    }
+    return plan;
+  }
+}
+
+interface SharedStreamArgs {
+  executor: SubscriptionExecutor;
+  primary: FetchNode;
+  rest: PlanNode | undefined;
+  document: DocumentNode;
+  operationName: string | undefined;
+  variables: Record<string, unknown>;
+  context: GatewayContext;
+  onEmpty: () => void;
+}
+
+/** One upstream subscription and its executed events, fanned out to every subscriber's bounded channel. */
+class SharedStream {
+  private upstream: AsyncIterableIterator<ExecutionResult> | undefined;
+  private readonly subscribers = new Set<Channel<ExecutionResult>>();
+  private opening: Promise<readonly GraphQLFormattedError[] | null> | undefined;
+  private ended = false;
+
+  constructor(private readonly args: SharedStreamArgs) {}
+
+  /** Opens the upstream once; resolves to errors if the subgraph refused the subscription. */
+  open(): Promise<readonly GraphQLFormattedError[] | null> {
+    this.opening ??= (async () => {
+      const result = await this.args.executor.openUpstream(this.args.primary, this.args.variables, this.args.context);
+      if ('errors' in result && !(Symbol.asyncIterator in result)) {
+        this.end();
+        return result.errors;
+      }
+      this.upstream = result as AsyncIterableIterator<ExecutionResult>;
+      void this.pump();
+      return null;
+    })();
+    return this.opening;
+  }
+
+  join(): AsyncIterableIterator<ExecutionResult> {
+    const channel: Channel<ExecutionResult> = new Channel<ExecutionResult>(
+      () => this.leave(channel),
+      this.args.executor.maxQueued,
+      () => new SlowSubscriberError(),
+    );
+    if (this.ended) void channel.return();
+    else this.subscribers.add(channel);
+    return channel;
+  }
+
+  private leave(channel: Channel<ExecutionResult>): void {
+    this.subscribers.delete(channel);
+    if (this.subscribers.size === 0) this.end();
+  }
+
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.args.onEmpty();
+    void this.upstream?.return?.();
+    for (const s of this.subscribers) void s.return();
+    this.subscribers.clear();
+  }
+
+  private async pump(): Promise<void> {
+    const upstream = this.upstream!;
+    try {
+      for (;;) {
+        const item = await upstream.next();
+        if (item.done || this.ended) break;
+        const result = await this.args.executor.executeEvent({ ...this.args, event: item.value });
+        for (const s of this.subscribers) s.push(result);
+      }
+    } catch (error) {
+      for (const s of this.subscribers) s.fail(error);
+    } finally {
+      this.end();
+    }
+  }
+}
+
+/** A resuming subscription names its cursor in an `after` argument of its root field. */
+function hasAfterArgument(document: DocumentNode, variables: Record<string, unknown>): boolean {
+  for (const definition of document.definitions) {
+    if (definition.kind !== 'OperationDefinition') continue;
+    for (const selection of definition.selectionSet.selections) {
+      if (selection.kind !== 'Field') continue;
+      for (const arg of selection.arguments ?? []) {
+        if (arg.name.value !== 'after') continue;
+        if (arg.value.kind === 'Variable') {
+          const value = variables[arg.value.name.value];
+          if (value !== null && value !== undefined) return true;
+        } else if (arg.value.kind !== 'NullValue') return true;
+      }
+    }
+  }
+  return false;
+}
+
+function stableJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'undefined';
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
+  const record = value as Record<string, unknown>;
+  return `{${Object.keys(record).sort().map((k) => `${JSON.stringify(k)}:${stableJson(record[k])}`).join(',')}}`;
+}
+
+function toGraphQLError(error: GraphQLFormattedError | GraphQLError): GraphQLError {
+  if (error instanceof GraphQLError) return error;
+  return new GraphQLError(error.message, { ...(error.path ? { path: error.path } : {}), extensions: error.extensions ?? {} });
+}

@@ -1,0 +1,140 @@
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { print, type ExecutionResult, type GraphQLSchema } from 'graphql';
+
+import { useServer } from 'graphql-ws/use/ws';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { Authenticator } from '../auth.js';
+import { gatewayContextFrom, type GatewayContext } from '../context.js';
+import { CloseCode } from './close-codes.js';
+import { SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
+
+export interface WsOptions {
+  server: Server;
+  path: string;
+  schema: GraphQLSchema;
+  auth: Authenticator;
+  subscriptions: SubscriptionExecutor;
+  /** Runs queries and mutations sent over the socket through the gateway. */
+  execute(query: string, variables: Record<string, unknown>, operationName: string | undefined, context: GatewayContext): Promise<ExecutionResult>;
+  /** Close a connection that has not sent connection_init by then. */
+  connectionInitTimeoutMs: number;
+  /** Ping interval; a peer that misses a pong for as long is dropped. */
+  keepAliveMs: number;
+  /** Bytes that may wait in one socket's send buffer before it is closed as a slow consumer. */
+  maxBufferedBytes: number;
+  maxPayloadBytes: number;
+}
+
+interface WsContext {
+  gateway: GatewayContext;
+  socket: WebSocket;
+}
+
+/** graphql-transport-ws on the HTTP server's /graphql, with the gateway's auth and executors. */
+export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<void>; connections(): number } {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes });
+  const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const path = (request.url ?? '').split('?')[0];
+    if (path !== options.path) {
+      socket.destroy();
+      return;
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => wss.emit('connection', ws, request));
+  };
+  options.server.on('upgrade', onUpgrade);
+
+  const disposer = useServer<Record<string, unknown> | undefined, { socket: WebSocket; request: IncomingMessage }>(
+    {
+      schema: options.schema,
+      connectionInitWaitTimeout: options.connectionInitTimeoutMs,
+      onConnect: (ctx) => {
+        if (!options.auth.enabled) return true;
+        if (options.auth.verifyKey(credentialOf(ctx.connectionParams))) return true;
+        ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized: send x-api-key or authorization in connection_init');
+        return false;
+      },
+      context: (ctx): WsContext => ({
+        gateway: gatewayContextFrom(ctx.extra.request.headers),
+        socket: ctx.extra.socket,
+      }),
+      execute: async (args) => {
+        const ctx = args.contextValue as WsContext;
+        return options.execute(print(args.document), (args.variableValues ?? {}) as Record<string, unknown>, args.operationName ?? undefined, ctx.gateway);
+      },
+      subscribe: async (args) => {
+        const ctx = args.contextValue as WsContext;
+        const result = await options.subscriptions.subscribe({
+          document: args.document,
+          operationName: args.operationName,
+          variables: (args.variableValues ?? {}) as Record<string, unknown>,
+          context: ctx.gateway,
+        });
+        if (!(Symbol.asyncIterator in result)) return result as ExecutionResult;
+        return guardSlowConsumer(result as AsyncIterableIterator<ExecutionResult>, ctx.socket, options.maxBufferedBytes);
+      },
+    },
+    wss,
+    options.keepAliveMs,
+  );
+
+  return {
+    connections: () => wss.clients.size,
+    async close() {
+      options.server.off('upgrade', onUpgrade);
+      await disposer.dispose();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * Ends a slow subscriber's connection instead of letting it hold memory: when its socket's send buffer
+ * or its event queue overflows, the socket closes with CloseCode.SlowConsumer and the client resumes
+ * from its last cursor.
+ */
+function guardSlowConsumer(
+  source: AsyncIterableIterator<ExecutionResult>,
+  socket: WebSocket,
+  maxBufferedBytes: number,
+): AsyncIterableIterator<ExecutionResult> {
+  const slow = () => {
+    socket.close(CloseCode.SlowConsumer, 'Slow consumer: send buffer full; resubscribe with your last cursor');
+  };
+  return {
+    async next() {
+      if (socket.bufferedAmount > maxBufferedBytes) {
+        slow();
+        await source.return?.();
+        return { value: undefined, done: true };
+      }
+      try {
+        return await source.next();
+      } catch (error) {
+        if (error instanceof SlowSubscriberError) {
+          slow();
+          return { value: undefined, done: true };
+        }
+        throw error;
+      }
+    },
+    async return() {
+      await source.return?.();
+      return { value: undefined, done: true };
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
+}
+
+function credentialOf(params: Record<string, unknown> | undefined): string | undefined {
+  if (!params) return undefined;
+  const lower = Object.fromEntries(Object.entries(params).map(([k, v]) => [k.toLowerCase(), v]));
+  const key = lower['x-api-key'];
+  if (typeof key === 'string' && key.length > 0) return key;
+  const auth = lower['authorization'];
+  const match = typeof auth === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(auth) : null;
+  return match?.[1];
+}
+

@@ -1,0 +1,164 @@
+import type { Database } from './db.js';
+import { Channel } from './channel.js';
+import { OUTBOX_CHANNEL } from './outbox.js';
+
+/** One stored event; `id` is its cursor (a decimal string: bigint ids do not fit a JS number forever). */
+export interface StoredEvent<P = unknown> {
+  id: string;
+  topic: string;
+  key: string | null;
+  payload: P;
+}
+
+export interface StreamOptions {
+  /** Replay every event after this cursor first. */
+  after?: string | null;
+  /** Only events with one of these keys. */
+  keys?: readonly string[] | null;
+  /** Ends the stream with an error when this many events wait unread. @default 10000 */
+  maxQueued?: number;
+}
+
+export class StreamOverflowError extends Error {
+  constructor() {
+    super('Too many undelivered events: resubscribe with the last cursor');
+    this.name = 'StreamOverflowError';
+  }
+}
+
+type Listener = (event: StoredEvent) => void;
+
+const PAGE = 500;
+const CURSOR = /^\d{1,19}$/;
+
+export function isCursor(value: unknown): value is string {
+  return typeof value === 'string' && CURSOR.test(value);
+}
+
+/**
+ * Reads the outbox in id order and fans events out to in-process streams. NOTIFY wakes it (from any
+ * instance writing to the same database); a slow poll covers a lost notification. A stream that starts
+ * with `after` replays (after, L] from the table and takes live events > L, where L is the hub's position
+ * at the instant it registered: no gap, no duplicate.
+ */
+export class EventHub {
+  private position = 0n;
+  private readonly listeners = new Map<string, Set<Listener>>();
+  private pumping: Promise<void> | null = null;
+  private again = false;
+  private timer: NodeJS.Timeout | undefined;
+  private unlisten: (() => Promise<void>) | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly db: Database,
+    private readonly pollMs = 1000,
+  ) {}
+
+  async start(): Promise<void> {
+    const res = await this.db.query<{ max: string | null }>('SELECT max(id)::text AS max FROM outbox');
+    this.position = BigInt(res.rows[0]?.max ?? '0');
+    this.unlisten = await this.db.listen(OUTBOX_CHANNEL, () => this.wake());
+    this.timer = setInterval(() => this.wake(), this.pollMs);
+    this.timer.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    await this.unlisten?.();
+    await this.pumping;
+  }
+
+  /** Reads what is new now (after a local commit, so local subscribers need not wait for NOTIFY). */
+  wake(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    if (this.pumping) {
+      this.again = true;
+      return this.pumping;
+    }
+    this.pumping = this.pump().finally(() => {
+      this.pumping = null;
+    });
+    return this.pumping;
+  }
+
+  private async pump(): Promise<void> {
+    do {
+      this.again = false;
+      for (;;) {
+        const res = await this.db.query<StoredEvent>(
+          'SELECT id::text AS id, topic, key, payload FROM outbox WHERE id > $1 ORDER BY id LIMIT $2',
+          [this.position.toString(), PAGE],
+        );
+        for (const event of res.rows) {
+          this.position = BigInt(event.id);
+          for (const listener of this.listeners.get(event.topic) ?? []) listener(event);
+        }
+        if (res.rows.length < PAGE || this.closed) break;
+      }
+    } while (this.again && !this.closed);
+  }
+
+  /**
+   * The events of a topic, replayed from `after` and then live, until the consumer calls `return()`.
+   * Fails with StreamOverflowError when more than `maxQueued` events wait unread.
+   */
+  stream<P>(topic: string, options: StreamOptions = {}): AsyncIterableIterator<StoredEvent<P>> {
+    const keys = options.keys && options.keys.length > 0 ? new Set(options.keys) : null;
+    const after = options.after ? BigInt(options.after) : null;
+    let listeners = this.listeners.get(topic);
+    if (!listeners) this.listeners.set(topic, (listeners = new Set()));
+    const topicListeners = listeners;
+    const channel = new Channel<StoredEvent<P>>(
+      () => topicListeners.delete(listener),
+      options.maxQueued ?? 10_000,
+      () => new StreamOverflowError(),
+    );
+    // Live events that arrive while the replay is still being read wait here, in order.
+    let pending: StoredEvent<P>[] | null = after === null ? null : [];
+    const listener: Listener = (event) => {
+      if (keys && (event.key === null || !keys.has(event.key))) return;
+      if (after !== null && BigInt(event.id) <= after) return;
+      if (pending) pending.push(event as StoredEvent<P>);
+      else channel.push(event as StoredEvent<P>);
+    };
+    // Registering and reading the position in one synchronous step: live delivery covers exactly
+    // ids > registeredAt, the replay covers (after, registeredAt].
+    topicListeners.add(listener);
+    const registeredAt = this.position;
+    if (after !== null) {
+      this.replay(topic, after, registeredAt, keys, channel).then(
+        () => {
+          for (const event of pending ?? []) channel.push(event);
+          pending = null;
+        },
+        (error: unknown) => channel.fail(error),
+      );
+    }
+    return channel;
+  }
+
+  private async replay<P>(
+    topic: string,
+    after: bigint,
+    upTo: bigint,
+    keys: Set<string> | null,
+    channel: Channel<StoredEvent<P>>,
+  ): Promise<void> {
+    let from = after;
+    while (from < upTo && !channel.closed) {
+      const page = await this.db.query<StoredEvent<P>>(
+        `SELECT id::text AS id, topic, key, payload FROM outbox
+         WHERE topic = $1 AND id > $2 AND id <= $3 AND ($4::text[] IS NULL OR key = ANY($4))
+         ORDER BY id LIMIT $5`,
+        [topic, from.toString(), upTo.toString(), keys ? [...keys] : null, PAGE],
+      );
+      for (const event of page.rows) channel.push(event);
+      if (page.rows.length < PAGE) break;
+      from = BigInt(page.rows[page.rows.length - 1]!.id);
+      // Read the next page only when the consumer has caught up: a long replay never floods memory.
+      await channel.room(PAGE);
+    }
+  }
+}
