@@ -64,18 +64,12 @@ CREATE TABLE rental_bookings (
   confirmed_at timestamptz NOT NULL,
   completed_at timestamptz,
   legs jsonb NOT NULL,
-  -- The tracking status last published to the outbox, and when: the tracker's conditional update on
-  -- these lets exactly one instance publish each tick.
-  tracking_status text NOT NULL,
-  tracking_at timestamptz NOT NULL,
   quoted_cents integer NOT NULL,
   actual_hours double precision,
   billable_hours double precision,
   overtime_cents integer,
   final_cents integer
 );
-
-CREATE INDEX rental_bookings_tracking ON rental_bookings (status, tracking_status);
 
 CREATE TABLE rental_signing_keys (
   kid text PRIMARY KEY,
