@@ -1,8 +1,9 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
-import { execute, parse, type DocumentNode, type GraphQLFormattedError } from 'graphql';
+import { execute, parse, type DocumentNode } from 'graphql';
 import type { SubgraphInstance } from '../platform/subgraph.js';
 import type { GatewayContext } from './context.js';
+import { serializeSubgraphError } from './subgraph-errors.js';
 
 const MAX_CACHED_DOCUMENTS = 500;
 
@@ -34,16 +35,8 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
     if (result.data !== undefined) response.data = result.data;
     // Without data, execution never started: the request itself was bad (variables that do not coerce).
     const requestError = !('data' in result);
-    if (result.errors) response.errors = result.errors.map((e) => this.serialize(e.toJSON(), e.originalError, requestError));
+    if (result.errors) response.errors = result.errors.map((e) => serializeSubgraphError(e, this.onInternalError, requestError));
     return response;
-  }
-
-  private serialize(error: GraphQLFormattedError, original: Error | undefined, requestError: boolean): GraphQLFormattedError {
-    if (error.extensions?.['code']) return error;
-    if (requestError) return { ...error, extensions: { ...error.extensions, code: 'BAD_USER_INPUT' } };
-    // An error without a catalogued code is a fault of ours: log it, never show its message.
-    this.onInternalError(original ?? error);
-    return { ...error, message: 'Internal server error', extensions: { code: 'INTERNAL_SERVER_ERROR' } };
   }
 
   private document(query: string): DocumentNode {

@@ -3,13 +3,11 @@ import { ApolloServer, type GraphQLRequest } from '@apollo/server';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
-import { fileURLToPath } from 'node:url';
 import { systemClock, type Clock } from '../platform/clock.js';
-import type { Config } from '../platform/config.js';
-import { openDatabase, type Database } from '../platform/db.js';
-import { EventHub } from '../platform/event-hub.js';
+import { ConfigError, type Config } from '../platform/config.js';
+import type { Database } from '../platform/db.js';
 import { isErrorCode, statusOf, type ErrorCode } from '../platform/errors.js';
-import { migrate } from '../platform/migrate.js';
+import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
@@ -17,74 +15,80 @@ import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { InProcessDataSource } from './in-process-data-source.js';
 import { problem, sendProblem } from './problem.js';
+import { RemoteDataSource } from './remote-data-source.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
+import { remoteUpstream } from './subscriptions/remote-upstream.js';
 import { attachGraphQLWebSocket } from './subscriptions/ws-server.js';
 
 export interface ServerOptions {
   config: Config;
   /** Source of "now" for every time rule. @default the system clock */
   clock?: Clock;
-  /** PostgreSQL schema to work in (tests give each server its own). */
-  databaseSchema?: string;
   /** The subgraphs to serve. @default every registered subgraph */
   subgraphs?: readonly SubgraphModule[];
 }
 
 export interface RunningServer {
   app: FastifyInstance;
-  db: Database;
-  events: EventHub;
+  /** The database of the in-process subgraphs; null when every subgraph runs on its own (distributed). */
+  db: Database | null;
   /** Federated subscriptions (shared upstream streams). */
   subscriptions: SubscriptionExecutor;
-  /** The running subgraphs by name (tests reach `_entities` through their schemas). */
+  /** The subgraphs running in this process, by name (tests reach `_entities` through their schemas). */
   subgraphs: ReadonlyMap<string, SubgraphInstance>;
   /** Base URL, e.g. http://127.0.0.1:4000 */
   url: string;
   close(): Promise<void>;
 }
 
-const platformMigrations = { owner: 'platform', dir: fileURLToPath(new URL('../platform/migrations/', import.meta.url)) };
-
-/** Starts the whole supergraph in one process: database, subgraphs, gateway, GraphQL, REST, health. */
+/**
+ * Starts the supergraph: the gateway with GraphQL over HTTP and WebSocket, REST and health, and every
+ * subgraph not named in SUBGRAPH_URLS in the same process (all of them by default).
+ */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const modules = options.subgraphs ?? allSubgraphs;
-  const db = await openDatabase({
-    url: config.DATABASE_URL,
-    dataDir: config.DATA_DIR === ':memory:' ? undefined : config.DATA_DIR,
-    schema: options.databaseSchema,
-  });
-  const started: { module: SubgraphModule; instance: SubgraphInstance }[] = [];
-  const events = new EventHub(db);
-  try {
-    await migrate(db, [platformMigrations, ...modules.flatMap((m) => m.migrations)]);
-    await events.start();
-    for (const module of modules) started.push({ module, instance: await module.start({ db, config, clock, events }) });
-  } catch (error) {
-    for (const s of started) await s.instance.close();
-    await events.close();
-    await db.close();
-    throw error;
+  const remoteUrls = new Map(Object.entries(config.SUBGRAPH_URLS));
+  const unknown = [...remoteUrls.keys()].filter((name) => !modules.some((m) => m.name === name));
+  if (unknown.length > 0) {
+    throw new ConfigError([`SUBGRAPH_URLS: no subgraph named ${unknown.join(', ')} (known: ${modules.map((m) => m.name).join(', ')})`]);
   }
+  const local = modules.filter((m) => !remoteUrls.has(m.name));
+  const runtime: SubgraphRuntime | null = local.length > 0 ? await startSubgraphRuntime({ config, clock, modules: local }) : null;
+  const byName: ReadonlyMap<string, SubgraphInstance> = runtime?.instances ?? new Map();
+  const gatewayKey = config.API_KEYS[0];
 
   const app = Fastify({
     logger: { level: config.LOG_LEVEL },
     bodyLimit: config.BODY_LIMIT_BYTES,
   });
   const auth = createAuthenticator(config.API_KEYS);
-  const byName = new Map(started.map((s) => [s.module.name, s.instance]));
 
+  // @apollo/gateway otherwise exports usage metrics to Apollo and probes cloud metadata endpoints at
+  // start; the supergraph sends nothing off the machine unless an operator opts in (README, "Telemetry").
+  process.env['APOLLO_TELEMETRY_DISABLED'] ??= 'true';
   const supergraphSdl = readCheckedInSupergraph();
   const dataSources = new Map<string, GraphQLDataSource>();
   const gateway = new ApolloGateway({
     supergraphSdl,
     buildService: ({ name }) => {
+      const url = remoteUrls.get(name);
       const instance = byName.get(name);
-      if (!instance) throw new Error(`subgraph ${name} is in the supergraph but not running`);
-      const source = new InProcessDataSource(instance, (error) => app.log.error({ err: error, subgraph: name }, 'subgraph fault'));
+      let source: GraphQLDataSource;
+      if (url) {
+        source = new RemoteDataSource(name, url, {
+          timeoutMs: config.SUBGRAPH_TIMEOUT_MS,
+          apiKey: gatewayKey,
+          onFailure: (error) => app.log.warn({ subgraph: name, reason: String(error) }, 'subgraph unavailable'),
+        });
+      } else if (instance) {
+        source = new InProcessDataSource(instance, (error) => app.log.error({ err: error, subgraph: name }, 'subgraph fault'));
+      } else {
+        throw new Error(`subgraph ${name} is in the supergraph but neither running here nor in SUBGRAPH_URLS`);
+      }
       dataSources.set(name, source);
       return source;
     },
@@ -135,12 +139,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const { data, errors } = response.body.singleResult;
     return { data: data ?? null, ...(errors ? { errors } : {}) };
   };
-  for (const { module, instance } of started) registerRestRoutes(app, module.restPrefix, instance.routes, execute);
+  for (const module of modules) registerRestRoutes(app, module.restPrefix, module.routes, execute);
 
+  const inProcess = inProcessUpstream(byName, (error) => app.log.error({ err: error }, 'subgraph fault'));
+  const remote = remoteUpstream(remoteUrls, { apiKey: gatewayKey, keepAliveMs: config.WS_KEEPALIVE_MS });
   const subscriptions = new SubscriptionExecutor({
     supergraphSdl,
     services: () => Object.fromEntries([...dataSources.entries()]),
-    openUpstream: inProcessUpstream(byName, (error) => app.log.error({ err: error }, 'subgraph fault')),
+    openUpstream: (service, request, context) =>
+      remoteUrls.has(service) ? remote.open(service, request, context) : inProcess(service, request, context),
     maxQueuedPerSubscriber: config.WS_MAX_QUEUED_EVENTS,
     logger: app.log,
   });
@@ -148,14 +155,18 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const startedAt = Date.now();
   app.get('/health', async () => {
     const checks = await Promise.all(
-      started.map(async ({ module, instance }) => [module.name, { ready: await instance.ready().catch(() => false) }] as const),
+      modules.map(async ({ name }) => {
+        const url = remoteUrls.get(name);
+        const ready = url ? await remoteReady(url, gatewayKey) : await (byName.get(name)?.ready() ?? Promise.resolve(false)).catch(() => false);
+        return [name, url ? { ready, url } : { ready }] as const;
+      }),
     );
     const ready = checks.every(([, c]) => c.ready);
     return {
       status: ready ? 'ok' : 'degraded',
       ready,
       uptime_s: Math.round((Date.now() - startedAt) / 1000),
-      database: db.kind,
+      database: runtime?.db.kind ?? null,
       subgraphs: Object.fromEntries(checks),
     };
   });
@@ -188,9 +199,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   } catch (error) {
     await ws.close();
     await apollo.stop();
-    for (const s of started) await s.instance.close();
-    await events.close();
-    await db.close();
+    await remote.close();
+    await runtime?.close();
     throw error;
   }
   const url = address.replace('[::1]', '127.0.0.1');
@@ -198,8 +208,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let closing: Promise<void> | undefined;
   return {
     app,
-    db,
-    events,
+    db: runtime?.db ?? null,
     subscriptions,
     subgraphs: byName,
     url,
@@ -208,9 +217,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         await ws.close();
         await app.close();
         await apollo.stop();
-        for (const s of started) await s.instance.close();
-        await events.close();
-        await db.close();
+        await remote.close();
+        await runtime?.close();
       })();
       return closing;
     },
@@ -228,4 +236,18 @@ function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown, ap
     ...(formatted.path ? { path: formatted.path } : {}),
     extensions: { code: 'INTERNAL_SERVER_ERROR' },
   };
+}
+
+/** A subgraph server's readiness, from its /health (unreachable or slow: not ready). */
+async function remoteReady(graphqlUrl: string, apiKey: string | undefined): Promise<boolean> {
+  try {
+    const res = await fetch(new URL('/health', graphqlUrl), {
+      signal: AbortSignal.timeout(2000),
+      ...(apiKey ? { headers: { 'x-api-key': apiKey } } : {}),
+    });
+    const body = (await res.json()) as { ready?: unknown };
+    return res.ok && body.ready === true;
+  } catch {
+    return false;
+  }
 }

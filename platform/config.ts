@@ -26,6 +26,38 @@ const envSchema = z.object({
     .trim()
     .regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must be a postgres:// or postgresql:// URL')
     .optional(),
+  /** PostgreSQL schema to keep the tables in (created when missing); only with DATABASE_URL. @default public */
+  DATABASE_SCHEMA: z
+    .string()
+    .trim()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'DATABASE_SCHEMA must be a lower-case SQL identifier (a-z, 0-9, _)')
+    .optional(),
+  /**
+   * Distributed mode: subgraphs served by their own processes, as `name=url` pairs separated by commas
+   * (`rental=http://127.0.0.1:4101/graphql`). Subgraphs not listed run inside the gateway's process.
+   */
+  SUBGRAPH_URLS: z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      const urls: Record<string, string> = {};
+      for (const part of (raw ?? '').split(',').map((p) => p.trim()).filter((p) => p.length > 0)) {
+        const match = /^([a-z][a-z0-9_-]*)=(https?:\/\/\S+)$/.exec(part);
+        if (!match) {
+          ctx.addIssue({ code: 'custom', message: `SUBGRAPH_URLS entry "${part}" must look like name=http://host:port/graphql` });
+          return z.NEVER;
+        }
+        const [, name, url] = match as unknown as [string, string, string];
+        if (urls[name]) {
+          ctx.addIssue({ code: 'custom', message: `SUBGRAPH_URLS names ${name} twice` });
+          return z.NEVER;
+        }
+        urls[name] = url;
+      }
+      return urls;
+    }),
+  /** Time a call to a subgraph over the network may take before it counts as unavailable. @default 10000 */
+  SUBGRAPH_TIMEOUT_MS: intFrom('SUBGRAPH_TIMEOUT_MS', 100, 600_000).default(10_000),
   /** Lifetime of a signed quote and of its machine reservations. @default 120 */
   QUOTE_TTL_SECONDS: intFrom('QUOTE_TTL_SECONDS', 5, 3600).default(120),
   /** How often expired quotes are swept and their machines released. @default 1000 */
@@ -76,6 +108,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(
       parsed.error.issues.map((issue) => `${issue.path.join('.') || 'environment'}: ${issue.message}`),
     );
+  }
+  if (parsed.data.DATABASE_SCHEMA && !parsed.data.DATABASE_URL) {
+    throw new ConfigError(['DATABASE_SCHEMA: needs DATABASE_URL (the embedded database has one schema)']);
   }
   return parsed.data;
 }

@@ -26,8 +26,6 @@ export interface SubgraphInstance {
   schema: GraphQLSchema;
   /** Builds the per-request context (fresh loaders, the request's "now", forwarded headers). */
   context(request: SubgraphRequest): unknown;
-  /** REST compatibility routes, relative to the subgraph's prefix. */
-  routes: readonly RestRoute[];
   /** Readiness: true when the subgraph can serve (its database answers, its models are loaded). */
   ready(): Promise<boolean>;
   /** Stops background work (sweepers, timers). */
@@ -38,6 +36,11 @@ export interface SubgraphModule {
   name: string;
   /** URL prefix of the REST compatibility paths. */
   restPrefix: string;
+  /**
+   * REST compatibility routes, relative to the prefix. Each runs a GraphQL operation through the gateway,
+   * so the gateway serves them whether the subgraph runs in its process or on its own.
+   */
+  routes: readonly RestRoute[];
   migrations: MigrationSet[];
   start(deps: SubgraphDeps): Promise<SubgraphInstance>;
 }

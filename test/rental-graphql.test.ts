@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { OffsetClock } from '../platform/clock.js';
 import type { SubgraphInstance } from '../platform/subgraph.js';
 import { gql, hoursFromNow } from './support/http.js';
-import { backends, startTestServer } from './support/server.js';
+import { startTestServer, targets } from './support/server.js';
 
 const QUOTE = `mutation($input: CreateQuoteInput!) {
   createQuote(input: $input) {
@@ -14,13 +14,13 @@ const QUOTE = `mutation($input: CreateQuoteInput!) {
   }
 }`;
 
-describe.each(backends)('rental over GraphQL (%s)', (backend) => {
+describe.each(targets)('rental over GraphQL ($name)', ({ backend, mode }) => {
   let url: string;
   let rental: SubgraphInstance;
   const clock = new OffsetClock();
 
   beforeAll(async () => {
-    const server = await startTestServer({ backend, clock });
+    const server = await startTestServer({ backend, mode, clock });
     url = server.url;
     rental = server.subgraphs.get('rental')!;
   });

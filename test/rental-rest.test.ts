@@ -1,14 +1,14 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { OffsetClock } from '../platform/clock.js';
-import { backends, startTestServer } from './support/server.js';
+import { startTestServer, targets } from './support/server.js';
 import { hoursFromNow, rest } from './support/http.js';
 
-describe.each(backends)('rental REST compatibility paths (%s)', (backend) => {
+describe.each(targets)('rental REST compatibility paths ($name)', ({ backend, mode }) => {
   let url: string;
   const clock = new OffsetClock();
 
   beforeAll(async () => {
-    ({ url } = await startTestServer({ backend, clock, env: { QUOTE_TTL_SECONDS: '120' } }));
+    ({ url } = await startTestServer({ backend, mode, clock, env: { QUOTE_TTL_SECONDS: '120' } }));
   });
 
   const quote = (machineIds: string[], extra: Record<string, unknown> = {}) =>

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { OffsetClock } from '../platform/clock.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
-import { backends, startTestServer } from './support/server.js';
+import { modes, startTestServer, targets } from './support/server.js';
 import { Collector, wsClient, type WsClient } from './support/ws.js';
 
 const MACHINE_EVENTS = /* GraphQL */ `
@@ -35,7 +35,7 @@ const quote = (url: string, machineIds: string[], startHours = 4) =>
     duration_hours: 6,
   });
 
-describe.each(backends)('subscriptions over graphql-transport-ws (%s)', (backend) => {
+describe.each(targets)('subscriptions over graphql-transport-ws ($name)', ({ backend, mode }) => {
   let url: string;
   const clients: WsClient[] = [];
   const connect = (params?: Record<string, unknown>) => {
@@ -44,7 +44,7 @@ describe.each(backends)('subscriptions over graphql-transport-ws (%s)', (backend
     return c;
   };
   beforeAll(async () => {
-    ({ url } = await startTestServer({ backend }));
+    ({ url } = await startTestServer({ backend, mode }));
   });
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.dispose()));
@@ -142,7 +142,7 @@ describe.each(backends)('subscriptions over graphql-transport-ws (%s)', (backend
   });
 
   it('identical live subscriptions share one upstream stream', async () => {
-    const server = await startTestServer({ backend });
+    const server = await startTestServer({ backend, mode });
     const a = wsClient(server.url);
     const b = wsClient(server.url);
     clients.push(a, b);
@@ -172,10 +172,10 @@ describe.each(backends)('subscriptions over graphql-transport-ws (%s)', (backend
   });
 });
 
-describe('trackingUpdated follows the simulated delivery to completed', () => {
+describe.each(modes)('trackingUpdated follows the simulated delivery to completed (%s)', (mode) => {
   it('publishes each status change and positions in transit, ending with COMPLETED', async () => {
     const clock = new OffsetClock();
-    const { url } = await startTestServer({ clock, env: { TRACKING_TICK_MS: '100' } });
+    const { url } = await startTestServer({ mode, clock, env: { TRACKING_TICK_MS: '100' } });
     const q = await rest(url, 'POST', '/rental/pricing/quote', {
       machine_ids: ['EQ-002'],
       location_id: 'LOC-002',

@@ -1,5 +1,6 @@
-import { parse, subscribe, type ExecutionResult, type GraphQLFormattedError } from 'graphql';
+import { parse, subscribe, type ExecutionResult } from 'graphql';
 import type { SubgraphInstance } from '../../platform/subgraph.js';
+import { serializeSubgraphError, upstreamUnavailable } from '../subgraph-errors.js';
 import type { UpstreamOpener, UpstreamResult } from './executor.js';
 
 /** Opens subscription operations on subgraphs running in this process (graphql-js `subscribe`). */
@@ -9,9 +10,7 @@ export function inProcessUpstream(
 ): UpstreamOpener {
   return async (service, request, context): Promise<UpstreamResult> => {
     const instance = subgraphs.get(service);
-    if (!instance) {
-      return { errors: [{ message: `Subgraph ${service} is unavailable`, extensions: { code: 'UPSTREAM_UNAVAILABLE' } }] };
-    }
+    if (!instance) return { errors: [upstreamUnavailable(service)] };
     const result = await subscribe({
       schema: instance.schema,
       document: parse(request.query),
@@ -20,13 +19,6 @@ export function inProcessUpstream(
       contextValue: instance.context({ headers: context.headers }),
     });
     if (Symbol.asyncIterator in result) return result as AsyncIterableIterator<ExecutionResult>;
-    return { errors: (result.errors ?? []).map((e) => serialize(e.toJSON(), e.originalError, onInternalError)) };
+    return { errors: (result.errors ?? []).map((e) => serializeSubgraphError(e, onInternalError, true)) };
   };
-}
-
-function serialize(error: GraphQLFormattedError, original: Error | undefined, onInternalError: (e: unknown) => void): GraphQLFormattedError {
-  if (error.extensions?.['code']) return error;
-  if (!original) return { ...error, extensions: { code: 'BAD_USER_INPUT' } };
-  onInternalError(original);
-  return { ...error, message: 'Internal server error', extensions: { code: 'INTERNAL_SERVER_ERROR' } };
 }

@@ -128,7 +128,7 @@ function guardSlowConsumer(
   };
 }
 
-function credentialOf(params: Record<string, unknown> | undefined): string | undefined {
+export function credentialOf(params: Record<string, unknown> | undefined): string | undefined {
   if (!params) return undefined;
   const lower = Object.fromEntries(Object.entries(params).map(([k, v]) => [k.toLowerCase(), v]));
   const key = lower['x-api-key'];

@@ -11,6 +11,7 @@ import { RentalStore } from './store.js';
 export const rental: SubgraphModule = {
   name: 'rental',
   restPrefix: '/rental',
+  routes: rentalRoutes,
   migrations: [{ owner: 'rental', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
   async start({ db, config, clock, events }) {
     const signer = await createQuoteSigner(db, config.QUOTE_SIGNING_KEY);
@@ -28,7 +29,6 @@ export const rental: SubgraphModule = {
 
     return {
       schema,
-      routes: rentalRoutes,
       context(request): RentalContext {
         return {
           store,

@@ -1,0 +1,128 @@
+import { ApolloServer } from '@apollo/server';
+import { ApolloServerPluginInlineTraceDisabled } from '@apollo/server/plugin/disabled';
+import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { FormattedExecutionResult } from 'graphql';
+import { useServer } from 'graphql-ws/use/ws';
+import type { IncomingMessage } from 'node:http';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { systemClock, type Clock } from '../platform/clock.js';
+import type { Config } from '../platform/config.js';
+import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.js';
+import type { SubgraphModule } from '../platform/subgraph.js';
+import { createAuthenticator } from './auth.js';
+import { gatewayContextFrom } from './context.js';
+import { problem, sendProblem } from './problem.js';
+import { CloseCode } from './subscriptions/close-codes.js';
+import { credentialOf } from './subscriptions/ws-server.js';
+import { serializeSubgraphError } from './subgraph-errors.js';
+
+/**
+ * The subgraph's own request context, opaque here (each subgraph defines its type). The brand gives it a
+ * required member, which is how Apollo's Fastify integration tells a custom context from its default.
+ */
+type SubgraphContext = Record<string, unknown> & { readonly [subgraphContext]: true };
+declare const subgraphContext: unique symbol;
+
+export interface RunningSubgraphServer {
+  app: FastifyInstance;
+  runtime: SubgraphRuntime;
+  /** GraphQL endpoint for SUBGRAPH_URLS, e.g. http://127.0.0.1:4101/graphql */
+  graphqlUrl: string;
+  close(): Promise<void>;
+}
+
+/**
+ * One subgraph as its own server (distributed mode): GraphQL over HTTP and graphql-transport-ws at
+ * /graphql for the gateway, and /health. It migrates and owns its tables as in the one-process mode;
+ * with API_KEYS set it wants a key as the gateway does (the gateway sends its own).
+ */
+export async function startSubgraphServer(options: { config: Config; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
+  const { config, module } = options;
+  const runtime = await startSubgraphRuntime({ config, clock: options.clock ?? systemClock, modules: [module] });
+  const instance = runtime.instances.get(module.name)!;
+  const app = Fastify({ logger: { level: config.LOG_LEVEL }, bodyLimit: config.BODY_LIMIT_BYTES });
+  const auth = createAuthenticator(config.API_KEYS);
+  const onInternalError = (error: unknown) => app.log.error({ err: error, subgraph: module.name }, 'subgraph fault');
+
+  const apollo = new ApolloServer<SubgraphContext>({
+    schema: instance.schema,
+    includeStacktraceInErrorResponses: false,
+    // Federated tracing is for Apollo's managed platform; this gateway does not read it.
+    plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginInlineTraceDisabled()],
+    formatError: (formatted, error) => {
+      if (formatted.extensions?.['code'] !== 'INTERNAL_SERVER_ERROR') return formatted;
+      onInternalError(error);
+      return { message: 'Internal server error', ...(formatted.path ? { path: formatted.path } : {}), extensions: { code: 'INTERNAL_SERVER_ERROR' } };
+    },
+  });
+  try {
+    await apollo.start();
+  } catch (error) {
+    await runtime.close();
+    throw error;
+  }
+
+  app.addHook('onRequest', async (request, reply) => {
+    if (!auth.enabled || request.url.split('?')[0] === '/health') return;
+    if (auth.verify(request.headers as Record<string, string | undefined>)) return;
+    await sendProblem(reply, problem('UNAUTHENTICATED', 'Missing or invalid API key', { instance: request.url }));
+    return reply;
+  });
+  await app.register(fastifyApollo(apollo), {
+    path: '/graphql',
+    context: async (request) => instance.context({ headers: gatewayContextFrom(request.headers).headers }) as SubgraphContext,
+  });
+  app.get('/health', async (_request, reply) => {
+    const ready = await instance.ready().catch(() => false);
+    return reply.status(ready ? 200 : 503).send({ subgraph: module.name, ready, database: runtime.db.kind });
+  });
+
+  await app.ready();
+  const wss = new WebSocketServer({ server: app.server, path: '/graphql', maxPayload: config.BODY_LIMIT_BYTES });
+  const disposer = useServer<Record<string, unknown> | undefined, { socket: WebSocket; request: IncomingMessage }>(
+    {
+      schema: instance.schema,
+      connectionInitWaitTimeout: config.WS_CONNECTION_INIT_TIMEOUT_MS,
+      onConnect: (ctx) => {
+        if (auth.verifyKey(credentialOf(ctx.connectionParams))) return true;
+        ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized');
+        return false;
+      },
+      // One context per operation: subscription resolvers renew its time and loaders per event.
+      context: (ctx) => instance.context({ headers: gatewayContextFrom(ctx.extra.request.headers).headers }) as Record<string, unknown>,
+      onNext: (_ctx, _id, _payload, _args, result): FormattedExecutionResult | void => {
+        if (!result.errors) return;
+        return { ...result, errors: result.errors.map((e) => serializeSubgraphError(e, onInternalError)) } as FormattedExecutionResult;
+      },
+    },
+    wss,
+    config.WS_KEEPALIVE_MS,
+  );
+
+  let address: string;
+  try {
+    address = await app.listen({ port: config.PORT, host: config.HOST });
+  } catch (error) {
+    await disposer.dispose();
+    await apollo.stop();
+    await runtime.close();
+    throw error;
+  }
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    runtime,
+    graphqlUrl: `${address.replace('[::1]', '127.0.0.1')}/graphql`,
+    close() {
+      closing ??= (async () => {
+        await disposer.dispose();
+        await new Promise<void>((resolve) => wss.close(() => resolve()));
+        await app.close();
+        await apollo.stop();
+        await runtime.close();
+      })();
+      return closing;
+    },
+  };
+}

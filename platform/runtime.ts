@@ -1,0 +1,51 @@
+import { fileURLToPath } from 'node:url';
+import type { Clock } from './clock.js';
+import type { Config } from './config.js';
+import { openDatabase, type Database } from './db.js';
+import { EventHub } from './event-hub.js';
+import { migrate } from './migrate.js';
+import type { SubgraphInstance, SubgraphModule } from './subgraph.js';
+
+const platformMigrations = { owner: 'platform', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) };
+
+/** Subgraphs running in this process, on one database and one outbox reader. */
+export interface SubgraphRuntime {
+  db: Database;
+  events: EventHub;
+  instances: ReadonlyMap<string, SubgraphInstance>;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the database (PGlite under DATA_DIR, or DATABASE_URL), applies the platform's and the subgraphs'
+ * migrations, starts the outbox reader and then each subgraph. The gateway runs it for its in-process
+ * subgraphs; `npm run subgraph` runs it for one.
+ */
+export async function startSubgraphRuntime(args: {
+  config: Config;
+  clock: Clock;
+  modules: readonly SubgraphModule[];
+}): Promise<SubgraphRuntime> {
+  const { config, clock, modules } = args;
+  const db = await openDatabase({
+    url: config.DATABASE_URL,
+    dataDir: config.DATA_DIR === ':memory:' ? undefined : config.DATA_DIR,
+    schema: config.DATABASE_SCHEMA,
+  });
+  const events = new EventHub(db);
+  const instances = new Map<string, SubgraphInstance>();
+  const close = async () => {
+    for (const instance of [...instances.values()].reverse()) await instance.close();
+    await events.close();
+    await db.close();
+  };
+  try {
+    await migrate(db, [platformMigrations, ...modules.flatMap((m) => m.migrations)]);
+    await events.start();
+    for (const module of modules) instances.set(module.name, await module.start({ db, config, clock, events }));
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { db, events, instances, close };
+}
