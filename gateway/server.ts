@@ -6,6 +6,7 @@ import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { systemClock, type Clock } from '../platform/clock.js';
 import { ConfigError, type Config } from '../platform/config.js';
 import type { Database } from '../platform/db.js';
+import type { EventHub } from '../platform/event-hub.js';
 import { isErrorCode, statusOf, type ErrorCode } from '../platform/errors.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
@@ -34,6 +35,7 @@ export interface RunningServer {
   app: FastifyInstance;
   /** The database of the in-process subgraphs; null when every subgraph runs on its own (distributed). */
   db: Database | null;
+  events: EventHub | null;
   /** Federated subscriptions (shared upstream streams). */
   subscriptions: SubscriptionExecutor;
   /** The subgraphs running in this process, by name (tests reach `_entities` through their schemas). */
@@ -209,6 +211,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   return {
     app,
     db: runtime?.db ?? null,
+    events: runtime?.events ?? null,
     subscriptions,
     subgraphs: byName,
     url,

@@ -88,7 +88,7 @@ export class EventHub {
       this.again = false;
       for (;;) {
         const res = await this.db.query<StoredEvent>(
-          'SELECT id::text AS id, topic, key, payload FROM outbox WHERE id > $1 ORDER BY id LIMIT $2',
+          'SELECT id::text AS id, topic, key, payload FROM outbox WHERE id > $1 ORDER BY outbox.id LIMIT $2',
           [this.position.toString(), PAGE],
         );
         for (const event of res.rows) {
@@ -151,7 +151,7 @@ export class EventHub {
       const page = await this.db.query<StoredEvent<P>>(
         `SELECT id::text AS id, topic, key, payload FROM outbox
          WHERE topic = $1 AND id > $2 AND id <= $3 AND ($4::text[] IS NULL OR key = ANY($4))
-         ORDER BY id LIMIT $5`,
+         ORDER BY outbox.id LIMIT $5`,
         [topic, from.toString(), upTo.toString(), keys ? [...keys] : null, PAGE],
       );
       for (const event of page.rows) channel.push(event);

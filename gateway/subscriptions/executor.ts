@@ -12,6 +12,7 @@ import {
   type GraphQLSchema,
 } from 'graphql';
 import { Channel } from '../../platform/channel.js';
+import { StreamOverflowError } from '../../platform/event-hub.js';
 import type { GatewayContext } from '../context.js';
 
 /** A subgraph's answer to a subscription operation: an event stream, or errors instead of one. */
@@ -101,6 +102,7 @@ export class SubscriptionExecutor {
       operationName,
       variables: args.variables,
       context: args.context,
+      exclusive: resumes,
       onEmpty: () => {
         if (this.shared.get(key) === stream) this.shared.delete(key);
       },
@@ -196,6 +198,11 @@ interface SharedStreamArgs {
   operationName: string | undefined;
   variables: Record<string, unknown>;
   context: GatewayContext;
+  /**
+   * A resuming subscription has its stream to itself: its replay may be long, so the stream waits for the
+   * subscriber to take events instead of overflowing it. A shared live stream never waits for anyone.
+   */
+  exclusive: boolean;
   onEmpty: () => void;
 }
 
@@ -256,9 +263,12 @@ class SharedStream {
         if (item.done || this.ended) break;
         const result = await this.args.executor.executeEvent({ ...this.args, event: item.value });
         for (const s of this.subscribers) s.push(result);
+        if (this.args.exclusive) for (const s of this.subscribers) await s.room(Math.max(1, this.args.executor.maxQueued >> 1));
       }
     } catch (error) {
-      for (const s of this.subscribers) s.fail(error);
+      // Events piling up unread upstream mean the same as a full subscriber queue: a slow consumer.
+      const failure = error instanceof StreamOverflowError ? new SlowSubscriberError() : error;
+      for (const s of this.subscribers) s.fail(failure);
     } finally {
       this.end();
     }

@@ -73,7 +73,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     if (schema && !options.schema) await dropSchema(schema);
   };
   const db = server.db ?? subgraphServers.values().next().value?.runtime.db ?? null;
-  const handle: TestServer = { ...server, db, subgraphs: instances, subgraphServers, close, ...(schema ? { schema } : {}) };
+  const events = server.events ?? subgraphServers.values().next().value?.runtime.events ?? null;
+  const handle: TestServer = { ...server, db, events, subgraphs: instances, subgraphServers, close, ...(schema ? { schema } : {}) };
   running.add(handle);
   return handle;
 }
