@@ -1,0 +1,224 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { argv } from 'node:process';
+import { fileURLToPath } from 'node:url';
+import WebSocket from 'ws';
+
+/*
+ * npm run bench -- subscriptions [N ...]
+ *
+ * One gateway process (npm start, embedded PGlite in memory) and, in this process, N graphql-transport-ws
+ * subscribers, each on its own socket, all subscribed to fleetSummaryChanged (the dashboard case: one
+ * shared upstream stream fanned out to N sockets). Then a burst of state changes (quotes, one machine
+ * each, sent back to back); every fleet event is timed at every subscriber.
+ *
+ * Latency is receipt time minus the time the mutation that caused the event was sent: an upper bound on
+ * commit-to-receipt (it also holds the mutation's own round trip, reported alongside). Memory per
+ * subscriber is the gateway's resident-set growth while the N subscriptions open, divided by N.
+ * Everything runs on 127.0.0.1 and is bounded: N sockets, BURST mutations, 60 s per phase at most.
+ */
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const BURST = 12;
+const PHASE_TIMEOUT_MS = 60_000;
+
+interface Row {
+  subscribers: number;
+  events: number;
+  deliveries: number;
+  p50: number;
+  p99: number;
+  max: number;
+  mutationRtt: number;
+  /** The first event of the burst alone (no earlier event queued ahead of it). */
+  firstP99: number;
+  eventsPerSecond: number;
+  kibPerSubscriber: number;
+  connectSeconds: number;
+}
+
+export default async function bench(): Promise<void> {
+  const sizes = argv.slice(3).map(Number).filter((n) => Number.isInteger(n) && n > 0);
+  const rows: Row[] = [];
+  for (const n of sizes.length > 0 ? sizes : [1000, 10_000]) rows.push(await runOnce(n));
+  console.log('\nsubscriptions: fleetSummaryChanged to N subscribers, one gateway process, 2-core machine');
+  console.table(
+    rows.map((r) => ({
+      subscribers: r.subscribers,
+      'events x subscribers': `${r.events} x ${r.subscribers} = ${r.deliveries}`,
+      'p50 ms': r.p50,
+      'p99 ms': r.p99,
+      'max ms': r.max,
+      'first event p99 ms': r.firstP99,
+      'mutation rtt p50 ms': r.mutationRtt,
+      'deliveries/s': r.eventsPerSecond,
+      'KiB/subscriber': r.kibPerSubscriber,
+      'connect s': r.connectSeconds,
+    })),
+  );
+}
+
+async function runOnce(n: number): Promise<Row> {
+  const gateway = await startGateway();
+  const sockets: WebSocket[] = [];
+  try {
+    await sleep(500);
+    const rssBefore = rssKiB(gateway.child.pid!);
+    const wsUrl = `${gateway.url.replace(/^http/, 'ws')}/graphql`;
+    // Receipt times per subscriber, by the `reserved` count that identifies the mutation.
+    const receipts: number[][] = Array.from({ length: BURST + 1 }, () => []);
+    const connectStarted = Date.now();
+    for (let i = 0; i < n; i += 250) {
+      const batch = Array.from({ length: Math.min(250, n - i) }, () => subscriber(wsUrl, receipts));
+      sockets.push(...(await withTimeout(Promise.all(batch), PHASE_TIMEOUT_MS, 'connecting subscribers')));
+    }
+    const connectSeconds = (Date.now() - connectStarted) / 1000;
+    await sleep(1000);
+    const rssAfter = rssKiB(gateway.child.pid!);
+
+    const sent: number[] = [];
+    const rtts: number[] = [];
+    const burstStarted = performance.now();
+    for (let k = 1; k <= BURST; k++) {
+      const machine = `EQ-${String(k).padStart(3, '0')}`;
+      sent[k] = performance.now();
+      const res = await fetch(`${gateway.url}/rental/pricing/quote`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          machine_ids: [machine],
+          location_id: 'LOC-001',
+          start_time: new Date(Date.now() + 3 * 3_600_000).toISOString(),
+          duration_hours: 4,
+        }),
+      });
+      if (res.status !== 200) throw new Error(`quote ${machine}: ${res.status} ${await res.text()}`);
+      rtts.push(performance.now() - sent[k]!);
+    }
+    await withTimeout(
+      (async () => {
+        while (receipts.slice(1).some((r) => r.length < n)) await sleep(20);
+      })(),
+      PHASE_TIMEOUT_MS,
+      'deliveries',
+    );
+    const lastReceipt = Math.max(...receipts.slice(1).flat());
+    const latencies = receipts.slice(1).flatMap((times, i) => times.map((t) => t - sent[i + 1]!));
+    latencies.sort((a, b) => a - b);
+    const first = receipts[1]!.map((t) => t - sent[1]!).sort((a, b) => a - b);
+    const deliveries = latencies.length;
+    return {
+      subscribers: n,
+      events: BURST,
+      deliveries,
+      p50: round(quantile(latencies, 0.5)),
+      p99: round(quantile(latencies, 0.99)),
+      max: round(latencies[latencies.length - 1]!),
+      mutationRtt: round(quantile([...rtts].sort((a, b) => a - b), 0.5)),
+      firstP99: round(quantile(first, 0.99)),
+      eventsPerSecond: Math.round(deliveries / ((lastReceipt - burstStarted) / 1000)),
+      kibPerSubscriber: round((rssAfter - rssBefore) / n),
+      connectSeconds: round(connectSeconds),
+    };
+  } finally {
+    for (const s of sockets) s.terminate();
+    await stopGateway(gateway.child);
+  }
+}
+
+/** One subscriber on its own socket, speaking graphql-transport-ws; resolves once subscribed. */
+function subscriber(url: string, receipts: number[][]): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, 'graphql-transport-ws');
+    ws.once('error', reject);
+    ws.once('open', () => ws.send(JSON.stringify({ type: 'connection_init' })));
+    ws.on('message', (raw: Buffer) => {
+      const at = performance.now();
+      const text = raw.toString();
+      if (text.includes('"connection_ack"')) {
+        ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: 'subscription { fleetSummaryChanged { cursor reserved utilization surgeMultiplier } }' } }));
+        // The subscription is registered when the server has read it; a ping round trip proves that.
+        ws.send(JSON.stringify({ type: 'ping' }));
+        return;
+      }
+      if (text.includes('"pong"')) {
+        resolve(ws);
+        return;
+      }
+      const reserved = /"reserved":(\d+)/.exec(text);
+      if (reserved) receipts[Number(reserved[1])]?.push(at);
+    });
+  });
+}
+
+interface Gateway {
+  url: string;
+  child: ChildProcess;
+}
+
+async function startGateway(): Promise<Gateway> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
+    cwd: root,
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: ':memory:', LOG_LEVEL: 'warn', API_KEYS: '', DATABASE_URL: '' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await withTimeout(
+    (async () => {
+      for (;;) {
+        if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}`);
+        const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+        if (ok) return;
+        await sleep(100);
+      }
+    })(),
+    PHASE_TIMEOUT_MS,
+    'gateway start',
+  );
+  return { url, child };
+}
+
+function stopGateway(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+function rssKiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+}
+
+function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+}
+
+const round = (x: number) => Math.round(x * 10) / 10;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+    }),
+  ]);
+}
