@@ -1,6 +1,6 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
-import { execute, parse, type DocumentNode, type GraphQLFormattedError } from 'graphql';
+import { execute, Kind, parse, type DocumentNode, type GraphQLFormattedError, type SelectionSetNode } from 'graphql';
 import type { SubgraphInstance } from '../platform/subgraph.js';
 import type { GatewayContext } from './context.js';
 
@@ -21,15 +21,24 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
 
   async process(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
     const query = options.request.query ?? '';
+    const document = this.document(query);
+    const variables = options.request.variables ?? {};
     // Health checks carry no incoming request, so no headers to forward.
     const headers = 'incomingRequestContext' in options ? options.context.headers : {};
-    const result = await execute({
-      schema: this.subgraph.schema,
-      document: this.document(query),
-      variableValues: options.request.variables ?? {},
-      operationName: options.request.operationName ?? null,
-      contextValue: this.subgraph.context({ headers }),
-    });
+    let result: Awaited<ReturnType<typeof execute>>;
+    try {
+      result = await execute({
+        schema: this.subgraph.schema,
+        document,
+        variableValues: variables,
+        operationName: options.request.operationName ?? null,
+        contextValue: this.subgraph.context({ headers }),
+      });
+    } catch (error) {
+      // The subgraph could not answer at all: as over the network, its fields fail and the rest stands.
+      this.onInternalError(error);
+      return { errors: unavailableErrors(document, variables) };
+    }
     const response: GatewayGraphQLResponse = {};
     if (result.data !== undefined) response.data = result.data;
     // Without data, execution never started: the request itself was bad (variables that do not coerce).
@@ -55,4 +64,37 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
     }
     return doc;
   }
+}
+
+const UNAVAILABLE = { message: 'Subgraph unavailable', extensions: { code: 'UPSTREAM_UNAVAILABLE' } } as const;
+
+/**
+ * One UPSTREAM_UNAVAILABLE error per field the failed operation asked for, at that field's path (for an
+ * entity fetch, each representation's fields), so the gateway nulls exactly the fields this subgraph owns.
+ */
+export function unavailableErrors(document: DocumentNode, variables: Record<string, unknown>): GraphQLFormattedError[] {
+  const operation = document.definitions.find((d) => d.kind === Kind.OPERATION_DEFINITION);
+  const errors: GraphQLFormattedError[] = [];
+  for (const selection of operation?.selectionSet.selections ?? []) {
+    if (selection.kind !== Kind.FIELD) continue;
+    const key = selection.alias?.value ?? selection.name.value;
+    if (selection.name.value !== '_entities') {
+      errors.push({ ...UNAVAILABLE, path: [key] });
+      continue;
+    }
+    const representations = Array.isArray(variables['representations']) ? variables['representations'].length : 0;
+    const fields = entityFields(selection.selectionSet);
+    for (let i = 0; i < representations; i++) for (const field of fields) errors.push({ ...UNAVAILABLE, path: [key, i, field] });
+  }
+  return errors.length > 0 ? errors : [{ ...UNAVAILABLE }];
+}
+
+/** Response keys selected on the entities (through the `... on Type` fragments), without __typename. */
+function entityFields(selectionSet: SelectionSetNode | undefined): string[] {
+  const keys = new Set<string>();
+  for (const selection of selectionSet?.selections ?? []) {
+    if (selection.kind === Kind.FIELD && selection.name.value !== '__typename') keys.add(selection.alias?.value ?? selection.name.value);
+    if (selection.kind === Kind.INLINE_FRAGMENT) for (const key of entityFields(selection.selectionSet)) keys.add(key);
+  }
+  return [...keys];
 }
