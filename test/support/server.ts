@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll } from 'vitest';
 import { loadConfig } from '../../platform/config.js';
 import type { Clock } from '../../platform/clock.js';
+import type { SubgraphModule } from '../../platform/subgraph.js';
 import { startServer, type RunningServer } from '../../gateway/server.js';
 
 export type Backend = 'pglite' | 'postgres';
@@ -21,6 +22,8 @@ export interface TestServerOptions {
   clock?: Clock;
   /** Reuse a PostgreSQL schema (restart tests; the caller drops it); a fresh one, dropped at close, otherwise. */
   schema?: string;
+  /** The subgraphs to run (a test swaps one for a failing stand-in). @default every registered subgraph */
+  subgraphs?: readonly SubgraphModule[];
 }
 
 /** Starts the real server on 127.0.0.1:0; it is closed after the file's tests. */
@@ -36,7 +39,12 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     ...(backend === 'postgres' ? { DATABASE_URL: TEST_DATABASE_URL } : {}),
     ...options.env,
   });
-  const server = await startServer({ config, ...(options.clock ? { clock: options.clock } : {}), ...(schema ? { databaseSchema: schema } : {}) });
+  const server = await startServer({
+    config,
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(schema ? { databaseSchema: schema } : {}),
+    ...(options.subgraphs ? { subgraphs: options.subgraphs } : {}),
+  });
   const close = async () => {
     running.delete(server);
     await server.close();
