@@ -18,6 +18,16 @@ export function intervalCoverage(predictions: readonly QuantileTriple[], outcome
   return inside / predictions.length;
 }
 
+/** Coverage within each third of the rows, ordered by interval width. */
+export function coverageByWidthTercile(predictions: readonly QuantileTriple[], outcome: ArrayLike<number>): [number, number, number] {
+  const order = predictions.map((_, i) => i).sort((a, b) => predictions[a]!.q90 - predictions[a]!.q10 - (predictions[b]!.q90 - predictions[b]!.q10));
+  const third = (k: number) => {
+    const rows = order.slice(Math.floor((k * order.length) / 3), Math.floor(((k + 1) * order.length) / 3));
+    return intervalCoverage(rows.map((i) => predictions[i]!), rows.map((i) => outcome[i]!));
+  };
+  return [third(0), third(1), third(2)];
+}
+
 export function meanWidth(predictions: readonly QuantileTriple[]): number {
   return predictions.reduce((sum, p) => sum + (p.q90 - p.q10), 0) / predictions.length;
 }
@@ -116,6 +126,11 @@ export interface QuantileModelMetrics {
   coverage80: number;
   meanWidthMin: number;
   medianWidthMin: number;
+  /**
+   * Coverage within the narrowest, middle and widest third of the test intervals: the guarantee is
+   * marginal, so this shows how evenly the intervals adapt to conditions.
+   */
+  coverageByWidthTercile: [number, number, number];
   /** The same before the conformal shift (the raw quantile models). */
   uncalibratedCoverage80: number;
   /** Log-scale conformal shifts of q10 (down) and q90 (up). */

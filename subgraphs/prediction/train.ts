@@ -19,6 +19,7 @@ import { generate, type Sample } from './generator.js';
 import {
   QUANTILES,
   brierScore,
+  coverageByWidthTercile,
   crossingRate,
   expectedCalibrationError,
   intervalCoverage,
@@ -206,6 +207,7 @@ export function trainQuantileModel(
     coverage80: r4(intervalCoverage(predictions, outcome)),
     meanWidthMin: r2(meanWidth(predictions)),
     medianWidthMin: r2(quantileOf(widths, 0.5)),
+    coverageByWidthTercile: coverageByWidthTercile(predictions, outcome).map(r4) as [number, number, number],
     uncalibratedCoverage80: r4(intervalCoverage(uncalibrated, outcome)),
     conformalShift: { lower: conformal.lower, upper: conformal.upper },
     pinball: roundLosses(pinballLosses(predictions, outcome)),
