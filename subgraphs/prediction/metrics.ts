@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { pinball } from './gbm.js';
 
 /** Held-out evaluation of the models: interval coverage and width, pinball loss, ROC-AUC, Brier, calibration. */
@@ -111,72 +112,75 @@ export const mean = (values: ArrayLike<number>) => {
   return sum / values.length;
 };
 
-export interface SplitSizes {
-  train: number;
-  validation: number;
-  calibration: number;
-  test: number;
-}
+const triple = z.object({ q10: z.number(), q50: z.number(), q90: z.number() });
+const losses = triple.extend({ mean: z.number() });
+const splitSizes = z.object({ train: z.number().int(), validation: z.number().int(), calibration: z.number().int(), test: z.number().int() });
 
-export interface QuantileModelMetrics {
-  version: string;
-  samples: SplitSizes;
-  trees: { q10: number; q50: number; q90: number };
+const quantileModelMetrics = z.object({
+  version: z.string(),
+  samples: splitSizes,
+  trees: triple,
   /** Share of test outcomes inside [q10, q90] as served (target 0.80). */
-  coverage80: number;
-  meanWidthMin: number;
-  medianWidthMin: number;
+  coverage80: z.number(),
+  meanWidthMin: z.number(),
+  medianWidthMin: z.number(),
   /**
    * Coverage within the narrowest, middle and widest third of the test intervals: the guarantee is
    * marginal, so this shows how evenly the intervals adapt to conditions.
    */
-  coverageByWidthTercile: [number, number, number];
+  coverageByWidthTercile: z.tuple([z.number(), z.number(), z.number()]),
   /** The same before the conformal shift (the raw quantile models). */
-  uncalibratedCoverage80: number;
+  uncalibratedCoverage80: z.number(),
   /** Log-scale conformal shifts of q10 (down) and q90 (up). */
-  conformalShift: { lower: number; upper: number };
+  conformalShift: z.object({ lower: z.number(), upper: z.number() }),
   /** Mean pinball loss (minutes) of the served quantiles on the test split. */
-  pinball: QuantileTriple & { mean: number };
+  pinball: losses,
   /** The same for the training-set quantiles of the target, a constant per level. */
-  baselinePinball: QuantileTriple & { mean: number };
-  baselineCoverage80: number;
-  baselineWidthMin: number;
+  baselinePinball: losses,
+  baselineCoverage80: z.number(),
+  baselineWidthMin: z.number(),
   /** Share of test rows whose raw q10 / q50 / q90 crossed before sorting. */
-  crossingRateBeforeSorting: number;
+  crossingRateBeforeSorting: z.number(),
   /** The figure the specification reports for this model. */
-  specCoverage80: number;
-}
+  specCoverage80: z.number(),
+});
 
-export interface ClassifierMetrics {
-  version: string;
-  samples: SplitSizes;
-  trees: number;
-  rocAuc: number;
-  brier: number;
-  logLoss: number;
+const classifierMetrics = z.object({
+  version: z.string(),
+  samples: splitSizes,
+  trees: z.number().int(),
+  rocAuc: z.number(),
+  brier: z.number(),
+  logLoss: z.number(),
   /** Expected calibration error, 10 equal-width bins. */
-  ece: number;
+  ece: z.number(),
   /** The boosted model before isotonic calibration. */
-  uncalibrated: { rocAuc: number; brier: number; ece: number };
+  uncalibrated: z.object({ rocAuc: z.number(), brier: z.number(), ece: z.number() }),
   /** Success rate on the test split, and on the training split (the baseline predictor). */
-  baseRate: number;
-  trainBaseRate: number;
+  baseRate: z.number(),
+  trainBaseRate: z.number(),
   /** Brier and log loss of always answering the training base rate. */
-  baselineBrier: number;
-  baselineLogLoss: number;
+  baselineBrier: z.number(),
+  baselineLogLoss: z.number(),
   /** ROC-AUC and Brier of the generator's true probabilities: the best any model can do on this data. */
-  oracleRocAuc: number;
-  oracleBrier: number;
-  specRocAuc: number;
-  specBaseRate: number;
-}
+  oracleRocAuc: z.number(),
+  oracleBrier: z.number(),
+  specRocAuc: z.number(),
+  specBaseRate: z.number(),
+});
 
-export interface MetricsReport {
-  seed: number;
-  trainedAt: string;
-  trainingSeconds: number;
-  data: string;
-  dwell: QuantileModelMetrics;
-  travel: QuantileModelMetrics;
-  locker: ClassifierMetrics;
-}
+/** metrics.json: what `npm run train` measured on the held-out test split. */
+export const metricsReportSchema = z.object({
+  seed: z.number().int(),
+  trainedAt: z.iso.datetime(),
+  trainingSeconds: z.number(),
+  data: z.string(),
+  dwell: quantileModelMetrics,
+  travel: quantileModelMetrics,
+  locker: classifierMetrics,
+});
+
+export type SplitSizes = z.infer<typeof splitSizes>;
+export type QuantileModelMetrics = z.infer<typeof quantileModelMetrics>;
+export type ClassifierMetrics = z.infer<typeof classifierMetrics>;
+export type MetricsReport = z.infer<typeof metricsReportSchema>;

@@ -7,7 +7,7 @@ import { applyIsotonic, type IsotonicCurve } from './calibration.js';
 import type { ConformalAdjustment } from './conformal.js';
 import { compileEnsemble, scoreEnsemble, type CompiledEnsemble, type EnsembleJson } from './gbm.js';
 import { toVector, vectorNames, type ModelName } from './features.js';
-import type { MetricsReport, QuantileTriple } from './metrics.js';
+import { metricsReportSchema, type MetricsReport, type QuantileTriple } from './metrics.js';
 
 /*
  * The model artifacts (models/*.json, written by `npm run train`) and the prediction functions the
@@ -208,6 +208,6 @@ export function loadModels(dir = MODELS_DIR, metricsFile = METRICS_FILE): ModelS
     dwell: load('dwell.json', (j) => quantileModelOf(j, 'dwell')),
     travel: load('travel.json', (j) => quantileModelOf(j, 'travel')),
     locker: load('locker.json', lockerModelOf),
-    metrics: load(metricsFile, (j) => j as MetricsReport),
+    metrics: load(metricsFile, (j) => metricsReportSchema.parse(j)),
   };
 }

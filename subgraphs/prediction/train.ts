@@ -4,17 +4,8 @@ import { parseArgs } from 'node:util';
 import { fitIsotonic } from './calibration.js';
 import { fitConformal } from './conformal.js';
 import { vectorNames, toVector, type ModelName } from './features.js';
-import {
-  binMatrix,
-  boost,
-  fitEdges,
-  logisticLoss,
-  matrixOf,
-  quantileLoss,
-  quantileOf,
-  type BoostParams,
-  type EnsembleJson,
-} from './gbm.js';
+import { binMatrix, fitEdges, matrixOf } from './binning.js';
+import { boost, logisticLoss, quantileLoss, quantileOf, type BoostParams, type EnsembleJson } from './gbm.js';
 import { generate, type Sample } from './generator.js';
 import {
   QUANTILES,
