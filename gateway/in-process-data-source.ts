@@ -3,7 +3,7 @@ import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { execute, parse, type DocumentNode } from 'graphql';
 import type { SubgraphInstance } from '../platform/subgraph.js';
 import type { GatewayContext } from './context.js';
-import { serializeSubgraphError } from './subgraph-errors.js';
+import { serializeSubgraphError, unavailableErrors } from './subgraph-errors.js';
 
 const MAX_CACHED_DOCUMENTS = 500;
 
@@ -16,21 +16,31 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
   private readonly documents = new Map<string, DocumentNode>();
 
   constructor(
+    private readonly service: string,
     private readonly subgraph: SubgraphInstance,
     private readonly onInternalError: (error: unknown) => void,
   ) {}
 
   async process(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
     const query = options.request.query ?? '';
+    const document = this.document(query);
+    const variables = options.request.variables ?? {};
     // Health checks carry no incoming request, so no headers to forward.
     const headers = 'incomingRequestContext' in options ? options.context.headers : {};
-    const result = await execute({
-      schema: this.subgraph.schema,
-      document: this.document(query),
-      variableValues: options.request.variables ?? {},
-      operationName: options.request.operationName ?? null,
-      contextValue: this.subgraph.context({ headers }),
-    });
+    let result: Awaited<ReturnType<typeof execute>>;
+    try {
+      result = await execute({
+        schema: this.subgraph.schema,
+        document,
+        variableValues: variables,
+        operationName: options.request.operationName ?? null,
+        contextValue: this.subgraph.context({ headers }),
+      });
+    } catch (error) {
+      // The subgraph could not answer at all: as over the network, its fields fail and the rest stands.
+      this.onInternalError(error);
+      return { errors: unavailableErrors(this.service, document, variables) };
+    }
     const response: GatewayGraphQLResponse = {};
     if (result.data !== undefined) response.data = result.data;
     // Without data, execution never started: the request itself was bad (variables that do not coerce).

@@ -1,8 +1,8 @@
 import { RemoteGraphQLDataSource, type GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
-import type { GraphQLFormattedError } from 'graphql';
+import { parse, type GraphQLFormattedError } from 'graphql';
 import { FORWARDED_HEADERS, type GatewayContext } from './context.js';
-import { upstreamUnavailable } from './subgraph-errors.js';
+import { unavailableErrors } from './subgraph-errors.js';
 
 type Fetcher = RemoteGraphQLDataSource['fetcher'];
 
@@ -43,7 +43,7 @@ export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
       const errors = isGraphQLBody(body?.body) ? body.body.errors : undefined;
       if (errors && errors.length > 0 && (body?.status ?? 500) < 500) return { errors };
       this.options.onFailure(error);
-      return { errors: [upstreamUnavailable(this.service)] };
+      return { errors: unavailableErrors(this.service, parse(options.request.query ?? '{ __typename }'), options.request.variables ?? {}) };
     }
   }
 }

@@ -61,7 +61,8 @@ function readInput(route: RestRoute, request: FastifyRequest): Parsed {
       fields.push({ field: 'body', message: 'must be a JSON object (Content-Type: application/json)' });
       return undefined;
     }
-    const parsed = schema.safeParse(value ?? {});
+    // reportInput: an issue carries the value it saw, which tells a missing field from a wrong-typed one.
+    const parsed = schema.safeParse(value ?? {}, { reportInput: true });
     if (parsed.success) return parsed.data;
     for (const issue of parsed.error.issues) {
       const field = issue.path.map(String).join('.') || where;

@@ -87,7 +87,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
           onFailure: (error) => app.log.warn({ subgraph: name, reason: String(error) }, 'subgraph unavailable'),
         });
       } else if (instance) {
-        source = new InProcessDataSource(instance, (error) => app.log.error({ err: error, subgraph: name }, 'subgraph fault'));
+        source = new InProcessDataSource(name, instance, (error) => app.log.error({ err: error, subgraph: name }, 'subgraph fault'));
       } else {
         throw new Error(`subgraph ${name} is in the supergraph but neither running here nor in SUBGRAPH_URLS`);
       }

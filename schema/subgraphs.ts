@@ -1,6 +1,7 @@
 /** The subgraphs composed into the supergraph, and the port each listens on when run on its own. */
 export const subgraphPorts = {
   rental: 4101,
+  prediction: 4102,
 } as const;
 
 export type SubgraphName = keyof typeof subgraphPorts;

@@ -4,7 +4,7 @@ import { loadConfig } from '../../platform/config.js';
 import type { Clock } from '../../platform/clock.js';
 import { startServer, type RunningServer } from '../../gateway/server.js';
 import { startSubgraphServer, type RunningSubgraphServer } from '../../gateway/subgraph-server.js';
-import type { SubgraphInstance } from '../../platform/subgraph.js';
+import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
 import { subgraphs as allSubgraphs } from '../../subgraphs/registry.js';
 
 export type Backend = 'pglite' | 'postgres';
@@ -32,6 +32,8 @@ export interface TestServerOptions {
   schema?: string;
   /** @default 'one-process' */
   mode?: Mode;
+  /** The subgraphs to run (a test swaps one for a failing stand-in). @default every registered subgraph */
+  subgraphs?: readonly SubgraphModule[];
 }
 
 export type TestServer = RunningServer & {
@@ -57,13 +59,14 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     ...options.env,
   };
   const clock = options.clock ? { clock: options.clock } : {};
+  const modules = options.subgraphs ?? allSubgraphs;
   const subgraphServers = new Map<string, RunningSubgraphServer>();
   if (options.mode === 'distributed') {
     // Subgraphs share one database as they would in production (PGlite: each its own in-memory one).
-    for (const module of allSubgraphs) subgraphServers.set(module.name, await startSubgraphServer({ config: loadConfig(env), module, ...clock }));
+    for (const module of modules) subgraphServers.set(module.name, await startSubgraphServer({ config: loadConfig(env), module, ...clock }));
   }
   const urls = [...subgraphServers].map(([name, s]) => `${name}=${s.graphqlUrl}`).join(',');
-  const server = await startServer({ config: loadConfig({ ...env, ...(urls ? { SUBGRAPH_URLS: urls } : {}) }), ...clock });
+  const server = await startServer({ config: loadConfig({ ...env, ...(urls ? { SUBGRAPH_URLS: urls } : {}) }), subgraphs: modules, ...clock });
   const instances = new Map<string, SubgraphInstance>(server.subgraphs);
   for (const [name, s] of subgraphServers) instances.set(name, s.runtime.instances.get(name)!);
   const close = async () => {

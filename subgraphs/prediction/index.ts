@@ -1,0 +1,30 @@
+import { buildSubgraphSchema } from '@apollo/subgraph';
+import { parse } from 'graphql';
+import type { SubgraphModule } from '../../platform/subgraph.js';
+import { readSubgraphSdl } from '../../platform/subgraph.js';
+import { loadModels } from './model.js';
+import { resolverMap, type PredictionContext } from './resolvers.js';
+import { predictionRoutes } from './rest.js';
+
+/**
+ * The prediction subgraph: three trained models (dwell and travel quantile minutes, locker-diversion
+ * probability) loaded from models/*.json at start. It keeps no state, so it has no migrations.
+ */
+export const prediction: SubgraphModule = {
+  name: 'prediction',
+  restPrefix: '/prediction',
+  routes: predictionRoutes,
+  migrations: [],
+  async start() {
+    // A missing or malformed artifact stops the start with a message naming the file.
+    const models = loadModels();
+    const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('prediction')), resolvers: resolverMap });
+    const context: PredictionContext = { models };
+    return {
+      schema,
+      context: () => context,
+      ready: async () => true,
+      close: async () => undefined,
+    };
+  },
+};

@@ -1,0 +1,186 @@
+import { z } from 'zod';
+import { pinball } from './gbm.js';
+
+/** Held-out evaluation of the models: interval coverage and width, pinball loss, ROC-AUC, Brier, calibration. */
+
+export interface QuantileTriple {
+  q10: number;
+  q50: number;
+  q90: number;
+}
+
+export const QUANTILES = { q10: 0.1, q50: 0.5, q90: 0.9 } as const;
+
+export function intervalCoverage(predictions: readonly QuantileTriple[], outcome: ArrayLike<number>): number {
+  let inside = 0;
+  predictions.forEach((p, i) => {
+    if (outcome[i]! >= p.q10 && outcome[i]! <= p.q90) inside++;
+  });
+  return inside / predictions.length;
+}
+
+/** Coverage within each third of the rows, ordered by interval width. */
+export function coverageByWidthTercile(predictions: readonly QuantileTriple[], outcome: ArrayLike<number>): [number, number, number] {
+  const order = predictions.map((_, i) => i).sort((a, b) => predictions[a]!.q90 - predictions[a]!.q10 - (predictions[b]!.q90 - predictions[b]!.q10));
+  const third = (k: number) => {
+    const rows = order.slice(Math.floor((k * order.length) / 3), Math.floor(((k + 1) * order.length) / 3));
+    return intervalCoverage(rows.map((i) => predictions[i]!), rows.map((i) => outcome[i]!));
+  };
+  return [third(0), third(1), third(2)];
+}
+
+export function meanWidth(predictions: readonly QuantileTriple[]): number {
+  return predictions.reduce((sum, p) => sum + (p.q90 - p.q10), 0) / predictions.length;
+}
+
+/** Mean pinball loss per quantile level and averaged over the three. */
+export function pinballLosses(predictions: readonly QuantileTriple[], outcome: ArrayLike<number>): QuantileTriple & { mean: number } {
+  const out = { q10: 0, q50: 0, q90: 0 };
+  for (const key of ['q10', 'q50', 'q90'] as const) {
+    let sum = 0;
+    predictions.forEach((p, i) => {
+      sum += pinball(outcome[i]!, p[key], QUANTILES[key]);
+    });
+    out[key] = sum / predictions.length;
+  }
+  return { ...out, mean: (out.q10 + out.q50 + out.q90) / 3 };
+}
+
+/** Share of predictions whose quantiles are out of order (q10 > q50 or q50 > q90). */
+export function crossingRate(predictions: readonly QuantileTriple[]): number {
+  return predictions.filter((p) => p.q10 > p.q50 || p.q50 > p.q90).length / predictions.length;
+}
+
+/** ROC-AUC by the rank-sum (Mann-Whitney) statistic, ties counted half. */
+export function rocAuc(score: ArrayLike<number>, label: ArrayLike<number>): number {
+  const order = Array.from({ length: score.length }, (_, i) => i).sort((a, b) => score[a]! - score[b]!);
+  let rankSumPositive = 0;
+  let positives = 0;
+  for (let start = 0; start < order.length; ) {
+    let end = start;
+    while (end + 1 < order.length && score[order[end + 1]!] === score[order[start]!]) end++;
+    const meanRank = (start + end) / 2 + 1;
+    for (let k = start; k <= end; k++) {
+      if (label[order[k]!] === 1) {
+        rankSumPositive += meanRank;
+        positives++;
+      }
+    }
+    start = end + 1;
+  }
+  const negatives = order.length - positives;
+  return (rankSumPositive - (positives * (positives + 1)) / 2) / (positives * negatives);
+}
+
+export function brierScore(probability: ArrayLike<number>, label: ArrayLike<number>): number {
+  let sum = 0;
+  for (let i = 0; i < label.length; i++) sum += (probability[i]! - label[i]!) ** 2;
+  return sum / label.length;
+}
+
+export function logLoss(probability: ArrayLike<number>, label: ArrayLike<number>): number {
+  let sum = 0;
+  for (let i = 0; i < label.length; i++) {
+    const p = Math.min(1 - 1e-12, Math.max(1e-12, probability[i]!));
+    sum -= label[i]! * Math.log(p) + (1 - label[i]!) * Math.log(1 - p);
+  }
+  return sum / label.length;
+}
+
+/**
+ * Expected calibration error: predictions in `bins` equal-width probability bins, the row-weighted mean
+ * of |mean predicted - observed rate| per bin.
+ */
+export function expectedCalibrationError(probability: ArrayLike<number>, label: ArrayLike<number>, bins = 10): number {
+  const sumP = new Float64Array(bins);
+  const sumY = new Float64Array(bins);
+  const count = new Float64Array(bins);
+  for (let i = 0; i < label.length; i++) {
+    const b = Math.min(bins - 1, Math.floor(probability[i]! * bins));
+    sumP[b]! += probability[i]!;
+    sumY[b]! += label[i]!;
+    count[b]! += 1;
+  }
+  let ece = 0;
+  for (let b = 0; b < bins; b++) if (count[b]! > 0) ece += Math.abs(sumP[b]! - sumY[b]!);
+  return ece / label.length;
+}
+
+export const mean = (values: ArrayLike<number>) => {
+  let sum = 0;
+  for (let i = 0; i < values.length; i++) sum += values[i]!;
+  return sum / values.length;
+};
+
+const triple = z.object({ q10: z.number(), q50: z.number(), q90: z.number() });
+const losses = triple.extend({ mean: z.number() });
+const splitSizes = z.object({ train: z.number().int(), validation: z.number().int(), calibration: z.number().int(), test: z.number().int() });
+
+const quantileModelMetrics = z.object({
+  version: z.string(),
+  samples: splitSizes,
+  trees: triple,
+  /** Share of test outcomes inside [q10, q90] as served (target 0.80). */
+  coverage80: z.number(),
+  meanWidthMin: z.number(),
+  medianWidthMin: z.number(),
+  /**
+   * Coverage within the narrowest, middle and widest third of the test intervals: the guarantee is
+   * marginal, so this shows how evenly the intervals adapt to conditions.
+   */
+  coverageByWidthTercile: z.tuple([z.number(), z.number(), z.number()]),
+  /** The same before the conformal shift (the raw quantile models). */
+  uncalibratedCoverage80: z.number(),
+  /** Log-scale conformal shifts of q10 (down) and q90 (up). */
+  conformalShift: z.object({ lower: z.number(), upper: z.number() }),
+  /** Mean pinball loss (minutes) of the served quantiles on the test split. */
+  pinball: losses,
+  /** The same for the training-set quantiles of the target, a constant per level. */
+  baselinePinball: losses,
+  baselineCoverage80: z.number(),
+  baselineWidthMin: z.number(),
+  /** Share of test rows whose raw q10 / q50 / q90 crossed before sorting. */
+  crossingRateBeforeSorting: z.number(),
+  /** The figure the specification reports for this model. */
+  specCoverage80: z.number(),
+});
+
+const classifierMetrics = z.object({
+  version: z.string(),
+  samples: splitSizes,
+  trees: z.number().int(),
+  rocAuc: z.number(),
+  brier: z.number(),
+  logLoss: z.number(),
+  /** Expected calibration error, 10 equal-width bins. */
+  ece: z.number(),
+  /** The boosted model before isotonic calibration. */
+  uncalibrated: z.object({ rocAuc: z.number(), brier: z.number(), ece: z.number() }),
+  /** Success rate on the test split, and on the training split (the baseline predictor). */
+  baseRate: z.number(),
+  trainBaseRate: z.number(),
+  /** Brier and log loss of always answering the training base rate. */
+  baselineBrier: z.number(),
+  baselineLogLoss: z.number(),
+  /** ROC-AUC and Brier of the generator's true probabilities: the best any model can do on this data. */
+  oracleRocAuc: z.number(),
+  oracleBrier: z.number(),
+  specRocAuc: z.number(),
+  specBaseRate: z.number(),
+});
+
+/** metrics.json: what `npm run train` measured on the held-out test split. */
+export const metricsReportSchema = z.object({
+  seed: z.number().int(),
+  trainedAt: z.iso.datetime(),
+  trainingSeconds: z.number(),
+  data: z.string(),
+  dwell: quantileModelMetrics,
+  travel: quantileModelMetrics,
+  locker: classifierMetrics,
+});
+
+export type SplitSizes = z.infer<typeof splitSizes>;
+export type QuantileModelMetrics = z.infer<typeof quantileModelMetrics>;
+export type ClassifierMetrics = z.infer<typeof classifierMetrics>;
+export type MetricsReport = z.infer<typeof metricsReportSchema>;

@@ -1,0 +1,108 @@
+/** Valid feature payloads of the three models, as REST clients send them (snake_case, integer codes). */
+
+export const dwellFeatures = {
+  building_type: 0,
+  organ_type: 2,
+  security_level: 2,
+  staff_shift: 0,
+  handover_protocol: 0,
+  preservation_method: 0,
+  elevator_available: 1,
+  floor_number: 4,
+  distance_to_opc_km: 35,
+  urban_density: 0.7,
+  traffic_congestion: 0.4,
+  weather_severity: 0.2,
+  ischaemic_remaining_min: 150,
+  hour_sin: 0.5,
+  hour_cos: -0.866025,
+  day_sin: 0,
+  day_cos: 1,
+  month_sin: 0.5,
+  month_cos: 0.866025,
+  is_weekend: 0,
+  queue_length: 2,
+  courier_experience_years: 5,
+};
+
+export const travelFeatures = {
+  origin_density: 0.6,
+  destination_density: 0.8,
+  distance_km: 42,
+  road_type: 2,
+  weather: 1,
+  traffic: 2,
+  public_holiday: 0,
+  peak_hour: 1,
+  hour_sin: 0.866025,
+  hour_cos: -0.5,
+  day_sin: 0.781831,
+  day_cos: 0.62349,
+};
+
+export const lockerFeatures = {
+  organ_type: 0,
+  locker_distance_km: 3,
+  locker_occupancy: 0.5,
+  temperature_controlled: 1,
+  handoff_window_min: 120,
+  urban_density: 0.6,
+  weather_severity: 0.1,
+  traffic_congestion: 0.3,
+  hour_sin: 0.5,
+  hour_cos: -0.866025,
+};
+
+/** The same payloads as GraphQL inputs (camelCase, enum names, Booleans). */
+export const dwellInput = {
+  buildingType: 'TRANSPLANT_CENTRE',
+  organType: 'HEART',
+  securityLevel: 'ESCORTED',
+  staffShift: 'DAY',
+  handoverProtocol: 'DIRECT_TO_THEATRE',
+  preservationMethod: 'STATIC_COLD_STORAGE',
+  elevatorAvailable: true,
+  floorNumber: 4,
+  distanceToOpcKm: 35,
+  urbanDensity: 0.7,
+  trafficCongestion: 0.4,
+  weatherSeverity: 0.2,
+  ischaemicRemainingMin: 150,
+  hourSin: 0.5,
+  hourCos: -0.866025,
+  daySin: 0,
+  dayCos: 1,
+  monthSin: 0.5,
+  monthCos: 0.866025,
+  isWeekend: false,
+  queueLength: 2,
+  courierExperienceYears: 5,
+};
+
+export const travelInput = {
+  originDensity: 0.6,
+  destinationDensity: 0.8,
+  distanceKm: 42,
+  roadType: 'MOTORWAY',
+  weather: 'RAIN',
+  traffic: 'HEAVY',
+  publicHoliday: false,
+  peakHour: true,
+  hourSin: 0.866025,
+  hourCos: -0.5,
+  daySin: 0.781831,
+  dayCos: 0.62349,
+};
+
+export const lockerInput = {
+  organType: 'KIDNEY',
+  lockerDistanceKm: 3,
+  lockerOccupancy: 0.5,
+  temperatureControlled: true,
+  handoffWindowMin: 120,
+  urbanDensity: 0.6,
+  weatherSeverity: 0.1,
+  trafficCongestion: 0.3,
+  hourSin: 0.5,
+  hourCos: -0.866025,
+};
