@@ -6,6 +6,7 @@ import { startSubgraphServer } from '../gateway/subgraph-server.js';
 import { loadConfig } from '../platform/config.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
+import { travelFeatures } from './support/prediction.js';
 import { dropSchema, startTestServer, TEST_DATABASE_URL } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
 
@@ -58,6 +59,37 @@ describe('distributed mode: a subgraph that is down', () => {
       await c.dispose();
       await again.close();
     }
+  });
+});
+
+describe('distributed mode: the prediction subgraph down', () => {
+  it('a booking still comes back with deliveryForecast null and UPSTREAM_UNAVAILABLE at that path, in queries and events', async () => {
+    const server = await startTestServer({ mode: 'distributed' });
+    const q = await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-009'));
+    const b = await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Partial BV' });
+    const id = b.body['booking_id'] as string;
+    const query = `query ($id: ID!) { booking(id: $id) { id status deliveryForecast { q50Minutes } } }`;
+    const up = await gql(server.url, query, { id });
+    expect(up.errors).toBeUndefined();
+    expect(up.data!['booking'].deliveryForecast.q50Minutes).toBeGreaterThan(0);
+
+    await server.subgraphServers.get('prediction')!.close();
+    const down = await gql(server.url, query, { id });
+    expect(down.data!['booking']).toEqual({ id, status: 'CONFIRMED', deliveryForecast: null });
+    expect(down.errors).toHaveLength(1);
+    expect(down.errors![0]).toMatchObject({ path: ['booking', 'deliveryForecast'], extensions: { code: 'UPSTREAM_UNAVAILABLE' } });
+    expect((await rest(server.url, 'POST', '/prediction/predict/travel_time', travelFeatures)).status).toBe(502);
+    expect((await rest(server.url, 'GET', '/rental/fleet/summary')).status).toBe(200);
+    const health = await rest(server.url, 'GET', '/health');
+    expect(health.body).toMatchObject({ status: 'degraded', subgraphs: { rental: { ready: true }, prediction: { ready: false } } });
+
+    // A subscription event asking for the forecast arrives too, with the same partial answer.
+    const c = wsClient(server.url);
+    const events = new Collector(c.client, `subscription ($id: ID!) { trackingUpdated(bookingId: $id, after: "0") { status booking { id deliveryForecast { q50Minutes } } } }`, { id });
+    await events.count(1);
+    expect(events.results[0]!.data).toEqual({ trackingUpdated: { status: 'SCHEDULED', booking: { id, deliveryForecast: null } } });
+    expect(events.results[0]!.errors?.[0]).toMatchObject({ path: ['trackingUpdated', 'booking', 'deliveryForecast'], extensions: { code: 'UPSTREAM_UNAVAILABLE' } });
+    await c.dispose();
   });
 });
 

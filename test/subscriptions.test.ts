@@ -141,6 +141,30 @@ describe.each(targets)('subscriptions over graphql-transport-ws ($name)', ({ bac
     expect(resumed.results).toHaveLength(6);
   });
 
+  it("an event's selection resolves other subgraphs' fields per event (the booking's deliveryForecast)", async () => {
+    const q = await quote(url, ['EQ-013']);
+    const b = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Federated BV' });
+    expect(b.status).toBe(200);
+    const id = b.body['booking_id'] as string;
+    const forecast = 'deliveryForecast { q10Minutes q50Minutes q90Minutes }';
+    const events = new Collector<{ trackingUpdated: { status: string; booking: { id: string; deliveryForecast: { q10Minutes: number; q50Minutes: number; q90Minutes: number } } } }>(
+      connect().client,
+      `subscription ($id: ID!) { trackingUpdated(bookingId: $id, after: "0") { cursor status booking { id ${forecast} } } }`,
+      { id },
+    );
+    await events.count(1);
+    const event = events.data[0]!.trackingUpdated;
+    expect(event.status).toBe('SCHEDULED');
+    const f = event.booking.deliveryForecast;
+    expect(f.q10Minutes).toBeGreaterThan(0);
+    expect(f.q10Minutes).toBeLessThanOrEqual(f.q50Minutes);
+    expect(f.q50Minutes).toBeLessThanOrEqual(f.q90Minutes);
+    // The same numbers a query returns: the event went through the same plan.
+    const viaQuery = await gql(url, `query ($id: ID!) { booking(id: $id) { id ${forecast} } }`, { id });
+    expect(viaQuery.data!['booking']).toEqual(event.booking);
+    events.unsubscribe();
+  });
+
   it('identical live subscriptions share one upstream stream', async () => {
     const server = await startTestServer({ backend, mode });
     const a = wsClient(server.url);
