@@ -42,9 +42,26 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   return options.url ? openPostgres(options.url, options) : openPglite(options.dataDir);
 }
 
+/** Type oid of int8 (bigint, bigserial, count(*)). */
+const INT8_OID = 20;
+
+/**
+ * Reads an int8 as a JS number on both drivers (pg would give a string; PGlite a number, or a BigInt
+ * beyond 2^53). A value a number cannot hold exactly is refused, never rounded: read such columns as
+ * text (`id::text`, as the outbox cursor does).
+ */
+export function parseInt8(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) {
+    throw new RangeError(`int8 value ${text} is not a safe integer (beyond 2^53); select it as text`);
+  }
+  return value;
+}
+
 async function openPglite(dataDir: string | undefined): Promise<Database> {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
-  const db = dataDir ? new PGlite(dataDir) : new PGlite();
+  const options = { parsers: { [INT8_OID]: parseInt8 } };
+  const db = dataDir ? new PGlite(dataDir, options) : new PGlite(options);
   await db.waitReady;
   const toResult = <R>(res: { rows: R[]; affectedRows?: number }): QueryResult<R> => ({
     rows: res.rows,
@@ -91,7 +108,11 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
       await admin.end();
     }
   }
-  const connection = { connectionString: url, ...(schema ? { options: `-c search_path=${schema}` } : {}) };
+  const types: pg.CustomTypesConfig = {
+    getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+      oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+  };
+  const connection = { connectionString: url, types, ...(schema ? { options: `-c search_path=${schema}` } : {}) };
   const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
   pool.on('error', () => {
     // An idle client lost its connection; the pool replaces it on the next checkout.
