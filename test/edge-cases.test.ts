@@ -68,4 +68,21 @@ describe.each(backends)('edge cases at the input edge and in storage (%s)', (bac
       expect((await server.db.query<{ one: number }>('SELECT 1::int8 AS one')).rows[0]!.one).toBe(1);
     });
   });
+
+  describe('input rules', () => {
+    it('a rental shorter than 0.25 hours is refused, over REST and GraphQL', async () => {
+      const tiny = await quote(['EQ-001'], { duration_hours: 0.0001 });
+      expect(tiny.status).toBe(400);
+      expect(tiny.body).toMatchObject({ code: 'BAD_USER_INPUT', errors: [{ field: 'duration_hours' }] });
+      expect(tiny.body['errors'][0].message).toContain('0.25');
+      const gqlTiny = await gql(url, `mutation($input: CreateQuoteInput!) { createQuote(input: $input) { id } }`, {
+        input: { machineIds: ['EQ-001'], locationId: 'LOC-004', startTime: hoursFromNow(4, clock.now().getTime()), durationHours: 0.2 },
+      });
+      expect(gqlTiny.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', fields: [{ field: 'durationHours' }] });
+      // Nothing was reserved by the refused quotes; the shortest rental is accepted.
+      const shortest = await quote(['EQ-001'], { duration_hours: 0.25 });
+      expect(shortest.status).toBe(200);
+      expect(shortest.body['line_items'][0]['amount']).toBeGreaterThan(0);
+    });
+  });
 });

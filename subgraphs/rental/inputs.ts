@@ -2,6 +2,8 @@ import { z } from 'zod';
 
 /** Inputs of the rental subgraph. GraphQL has already checked the types; these are the domain rules. */
 export const MACHINE_ID = /^EQ-\d{3}$/;
+/** The shortest rental: a quarter hour, the billing unit (anything shorter would price at nothing). */
+export const MIN_DURATION_HOURS = 0.25;
 export const MAX_DURATION_HOURS = 2160;
 export const MAX_CUSTOMER_NAME = 200;
 
@@ -16,8 +18,8 @@ export const createQuoteInput = z.object({
   durationHours: z
     .number()
     .finite()
-    .positive('must be more than 0')
-    .max(MAX_DURATION_HOURS, `must be at most ${MAX_DURATION_HOURS}`),
+    .min(MIN_DURATION_HOURS, `must be at least ${MIN_DURATION_HOURS} (15 minutes)`)
+    .max(MAX_DURATION_HOURS, `must be at most ${MAX_DURATION_HOURS} (90 days)`),
 });
 export type CreateQuoteInput = z.infer<typeof createQuoteInput>;
 

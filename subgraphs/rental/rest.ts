@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { domainError } from '../../platform/errors.js';
 import { defineRoute, type RestRoute } from '../../platform/rest.js';
 import { parseInstant } from '../../platform/scalars.js';
-import { MAX_CUSTOMER_NAME, MAX_DURATION_HOURS } from './inputs.js';
+import { MAX_CUSTOMER_NAME, createQuoteInput } from './inputs.js';
 
 /*
  * The documented REST paths of the rental service (under /rental), each run as a GraphQL operation
@@ -268,7 +268,7 @@ export const rentalRoutes: readonly RestRoute[] = [
       start_time: z
         .string()
         .refine((s) => parseInstant(s) !== null, 'must be an ISO 8601 UTC timestamp, e.g. 2026-11-22T08:00:00Z'),
-      duration_hours: z.number().positive('must be more than 0').max(MAX_DURATION_HOURS),
+      duration_hours: createQuoteInput.shape.durationHours,
     }),
     variables: ({ body }) => ({
       input: {
