@@ -84,5 +84,83 @@ describe.each(backends)('edge cases at the input edge and in storage (%s)', (bac
       expect(shortest.status).toBe(200);
       expect(shortest.body['line_items'][0]['amount']).toBeGreaterThan(0);
     });
+
+    it('a quote id in upper case is the same quote: confirm, idempotent replay and reads', async () => {
+      const q = await quote(['EQ-002']);
+      expect(q.status).toBe(200);
+      const id: string = q.body['quote_id'];
+      const upper = id.toUpperCase();
+      const headers = { 'idempotency-key': `case-${id}` };
+      const first = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: upper, customer_name: 'Case BV' }, headers);
+      expect(first.status).toBe(200);
+      expect(first.body['quote_id']).toBe(id);
+      const replay = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: upper, customer_name: 'Case BV' }, headers);
+      expect(replay.status).toBe(200);
+      expect(replay.body['booking_id']).toBe(first.body['booking_id']);
+      const lower = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: id, customer_name: 'Case BV' }, headers);
+      expect(lower.body['booking_id']).toBe(first.body['booking_id']);
+
+      const read = await gql(url, 'query($q: ID!, $b: ID!) { quote(id: $q) { id status booking { id } } booking(id: $b) { id } }', {
+        q: upper,
+        b: first.body['booking_id'].toLowerCase(),
+      });
+      expect(read.errors).toBeUndefined();
+      expect(read.data).toEqual({
+        quote: { id, status: 'CONFIRMED', booking: { id: first.body['booking_id'] } },
+        booking: { id: first.body['booking_id'] },
+      });
+      const track = await rest(url, 'GET', `/rental/booking/${first.body['booking_id'].toLowerCase()}/track`);
+      expect(track.status).toBe(200);
+      expect(track.body['booking_id']).toBe(first.body['booking_id']);
+    });
+
+    it('control characters are refused with 400 naming the field, in bodies, path parameters and GraphQL ids', async () => {
+      const field = (res: { body: Record<string, any> }) => res.body['errors']?.map((e: { field: string }) => e.field);
+      const nulName = await rest(url, 'POST', '/rental/booking/confirm', {
+        quote_id: '9d79644e-1c89-42b2-86b8-08dbe88825c2',
+        customer_name: 'Nul\u0000Bouw',
+      });
+      expect(nulName.status).toBe(400);
+      expect(nulName.body).toMatchObject({ code: 'BAD_USER_INPUT', errors: [{ field: 'customer_name', message: 'must not contain control characters' }] });
+      for (const name of ['Tab\tBouw', 'Line\nBouw', 'Del\u007fBouw', 'Esc\u001bBouw']) {
+        const res = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: '9d79644e-1c89-42b2-86b8-08dbe88825c2', customer_name: name });
+        expect(res.status, JSON.stringify(name)).toBe(400);
+        expect(field(res)).toEqual(['customer_name']);
+      }
+      const nulQuote = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: '\u0000', customer_name: 'x' });
+      expect(nulQuote.status).toBe(400);
+      expect(field(nulQuote)).toEqual(['quote_id']);
+      const nulLocation = await quote(['EQ-003'], { location_id: 'LOC-00\u00001' });
+      expect(nulLocation.status).toBe(400);
+      expect(field(nulLocation)).toEqual(['location_id']);
+
+      for (const [method, path] of [
+        ['GET', '/rental/booking/%00/track'],
+        ['GET', '/rental/booking/BK-%0A/track'],
+        ['POST', '/rental/booking/%7F/complete'],
+      ] as const) {
+        const res = await rest(url, method, path);
+        expect(res.status, path).toBe(400);
+        expect(res.headers.get('content-type')).toContain('application/problem+json');
+        expect(res.body).toMatchObject({ code: 'BAD_USER_INPUT', errors: [{ field: 'booking_id', message: 'must not contain control characters' }] });
+      }
+
+      for (const [query, arg] of [
+        ['query($v: ID!) { booking(id: $v) { id } }', 'id'],
+        ['query($v: ID!) { machine(id: $v) { id } }', 'id'],
+        ['query($v: ID!) { quote(id: $v) { id } }', 'id'],
+        ['query($v: ID!) { tracking(bookingId: $v) { status } }', 'bookingId'],
+        ['mutation($v: ID!) { completeBooking(bookingId: $v) { id } }', 'bookingId'],
+      ] as const) {
+        const res = await gql(url, query, { v: 'BK-\u0000' });
+        expect(res.errors?.[0]?.extensions, query).toMatchObject({ code: 'BAD_USER_INPUT', fields: [{ field: arg }] });
+      }
+      const literal = await gql(url, 'mutation { createQuote(input: { machineIds: ["EQ-003"], locationId: "LOC\\u0000", startTime: "2030-01-01T00:00:00Z", durationHours: 2 }) { id } }');
+      expect(literal.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', fields: [{ field: 'locationId' }] });
+
+      // Nothing was reserved or stored by any of them.
+      const summary = await rest(url, 'GET', '/rental/fleet/summary');
+      expect(summary.status).toBe(200);
+    });
   });
 });
