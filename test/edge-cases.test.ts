@@ -162,5 +162,28 @@ describe.each(backends)('edge cases at the input edge and in storage (%s)', (bac
       const summary = await rest(url, 'GET', '/rental/fleet/summary');
       expect(summary.status).toBe(200);
     });
+
+    it('impossible calendar dates and times are refused, not rolled over (REST and GraphQL)', async () => {
+      // A day 31 of a 30-day month, a Feb 29 of a common year and out-of-range clock fields, all inside the booking window.
+      const now = clock.now();
+      const month30 = Array.from({ length: 11 }, (_, i) => new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1 + i, 1))).find((d) =>
+        [3, 5, 8, 10].includes(d.getUTCMonth()),
+      )!;
+      const ym = month30.toISOString().slice(0, 7);
+      const valid = hoursFromNow(48, now.getTime()).slice(0, 10);
+      const impossible = [`${ym}-31T10:00:00Z`, `${valid}T24:00:00Z`, `${valid}T10:60:00Z`, `${valid}T10:00:60Z`, `${valid}T10:00:00+24:00`, `${ym}-00T10:00:00Z`];
+      for (const start of impossible) {
+        const res = await quote(['EQ-004'], { start_time: start });
+        expect(res.status, start).toBe(400);
+        expect(res.body['errors'], start).toEqual([{ field: 'start_time', message: expect.stringContaining('not a real date and time') }]);
+        const viaGraphQL = await gql(url, 'mutation($input: CreateQuoteInput!) { createQuote(input: $input) { id } }', {
+          input: { machineIds: ['EQ-004'], locationId: 'LOC-004', startTime: start, durationHours: 2 },
+        });
+        expect(viaGraphQL.errors?.[0]?.extensions?.['code'], start).toBe('BAD_USER_INPUT');
+        expect(viaGraphQL.errors?.[0]?.message, start).toContain('not a real date and time');
+      }
+      const lastMoment = await quote(['EQ-004'], { start_time: `${valid}T23:59:59.999+01:00` });
+      expect(lastMoment.status).toBe(200);
+    });
   });
 });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { domainError } from '../../platform/errors.js';
 import { defineRoute, type RestRoute } from '../../platform/rest.js';
-import { parseInstant } from '../../platform/scalars.js';
+import { instantProblem } from '../../platform/scalars.js';
 import { text } from '../../platform/validate.js';
 import { bookingIdArg, confirmBookingInput, createQuoteInput } from './inputs.js';
 
@@ -270,9 +270,10 @@ export const rentalRoutes: readonly RestRoute[] = [
     body: z.object({
       machine_ids: createQuoteInput.shape.machineIds,
       location_id: createQuoteInput.shape.locationId,
-      start_time: z
-        .string()
-        .refine((s) => parseInstant(s) !== null, 'must be an ISO 8601 UTC timestamp, e.g. 2026-11-22T08:00:00Z'),
+      start_time: z.string().check((ctx) => {
+        const problem = instantProblem(ctx.value);
+        if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+      }),
       duration_hours: createQuoteInput.shape.durationHours,
     }),
     variables: ({ body }) => ({
