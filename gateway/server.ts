@@ -2,19 +2,20 @@ import { ApolloGateway, type GraphQLDataSource } from '@apollo/gateway';
 import { ApolloServer, type GraphQLRequest } from '@apollo/server';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
-import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import { GraphQLError } from 'graphql';
 import { fileURLToPath } from 'node:url';
 import { systemClock, type Clock } from '../platform/clock.js';
 import type { Config } from '../platform/config.js';
 import { openDatabase, type Database } from '../platform/db.js';
 import { EventHub } from '../platform/event-hub.js';
-import { isErrorCode, statusOf, type ErrorCode } from '../platform/errors.js';
+import type { ErrorCode } from '../platform/errors.js';
 import { migrate } from '../platform/migrate.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
+import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
 import { InProcessDataSource } from './in-process-data-source.js';
 import { problem, sendProblem } from './problem.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
@@ -94,8 +95,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const apollo = new ApolloServer<GatewayContext>({
     gateway,
     includeStacktraceInErrorResponses: false,
-    plugins: [fastifyApolloDrainPlugin(app)],
-    formatError: (formatted, error) => formatGraphQLError(formatted, error, app),
+    // Operations are sent as text; a persisted-query hash is answered PERSISTED_QUERY_NOT_SUPPORTED.
+    persistedQueries: false,
+    plugins: [fastifyApolloDrainPlugin(app), requestErrorStatusPlugin()],
+    formatError: (formatted, error) => formatGraphQLError(formatted, error, app.log),
   });
   await apollo.start();
 
@@ -217,15 +220,3 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   };
 }
 
-function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown, app: FastifyInstance): GraphQLFormattedError {
-  const code = formatted.extensions?.['code'];
-  if (isErrorCode(code) && statusOf(code) < 500) return formatted;
-  if (isErrorCode(code) && code !== 'INTERNAL_SERVER_ERROR') return formatted;
-  if (code !== 'INTERNAL_SERVER_ERROR') app.log.error({ err: error }, 'unexpected GraphQL error');
-  // Faults of ours are logged, never shown.
-  return {
-    message: 'Internal server error',
-    ...(formatted.path ? { path: formatted.path } : {}),
-    extensions: { code: 'INTERNAL_SERVER_ERROR' },
-  };
-}

@@ -9,6 +9,7 @@ export const errorCatalogue = {
   BAD_USER_INPUT: { status: 400, title: 'Bad request' },
   GRAPHQL_PARSE_FAILED: { status: 400, title: 'Malformed GraphQL document' },
   GRAPHQL_VALIDATION_FAILED: { status: 400, title: 'Invalid GraphQL operation' },
+  PERSISTED_QUERY_NOT_SUPPORTED: { status: 400, title: 'Persisted queries not supported' },
   BAD_REQUEST: { status: 400, title: 'Bad request' },
   UNAUTHENTICATED: { status: 401, title: 'Authentication required' },
   FORBIDDEN: { status: 403, title: 'Forbidden' },

@@ -187,3 +187,61 @@ describe.each(backends)('edge cases at the input edge and in storage (%s)', (bac
     });
   });
 });
+
+describe('GraphQL request errors are client errors (400), never faults', () => {
+  let url: string;
+  beforeAll(async () => {
+    ({ url } = await startTestServer());
+  });
+
+  const post = async (body: unknown, accept = 'application/graphql-response+json') => {
+    const res = await fetch(`${url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as { data?: unknown; errors?: { message: string; extensions?: Record<string, unknown> }[] } };
+  };
+
+  it.each([
+    ['an unknown operationName', { query: 'query A { fleetSummary { total } }', operationName: 'Nope' }, 'BAD_REQUEST', 'Nope'],
+    ['several operations and no operationName', { query: 'query A { fleetSummary { total } } query B { machines { id } }' }, 'BAD_REQUEST', 'operationName'],
+    ['a Float literal beyond the double range', { query: 'mutation { createQuote(input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: "2030-01-01T00:00:00Z", durationHours: 1e400 }) { id } }' }, 'GRAPHQL_VALIDATION_FAILED', 'Infinity'],
+    ['an Int literal 1e400', { query: '{ bookings(first: 1e400) { totalCount } }' }, 'GRAPHQL_VALIDATION_FAILED', 'Int'],
+    ['an Int literal beyond 32 bits', { query: '{ bookings(first: 4294967296) { totalCount } }' }, 'GRAPHQL_VALIDATION_FAILED', 'Int'],
+    ['a persisted query hash', { extensions: { persistedQuery: { version: 1, sha256Hash: 'ecf4edb46db40b5132295c0291d62fb65d6759a9eedfa4d5d612dd5ec54a6b38' } } }, 'PERSISTED_QUERY_NOT_SUPPORTED', 'not supported'],
+    ['a query with a persistedQuery extension', { query: '{ fleetSummary { total } }', extensions: { persistedQuery: { version: 1, sha256Hash: 'abc' } } }, 'PERSISTED_QUERY_NOT_SUPPORTED', 'not supported'],
+  ])('%s: 400 with a catalogued code', async (_, body, code, mention) => {
+    for (const accept of ['application/graphql-response+json', 'application/json']) {
+      const res = await post(body, accept);
+      expect(res.status, accept).toBe(400);
+      expect(res.body.data).toBeUndefined();
+      expect(res.body.errors?.[0]?.extensions?.['code']).toBe(code);
+      expect(res.body.errors?.[0]?.message).toContain(mention);
+    }
+  });
+
+  it('a DateTime literal the subgraph cannot parse is a validation error, not an internal one', async () => {
+    for (const startTime of ['2027-02-30T10:00:00Z', 'garbage']) {
+      const res = await post({
+        query: `mutation { createQuote(input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: "${startTime}", durationHours: 2 }) { id } }`,
+      });
+      expect(res.body.errors?.[0]?.extensions?.['code'], startTime).toBe('GRAPHQL_VALIDATION_FAILED');
+      expect(res.body.errors?.[0]?.message).toContain(startTime);
+    }
+    const quote = await post({ query: '{ fleetSummary { reserved } }' });
+    expect(quote.body.data).toEqual({ fleetSummary: { reserved: 0 } });
+  });
+
+  it('a mutation over GET keeps its 405, with the catalogue code for it', async () => {
+    const query = encodeURIComponent('mutation { completeBooking(bookingId: "BK-000000000000") { id } }');
+    const res = await fetch(`${url}/graphql?query=${query}`, { headers: { accept: 'application/json', 'apollo-require-preflight': 'true' } });
+    expect(res.status).toBe(405);
+    expect(((await res.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('METHOD_NOT_ALLOWED');
+  });
+
+  it('an operation that resolves is served as before', async () => {
+    const res = await post({ query: 'query A { fleetSummary { total } } query B { machines { id } }', operationName: 'A' });
+    expect(res).toEqual({ status: 200, body: { data: { fleetSummary: { total: 15 } } } });
+  });
+});
