@@ -1,7 +1,8 @@
+import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { OffsetClock } from '../platform/clock.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
-import { backends, startTestServer } from './support/server.js';
+import { TEST_DATABASE_URL, backends, startTestServer } from './support/server.js';
 
 /** The largest amount an int4 column of cents can hold, in euros. */
 const INT4_MAX_EUROS = 2_147_483_647 / 100;
@@ -243,5 +244,77 @@ describe('GraphQL request errors are client errors (400), never faults', () => {
   it('an operation that resolves is served as before', async () => {
     const res = await post({ query: 'query A { fleetSummary { total } } query B { machines { id } }', operationName: 'A' });
     expect(res).toEqual({ status: 200, body: { data: { fleetSummary: { total: 15 } } } });
+  });
+});
+
+/*
+ * A booking whose sequence number was allocated before another's but that commits after it must not be
+ * skipped by a client paging the ledger meanwhile. Only PostgreSQL runs transactions concurrently.
+ */
+describe.runIf(TEST_DATABASE_URL)('ledger paging while confirms commit out of order (postgres)', () => {
+  it('a walk from the first page sees every booking older than its first row', async () => {
+    const server = await startTestServer({ backend: 'postgres' });
+    const { url } = server;
+    const quote = async (machine: string, location: string) => {
+      const q = await rest(url, 'POST', '/rental/pricing/quote', {
+        machine_ids: [machine],
+        location_id: location,
+        start_time: hoursFromNow(6),
+        duration_hours: 4,
+      });
+      expect(q.status).toBe(200);
+      return q.body['quote_id'] as string;
+    };
+    const confirm = (quoteId: string, name: string) => rest(url, 'POST', '/rental/booking/confirm', { quote_id: quoteId, customer_name: name });
+    for (const [machine, name] of [['EQ-001', 'Older 1'], ['EQ-002', 'Older 2'], ['EQ-003', 'Older 3']] as const) {
+      expect((await confirm(await quote(machine, 'LOC-001'), name)).status).toBe(200);
+    }
+    const slowQuote = await quote('EQ-004', 'LOC-005');
+    const fastQuote = await quote('EQ-005', 'LOC-001');
+
+    // Hold the row a booking at LOC-005 must reference: its INSERT waits in the foreign-key check.
+    const holder = new pg.Client({ connectionString: TEST_DATABASE_URL, options: `-c search_path=${server.schema}` });
+    await holder.connect();
+    const lockWaiters = async () =>
+      (
+        await holder.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+           WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND datname = current_database()`,
+        )
+      ).rows[0]!.n;
+    /** Polls (up to 5 s) until `done()` holds. */
+    const until = async (done: () => Promise<boolean>) => {
+      for (let i = 0; i < 100 && !(await done()); i++) await new Promise((r) => setTimeout(r, 50));
+    };
+    let page1: { body: Record<string, any> };
+    let slow: Promise<unknown> = Promise.resolve();
+    let fast: Promise<{ status: number }> = Promise.resolve({ status: 0 });
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM rental_locations WHERE id = 'LOC-005' FOR UPDATE`);
+      slow = confirm(slowQuote, 'Slow');
+      await until(async () => (await lockWaiters()) >= 1);
+      expect(await lockWaiters()).toBe(1);
+      // The second confirm either commits at once (with the higher sequence number) or waits its turn.
+      let fastDone = false;
+      fast = confirm(fastQuote, 'Fast').then((r) => ((fastDone = true), r));
+      await until(async () => fastDone || (await lockWaiters()) >= 2);
+      page1 = await rest(url, 'GET', '/rental/bookings?limit=2');
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+    expect((await fast).status).toBe(200);
+    await slow;
+
+    const walk: string[] = page1.body['bookings'].map((b: { customer_name: string }) => b.customer_name);
+    for (let cursor = page1.body['next_cursor']; cursor; ) {
+      const page = await rest(url, 'GET', `/rental/bookings?limit=2&cursor=${cursor}`);
+      walk.push(...page.body['bookings'].map((b: { customer_name: string }) => b.customer_name));
+      cursor = page.body['next_cursor'];
+    }
+    const all = (await rest(url, 'GET', '/rental/bookings?limit=100')).body['bookings'].map((b: { customer_name: string }) => b.customer_name);
+    expect(all).toHaveLength(5);
+    expect(walk).toEqual(all.slice(all.indexOf(walk[0])));
   });
 });
