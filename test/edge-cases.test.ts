@@ -318,3 +318,39 @@ describe.runIf(TEST_DATABASE_URL)('ledger paging while confirms commit out of or
     expect(walk).toEqual(all.slice(all.indexOf(walk[0])));
   });
 });
+
+describe('REST input errors name the field and say what is wrong', () => {
+  let url: string;
+  beforeAll(async () => {
+    ({ url } = await startTestServer());
+  });
+
+  it('a field of the wrong type says which type it must be; only an absent field "is required"', async () => {
+    const res = await rest(url, 'POST', '/rental/pricing/quote', { machine_ids: 'EQ-001', location_id: 5, start_time: null, duration_hours: '2' });
+    expect(res.status).toBe(400);
+    expect(res.body['errors']).toEqual([
+      { field: 'machine_ids', message: 'must be an array' },
+      { field: 'location_id', message: 'must be a string' },
+      { field: 'start_time', message: 'must be a string' },
+      { field: 'duration_hours', message: 'must be a number' },
+    ]);
+    // Raw JSON: 1e400 parses to Infinity (JSON.stringify would send null).
+    const nested = await rest(url, 'POST', '/rental/pricing/quote', '{"machine_ids":["EQ-001",7],"location_id":"LOC-001","duration_hours":1e400}');
+    expect(nested.body['errors']).toEqual([
+      { field: 'machine_ids[1]', message: 'must be a string' },
+      { field: 'start_time', message: 'is required' },
+      { field: 'duration_hours', message: 'must be a finite number' },
+    ]);
+    const limit = await rest(url, 'GET', '/rental/bookings?limit=abc');
+    expect(limit.body['errors']).toEqual([{ field: 'limit', message: 'must be a number' }]);
+  });
+
+  it('an invalid Idempotency-Key is named as the header, not snake-cased', async () => {
+    const res = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: '9d79644e-1c89-42b2-86b8-08dbe88825c2', customer_name: 'Header BV' }, {
+      'idempotency-key': 'has spaces in it',
+    });
+    expect(res.status).toBe(400);
+    expect(res.body['errors']).toEqual([{ field: 'Idempotency-Key', message: 'must be printable ASCII' }]);
+    expect(res.body['detail']).toBe('Idempotency-Key: must be printable ASCII');
+  });
+});
