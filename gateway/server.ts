@@ -8,7 +8,6 @@ import { systemClock, type Clock } from '../platform/clock.js';
 import type { Config } from '../platform/config.js';
 import { openDatabase, type Database } from '../platform/db.js';
 import { EventHub } from '../platform/event-hub.js';
-import type { ErrorCode } from '../platform/errors.js';
 import { migrate } from '../platform/migrate.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
@@ -16,8 +15,9 @@ import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
+import { answerClientError, frameworkProblem } from './http-errors.js';
 import { InProcessDataSource } from './in-process-data-source.js';
-import { problem, sendProblem } from './problem.js';
+import { pathOf, problem, problemAt, sendProblem } from './problem.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
@@ -74,7 +74,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const app = Fastify({
     logger: { level: config.LOG_LEVEL },
     bodyLimit: config.BODY_LIMIT_BYTES,
+    // Router errors (a malformed URL, an over-long path segment) and requests Node cannot parse are
+    // problem details too.
+    frameworkErrors: (error, request, reply) => void sendProblem(reply, frameworkProblem(error, request)),
+    clientErrorHandler: answerClientError,
   });
+  // Bodies are JSON: without a text/plain parser, any other media type is 415 (as the README documents).
+  app.removeContentTypeParser('text/plain');
   const auth = createAuthenticator(config.API_KEYS);
   const byName = new Map(started.map((s) => [s.module.name, s.instance]));
 
@@ -103,12 +109,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   await apollo.start();
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const status = error.statusCode ?? 500;
-    const code: ErrorCode =
-      status === 413 ? 'PAYLOAD_TOO_LARGE' : status === 415 ? 'UNSUPPORTED_MEDIA_TYPE' : status < 500 ? 'BAD_REQUEST' : 'INTERNAL_SERVER_ERROR';
-    if (status >= 500) request.log.error({ err: error }, 'request failed');
-    const detail = status >= 500 ? 'Internal server error' : error.message;
-    return sendProblem(reply, { ...problem(code, detail), status: status >= 500 ? 500 : status, instance: request.url });
+    const body = frameworkProblem(error, request);
+    if (body.status >= 500) request.log.error({ err: error }, 'request failed');
+    return sendProblem(reply, body);
   });
   app.setNotFoundHandler((request, reply) =>
     sendProblem(reply, problem('NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0]}`, { instance: request.url })),
@@ -116,13 +119,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   // One credential check for GraphQL over HTTP and every REST path; /health stays open for probes.
   app.addHook('onRequest', async (request, reply) => {
-    if (!auth.enabled || request.url === '/health') return;
+    if (!auth.enabled || pathOf(request.url) === '/health') return;
     if (auth.verify(request.headers as Record<string, string | undefined>)) return;
     const body = problem('UNAUTHENTICATED', 'Missing or invalid API key: send x-api-key or Authorization: Bearer', {
       instance: request.url,
     });
-    const isGraphQL = request.url.split('?')[0] === '/graphql';
-    await sendProblem(reply, isGraphQL ? { ...body, errors: [{ message: body.detail, extensions: { code: body.code } }] } : body);
+    await sendProblem(reply, problemAt(request.url, body));
     return reply;
   });
 

@@ -354,3 +354,41 @@ describe('REST input errors name the field and say what is wrong', () => {
     expect(res.body['detail']).toBe('Idempotency-Key: must be printable ASCII');
   });
 });
+
+describe('REST framing errors are problem details with the documented status', () => {
+  let url: string;
+  beforeAll(async () => {
+    ({ url } = await startTestServer());
+  });
+  const isProblem = (res: { headers: Headers; body: unknown }, status: number, code: string) => {
+    expect(res.headers.get('content-type')).toContain('application/problem+json');
+    expect(res.body).toMatchObject({ status, code, type: expect.stringContaining('urn:ops-supergraph:problem:') });
+  };
+
+  it('a body that is not JSON is 415, on REST and on /graphql', async () => {
+    for (const type of ['text/plain', 'text/plain; charset=utf-8', 'application/xml', 'application/x-www-form-urlencoded']) {
+      const res = await rest(url, 'POST', '/rental/pricing/quote', '{"machine_ids":["EQ-001"]}', { 'content-type': type });
+      expect(res.status, type).toBe(415);
+      isProblem(res, 415, 'UNSUPPORTED_MEDIA_TYPE');
+      expect(res.body['detail']).toContain('application/json');
+    }
+    const graphql = await rest(url, 'POST', '/graphql', '{"query":"{ fleetSummary { total } }"}', { 'content-type': 'text/plain' });
+    expect(graphql.status).toBe(415);
+    isProblem(graphql, 415, 'UNSUPPORTED_MEDIA_TYPE');
+    expect(graphql.body['errors']).toEqual([{ message: graphql.body['detail'], extensions: { code: 'UNSUPPORTED_MEDIA_TYPE' } }]);
+    // JSON is still served.
+    expect((await rest(url, 'GET', '/rental/fleet/summary')).status).toBe(200);
+  });
+
+  it('router errors: a bad percent-encoding is 400, an over-long path segment 414, oversized headers 431', async () => {
+    const badUrl = await rest(url, 'GET', '/rental/booking/%ZZ/track');
+    expect(badUrl.status).toBe(400);
+    isProblem(badUrl, 400, 'BAD_REQUEST');
+    const longSegment = await rest(url, 'GET', `/rental/booking/${'X'.repeat(200)}/track`);
+    expect(longSegment.status).toBe(414);
+    isProblem(longSegment, 414, 'URI_TOO_LONG');
+    const hugeUrl = await rest(url, 'GET', `/rental/fleet/summary?pad=${'x'.repeat(20_000)}`);
+    expect(hugeUrl.status).toBe(431);
+    isProblem(hugeUrl, 431, 'REQUEST_HEADER_FIELDS_TOO_LARGE');
+  });
+});
