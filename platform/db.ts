@@ -13,6 +13,14 @@ export interface Queryable {
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
 }
 
+/** Transactions retried so far, by cause. */
+export interface RetryCounts {
+  /** After a deadlock (40P01): the lock order of some transaction is not consistent. */
+  readonly deadlock: number;
+  /** After a serialization failure (40001). */
+  readonly serialization: number;
+}
+
 export interface Database extends Queryable {
   readonly kind: 'pglite' | 'postgres';
   /**
@@ -20,6 +28,8 @@ export interface Database extends Queryable {
    * throws. On PostgreSQL a deadlock or serialization failure retries the whole function.
    */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Live retry counters (always zero on PGlite, which runs one transaction at a time). */
+  readonly retries: RetryCounts;
   /** Runs a script of several statements (migrations). */
   exec(sql: string): Promise<void>;
   /** Subscribes to NOTIFY on a channel; resolves to an unsubscribe function. */
@@ -70,6 +80,7 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   });
   return {
     kind: 'pglite',
+    retries: { deadlock: 0, serialization: 0 },
     async query<R>(sql: string, params?: readonly unknown[]) {
       return toResult(await db.query<R>(sql, params ? [...params] : undefined));
     },
@@ -94,7 +105,10 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   };
 }
 
-const RETRYABLE = new Set(['40001', '40P01']);
+const RETRYABLE = new Map<string | undefined, keyof RetryCounts>([
+  ['40001', 'serialization'],
+  ['40P01', 'deadlock'],
+]);
 
 async function openPostgres(url: string, options: DatabaseOptions): Promise<Database> {
   const schema = options.schema;
@@ -120,6 +134,7 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
   await pool.query('SELECT 1');
   let listener: pg.Client | undefined;
   const handlers = new Map<string, Set<(payload: string) => void>>();
+  const retries = { deadlock: 0, serialization: 0 };
 
   const run = async <R>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) => {
     const res = await client.query(sql, params ? [...params] : undefined);
@@ -128,6 +143,7 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
 
   return {
     kind: 'postgres',
+    retries,
     query: (sql, params) => run(pool, sql, params),
     async transaction<T>(fn: (tx: Queryable) => Promise<T>) {
       for (let attempt = 1; ; attempt++) {
@@ -139,8 +155,11 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
           return result;
         } catch (error) {
           await client.query('ROLLBACK').catch(() => undefined);
-          const code = (error as { code?: string }).code;
-          if (code && RETRYABLE.has(code) && attempt < 5) continue;
+          const cause = RETRYABLE.get((error as { code?: string }).code);
+          if (cause && attempt < 5) {
+            retries[cause]++;
+            continue;
+          }
           throw error;
         } finally {
           client.release();
