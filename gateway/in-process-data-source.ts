@@ -1,19 +1,23 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
-import { execute, parse, type DocumentNode } from 'graphql';
+import { execute, parse, validate, type DocumentNode, type GraphQLError } from 'graphql';
 import type { SubgraphInstance } from '../platform/subgraph.js';
 import type { GatewayContext } from './context.js';
 import { serializeSubgraphError, unavailableErrors } from './subgraph-errors.js';
 
 const MAX_CACHED_DOCUMENTS = 500;
 
+/** A subgraph request document, parsed and validated once. */
+type Prepared = { document: DocumentNode } | { errors: readonly GraphQLError[] };
+
 /**
  * Calls a subgraph in the same process: no HTTP hop, but the same contract as over the network. The
- * subgraph gets only the forwarded headers, and its errors travel as serialized JSON, so query plans and
- * results are identical in one-process and distributed mode.
+ * subgraph gets only the forwarded headers, validates the document against its own schema (its scalars
+ * judge the literals the gateway passed on, as a subgraph server would), and its errors travel as
+ * serialized JSON, so query plans and results are identical in one-process and distributed mode.
  */
 export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
-  private readonly documents = new Map<string, DocumentNode>();
+  private readonly documents = new Map<string, Prepared>();
 
   constructor(
     private readonly service: string,
@@ -23,15 +27,18 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
 
   async process(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
     const query = options.request.query ?? '';
-    const document = this.document(query);
     const variables = options.request.variables ?? {};
     // Health checks carry no incoming request, so no headers to forward.
     const headers = 'incomingRequestContext' in options ? options.context.headers : {};
+    const prepared = this.prepare(query);
+    if ('errors' in prepared) {
+      return { errors: prepared.errors.map((e) => ({ ...e.toJSON(), extensions: { ...e.extensions, code: 'GRAPHQL_VALIDATION_FAILED' } })) };
+    }
     let result: Awaited<ReturnType<typeof execute>>;
     try {
       result = await execute({
         schema: this.subgraph.schema,
-        document,
+        document: prepared.document,
         variableValues: variables,
         operationName: options.request.operationName ?? null,
         contextValue: this.subgraph.context({ headers }),
@@ -39,7 +46,7 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
     } catch (error) {
       // The subgraph could not answer at all: as over the network, its fields fail and the rest stands.
       this.onInternalError(error);
-      return { errors: unavailableErrors(this.service, document, variables) };
+      return { errors: unavailableErrors(this.service, prepared.document, variables) };
     }
     const response: GatewayGraphQLResponse = {};
     if (result.data !== undefined) response.data = result.data;
@@ -49,13 +56,15 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
     return response;
   }
 
-  private document(query: string): DocumentNode {
-    let doc = this.documents.get(query);
-    if (!doc) {
-      doc = parse(query);
+  private prepare(query: string): Prepared {
+    let prepared = this.documents.get(query);
+    if (!prepared) {
+      const document = parse(query);
+      const errors = validate(this.subgraph.schema, document);
+      prepared = errors.length > 0 ? { errors } : { document };
       if (this.documents.size >= MAX_CACHED_DOCUMENTS) this.documents.delete(this.documents.keys().next().value!);
-      this.documents.set(query, doc);
+      this.documents.set(query, prepared);
     }
-    return doc;
+    return prepared;
   }
 }

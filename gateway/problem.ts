@@ -27,6 +27,21 @@ export function problem(code: ErrorCode, detail: string, extra: { instance?: str
 /** Problem details that also read as a GraphQL response, for failures on /graphql before execution. */
 export type GraphQLProblem = Omit<Problem, 'errors'> & { errors: { message: string; extensions: { code: ErrorCode } }[] };
 
+export const GRAPHQL_PATH = '/graphql';
+
+/** The path of a request URL, without its query string. */
+export function pathOf(url: string): string {
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+}
+
+/** Problem details for a request to `url`: on the GraphQL path they also carry a GraphQL `errors` array. */
+export function problemAt(url: string, body: Problem): Problem | GraphQLProblem {
+  if (pathOf(url) !== GRAPHQL_PATH) return body;
+  const { errors: _fields, ...rest } = body;
+  return { ...rest, errors: [{ message: body.detail, extensions: { code: body.code } }] };
+}
+
 export function sendProblem(reply: FastifyReply, body: Problem | GraphQLProblem): FastifyReply {
   if (body.status === 401) reply.header('www-authenticate', 'Bearer realm="ops-supergraph"');
   return reply.code(body.status).type('application/problem+json').send(body);

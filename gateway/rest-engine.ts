@@ -3,6 +3,7 @@ import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import type { z } from 'zod';
 import { isErrorCode, type FieldProblem } from '../platform/errors.js';
 import { snakeFieldPath, type RestRoute } from '../platform/rest.js';
+import { checkInput } from '../platform/validate.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { problem, sendProblem, type Problem } from './problem.js';
 
@@ -61,13 +62,10 @@ function readInput(route: RestRoute, request: FastifyRequest): Parsed {
       fields.push({ field: 'body', message: 'must be a JSON object (Content-Type: application/json)' });
       return undefined;
     }
-    // reportInput: an issue carries the value it saw, which tells a missing field from a wrong-typed one.
-    const parsed = schema.safeParse(value ?? {}, { reportInput: true });
-    if (parsed.success) return parsed.data;
-    for (const issue of parsed.error.issues) {
-      const field = issue.path.map(String).join('.') || where;
-      const missing = issue.code === 'invalid_type' && issue.input === undefined;
-      fields.push({ field: snakeFieldPath(field), message: missing ? 'is required' : issue.message });
+    const checked = checkInput(schema, value ?? {});
+    if ('data' in checked) return checked.data;
+    for (const issue of checked.issues) {
+      fields.push({ field: snakeFieldPath(issue.path.map(String).join('.') || where), message: issue.message });
     }
     return undefined;
   };

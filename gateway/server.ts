@@ -2,20 +2,21 @@ import { ApolloGateway, type GraphQLDataSource } from '@apollo/gateway';
 import { ApolloServer, type GraphQLRequest } from '@apollo/server';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
-import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import { GraphQLError } from 'graphql';
 import { systemClock, type Clock } from '../platform/clock.js';
 import { ConfigError, type Config } from '../platform/config.js';
 import type { Database } from '../platform/db.js';
 import type { EventHub } from '../platform/event-hub.js';
-import { isErrorCode, statusOf, type ErrorCode } from '../platform/errors.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
+import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
+import { answerClientError, frameworkProblem } from './http-errors.js';
 import { InProcessDataSource } from './in-process-data-source.js';
-import { problem, sendProblem } from './problem.js';
+import { pathOf, problem, problemAt, sendProblem } from './problem.js';
 import { RemoteDataSource } from './remote-data-source.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
@@ -66,7 +67,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const app = Fastify({
     logger: { level: config.LOG_LEVEL },
     bodyLimit: config.BODY_LIMIT_BYTES,
+    // Router errors (a malformed URL, an over-long path segment) and requests Node cannot parse are
+    // problem details too.
+    frameworkErrors: (error, request, reply) => void sendProblem(reply, frameworkProblem(error, request)),
+    clientErrorHandler: answerClientError,
   });
+  // Bodies are JSON: without a text/plain parser, any other media type is 415 (as the README documents).
+  app.removeContentTypeParser('text/plain');
   const auth = createAuthenticator(config.API_KEYS);
 
   // @apollo/gateway otherwise exports usage metrics to Apollo and probes cloud metadata endpoints at
@@ -100,18 +107,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const apollo = new ApolloServer<GatewayContext>({
     gateway,
     includeStacktraceInErrorResponses: false,
-    plugins: [fastifyApolloDrainPlugin(app)],
-    formatError: (formatted, error) => formatGraphQLError(formatted, error, app),
+    // Operations are sent as text; a persisted-query hash is answered PERSISTED_QUERY_NOT_SUPPORTED.
+    persistedQueries: false,
+    plugins: [fastifyApolloDrainPlugin(app), requestErrorStatusPlugin()],
+    formatError: (formatted, error) => formatGraphQLError(formatted, error, app.log),
   });
   await apollo.start();
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const status = error.statusCode ?? 500;
-    const code: ErrorCode =
-      status === 413 ? 'PAYLOAD_TOO_LARGE' : status === 415 ? 'UNSUPPORTED_MEDIA_TYPE' : status < 500 ? 'BAD_REQUEST' : 'INTERNAL_SERVER_ERROR';
-    if (status >= 500) request.log.error({ err: error }, 'request failed');
-    const detail = status >= 500 ? 'Internal server error' : error.message;
-    return sendProblem(reply, { ...problem(code, detail), status: status >= 500 ? 500 : status, instance: request.url });
+    const body = frameworkProblem(error, request);
+    if (body.status >= 500) request.log.error({ err: error }, 'request failed');
+    return sendProblem(reply, body);
   });
   app.setNotFoundHandler((request, reply) =>
     sendProblem(reply, problem('NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0]}`, { instance: request.url })),
@@ -119,13 +125,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   // One credential check for GraphQL over HTTP and every REST path; /health stays open for probes.
   app.addHook('onRequest', async (request, reply) => {
-    if (!auth.enabled || request.url === '/health') return;
+    if (!auth.enabled || pathOf(request.url) === '/health') return;
     if (auth.verify(request.headers as Record<string, string | undefined>)) return;
     const body = problem('UNAUTHENTICATED', 'Missing or invalid API key: send x-api-key or Authorization: Bearer', {
       instance: request.url,
     });
-    const isGraphQL = request.url.split('?')[0] === '/graphql';
-    await sendProblem(reply, isGraphQL ? { ...body, errors: [{ message: body.detail, extensions: { code: body.code } }] } : body);
+    await sendProblem(reply, problemAt(request.url, body));
     return reply;
   });
 
@@ -225,19 +230,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       })();
       return closing;
     },
-  };
-}
-
-function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown, app: FastifyInstance): GraphQLFormattedError {
-  const code = formatted.extensions?.['code'];
-  if (isErrorCode(code) && statusOf(code) < 500) return formatted;
-  if (isErrorCode(code) && code !== 'INTERNAL_SERVER_ERROR') return formatted;
-  if (code !== 'INTERNAL_SERVER_ERROR') app.log.error({ err: error }, 'unexpected GraphQL error');
-  // Faults of ours are logged, never shown.
-  return {
-    message: 'Internal server error',
-    ...(formatted.path ? { path: formatted.path } : {}),
-    extensions: { code: 'INTERNAL_SERVER_ERROR' },
   };
 }
 

@@ -13,6 +13,14 @@ export interface Queryable {
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
 }
 
+/** Transactions retried so far, by cause. */
+export interface RetryCounts {
+  /** After a deadlock (40P01): the lock order of some transaction is not consistent. */
+  readonly deadlock: number;
+  /** After a serialization failure (40001). */
+  readonly serialization: number;
+}
+
 export interface Database extends Queryable {
   readonly kind: 'pglite' | 'postgres';
   /**
@@ -20,6 +28,8 @@ export interface Database extends Queryable {
    * throws. On PostgreSQL a deadlock or serialization failure retries the whole function.
    */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Live retry counters (always zero on PGlite, which runs one transaction at a time). */
+  readonly retries: RetryCounts;
   /** Runs a script of several statements (migrations). */
   exec(sql: string): Promise<void>;
   /** Subscribes to NOTIFY on a channel; resolves to an unsubscribe function. */
@@ -42,9 +52,26 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   return options.url ? openPostgres(options.url, options) : openPglite(options.dataDir);
 }
 
+/** Type oid of int8 (bigint, bigserial, count(*)). */
+const INT8_OID = 20;
+
+/**
+ * Reads an int8 as a JS number on both drivers (pg would give a string; PGlite a number, or a BigInt
+ * beyond 2^53). A value a number cannot hold exactly is refused, never rounded: read such columns as
+ * text (`id::text`, as the outbox cursor does).
+ */
+export function parseInt8(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) {
+    throw new RangeError(`int8 value ${text} is not a safe integer (beyond 2^53); select it as text`);
+  }
+  return value;
+}
+
 async function openPglite(dataDir: string | undefined): Promise<Database> {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
-  const db = dataDir ? new PGlite(dataDir) : new PGlite();
+  const options = { parsers: { [INT8_OID]: parseInt8 } };
+  const db = dataDir ? new PGlite(dataDir, options) : new PGlite(options);
   await db.waitReady;
   const toResult = <R>(res: { rows: R[]; affectedRows?: number }): QueryResult<R> => ({
     rows: res.rows,
@@ -53,6 +80,7 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   });
   return {
     kind: 'pglite',
+    retries: { deadlock: 0, serialization: 0 },
     async query<R>(sql: string, params?: readonly unknown[]) {
       return toResult(await db.query<R>(sql, params ? [...params] : undefined));
     },
@@ -77,7 +105,10 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   };
 }
 
-const RETRYABLE = new Set(['40001', '40P01']);
+const RETRYABLE = new Map<string | undefined, keyof RetryCounts>([
+  ['40001', 'serialization'],
+  ['40P01', 'deadlock'],
+]);
 
 async function openPostgres(url: string, options: DatabaseOptions): Promise<Database> {
   const schema = options.schema;
@@ -91,7 +122,11 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
       await admin.end();
     }
   }
-  const connection = { connectionString: url, ...(schema ? { options: `-c search_path=${schema}` } : {}) };
+  const types: pg.CustomTypesConfig = {
+    getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+      oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+  };
+  const connection = { connectionString: url, types, ...(schema ? { options: `-c search_path=${schema}` } : {}) };
   const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
   pool.on('error', () => {
     // An idle client lost its connection; the pool replaces it on the next checkout.
@@ -99,6 +134,7 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
   await pool.query('SELECT 1');
   let listener: pg.Client | undefined;
   const handlers = new Map<string, Set<(payload: string) => void>>();
+  const retries = { deadlock: 0, serialization: 0 };
 
   const run = async <R>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) => {
     const res = await client.query(sql, params ? [...params] : undefined);
@@ -107,6 +143,7 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
 
   return {
     kind: 'postgres',
+    retries,
     query: (sql, params) => run(pool, sql, params),
     async transaction<T>(fn: (tx: Queryable) => Promise<T>) {
       for (let attempt = 1; ; attempt++) {
@@ -118,8 +155,11 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
           return result;
         } catch (error) {
           await client.query('ROLLBACK').catch(() => undefined);
-          const code = (error as { code?: string }).code;
-          if (code && RETRYABLE.has(code) && attempt < 5) continue;
+          const cause = RETRYABLE.get((error as { code?: string }).code);
+          if (cause && attempt < 5) {
+            retries[cause]++;
+            continue;
+          }
           throw error;
         } finally {
           client.release();

@@ -14,13 +14,23 @@ export interface OutboxEvent<P = unknown> {
 }
 
 /**
+ * Takes the outbox writers' lock, held until the transaction ends. Writers holding it commit one at a
+ * time, in the order they took it, so a sequence value drawn after taking it (an outbox id, a ledger
+ * row's number) becomes visible in sequence order: whoever sees a value also sees every smaller one.
+ * `appendEvents` takes it; a transaction that draws such a value earlier takes it first.
+ */
+export async function lockCommitOrder(tx: Queryable): Promise<void> {
+  await tx.query('SELECT pg_advisory_xact_lock($1)', [OUTBOX_LOCK]);
+}
+
+/**
  * Appends events inside the caller's transaction, so they exist exactly when the state change does,
  * and notifies listeners (PostgreSQL delivers NOTIFY on commit, never for a rolled-back transaction).
  * Call it last in a transaction: the lock it takes is held until commit.
  */
 export async function appendEvents(tx: Queryable, events: readonly OutboxEvent[]): Promise<string[]> {
   if (events.length === 0) return [];
-  await tx.query('SELECT pg_advisory_xact_lock($1)', [OUTBOX_LOCK]);
+  await lockCommitOrder(tx);
   const res = await tx.query<{ id: string }>(
     `INSERT INTO outbox (topic, key, payload)
      SELECT e.topic, e.key, e.payload

@@ -35,10 +35,19 @@ export function defineRoute<B = undefined, Q = undefined, P = undefined, D = unk
   return route as unknown as RestRoute;
 }
 
-/** camelCase field paths of GraphQL inputs, as the snake_case names REST callers sent. */
+const GRAPHQL_NAME = /^[_A-Za-z][_0-9A-Za-z]*$/;
+
+/**
+ * camelCase field paths of GraphQL inputs, as the snake_case names REST callers sent. Only GraphQL names
+ * are converted: a segment that cannot be one, such as the header name `Idempotency-Key`, stays as it is.
+ */
 export function snakeFieldPath(path: string): string {
   return path
     .split('.')
-    .map((segment, i) => (/^\d+$/.test(segment) ? `[${segment}]` : `${i > 0 ? '.' : ''}${segment.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}`))
+    .map((segment, i) => {
+      if (/^\d+$/.test(segment)) return `[${segment}]`;
+      const name = GRAPHQL_NAME.test(segment) ? segment.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`) : segment;
+      return `${i > 0 ? '.' : ''}${name}`;
+    })
     .join('');
 }

@@ -42,10 +42,14 @@ describe('API keys', () => {
     expect(ok.data).toEqual({ fleetSummary: { total: 15 } });
   });
 
-  it('leaves /health open for liveness probes', async () => {
+  it('leaves /health open for liveness probes, with or without a query string', async () => {
     const health = await rest(url, 'GET', '/health');
     expect(health.status).toBe(200);
     expect(health.body).toMatchObject({ status: 'ok', subgraphs: { rental: { ready: true } } });
+    expect((await rest(url, 'GET', '/health?probe=k8s')).status).toBe(200);
+    // Only /health itself: a path that merely starts with it, or carries it in the query, is guarded.
+    expect((await rest(url, 'GET', '/rental/health?x=/health')).status).toBe(401);
+    expect((await rest(url, 'GET', '/healthz')).status).toBe(401);
   });
 });
 

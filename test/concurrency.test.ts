@@ -12,8 +12,10 @@ if (!TEST_DATABASE_URL) {
 
 describe.each(backends)('concurrent state changes (%s)', (backend) => {
   let url: string;
+  let server: Awaited<ReturnType<typeof startTestServer>>;
   beforeAll(async () => {
-    ({ url } = await startTestServer({ backend }));
+    server = await startTestServer({ backend });
+    url = server.url;
   });
 
   const quoteBody = (ids: string[]) => ({
@@ -35,6 +37,9 @@ describe.each(backends)('concurrent state changes (%s)', (backend) => {
   });
 
   it('overlapping multi-machine quotes never share a machine and never deadlock', async () => {
+    // The database layer retries a transaction that deadlocked, so the answers alone would not show
+    // a deadlock: its retry counter must not move.
+    const before = { ...server.db.retries };
     const sets = [
       ['EQ-002', 'EQ-003'],
       ['EQ-003', 'EQ-002'],
@@ -51,6 +56,7 @@ describe.each(backends)('concurrent state changes (%s)', (backend) => {
     const machines = await rest(url, 'GET', '/rental/fleet/machines');
     const reserved = machines.body['machines'].filter((m: { status: string }) => m.status === 'reserved').map((m: { id: string }) => m.id);
     expect(reserved.sort()).toEqual(['EQ-001', ...won].sort());
+    expect(server.db.retries).toEqual(before);
   });
 
   it('20 concurrent confirms of one quote make exactly one booking', async () => {
@@ -79,12 +85,28 @@ describe.each(backends)('concurrent state changes (%s)', (backend) => {
   });
 
   it('concurrent completes of one booking release its machines once', async () => {
-    const q = await rest(url, 'POST', '/rental/pricing/quote', quoteBody(['EQ-012']));
+    const q = await rest(url, 'POST', '/rental/pricing/quote', quoteBody(['EQ-012', 'EQ-013']));
     const b = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Finisher' });
+    const bookingId: string = b.body['booking_id'];
     const results = await Promise.all(
-      Array.from({ length: 10 }, () => rest(url, 'POST', `/rental/booking/${b.body['booking_id']}/complete`)),
+      Array.from({ length: 10 }, () => rest(url, 'POST', `/rental/booking/${bookingId}/complete`)),
     );
     expect(results.filter((r) => r.status === 200)).toHaveLength(1);
     expect(results.filter((r) => r.status === 409)).toHaveLength(9);
+
+    const machines = await rest(url, 'GET', '/rental/fleet/machines');
+    const status = (id: string) => machines.body['machines'].find((m: { id: string }) => m.id === id).status;
+    expect([status('EQ-012'), status('EQ-013')]).toEqual(['available', 'available']);
+    const events = await server.db.query<{ topic: string; payload: Record<string, string> }>(
+      `SELECT topic, payload FROM outbox WHERE key = $1 OR payload->>'bookingId' = $1 ORDER BY id`,
+      [bookingId],
+    );
+    const completions = events.rows.filter((e) => e.topic === 'rental.machine_status' && e.payload['reason'] === 'complete');
+    expect(completions.map((e) => [e.payload['machineId'], e.payload['previousStatus'], e.payload['status']]).sort()).toEqual([
+      ['EQ-012', 'in_use', 'available'],
+      ['EQ-013', 'in_use', 'available'],
+    ]);
+    const bookingEvents = events.rows.filter((e) => e.topic === 'rental.booking').map((e) => e.payload['status']);
+    expect(bookingEvents).toEqual(['confirmed', 'completed']);
   });
 });

@@ -62,11 +62,11 @@ describe('delivery tracking follows the stored plan and time', () => {
     });
     expect(q.status).toBe(200);
     const reserved = async () =>
-      (await fast.db!.query<{ status: string }>(`SELECT status FROM rental_machines WHERE id = 'EQ-003'`)).rows[0]!.status;
+      (await fast.db.query<{ status: string }>(`SELECT status FROM rental_machines WHERE id = 'EQ-003'`)).rows[0]!.status;
     expect(await reserved()).toBe('reserved');
     await new Promise((r) => setTimeout(r, 5500));
     expect(await reserved()).toBe('available');
-    const events = await fast.db!.query<{ payload: { machineId: string; reason: string } }>(
+    const events = await fast.db.query<{ payload: { machineId: string; reason: string } }>(
       `SELECT payload FROM outbox WHERE topic = 'rental.machine_status' ORDER BY id`,
     );
     expect(events.rows.map((r) => [r.payload.machineId, r.payload.reason])).toEqual([

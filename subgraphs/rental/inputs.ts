@@ -1,36 +1,56 @@
 import { z } from 'zod';
+import { text } from '../../platform/validate.js';
 
-/** Inputs of the rental subgraph. GraphQL has already checked the types; these are the domain rules. */
+/**
+ * Inputs of the rental subgraph. GraphQL has already checked the types; these are the domain rules.
+ * Every string goes through `text()` (no control characters), and ids are brought to their canonical
+ * case here, at the edge, so that loaders, idempotency and comparisons see one spelling of each id.
+ */
 export const MACHINE_ID = /^EQ-\d{3}$/;
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const BOOKING_ID = /^BK-[0-9A-F]{12}$/i;
+/** The shortest rental: a quarter hour, the billing unit (anything shorter would price at nothing). */
+export const MIN_DURATION_HOURS = 0.25;
 export const MAX_DURATION_HOURS = 2160;
 export const MAX_CUSTOMER_NAME = 200;
+const MAX_ID = 64;
+
+/** Any id argument (machine, location): no control characters, bounded. */
+export const idArg = text().trim().min(1, 'must not be empty').max(MAX_ID, `must be at most ${MAX_ID} characters`);
+
+/** A quote id as given to a lookup: a UUID is lower-cased (UUIDs are case-insensitive); anything else finds nothing. */
+export const quoteIdArg = idArg.transform((id) => (UUID.test(id) ? id.toLowerCase() : id));
+
+/** A booking id (BK- and 12 hex digits) in its canonical upper case. */
+export const bookingIdArg = idArg.transform((id) => (BOOKING_ID.test(id) ? id.toUpperCase() : id));
 
 export const createQuoteInput = z.object({
   machineIds: z
-    .array(z.string().regex(MACHINE_ID, 'must look like EQ-001'))
+    .array(text().regex(MACHINE_ID, 'must look like EQ-001'))
     .min(1, 'must not be empty')
     .max(15, 'at most 15 machines per quote')
     .refine((ids) => new Set(ids).size === ids.length, 'must not list a machine twice'),
-  locationId: z.string().trim().min(1, 'must not be empty').max(64),
+  locationId: idArg,
   startTime: z.date(),
   durationHours: z
     .number()
     .finite()
-    .positive('must be more than 0')
-    .max(MAX_DURATION_HOURS, `must be at most ${MAX_DURATION_HOURS}`),
+    .min(MIN_DURATION_HOURS, `must be at least ${MIN_DURATION_HOURS} (15 minutes)`)
+    .max(MAX_DURATION_HOURS, `must be at most ${MAX_DURATION_HOURS} (90 days)`),
 });
 export type CreateQuoteInput = z.infer<typeof createQuoteInput>;
 
 export const confirmBookingInput = z.object({
-  quoteId: z.string().trim().min(1, 'must not be empty'),
-  customerName: z.string().trim().min(1, 'must not be empty').max(MAX_CUSTOMER_NAME),
+  quoteId: quoteIdArg.refine((id) => UUID.test(id), 'must be a UUID'),
+  customerName: text().trim().min(1, 'must not be empty').max(MAX_CUSTOMER_NAME, `must be at most ${MAX_CUSTOMER_NAME} characters`),
 });
 
-export const bookingIdArg = z.string().trim().min(1, 'must not be empty').max(64);
+/** Machine ids a subscription filters on (omitted or null: every machine). */
+export const machineIdsFilter = z.array(idArg).nullish();
 
 export const bookingsPageArgs = z.object({
   first: z.number().int().min(1, 'must be at least 1').max(100, 'must be at most 100'),
-  after: z.string().nullish(),
+  after: text().nullish(),
 });
 
 /** Start-time window, relative to the pricing instant. */

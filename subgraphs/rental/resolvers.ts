@@ -11,7 +11,10 @@ import {
   bookingsPageArgs,
   confirmBookingInput,
   createQuoteInput,
+  idArg,
   idempotencyKey,
+  machineIdsFilter,
+  quoteIdArg,
 } from './inputs.js';
 import type { DeliveryCharge, LineItem } from './pricing.js';
 import {
@@ -148,8 +151,9 @@ export const rentalResolvers = {
       return ctx.store.machines();
     },
     machine: async (_: unknown, args: { id: string }, ctx: RentalContext) => {
+      const id = parseInput(idArg, args.id, 'id');
       await ctx.store.releaseExpired(ctx.now);
-      return ctx.loaders.machine.load(args.id);
+      return ctx.loaders.machine.load(id);
     },
     locations: (_: unknown, __: unknown, ctx: RentalContext) => ctx.store.locations(),
     depots: (_: unknown, __: unknown, ctx: RentalContext) => ctx.store.depots(),
@@ -158,10 +162,11 @@ export const rentalResolvers = {
       return ctx.store.fleetSummary();
     },
     quote: async (_: unknown, args: { id: string }, ctx: RentalContext) => {
+      const id = parseInput(quoteIdArg, args.id, 'id');
       await ctx.store.releaseExpired(ctx.now);
-      return ctx.loaders.quote.load(args.id);
+      return ctx.loaders.quote.load(id);
     },
-    booking: (_: unknown, args: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(args.id),
+    booking: (_: unknown, args: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(parseInput(bookingIdArg, args.id, 'id')),
     bookings: async (_: unknown, args: { first: number; after?: string | null }, ctx: RentalContext) => {
       const { first, after } = parseInput(bookingsPageArgs, args);
       const page = await ctx.store.bookingsPage(first, after ? seqOfCursor(after) : null);
@@ -174,7 +179,7 @@ export const rentalResolvers = {
       };
     },
     tracking: async (_: unknown, args: { bookingId: string }, ctx: RentalContext) => {
-      const booking = await ctx.loaders.booking.load(args.bookingId);
+      const booking = await ctx.loaders.booking.load(parseInput(bookingIdArg, args.bookingId, 'bookingId'));
       return booking ? trackingOf(booking, ctx) : null;
     },
     quoteSigningKeys: async (_: unknown, __: unknown, ctx: RentalContext) => (await ctx.signer.jwks()).keys,
@@ -184,7 +189,8 @@ export const rentalResolvers = {
     machineStatusChanged: {
       subscribe: (_: unknown, args: { machineIds?: string[] | null; after?: string | null }, ctx: RentalContext) => {
         const after = cursorArg(args.after);
-        const stream = ctx.events.stream<MachineStatusEvent>(TOPICS.machineStatus, { after, keys: args.machineIds ?? null });
+        const keys = parseInput(machineIdsFilter, args.machineIds, 'machineIds') ?? null;
+        const stream = ctx.events.stream<MachineStatusEvent>(TOPICS.machineStatus, { after, keys });
         return mapEvents(stream, (e) => ({ machineStatusChanged: { ...e.payload, cursor: e.id } }));
       },
       resolve: (payload: { machineStatusChanged: MachineStatusView }, _: unknown, ctx: RentalContext) => {
@@ -205,7 +211,7 @@ export const rentalResolvers = {
     trackingUpdated: {
       subscribe: async (_: unknown, args: { bookingId: string; after?: string | null }, ctx: RentalContext) => {
         const after = cursorArg(args.after);
-        const booking = await ctx.loaders.booking.load(args.bookingId);
+        const booking = await ctx.loaders.booking.load(parseInput(bookingIdArg, args.bookingId, 'bookingId'));
         if (!booking) throw domainError('NOT_FOUND', `Booking ${args.bookingId} not found`);
         const stream = ctx.events.stream<TrackingEventPayload>(TOPICS.tracking, { after, keys: [booking.id] });
         return mapEvents(
@@ -263,7 +269,7 @@ export const rentalResolvers = {
     },
   },
   Machine: {
-    __resolveReference: (ref: { id: string }, ctx: RentalContext) => ctx.loaders.machine.load(ref.id),
+    __resolveReference: (ref: { id: string }, ctx: RentalContext) => ctx.loaders.machine.load(parseInput(idArg, ref.id, 'id')),
     hourlyRate: (m: MachineRecord) => euros(m.hourlyRateCents),
     status: (m: MachineRecord) => upper(m.status),
     depot: (m: MachineRecord, _: unknown, ctx: RentalContext) => ctx.store.depot(m.depotId),
@@ -271,7 +277,7 @@ export const rentalResolvers = {
   Depot: { coordinates },
   Location: { coordinates },
   Quote: {
-    __resolveReference: async (ref: { id: string }, ctx: RentalContext) => ctx.loaders.quote.load(ref.id),
+    __resolveReference: async (ref: { id: string }, ctx: RentalContext) => ctx.loaders.quote.load(parseInput(quoteIdArg, ref.id, 'id')),
     status: (q: QuoteRecord, _: unknown, ctx: RentalContext) => upper(effectiveQuoteStatus(q, ctx.now)),
     machines: (q: QuoteRecord, _: unknown, ctx: RentalContext) => machinesOf(q.machineIds, ctx),
     location: (q: QuoteRecord, _: unknown, ctx: RentalContext) => ctx.store.location(q.locationId),
@@ -293,7 +299,7 @@ export const rentalResolvers = {
     amount: (d: DeliveryCharge) => euros(d.amountCents),
   },
   Booking: {
-    __resolveReference: (ref: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(ref.id),
+    __resolveReference: (ref: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(parseInput(bookingIdArg, ref.id, 'id')),
     status: (b: BookingRecord) => upper(b.status),
     quote: async (b: BookingRecord, _: unknown, ctx: RentalContext) => must(await ctx.loaders.quote.load(b.quoteId), 'quote'),
     machines: (b: BookingRecord, _: unknown, ctx: RentalContext) => machinesOf(b.machineIds, ctx),

@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { domainError } from '../../platform/errors.js';
 import { defineRoute, type RestRoute } from '../../platform/rest.js';
-import { parseInstant } from '../../platform/scalars.js';
-import { MAX_CUSTOMER_NAME, MAX_DURATION_HOURS } from './inputs.js';
+import { instantProblem } from '../../platform/scalars.js';
+import { text } from '../../platform/validate.js';
+import { bookingIdArg, confirmBookingInput, createQuoteInput } from './inputs.js';
 
 /*
  * The documented REST paths of the rental service (under /rental), each run as a GraphQL operation
@@ -208,7 +209,11 @@ const trackingBody = (t: TrackingData) => ({
   })),
 });
 
-const bookingParams = z.object({ booking_id: z.string().min(1).max(64) });
+/*
+ * Body and path fields reuse the subgraph's own input rules (inputs.ts), so a REST caller meets the same
+ * checks, messages and id normalization as a GraphQL caller, named as REST spells the field.
+ */
+const bookingParams = z.object({ booking_id: bookingIdArg });
 
 export const rentalRoutes: readonly RestRoute[] = [
   defineRoute<undefined, undefined, undefined, { fleetSummary: SummaryData }>({
@@ -263,12 +268,13 @@ export const rentalRoutes: readonly RestRoute[] = [
     summary: 'A signed multi-machine quote; the machines become reserved',
     operation: `mutation RentalCreateQuote($input: CreateQuoteInput!) { createQuote(input: $input) { ${QUOTE} } }`,
     body: z.object({
-      machine_ids: z.array(z.string()).min(1, 'must not be empty'),
-      location_id: z.string().min(1, 'must not be empty'),
-      start_time: z
-        .string()
-        .refine((s) => parseInstant(s) !== null, 'must be an ISO 8601 UTC timestamp, e.g. 2026-11-22T08:00:00Z'),
-      duration_hours: z.number().positive('must be more than 0').max(MAX_DURATION_HOURS),
+      machine_ids: createQuoteInput.shape.machineIds,
+      location_id: createQuoteInput.shape.locationId,
+      start_time: z.string().check((ctx) => {
+        const problem = instantProblem(ctx.value);
+        if (problem) ctx.issues.push({ code: 'custom', message: problem, input: ctx.value });
+      }),
+      duration_hours: createQuoteInput.shape.durationHours,
     }),
     variables: ({ body }) => ({
       input: {
@@ -286,8 +292,8 @@ export const rentalRoutes: readonly RestRoute[] = [
     summary: 'Confirms a quote into a booking; the machines go in use',
     operation: `mutation RentalConfirmBooking($input: ConfirmBookingInput!) { confirmBooking(input: $input) { ${BOOKING} } }`,
     body: z.object({
-      quote_id: z.string().min(1, 'must not be empty'),
-      customer_name: z.string().trim().min(1, 'must not be empty').max(MAX_CUSTOMER_NAME),
+      quote_id: confirmBookingInput.shape.quoteId,
+      customer_name: confirmBookingInput.shape.customerName,
     }),
     variables: ({ body }) => ({ input: { quoteId: body.quote_id, customerName: body.customer_name } }),
     result: (d) => bookingBody(d.confirmBooking),
@@ -327,7 +333,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     }`,
     query: z.object({
       limit: z.coerce.number().int('must be a whole number').min(1).max(100).default(20),
-      cursor: z.string().min(1).optional(),
+      cursor: text().min(1).optional(),
     }),
     variables: ({ query }) => ({ first: query.limit, after: query.cursor ?? null }),
     result: (d) => ({

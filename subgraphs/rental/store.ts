@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Database, Queryable } from '../../platform/db.js';
 import { domainError } from '../../platform/errors.js';
-import { appendEvents, type OutboxEvent } from '../../platform/outbox.js';
+import { appendEvents, lockCommitOrder, type OutboxEvent } from '../../platform/outbox.js';
 import { PRICING, closeBill, priceQuote, surgeMultiplier, utilizationOf, type FleetCounts } from './pricing.js';
 import type {
   BookingRecord,
@@ -400,6 +400,9 @@ export class RentalStore {
         }
         const legs = planLegs(quote.deliveries, now, quote.startTime);
         const tracking = trackingState(legs, this.trackingPlaces(quote.locationId), now, false);
+        // The ledger pages by seq: draw it in commit order, so a client paging meanwhile never passes
+        // over a booking whose number was drawn earlier but not yet committed.
+        await lockCommitOrder(tx);
         const booking = (
           await tx.query<BookingRecord>(
             `INSERT INTO rental_bookings (id, quote_id, idempotency_key, customer_name, status, machine_ids, location_id,

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { afterAll } from 'vitest';
 import { loadConfig } from '../../platform/config.js';
 import type { Clock } from '../../platform/clock.js';
+import type { Database } from '../../platform/db.js';
+import type { EventHub } from '../../platform/event-hub.js';
 import { startServer, type RunningServer } from '../../gateway/server.js';
 import { startSubgraphServer, type RunningSubgraphServer } from '../../gateway/subgraph-server.js';
 import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
@@ -36,7 +38,10 @@ export interface TestServerOptions {
   subgraphs?: readonly SubgraphModule[];
 }
 
-export type TestServer = RunningServer & {
+export type TestServer = Omit<RunningServer, 'db' | 'events'> & {
+  /** The database the subgraphs use (the gateway's, or in distributed mode the subgraph servers'). */
+  db: Database;
+  events: EventHub;
   schema?: string;
   /** Distributed mode: the subgraph servers, by name. */
   subgraphServers: ReadonlyMap<string, RunningSubgraphServer>;
@@ -75,8 +80,10 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     for (const s of subgraphServers.values()) await s.close();
     if (schema && !options.schema) await dropSchema(schema);
   };
-  const db = server.db ?? subgraphServers.values().next().value?.runtime.db ?? null;
-  const events = server.events ?? subgraphServers.values().next().value?.runtime.events ?? null;
+  const runtime = subgraphServers.values().next().value?.runtime;
+  const db = server.db ?? runtime?.db;
+  const events = server.events ?? runtime?.events;
+  if (!db || !events) throw new Error('no subgraph runs with a database');
   const handle: TestServer = { ...server, db, events, subgraphs: instances, subgraphServers, close, ...(schema ? { schema } : {}) };
   running.add(handle);
   return handle;

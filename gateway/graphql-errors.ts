@@ -1,0 +1,84 @@
+import type { ApolloServerPlugin, BaseContext } from '@apollo/server';
+import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import { isErrorCode, statusOf, type ErrorCode } from '../platform/errors.js';
+
+/**
+ * Codes the GraphQL libraries put on errors that are the client's doing, as catalogue codes. Anything
+ * else without a catalogued code is a fault of ours.
+ */
+const CLIENT_ERROR_CODES: Readonly<Record<string, ErrorCode>> = {
+  // @apollo/gateway: the operation cannot be run as written (e.g. a Float literal beyond the double range).
+  INVALID_GRAPHQL: 'GRAPHQL_VALIDATION_FAILED',
+  // @apollo/server: operationName names no operation of the document.
+  OPERATION_RESOLUTION_FAILURE: 'BAD_REQUEST',
+  // @apollo/server: automatic persisted queries are off, so a hash alone can never be served.
+  PERSISTED_QUERY_NOT_FOUND: 'PERSISTED_QUERY_NOT_SUPPORTED',
+  PERSISTED_QUERY_NOT_SUPPORTED: 'PERSISTED_QUERY_NOT_SUPPORTED',
+};
+
+const MESSAGES: Partial<Record<ErrorCode, string>> = {
+  PERSISTED_QUERY_NOT_SUPPORTED: 'Persisted queries are not supported: send the query text',
+};
+
+interface Logger {
+  error(details: object, message: string): void;
+}
+
+/**
+ * Apollo Server's `formatError`: every error leaves with a catalogue code. Client errors keep their
+ * message; faults of ours are logged and shown only as "Internal server error".
+ */
+export function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown, log: Logger): GraphQLFormattedError {
+  const raw = formatted.extensions?.['code'];
+  const code = catalogued(raw, error);
+  if (code && code !== 'INTERNAL_SERVER_ERROR') {
+    const message = MESSAGES[code] ?? formatted.message;
+    if (code === raw && message === formatted.message) return formatted;
+    return { ...formatted, message, extensions: { ...formatted.extensions, code } };
+  }
+  if (raw !== 'INTERNAL_SERVER_ERROR') log.error({ err: error }, 'unexpected GraphQL error');
+  return {
+    message: 'Internal server error',
+    ...(formatted.path ? { path: formatted.path } : {}),
+    extensions: { code: 'INTERNAL_SERVER_ERROR' },
+  };
+}
+
+function catalogued(code: unknown, error: unknown): ErrorCode | null {
+  // Apollo answers a mutation over GET with BAD_REQUEST and status 405; the catalogue has a code for that.
+  if (code === 'BAD_REQUEST' && error instanceof GraphQLError && (error.extensions['http'] as { status?: number } | undefined)?.status === 405) {
+    return 'METHOD_NOT_ALLOWED';
+  }
+  if (isErrorCode(code)) return code;
+  return typeof code === 'string' ? (CLIENT_ERROR_CODES[code] ?? null) : null;
+}
+
+/**
+ * Request errors (no `data`: nothing was executed) get their HTTP status from the error catalogue, as
+ * REST answers do; otherwise an error thrown by the gateway before execution would leave as 500. An
+ * operationName that selects no operation is refused here, before the gateway plans anything.
+ */
+export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerPlugin<C> {
+  return {
+    async requestDidStart() {
+      return {
+        async didResolveOperation({ operation, request }) {
+          if (operation) return;
+          throw new GraphQLError(
+            request.operationName
+              ? `Unknown operation named "${request.operationName}"`
+              : 'Must provide operationName when the document contains several operations',
+            { extensions: { code: 'BAD_REQUEST' } },
+          );
+        },
+        async willSendResponse({ response }) {
+          if (response.body.kind !== 'single') return;
+          const result = response.body.singleResult;
+          if (result.data !== undefined) return;
+          const code = result.errors?.[0]?.extensions?.['code'];
+          if (isErrorCode(code)) response.http.status = statusOf(code);
+        },
+      };
+    },
+  };
+}
