@@ -17,13 +17,20 @@ import WebSocket from 'ws';
  * commit-to-receipt (it also holds the mutation's own round trip, reported alongside). Memory per
  * subscriber is the gateway's resident-set growth while the N subscriptions open, divided by N.
  * Everything runs on 127.0.0.1 and is bounded: N sockets, BURST mutations, 60 s per phase at most.
+ *
+ * Each N runs twice, side by side: against the gateway, and against bench/ws-floor.ts, a bare `ws` server
+ * that sends one pre-serialized message to every socket when poked over HTTP. The same clients measure
+ * both, so the ratio shows what the gateway adds to the cost of the socket writes themselves.
  */
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const BURST = 12;
 const PHASE_TIMEOUT_MS = 60_000;
 
+type Target = 'gateway' | 'bare ws';
+
 interface Row {
+  target: Target;
   subscribers: number;
   events: number;
   deliveries: number;
@@ -41,10 +48,14 @@ interface Row {
 export default async function bench(): Promise<void> {
   const sizes = argv.slice(3).map(Number).filter((n) => Number.isInteger(n) && n > 0);
   const rows: Row[] = [];
-  for (const n of sizes.length > 0 ? sizes : [1000, 10_000]) rows.push(await runOnce(n));
-  console.log('\nsubscriptions: fleetSummaryChanged to N subscribers, one gateway process, 2-core machine');
+  for (const n of sizes.length > 0 ? sizes : [1000, 10_000]) {
+    rows.push(await runOnce(n, 'gateway'));
+    rows.push(await runOnce(n, 'bare ws'));
+  }
+  console.log('\nsubscriptions: fleetSummaryChanged to N subscribers, one server process, 2-core machine');
   console.table(
     rows.map((r) => ({
+      server: r.target,
       subscribers: r.subscribers,
       'events x subscribers': `${r.events} x ${r.subscribers} = ${r.deliveries}`,
       'p50 ms': r.p50,
@@ -57,10 +68,25 @@ export default async function bench(): Promise<void> {
       'connect s': r.connectSeconds,
     })),
   );
+  console.log('gateway / bare ws, same N:');
+  console.table(
+    rows
+      .filter((r) => r.target === 'gateway')
+      .map((g) => {
+        const floor = rows.find((r) => r.target === 'bare ws' && r.subscribers === g.subscribers)!;
+        return {
+          subscribers: g.subscribers,
+          'p50 x': round(g.p50 / floor.p50),
+          'p99 x': round(g.p99 / floor.p99),
+          'first event p99 x': round(g.firstP99 / floor.firstP99),
+          'deliveries/s x': round(g.eventsPerSecond / floor.eventsPerSecond),
+        };
+      }),
+  );
 }
 
-async function runOnce(n: number): Promise<Row> {
-  const gateway = await startGateway();
+async function runOnce(n: number, target: Target): Promise<Row> {
+  const gateway = await startServer(target === 'gateway' ? 'gateway/main.ts' : 'bench/ws-floor.ts');
   const sockets: WebSocket[] = [];
   try {
     await sleep(500);
@@ -83,16 +109,19 @@ async function runOnce(n: number): Promise<Row> {
     for (let k = 1; k <= BURST; k++) {
       const machine = `EQ-${String(k).padStart(3, '0')}`;
       sent[k] = performance.now();
-      const res = await fetch(`${gateway.url}/rental/pricing/quote`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          machine_ids: [machine],
-          location_id: 'LOC-001',
-          start_time: new Date(Date.now() + 3 * 3_600_000).toISOString(),
-          duration_hours: 4,
-        }),
-      });
+      const res =
+        target === 'gateway'
+          ? await fetch(`${gateway.url}/rental/pricing/quote`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({
+                machine_ids: [machine],
+                location_id: 'LOC-001',
+                start_time: new Date(Date.now() + 3 * 3_600_000).toISOString(),
+                duration_hours: 4,
+              }),
+            })
+          : await fetch(`${gateway.url}/emit?reserved=${k}`, { method: 'POST' });
       if (res.status !== 200) throw new Error(`quote ${machine}: ${res.status} ${await res.text()}`);
       rtts.push(performance.now() - sent[k]!);
     }
@@ -109,6 +138,7 @@ async function runOnce(n: number): Promise<Row> {
     const first = receipts[1]!.map((t) => t - sent[1]!).sort((a, b) => a - b);
     const deliveries = latencies.length;
     return {
+      target,
       subscribers: n,
       events: BURST,
       deliveries,
@@ -157,9 +187,9 @@ interface Gateway {
   child: ChildProcess;
 }
 
-async function startGateway(): Promise<Gateway> {
+async function startServer(entry: string): Promise<Gateway> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
+  const child = spawn(process.execPath, [...(process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.BENCH_PROF] : []), '--import', 'tsx', entry], {
     cwd: root,
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: ':memory:', LOG_LEVEL: 'warn', API_KEYS: '', DATABASE_URL: '' },
     stdio: ['ignore', 'inherit', 'inherit'],
