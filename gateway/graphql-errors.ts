@@ -56,13 +56,19 @@ function catalogued(code: unknown, error: unknown): ErrorCode | null {
 /**
  * Request errors (no `data`: nothing was executed) get their HTTP status from the error catalogue, as
  * REST answers do; otherwise an error thrown by the gateway before execution would leave as 500. An
- * operationName that selects no operation is refused here, before the gateway plans anything.
+ * operationName that selects no operation, and a subscription sent over HTTP (the gateway executes
+ * subscriptions only over WebSocket), are refused here, before the gateway plans anything.
  */
 export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerPlugin<C> {
   return {
     async requestDidStart() {
       return {
         async didResolveOperation({ operation, request }) {
+          if (operation?.operation === 'subscription') {
+            throw new GraphQLError('Subscriptions are served over WebSocket (graphql-transport-ws) at /graphql, not over HTTP', {
+              extensions: { code: 'BAD_REQUEST' },
+            });
+          }
           if (operation) return;
           throw new GraphQLError(
             request.operationName

@@ -12,6 +12,7 @@ import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { createAuthenticator } from './auth.js';
+import { checkCustomScalars } from '../platform/scalars.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
@@ -104,6 +105,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     logger: app.log,
   });
 
+  gateway.onSchemaLoadOrUpdate(({ apiSchema }) => checkCustomScalars(apiSchema));
   const apollo = new ApolloServer<GatewayContext>({
     gateway,
     includeStacktraceInErrorResponses: false,
@@ -128,6 +130,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     if (!auth.enabled || pathOf(request.url) === '/health') return;
     if (auth.verify(request.headers as Record<string, string | undefined>)) return;
     const body = problem('UNAUTHENTICATED', 'Missing or invalid API key: send x-api-key or Authorization: Bearer', {
+      instance: request.url,
+    });
+    await sendProblem(reply, problemAt(request.url, body));
+    return reply;
+  });
+
+  // Bodies are read as sent: a compressed body would be parsed as if it were plain JSON.
+  app.addHook('onRequest', async (request, reply) => {
+    const encoding = request.headers['content-encoding']?.trim().toLowerCase();
+    if (encoding === undefined || encoding === '' || encoding === 'identity') return;
+    const body = problem('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${encoding} is not supported: send the body uncompressed`, {
       instance: request.url,
     });
     await sendProblem(reply, problemAt(request.url, body));

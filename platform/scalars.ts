@@ -1,4 +1,4 @@
-import { GraphQLError, GraphQLScalarType, Kind } from 'graphql';
+import { GraphQLError, GraphQLScalarType, Kind, isScalarType, print, type GraphQLSchema } from 'graphql';
 
 // ISO 8601 with a date, a time and an explicit offset (Z or +hh:mm): a UTC instant, never a local time.
 const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/;
@@ -62,7 +62,34 @@ export const DateTimeScalar = new GraphQLScalarType<Date, string>({
   },
   parseLiteral(ast) {
     const date = ast.kind === Kind.STRING ? parseInstant(ast.value) : null;
-    if (!date) throw invalid(ast.kind === Kind.STRING ? ast.value : ast.kind, (ast.kind === Kind.STRING && instantProblem(ast.value)) || INSTANT_FORMAT);
+    if (!date) {
+      if (ast.kind === Kind.STRING) throw invalid(ast.value, instantProblem(ast.value) ?? INSTANT_FORMAT);
+      throw new GraphQLError(`DateTime cannot be ${print(ast)}: it must be a string, an ISO 8601 timestamp with an offset`);
+    }
     return date;
   },
 });
+
+/** The custom scalars the subgraphs implement, by name. */
+const SCALARS: readonly GraphQLScalarType[] = [DateTimeScalar];
+
+/**
+ * Gives the gateway's schema the subgraphs' input checks for custom scalars. A schema built from the
+ * supergraph SDL knows a custom scalar only by name and accepts any value; with these checks a bad
+ * literal fails validation and a bad variable fails coercion at the gateway (400), before any subgraph
+ * is called. The values themselves pass through unchanged: the subgraph parses them again.
+ */
+export function checkCustomScalars(schema: GraphQLSchema): void {
+  for (const scalar of SCALARS) {
+    const type = schema.getType(scalar.name);
+    if (!isScalarType(type)) continue;
+    type.parseValue = (value) => {
+      scalar.parseValue(value);
+      return value;
+    };
+    type.parseLiteral = (ast, variables) => {
+      scalar.parseLiteral(ast, variables);
+      return ast.kind === Kind.STRING ? ast.value : undefined;
+    };
+  }
+}

@@ -12,6 +12,7 @@ import {
   type GraphQLSchema,
 } from 'graphql';
 import { Channel } from '../../platform/channel.js';
+import { checkCustomScalars } from '../../platform/scalars.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
 import type { GatewayContext } from '../context.js';
 
@@ -61,6 +62,7 @@ export class SubscriptionExecutor {
     const supergraph = Supergraph.build(options.supergraphSdl);
     this.apiSchema = supergraph.apiSchema();
     this.schema = this.apiSchema.toGraphQLJSSchema();
+    checkCustomScalars(this.schema);
     this.supergraphSchema = supergraph.schema.toGraphQLJSSchema();
     this.planner = new QueryPlanner(supergraph);
   }
