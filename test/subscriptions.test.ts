@@ -193,6 +193,34 @@ describe.each(targets)('subscriptions over graphql-transport-ws ($name)', ({ bac
     const missing = new Collector(client, 'subscription { trackingUpdated(bookingId: "00000000-0000-4000-8000-000000000000") { cursor } }');
     await missing.until((c) => c.results.length > 0 || c.error !== undefined || c.completed);
     expect(JSON.stringify(missing.results[0]?.errors ?? missing.error)).toContain('NOT_FOUND');
+    const unknownMachine = new Collector(client, 'subscription { machineStatusChanged(machineIds: ["EQ-001", "EQ-999"]) { cursor } }');
+    await unknownMachine.until((c) => c.results.length > 0 || c.error !== undefined || c.completed);
+    expect(JSON.stringify(unknownMachine.results[0]?.errors ?? unknownMachine.error)).toMatch(/NOT_FOUND.*EQ-999|EQ-999.*NOT_FOUND/);
+    const noMachines = new Collector(client, 'subscription { machineStatusChanged(machineIds: []) { cursor } }');
+    await noMachines.until((c) => c.results.length > 0 || c.error !== undefined || c.completed);
+    expect(JSON.stringify(noMachines.results[0]?.errors ?? noMachines.error)).toContain('BAD_USER_INPUT');
+  });
+
+  it('a document that does not parse or validate is an error for that operation; the socket and its other subscriptions live on', async () => {
+    const c = connect();
+    const cursor = (await gql(url, '{ eventCursor }')).data!['eventCursor'] as string;
+    const live = new Collector<{ fleetSummaryChanged: { reserved: number } }>(c.client, 'subscription ($after: ID) { fleetSummaryChanged(after: $after) { reserved } }', {
+      after: cursor,
+    });
+    const cases: [string, string][] = [
+      ['subscription {', 'GRAPHQL_PARSE_FAILED'],
+      ['subscription { nope }', 'GRAPHQL_VALIDATION_FAILED'],
+      ['subscription A { fleetSummaryChanged { reserved } } subscription B { fleetSummaryChanged { total } }', 'BAD_REQUEST'],
+    ];
+    for (const [query, code] of cases) {
+      const bad = new Collector(c.client, query);
+      await bad.until((x) => x.error !== undefined || x.results.length > 0, 5000, query);
+      expect(JSON.stringify(bad.error ?? bad.results[0]?.errors), query).toContain(code);
+    }
+    expect((await quote(url, ['EQ-014'])).status).toBe(200);
+    await live.count(1);
+    expect(live.data[0]!.fleetSummaryChanged.reserved).toBeGreaterThan(0);
+    live.unsubscribe();
   });
 });
 
@@ -251,7 +279,13 @@ describe.each(modes)('trackingUpdated follows the simulated delivery to complete
 describe('WebSocket auth and connection limits', () => {
   it('with API_KEYS set, connection_init without a valid key is closed with 4401; a valid key subscribes', async () => {
     const { url } = await startTestServer({ env: { API_KEYS: 'key-one-123,key-two-456' } });
-    for (const params of [undefined, { 'x-api-key': 'wrong' }, { authorization: 'Bearer nope' }]) {
+    for (const params of [
+      undefined,
+      { 'x-api-key': 'wrong' },
+      { authorization: 'Bearer nope' },
+      { 'x-api-key': 'key-one-123', authorization: 'Bearer nope' },
+      { 'x-api-key': 42, authorization: 'Bearer key-one-123' },
+    ]) {
       const c = wsClient(url, params);
       const closed = await c.closed;
       expect(closed.code).toBe(4401);

@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { print, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { GraphQLError, getOperationAST, parse, print, validate, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
 
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -50,9 +50,30 @@ export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<v
       connectionInitWaitTimeout: options.connectionInitTimeoutMs,
       onConnect: (ctx) => {
         if (!options.auth.enabled) return true;
-        if (options.auth.verifyKey(credentialOf(ctx.connectionParams))) return true;
+        if (options.auth.verify(credentialHeadersOf(ctx.connectionParams))) return true;
         ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized: send x-api-key or authorization in connection_init');
         return false;
+      },
+      // Parse and validate here rather than in graphql-ws, so a bad document is an `error` message for
+      // that operation, with a catalogue code, instead of a closed socket (graphql-ws closes on a parse error).
+      onSubscribe: (_ctx, _id, payload) => {
+        let document: DocumentNode;
+        try {
+          document = parse(payload.query);
+        } catch (error) {
+          return [coded(error, 'GRAPHQL_PARSE_FAILED')];
+        }
+        const invalid = validate(options.schema, document);
+        if (invalid.length > 0) return invalid.map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED'));
+        if (!getOperationAST(document, payload.operationName)) {
+          return [
+            new GraphQLError(
+              payload.operationName ? `Unknown operation named "${payload.operationName}"` : 'Must provide operationName when the document contains several operations',
+              { extensions: { code: 'BAD_REQUEST' } },
+            ),
+          ];
+        }
+        return { schema: options.schema, document, operationName: payload.operationName, variableValues: payload.variables };
       },
       context: (ctx): WsContext => ({
         gateway: gatewayContextFrom(ctx.extra.request.headers),
@@ -128,13 +149,21 @@ function guardSlowConsumer(
   };
 }
 
-export function credentialOf(params: Record<string, unknown> | undefined): string | undefined {
-  if (!params) return undefined;
-  const lower = Object.fromEntries(Object.entries(params).map(([k, v]) => [k.toLowerCase(), v]));
-  const key = lower['x-api-key'];
-  if (typeof key === 'string' && key.length > 0) return key;
-  const auth = lower['authorization'];
-  const match = typeof auth === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(auth) : null;
-  return match?.[1];
+function coded(error: unknown, code: string): GraphQLError {
+  if (error instanceof GraphQLError) {
+    return new GraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, extensions: { ...error.extensions, code } });
+  }
+  return new GraphQLError(String(error), { extensions: { code } });
 }
 
+/** The connection_init payload's credentials as the headers an HTTP request would carry them in. */
+export function credentialHeadersOf(params: Record<string, unknown> | undefined): { 'x-api-key'?: string; authorization?: string } {
+  const headers: { 'x-api-key'?: string; authorization?: string } = {};
+  for (const [key, value] of Object.entries(params ?? {})) {
+    const name = key.toLowerCase();
+    if (name !== 'x-api-key' && name !== 'authorization') continue;
+    // A credential that is not a string is a wrong one, not an absent one.
+    headers[name] = typeof value === 'string' ? value : '';
+  }
+  return headers;
+}

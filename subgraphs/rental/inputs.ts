@@ -45,8 +45,8 @@ export const confirmBookingInput = z.object({
   customerName: text().trim().min(1, 'must not be empty').max(MAX_CUSTOMER_NAME, `must be at most ${MAX_CUSTOMER_NAME} characters`),
 });
 
-/** Machine ids a subscription filters on (omitted or null: every machine). */
-export const machineIdsFilter = z.array(idArg).nullish();
+/** Machine ids a subscription filters on (omitted or null: every machine; an empty list is refused). */
+export const machineIdsFilter = z.array(idArg).min(1, 'must name at least one machine; omit it for every machine').nullish();
 
 export const bookingsPageArgs = z.object({
   first: z.number().int().min(1, 'must be at least 1').max(100, 'must be at most 100'),

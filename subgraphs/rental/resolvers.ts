@@ -106,7 +106,7 @@ function renew(ctx: RentalContext): void {
 
 function cursorArg(after: unknown): string | null {
   if (after === null || after === undefined) return null;
-  if (!isCursor(after)) throw invalidInput([{ field: 'after', message: 'must be a cursor from an earlier event (digits)' }]);
+  if (!isCursor(after)) throw invalidInput([{ field: 'after', message: 'must be a cursor from an earlier event (1 to 19 digits)' }]);
   return after;
 }
 
@@ -187,9 +187,14 @@ export const rentalResolvers = {
   },
   Subscription: {
     machineStatusChanged: {
-      subscribe: (_: unknown, args: { machineIds?: string[] | null; after?: string | null }, ctx: RentalContext) => {
+      subscribe: async (_: unknown, args: { machineIds?: string[] | null; after?: string | null }, ctx: RentalContext) => {
         const after = cursorArg(args.after);
         const keys = parseInput(machineIdsFilter, args.machineIds, 'machineIds') ?? null;
+        if (keys) {
+          const known = new Set((await ctx.store.machinesByIds(keys)).map((m) => m.id));
+          const unknown = keys.filter((id) => !known.has(id));
+          if (unknown.length > 0) throw domainError('NOT_FOUND', `Machine ${unknown.join(', ')} not found`);
+        }
         const stream = ctx.events.stream<MachineStatusEvent>(TOPICS.machineStatus, { after, keys });
         return mapEvents(stream, (e) => ({ machineStatusChanged: { ...e.payload, cursor: e.id } }));
       },
