@@ -5,10 +5,11 @@ const digest = (value: string) => createHash('sha256').update(value, 'utf8').dig
 export interface Authenticator {
   /** False in demo mode (no keys configured): every call is accepted. */
   readonly enabled: boolean;
-  /** Checks `x-api-key: <key>` or `Authorization: Bearer <key>`. */
+  /**
+   * Checks `x-api-key: <key>` and `Authorization: Bearer <key>`: at least one must be sent, and every
+   * key sent must be valid (a wrong key is never excused by a right one next to it).
+   */
   verify(headers: { 'x-api-key'?: string | string[] | undefined; authorization?: string | undefined }): boolean;
-  /** Checks a credential taken from elsewhere (a WebSocket connection_init payload). */
-  verifyKey(key: string | undefined): boolean;
 }
 
 /**
@@ -27,17 +28,22 @@ export function createAuthenticator(keys: readonly string[]): Authenticator {
   };
   return {
     enabled: digests.length > 0,
-    verifyKey,
     verify(headers) {
       if (digests.length === 0) return true;
-      return verifyKey(credentialOf(headers));
+      const presented = credentialsOf(headers);
+      let ok = presented.length > 0;
+      for (const key of presented) ok = verifyKey(key) && ok;
+      return ok;
     },
   };
 }
 
-function credentialOf(headers: { 'x-api-key'?: string | string[] | undefined; authorization?: string | undefined }) {
+/** The keys a request presents; a header sent twice, or an empty key, counts as a wrong key. */
+function credentialsOf(headers: { 'x-api-key'?: string | string[] | undefined; authorization?: string | undefined }): (string | undefined)[] {
+  const keys: (string | undefined)[] = [];
   const apiKey = headers['x-api-key'];
-  if (typeof apiKey === 'string' && apiKey.length > 0) return apiKey;
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(headers.authorization ?? '');
-  return match?.[1];
+  if (apiKey !== undefined) keys.push(typeof apiKey === 'string' && apiKey.length > 0 ? apiKey : undefined);
+  const authorization = headers.authorization;
+  if (authorization !== undefined && /^Bearer(\s|$)/i.test(authorization)) keys.push(/^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1]);
+  return keys;
 }

@@ -22,6 +22,8 @@ const BY_STATUS: Readonly<Record<number, ErrorCode>> = {
 const DETAILS: Readonly<Record<string, (request: FastifyRequest) => string>> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: (request) =>
     `Content-Type ${request.headers['content-type'] ?? '(none)'} is not supported: send a JSON body with Content-Type: application/json`,
+  // fastify refuses both malformed JSON and JSON holding prototype-poisoning keys with this one code.
+  FST_ERR_CTP_INVALID_JSON_BODY: () => 'Body is not valid JSON, or holds a "__proto__" or "constructor.prototype" key, which is refused',
   FST_ERR_BAD_URL: () => 'The URL is malformed (invalid percent-encoding)',
   FST_ERR_MAX_PARAM_LENGTH: () => 'A path segment of the URL is too long',
 };

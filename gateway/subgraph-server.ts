@@ -14,7 +14,7 @@ import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom } from './context.js';
 import { problem, sendProblem } from './problem.js';
 import { CloseCode } from './subscriptions/close-codes.js';
-import { credentialOf } from './subscriptions/ws-server.js';
+import { credentialHeadersOf } from './subscriptions/ws-server.js';
 import { serializeSubgraphError } from './subgraph-errors.js';
 
 /**
@@ -85,7 +85,7 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
       schema: instance.schema,
       connectionInitWaitTimeout: config.WS_CONNECTION_INIT_TIMEOUT_MS,
       onConnect: (ctx) => {
-        if (auth.verifyKey(credentialOf(ctx.connectionParams))) return true;
+        if (auth.verify(credentialHeadersOf(ctx.connectionParams))) return true;
         ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized');
         return false;
       },

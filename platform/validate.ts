@@ -8,9 +8,17 @@ import { domainError, type FieldProblem } from './errors.js';
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 export const NO_CONTROL_CHARACTERS = 'must not contain control characters';
 
-/** A string input without control characters (checked as sent, before any trimming). */
+// With the u flag a surrogate pair is one code point, so this matches only a lone (unpaired) surrogate,
+// which no UTF-8 text can hold: stored, it would silently become U+FFFD.
+const LONE_SURROGATE = /\p{Cs}/u;
+export const WELL_FORMED = 'must be well-formed Unicode (no unpaired surrogate)';
+
+/** A string input without control characters or unpaired surrogates (checked as sent, before any trimming). */
 export function text() {
-  return z.string().refine((s) => !CONTROL_CHARACTERS.test(s), NO_CONTROL_CHARACTERS);
+  return z
+    .string()
+    .refine((s) => !CONTROL_CHARACTERS.test(s), NO_CONTROL_CHARACTERS)
+    .refine((s) => !LONE_SURROGATE.test(s), WELL_FORMED);
 }
 
 /** One problem with an input, at a path relative to the validated value. */

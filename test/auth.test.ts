@@ -31,6 +31,16 @@ describe('API keys', () => {
     expect((await rest(url, 'GET', '/rental/health', undefined, { authorization: `bearer ${KEY}` })).status).toBe(200);
   });
 
+  it('every key sent must be valid: a right key does not excuse a wrong one next to it', async () => {
+    const get = (headers: Record<string, string>) => rest(url, 'GET', '/rental/fleet/summary', undefined, headers);
+    expect((await get({ 'x-api-key': KEY, authorization: 'Bearer wrong-key-123' })).status).toBe(401);
+    expect((await get({ 'x-api-key': 'wrong-key-123', authorization: `Bearer ${KEY}` })).status).toBe(401);
+    expect((await get({ 'x-api-key': '', authorization: `Bearer ${KEY}` })).status).toBe(401);
+    expect((await get({ 'x-api-key': KEY, authorization: 'Bearer second-key-0002' })).status).toBe(200);
+    // Another scheme in Authorization (set by a proxy, say) is not an API key and is left alone.
+    expect((await get({ 'x-api-key': KEY, authorization: 'Basic dXNlcjpwYXNz' })).status).toBe(200);
+  });
+
   it('guards GraphQL over HTTP the same way, with a GraphQL-readable error', async () => {
     const denied = await gql(url, '{ fleetSummary { total } }');
     expect(denied.status).toBe(401);

@@ -212,6 +212,11 @@ describe('GraphQL request errors are client errors (400), never faults', () => {
     ['an Int literal beyond 32 bits', { query: '{ bookings(first: 4294967296) { totalCount } }' }, 'GRAPHQL_VALIDATION_FAILED', 'Int'],
     ['a persisted query hash', { extensions: { persistedQuery: { version: 1, sha256Hash: 'ecf4edb46db40b5132295c0291d62fb65d6759a9eedfa4d5d612dd5ec54a6b38' } } }, 'PERSISTED_QUERY_NOT_SUPPORTED', 'not supported'],
     ['a query with a persistedQuery extension', { query: '{ fleetSummary { total } }', extensions: { persistedQuery: { version: 1, sha256Hash: 'abc' } } }, 'PERSISTED_QUERY_NOT_SUPPORTED', 'not supported'],
+    ['a subscription over HTTP', { query: 'subscription { fleetSummaryChanged { cursor } }' }, 'BAD_REQUEST', 'WebSocket'],
+    ['a subscription chosen by operationName', { query: 'query A { fleetSummary { total } } subscription B { machineStatusChanged { cursor } }', operationName: 'B' }, 'BAD_REQUEST', 'WebSocket'],
+    ['an impossible DateTime literal', { query: 'mutation { createQuote(input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: "2027-02-30T10:00:00Z", durationHours: 2 }) { id } }' }, 'GRAPHQL_VALIDATION_FAILED', '2027-02 has 28 days'],
+    ['a DateTime literal that is not a string', { query: 'mutation { createQuote(input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: 12345, durationHours: 2 }) { id } }' }, 'GRAPHQL_VALIDATION_FAILED', 'DateTime cannot be 12345'],
+    ['a DateTime variable that is not one', { query: 'mutation ($i: CreateQuoteInput!) { createQuote(input: $i) { id } }', variables: { i: { machineIds: ['EQ-001'], locationId: 'LOC-001', startTime: 'tomorrow', durationHours: 2 } } }, 'BAD_USER_INPUT', 'tomorrow'],
   ])('%s: 400 with a catalogued code', async (_, body, code, mention) => {
     for (const accept of ['application/graphql-response+json', 'application/json']) {
       const res = await post(body, accept);
@@ -220,6 +225,12 @@ describe('GraphQL request errors are client errors (400), never faults', () => {
       expect(res.body.errors?.[0]?.extensions?.['code']).toBe(code);
       expect(res.body.errors?.[0]?.message).toContain(mention);
     }
+  });
+
+  it('a refused subscription or DateTime changes nothing', async () => {
+    await post({ query: 'mutation ($i: CreateQuoteInput!) { createQuote(input: $i) { id } }', variables: { i: { machineIds: ['EQ-001'], locationId: 'LOC-001', startTime: '2027-13-01T00:00:00Z', durationHours: 2 } } });
+    const summary = await post({ query: '{ fleetSummary { reserved } }' });
+    expect(summary.body.data).toEqual({ fleetSummary: { reserved: 0 } });
   });
 
   it('a DateTime literal the subgraph cannot parse is a validation error, not an internal one', async () => {
@@ -378,6 +389,23 @@ describe('REST framing errors are problem details with the documented status', (
     expect(graphql.body['errors']).toEqual([{ message: graphql.body['detail'], extensions: { code: 'UNSUPPORTED_MEDIA_TYPE' } }]);
     // JSON is still served.
     expect((await rest(url, 'GET', '/rental/fleet/summary')).status).toBe(200);
+  });
+
+  it('a compressed body is 415, a prototype-poisoning key 400, an unpaired surrogate 400; nothing is reserved', async () => {
+    const body = JSON.stringify({ machine_ids: ['EQ-001'], location_id: 'LOC-001', start_time: hoursFromNow(4), duration_hours: 2 });
+    const gzip = await rest(url, 'POST', '/rental/pricing/quote', body, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+    expect(gzip.status).toBe(415);
+    isProblem(gzip, 415, 'UNSUPPORTED_MEDIA_TYPE');
+    expect(gzip.body['detail']).toContain('gzip');
+    const proto = await rest(url, 'POST', '/rental/pricing/quote', '{"__proto__":{"x":1},"machine_ids":["EQ-001"]}', { 'content-type': 'application/json' });
+    expect(proto.status).toBe(400);
+    expect(proto.body['detail']).toContain('__proto__');
+    const surrogate = await rest(url, 'POST', '/rental/booking/confirm', '{"quote_id":"9d79644e-1c89-42b2-86b8-08dbe88825c2","customer_name":"a\\ud800b"}', {
+      'content-type': 'application/json',
+    });
+    expect(surrogate.status).toBe(400);
+    expect(surrogate.body['errors']).toEqual([{ field: 'customer_name', message: 'must be well-formed Unicode (no unpaired surrogate)' }]);
+    expect((await rest(url, 'GET', '/rental/fleet/summary')).body['reserved']).toBe(0);
   });
 
   it('router errors: a bad percent-encoding is 400, an over-long path segment 414, oversized headers 431', async () => {
