@@ -40,11 +40,11 @@ export function registerRestRoutes(
         if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
         const result = await execute(route.operation, route.variables(input.value), gatewayContextFrom(request.headers));
         const failure = result.errors?.[0];
-        if (failure) return sendProblem(reply, problemFromGraphQL(failure, result.errors ?? [], instance));
+        if (failure) return sendProblem(reply, problemFromGraphQL(failure, result.errors ?? [], instance, route.fieldNames ?? {}));
         try {
           return reply.code(200).send(route.result(result.data ?? {}));
         } catch (error) {
-          if (error instanceof GraphQLError) return sendProblem(reply, problemFromGraphQL(error.toJSON(), [], instance));
+          if (error instanceof GraphQLError) return sendProblem(reply, problemFromGraphQL(error.toJSON(), [], instance, {}));
           throw error;
         }
       },
@@ -78,7 +78,12 @@ function readInput(route: RestRoute, request: FastifyRequest): Parsed {
   return { value: { body, query, params } };
 }
 
-function problemFromGraphQL(first: GraphQLFormattedError, all: readonly GraphQLFormattedError[], instance: string): Problem {
+function problemFromGraphQL(
+  first: GraphQLFormattedError,
+  all: readonly GraphQLFormattedError[],
+  instance: string,
+  fieldNames: Readonly<Record<string, string>>,
+): Problem {
   const code = first.extensions?.['code'];
   const catalogued = isErrorCode(code) ? code : 'INTERNAL_SERVER_ERROR';
   const fields = all.flatMap((e) => {
@@ -86,7 +91,7 @@ function problemFromGraphQL(first: GraphQLFormattedError, all: readonly GraphQLF
     return Array.isArray(list) ? (list as FieldProblem[]) : [];
   });
   if (fields.length > 0) {
-    const named = fields.map((f) => ({ field: snakeFieldPath(f.field), message: f.message }));
+    const named = fields.map((f) => ({ field: fieldNames[f.field] ?? snakeFieldPath(f.field), message: f.message }));
     return problem(catalogued, named.map((f) => `${f.field}: ${f.message}`).join('; '), { instance, errors: named });
   }
   const detail = catalogued === 'INTERNAL_SERVER_ERROR' ? 'Internal server error' : first.message;

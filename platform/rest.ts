@@ -24,6 +24,11 @@ export interface RestRoute<B = unknown, Q = unknown, P = unknown, D = unknown> {
   query?: z.ZodType<Q>;
   params?: z.ZodType<P>;
   variables(input: RestInput<B, Q, P>): Record<string, unknown>;
+  /**
+   * REST names of the operation's arguments where they differ from the snake_case of the GraphQL name
+   * (`{ after: 'cursor' }`), so an error the operation reports names the field as the caller sent it.
+   */
+  fieldNames?: Readonly<Record<string, string>>;
   /** Maps the operation's `data` to the documented snake_case body. */
   result(data: D): unknown;
 }

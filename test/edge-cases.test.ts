@@ -352,8 +352,23 @@ describe('REST input errors name the field and say what is wrong', () => {
       { field: 'start_time', message: 'is required' },
       { field: 'duration_hours', message: 'must be a finite number' },
     ]);
-    const limit = await rest(url, 'GET', '/rental/bookings?limit=abc');
-    expect(limit.body['errors']).toEqual([{ field: 'limit', message: 'must be a number' }]);
+    for (const sent of ['abc', '0x10', '1e2', '%201', '-1', '']) {
+      const limit = await rest(url, 'GET', `/rental/bookings?limit=${sent}`);
+      expect(limit.status, sent).toBe(400);
+      expect(limit.body['errors'], sent).toEqual([{ field: 'limit', message: 'must be a whole number from 1 to 100' }]);
+    }
+  });
+
+  it('a ledger cursor is only what the API handed out, and REST names it cursor', async () => {
+    const b64 = (s: string) => Buffer.from(s).toString('base64url');
+    for (const cursor of ['nonsense', b64('booking:007'), b64('booking:9007199254740993000'), b64('booking:0')]) {
+      const res = await rest(url, 'GET', `/rental/bookings?cursor=${cursor}`);
+      expect(res.status, cursor).toBe(400);
+      expect(res.body['errors'], cursor).toEqual([{ field: 'cursor', message: 'is not a cursor returned by this API' }]);
+    }
+    const empty = await gql(url, '{ bookings(first: 1, after: "") { totalCount } }');
+    expect(empty.errors?.[0]?.extensions?.['code']).toBe('BAD_USER_INPUT');
+    expect((await rest(url, 'GET', `/rental/bookings?cursor=${b64('booking:7')}`)).status).toBe(200);
   });
 
   it('an invalid Idempotency-Key is named as the header, not snake-cased', async () => {

@@ -75,8 +75,9 @@ const machinesOf = async (ids: string[], ctx: RentalContext) =>
   });
 const cursorOf = (seq: string) => Buffer.from(`booking:${seq}`).toString('base64url');
 function seqOfCursor(cursor: string): string {
-  const match = /^booking:(\d{1,18})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match) throw invalidInput([{ field: 'after', message: 'is not a cursor returned by this API' }]);
+  // Only the exact text this API hands out: no leading zeros, no other spelling of the same bytes.
+  const match = /^booking:([1-9]\d{0,17})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  if (!match || cursorOf(match[1]!) !== cursor) throw invalidInput([{ field: 'after', message: 'is not a cursor returned by this API' }]);
   return match[1]!;
 }
 
@@ -169,7 +170,7 @@ export const rentalResolvers = {
     booking: (_: unknown, args: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(parseInput(bookingIdArg, args.id, 'id')),
     bookings: async (_: unknown, args: { first: number; after?: string | null }, ctx: RentalContext) => {
       const { first, after } = parseInput(bookingsPageArgs, args);
-      const page = await ctx.store.bookingsPage(first, after ? seqOfCursor(after) : null);
+      const page = await ctx.store.bookingsPage(first, after === null || after === undefined ? null : seqOfCursor(after));
       for (const b of page.rows) ctx.loaders.booking.prime(b.id, b);
       const edges = page.rows.map((node) => ({ cursor: cursorOf(node.seq), node }));
       return {

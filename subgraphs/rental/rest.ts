@@ -332,10 +332,16 @@ export const rentalRoutes: readonly RestRoute[] = [
       bookings(first: $first, after: $after) { edges { node { ${BOOKING} } } pageInfo { hasNextPage endCursor } totalCount }
     }`,
     query: z.object({
-      limit: z.coerce.number().int('must be a whole number').min(1).max(100).default(20),
+      limit: z
+        .string()
+        .regex(/^\d{1,3}$/, 'must be a whole number from 1 to 100')
+        .transform(Number)
+        .pipe(z.number().min(1, 'must be at least 1').max(100, 'must be at most 100'))
+        .default(20),
       cursor: text().min(1).optional(),
     }),
     variables: ({ query }) => ({ first: query.limit, after: query.cursor ?? null }),
+    fieldNames: { after: 'cursor', first: 'limit' },
     result: (d) => ({
       bookings: d.bookings.edges.map((e) => bookingBody(e.node)),
       next_cursor: d.bookings.pageInfo.hasNextPage ? d.bookings.pageInfo.endCursor : null,
