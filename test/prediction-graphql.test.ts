@@ -93,15 +93,17 @@ describe('prediction over GraphQL', () => {
   });
 
   it('coldChainMargin composes the two models server side', async () => {
-    const res = await gql(url, `query($d: DwellInput!, $t: TravelInput!) {
-      coldChainMargin(dwell: $d, travel: $t, ischaemicRemainingMin: 90) {
+    const remaining = dwellInput['ischaemicRemainingMin'] as number;
+    const res = await gql(url, `query($d: DwellInput!, $t: TravelInput!, $r: Float!) {
+      coldChainMargin(dwell: $d, travel: $t, ischaemicRemainingMin: $r) {
         ischaemicRemainingMin dwell { q10Minutes q50Minutes q90Minutes } travel { q10Minutes q50Minutes q90Minutes }
         best { totalMinutes marginMinutes } median { totalMinutes marginMinutes } worst { totalMinutes marginMinutes } worstCaseBreach } }`,
-      { d: dwellInput, t: travelInput });
+      { d: dwellInput, t: travelInput, r: remaining });
     expect(res.errors).toBeUndefined();
     const c = res.data!['coldChainMargin'];
+    expect(c.ischaemicRemainingMin).toBe(remaining);
     expect(c.worst.totalMinutes).toBeCloseTo(c.dwell.q90Minutes + c.travel.q90Minutes, 1);
-    expect(c.best.marginMinutes).toBeCloseTo(90 - c.dwell.q10Minutes - c.travel.q10Minutes, 1);
+    expect(c.best.marginMinutes).toBeCloseTo(remaining - c.dwell.q10Minutes - c.travel.q10Minutes, 1);
     expect(c.worstCaseBreach).toBe(c.worst.marginMinutes < 0);
   });
 

@@ -149,6 +149,12 @@ describe('prediction REST compatibility paths', () => {
     const bad = await post<Problem>('/predict/cold_chain_margin', { dwell: { ...dwellFeatures, floor_number: 99 }, travel: {}, ischaemic_remaining_min: -1 });
     expect(bad.status).toBe(400);
     expect(fieldsOf(bad.body)).toEqual(expect.arrayContaining(['dwell.floor_number', 'travel.distance_km', 'ischaemic_remaining_min']));
+
+    // One organ, one clock: the dwell feature and the margin's remaining time must agree.
+    const mismatch = await post<Problem>('/predict/cold_chain_margin', { dwell: { ...dwellFeatures, ischaemic_remaining_min: 100 }, travel: travelFeatures, ischaemic_remaining_min: 300 });
+    expect(mismatch.status).toBe(400);
+    expect(fieldsOf(mismatch.body)).toEqual(['ischaemic_remaining_min']);
+    expect(mismatch.body.detail).toContain('100');
   });
 });
 

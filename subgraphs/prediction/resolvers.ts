@@ -90,6 +90,14 @@ export const predictionResolvers = {
         travel: [travelInput, args.travel],
         ischaemicRemainingMin: [ischaemicRemaining, args.ischaemicRemainingMin],
       });
+      // The dwell model reads the same clock as a feature: two different values would give an answer
+      // whose dwell risk and margins contradict each other.
+      const dwellRemaining = input.dwell['ischaemic_remaining_min'];
+      if (dwellRemaining !== input.ischaemicRemainingMin) {
+        throw invalidInput([
+          { field: 'ischaemicRemainingMin', message: `must equal dwell.ischaemicRemainingMin (${String(dwellRemaining)}): both are the organ's remaining cold-ischaemia time` },
+        ]);
+      }
       const dwell = dwellView(ctx.models, input.dwell);
       const travel = transitView(ctx.models, input.travel);
       return { ischaemicRemainingMin: input.ischaemicRemainingMin, dwell, travel, ...composeColdChain(dwell, travel, input.ischaemicRemainingMin) };
