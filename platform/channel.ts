@@ -5,8 +5,10 @@
 export class Channel<T> implements AsyncIterableIterator<T> {
   private readonly queue: T[] = [];
   private waiting: { resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void } | null = null;
-  private roomWaiters: (() => void)[] = [];
+  private roomWaiters: { threshold: number; resolve: () => void }[] = [];
   private finished = false;
+  /** end() was called: no more pushes; the consumer drains what is queued, then sees done. */
+  private ending = false;
   private failure: { error: unknown } | null = null;
 
   constructor(
@@ -27,7 +29,7 @@ export class Channel<T> implements AsyncIterableIterator<T> {
 
   /** Delivers a value; false when the channel has ended (or just overflowed). */
   push(value: T): boolean {
-    if (this.finished || this.failure) return false;
+    if (this.finished || this.failure || this.ending) return false;
     if (this.waiting) {
       const w = this.waiting;
       this.waiting = null;
@@ -54,18 +56,34 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     }
   }
 
+  /**
+   * Ends the channel without losing anything: later pushes are refused, the consumer still receives
+   * every queued value (and a failure already recorded), then done. `return()` is the consumer's way to
+   * stop; this is the producer's.
+   */
+  end(): void {
+    if (this.finished || this.ending) return;
+    this.ending = true;
+    if (this.waiting) {
+      // A waiting consumer means an empty queue: nothing is left to deliver.
+      this.finish();
+    }
+  }
+
   /** Resolves when fewer than `threshold` values wait (or the channel has ended). */
   room(threshold: number): Promise<void> {
     if (this.finished || this.queue.length < threshold) return Promise.resolve();
-    return new Promise((resolve) => this.roomWaiters.push(resolve));
+    return new Promise((resolve) => this.roomWaiters.push({ threshold, resolve }));
   }
 
   next(): Promise<IteratorResult<T>> {
     const value = this.queue.shift();
     if (this.roomWaiters.length > 0) {
-      const waiters = this.roomWaiters;
-      this.roomWaiters = [];
-      for (const w of waiters) w();
+      const ready = this.roomWaiters.filter((w) => this.queue.length < w.threshold);
+      if (ready.length > 0) {
+        this.roomWaiters = this.roomWaiters.filter((w) => this.queue.length >= w.threshold);
+        for (const w of ready) w.resolve();
+      }
     }
     if (value !== undefined) return Promise.resolve({ value, done: false });
     if (this.failure) {
@@ -74,6 +92,10 @@ export class Channel<T> implements AsyncIterableIterator<T> {
       return Promise.reject(error);
     }
     if (this.finished) return Promise.resolve({ value: undefined, done: true });
+    if (this.ending) {
+      this.finish();
+      return Promise.resolve({ value: undefined, done: true });
+    }
     return new Promise((resolve, reject) => {
       this.waiting = { resolve, reject };
     });
@@ -100,7 +122,7 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     const w = this.waiting;
     this.waiting = null;
     w?.resolve({ value: undefined, done: true });
-    for (const r of this.roomWaiters) r();
+    for (const r of this.roomWaiters) r.resolve();
     this.roomWaiters = [];
     this.onClose();
   }

@@ -272,6 +272,16 @@ describe.each(modes)('trackingUpdated follows the simulated delivery to complete
     const cursors = events.data.map((d) => BigInt(d.trackingUpdated.cursor));
     for (let i = 1; i < cursors.length; i++) expect(cursors[i]! > cursors[i - 1]!).toBe(true);
     expect(events.data.every((d) => d.trackingUpdated.booking.id === id)).toBe(true);
+
+    // Replaying the finished delivery gives the whole sequence, not just what fit before the stream ended.
+    const replay = new Collector<{ trackingUpdated: { cursor: string; status: string } }>(
+      c.client,
+      'subscription ($id: ID!) { trackingUpdated(bookingId: $id, after: "0") { cursor status } }',
+      { id },
+    );
+    await replay.until((r) => r.completed || r.error !== undefined);
+    expect(replay.error).toBeUndefined();
+    expect(replay.data.map((d) => d.trackingUpdated.cursor)).toEqual(events.data.map((d) => d.trackingUpdated.cursor));
     await c.dispose();
   });
 });

@@ -94,7 +94,13 @@ export class SubscriptionExecutor {
     const key = `${operationName ?? ''}\u0000${text}\u0000${stableJson(args.variables)}`;
     if (!resumes) {
       const existing = this.shared.get(key);
-      if (existing) return existing.join();
+      if (existing) {
+        // A stream may still be opening: a joiner shares its refusal as well as its events.
+        const joined = existing.join();
+        const refused = await existing.open();
+        if (refused) return { errors: refused.map(toGraphQLError) };
+        return joined;
+      }
     }
     const stream = new SharedStream({
       executor: this,
@@ -248,12 +254,13 @@ class SharedStream {
     if (this.subscribers.size === 0) this.end();
   }
 
+  /** Ends the stream; each subscriber still receives what is queued for it (and a recorded failure). */
   private end(): void {
     if (this.ended) return;
     this.ended = true;
     this.args.onEmpty();
     void this.upstream?.return?.();
-    for (const s of this.subscribers) void s.return();
+    for (const s of this.subscribers) s.end();
     this.subscribers.clear();
   }
 
