@@ -61,10 +61,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     throw new ConfigError([`SUBGRAPH_URLS: no subgraph named ${unknown.join(', ')} (known: ${modules.map((m) => m.name).join(', ')})`]);
   }
   const local = modules.filter((m) => !remoteUrls.has(m.name));
-  const runtime: SubgraphRuntime | null = local.length > 0 ? await startSubgraphRuntime({ config, clock, modules: local }) : null;
-  const byName: ReadonlyMap<string, SubgraphInstance> = runtime?.instances ?? new Map();
-  const gatewayKey = config.API_KEYS[0];
-
   const app = Fastify({
     logger: { level: config.LOG_LEVEL },
     bodyLimit: config.BODY_LIMIT_BYTES,
@@ -73,6 +69,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     frameworkErrors: (error, request, reply) => void sendProblem(reply, frameworkProblem(error, request)),
     clientErrorHandler: answerClientError,
   });
+  const runtime: SubgraphRuntime | null =
+    local.length > 0
+      ? await startSubgraphRuntime({ config, clock, modules: local, onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying') })
+      : null;
+  const byName: ReadonlyMap<string, SubgraphInstance> = runtime?.instances ?? new Map();
+  const gatewayKey = config.API_KEYS[0];
+
   // Bodies are JSON: without a text/plain parser, any other media type is 415 (as the README documents).
   app.removeContentTypeParser('text/plain');
   const auth = createAuthenticator(config.API_KEYS);

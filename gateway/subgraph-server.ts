@@ -39,9 +39,14 @@ export interface RunningSubgraphServer {
  */
 export async function startSubgraphServer(options: { config: Config; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
   const { config, module } = options;
-  const runtime = await startSubgraphRuntime({ config, clock: options.clock ?? systemClock, modules: [module] });
-  const instance = runtime.instances.get(module.name)!;
   const app = Fastify({ logger: { level: config.LOG_LEVEL }, bodyLimit: config.BODY_LIMIT_BYTES });
+  const runtime = await startSubgraphRuntime({
+    config,
+    clock: options.clock ?? systemClock,
+    modules: [module],
+    onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying'),
+  });
+  const instance = runtime.instances.get(module.name)!;
   const auth = createAuthenticator(config.API_KEYS);
   const onInternalError = (error: unknown) => app.log.error({ err: error, subgraph: module.name }, 'subgraph fault');
 

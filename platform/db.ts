@@ -132,8 +132,60 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
     // An idle client lost its connection; the pool replaces it on the next checkout.
   });
   await pool.query('SELECT 1');
-  let listener: pg.Client | undefined;
   const handlers = new Map<string, Set<(payload: string) => void>>();
+  let listener: Promise<pg.Client> | undefined;
+  let closed = false;
+  let reconnectTimer: NodeJS.Timeout | undefined;
+  let reconnecting = false;
+  let backoffMs = 100;
+  /**
+   * The LISTEN connection. When it drops (a database restart, a failover, a terminated backend) it is
+   * replaced, with backoff, LISTENing on every channel again; then every handler is called once, since
+   * notifications may have been missed meanwhile (listeners read what is new, so an extra call is harmless).
+   */
+  const connectListener = async (): Promise<pg.Client> => {
+    const client = new pg.Client(connection);
+    let live = false;
+    // An 'error' is followed by 'end', where the connection is replaced.
+    client.on('error', () => undefined);
+    client.on('end', () => {
+      if (live && !closed) reconnectListener();
+    });
+    client.on('notification', (msg) => {
+      for (const handler of handlers.get(msg.channel) ?? []) handler(msg.payload ?? '');
+    });
+    try {
+      await client.connect();
+      for (const channel of handlers.keys()) await client.query(`LISTEN ${channel}`);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+    live = true;
+    return client;
+  };
+  const reconnectListener = () => {
+    listener = undefined;
+    reconnecting = true;
+    clearTimeout(reconnectTimer);
+    reconnectTimer = setTimeout(() => {
+      if (closed) return;
+      const attempt = connectListener();
+      listener = attempt;
+      attempt.then(
+        () => {
+          backoffMs = 100;
+          reconnecting = false;
+          for (const set of handlers.values()) for (const handler of set) handler('');
+        },
+        () => {
+          backoffMs = Math.min(backoffMs * 2, 5000);
+          reconnectListener();
+        },
+      );
+    }, backoffMs);
+    reconnectTimer.unref();
+  };
   const retries = { deadlock: 0, serialization: 0 };
 
   const run = async <R>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) => {
@@ -171,18 +223,14 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
     },
     async listen(channel, onPayload) {
       if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`invalid channel name ${channel}`);
-      if (!listener) {
-        listener = new pg.Client(connection);
-        await listener.connect();
-        listener.on('notification', (msg) => {
-          for (const handler of handlers.get(msg.channel) ?? []) handler(msg.payload ?? '');
-        });
-      }
       let set = handlers.get(channel);
       if (!set) {
         set = new Set();
         handlers.set(channel, set);
-        await listener.query(`LISTEN ${channel}`);
+        // A listener being (re)connected LISTENs on every channel in `handlers` itself; LISTEN twice is a no-op.
+        if (!listener && !reconnecting) listener = connectListener();
+        const client = await listener;
+        await client?.query(`LISTEN ${channel}`);
       }
       set.add(onPayload);
       return async () => {
@@ -190,7 +238,10 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
       };
     },
     async close() {
-      await listener?.end().catch(() => undefined);
+      closed = true;
+      clearTimeout(reconnectTimer);
+      const client = await listener?.catch(() => null);
+      await client?.end().catch(() => undefined);
       await pool.end();
     },
   };

@@ -50,10 +50,20 @@ export class EventHub {
   private unlisten: (() => Promise<void>) | undefined;
   private closed = false;
 
+  private readonly pollMs: number;
+  private readonly onError: (error: unknown) => void;
+
   constructor(
     private readonly db: Database,
-    private readonly pollMs = 1000,
-  ) {}
+    options: {
+      pollMs?: number;
+      /** A failed read of the outbox (the database away for a moment); the next wake or poll retries. */
+      onError?: (error: unknown) => void;
+    } = {},
+  ) {
+    this.pollMs = options.pollMs ?? 1000;
+    this.onError = options.onError ?? (() => undefined);
+  }
 
   async start(): Promise<void> {
     const res = await this.db.query<{ max: string | null }>('SELECT max(id)::text AS max FROM outbox');
@@ -70,16 +80,24 @@ export class EventHub {
     await this.pumping;
   }
 
-  /** Reads what is new now (after a local commit, so local subscribers need not wait for NOTIFY). */
+  /**
+   * Reads what is new now (after a local commit, so local subscribers need not wait for NOTIFY). Never
+   * rejects: a failed read is reported to `onError` and retried by the next wake or poll, from the same
+   * position, so nothing is skipped.
+   */
   wake(): Promise<void> {
     if (this.closed) return Promise.resolve();
     if (this.pumping) {
       this.again = true;
       return this.pumping;
     }
-    this.pumping = this.pump().finally(() => {
-      this.pumping = null;
-    });
+    this.pumping = this.pump()
+      .catch((error: unknown) => {
+        this.onError(error);
+      })
+      .finally(() => {
+        this.pumping = null;
+      });
     return this.pumping;
   }
 
@@ -115,12 +133,14 @@ export class EventHub {
       options.maxQueued ?? 10_000,
       () => new StreamOverflowError(),
     );
-    // Live events that arrive while the replay is still being read wait here, in order.
-    let pending: StoredEvent<P>[] | null = after === null ? null : [];
+    // While the replay is being read, live events are not held: only the newest id seen is kept, and
+    // the replay goes on reading the table up to it. Memory stays bounded however long the catch-up.
+    let catchingUp = after !== null;
+    let newestSeen: bigint | null = null;
     const listener: Listener = (event) => {
       if (keys && (event.key === null || !keys.has(event.key))) return;
       if (after !== null && BigInt(event.id) <= after) return;
-      if (pending) pending.push(event as StoredEvent<P>);
+      if (catchingUp) newestSeen = BigInt(event.id);
       else channel.push(event as StoredEvent<P>);
     };
     // Registering and reading the position in one synchronous step: live delivery covers exactly
@@ -128,13 +148,21 @@ export class EventHub {
     topicListeners.add(listener);
     const registeredAt = this.position;
     if (after !== null) {
-      this.replay(topic, after, registeredAt, keys, channel).then(
-        () => {
-          for (const event of pending ?? []) channel.push(event);
-          pending = null;
-        },
-        (error: unknown) => channel.fail(error),
-      );
+      void (async () => {
+        let from = after;
+        let upTo = registeredAt;
+        for (;;) {
+          await this.replay(topic, from, upTo, keys, channel);
+          if (channel.closed) return;
+          // Synchronous with the last read: events after this point go live, none is missed or repeated.
+          if (newestSeen === null || newestSeen <= upTo) {
+            catchingUp = false;
+            return;
+          }
+          from = upTo;
+          upTo = newestSeen;
+        }
+      })().catch((error: unknown) => channel.fail(error));
     }
     return channel;
   }

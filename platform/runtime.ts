@@ -25,6 +25,8 @@ export async function startSubgraphRuntime(args: {
   config: Config;
   clock: Clock;
   modules: readonly SubgraphModule[];
+  /** A failed outbox read (retried by the next poll). */
+  onError?: (error: unknown) => void;
 }): Promise<SubgraphRuntime> {
   const { config, clock, modules } = args;
   const db = await openDatabase({
@@ -32,7 +34,7 @@ export async function startSubgraphRuntime(args: {
     dataDir: config.DATA_DIR === ':memory:' ? undefined : config.DATA_DIR,
     schema: config.DATABASE_SCHEMA,
   });
-  const events = new EventHub(db);
+  const events = new EventHub(db, args.onError ? { onError: args.onError } : {});
   const instances = new Map<string, SubgraphInstance>();
   const close = async () => {
     for (const instance of [...instances.values()].reverse()) await instance.close();

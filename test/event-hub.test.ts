@@ -1,9 +1,14 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../platform/db.js';
 import { EventHub, type StoredEvent } from '../platform/event-hub.js';
 import { appendEvents } from '../platform/outbox.js';
 import { migrate } from '../platform/migrate.js';
 import { fileURLToPath } from 'node:url';
+import { TEST_DATABASE_URL } from './support/server.js';
+
+const platformMigrations = [{ owner: 'platform', dir: fileURLToPath(new URL('../platform/migrations/', import.meta.url)) }];
 
 async function take<P>(stream: AsyncIterableIterator<StoredEvent<P>>, n: number): Promise<StoredEvent<P>[]> {
   const out: StoredEvent<P>[] = [];
@@ -20,7 +25,7 @@ describe('outbox event hub', () => {
   let hub: EventHub;
   beforeAll(async () => {
     db = await openDatabase({ url: undefined, dataDir: undefined });
-    await migrate(db, [{ owner: 'platform', dir: fileURLToPath(new URL('../platform/migrations/', import.meta.url)) }]);
+    await migrate(db, platformMigrations);
     hub = new EventHub(db);
     await hub.start();
   });
@@ -55,5 +60,89 @@ describe('outbox event hub', () => {
     expect(more.map((e) => e.payload.i)).toEqual([0, 1, 2, 3]);
     expect(BigInt(more[0]!.id)).toBeGreaterThan(BigInt(again[again.length - 1]!.id));
     await replay.return!();
+  });
+
+  it('a replay longer than the stream bound is read page by page at the consumer\'s pace, never overflowing', async () => {
+    const start = (await db.query<{ max: string }>('SELECT max(id)::text AS max FROM outbox')).rows[0]!.max;
+    // 12,000 events in one statement: more than the stream's 10,000-event bound.
+    await db.query(`INSERT INTO outbox (topic, key, payload) SELECT 'bulk', 'k', jsonb_build_object('i', g) FROM generate_series(1, 12000) AS g`);
+    await hub.wake();
+    const replay = hub.stream<{ i: number }>('bulk', { after: start, maxQueued: 1000 });
+    const got = await take(replay, 12_000);
+    expect(got.length).toBe(12_000);
+    expect(got[0]!.payload.i).toBe(1);
+    expect(got[11_999]!.payload.i).toBe(12_000);
+    await replay.return!();
+  });
+});
+
+describe('outbox event hub when the database fails', () => {
+  it('a failed outbox read is reported, never thrown, and the next wake reads from the same position', async () => {
+    const db = await openDatabase({ url: undefined, dataDir: undefined });
+    await migrate(db, platformMigrations);
+    let failNext = false;
+    const flaky = {
+      ...db,
+      query: ((sql: string, params?: unknown[]) => {
+        if (failNext && sql.includes('FROM outbox WHERE id >')) {
+          failNext = false;
+          return Promise.reject(new Error('connection lost'));
+        }
+        return db.query(sql, params);
+      }) as typeof db.query,
+    };
+    const errors: unknown[] = [];
+    const hub = new EventHub(flaky, { pollMs: 60_000, onError: (e) => errors.push(e) });
+    await hub.start();
+    const live = hub.stream<{ i: number }>('f');
+    await db.transaction((tx) => appendEvents(tx, [{ topic: 'f', key: null, payload: { i: 1 } }]));
+    failNext = true;
+    await expect(hub.wake()).resolves.toBeUndefined();
+    expect(errors.map(String)).toEqual(['Error: connection lost']);
+    await hub.wake();
+    const first = await take(live, 1);
+    expect(first.map((e) => e.payload.i)).toEqual([1]);
+    await live.return!();
+    await hub.close();
+    await db.close();
+  });
+
+  it.runIf(TEST_DATABASE_URL)('a terminated LISTEN connection is replaced and notifications flow again (postgres)', async () => {
+    const app = `hub_reconnect_${randomUUID().slice(0, 8)}`;
+    const schema = `hub_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+    const url = `${TEST_DATABASE_URL}${TEST_DATABASE_URL!.includes('?') ? '&' : '?'}application_name=${app}`;
+    const db = await openDatabase({ url, schema });
+    await migrate(db, platformMigrations);
+    // A poll too slow to matter: only NOTIFY (and the wake after reconnecting) can deliver in time.
+    const hub = new EventHub(db, { pollMs: 60_000 });
+    await hub.start();
+    const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await admin.connect();
+    try {
+      const killed = await admin.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`,
+        [app],
+      );
+      expect(killed.rowCount).toBe(1);
+      const live = hub.stream<{ i: number }>('r');
+      // Written by another connection, as another instance would: only a working LISTEN wakes this hub.
+      const writer = await openDatabase({ url: TEST_DATABASE_URL, schema });
+      const deadline = Date.now() + 10_000;
+      let got: StoredEvent<{ i: number }>[] = [];
+      for (let i = 1; got.length === 0 && Date.now() < deadline; i++) {
+        await writer.transaction((tx) => appendEvents(tx, [{ topic: 'r', key: null, payload: { i } }]));
+        got = await Promise.race([take(live, 1), new Promise<StoredEvent<{ i: number }>[]>((r) => setTimeout(() => r([]), 500))]);
+      }
+      expect(got.length).toBe(1);
+      const listeners = await admin.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [app]);
+      expect(listeners.rows[0].n).toBe(1);
+      await live.return!();
+      await writer.close();
+    } finally {
+      await hub.close();
+      await db.close();
+      await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+      await admin.end();
+    }
   });
 });
