@@ -191,6 +191,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       uptime_s: Math.round((Date.now() - startedAt) / 1000),
       database: runtime?.db.kind ?? null,
       subgraphs: Object.fromEntries(checks),
+      websocket: { connections: ws.connections(), slow_consumer_closes: ws.slowConsumerCloses() },
     };
   });
 

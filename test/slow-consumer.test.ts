@@ -59,6 +59,10 @@ describe('slow consumers', () => {
     await fastEvents.count(cycles * 15, 20_000);
     const elapsed = Date.now() - started;
 
+    // The server closed it while it was still not reading, not when it read again.
+    const health = await rest(url, 'GET', '/health');
+    expect(health.body['websocket']).toMatchObject({ slow_consumer_closes: 1 });
+
     slow.resume();
     expect(await closed).toBe(4413);
 

@@ -77,6 +77,8 @@ export class SubscriptionExecutor {
     operationName?: string | null | undefined;
     variables: Record<string, unknown>;
     context: GatewayContext;
+    /** Called the moment this subscriber's queue overflows (its connection should close at once). */
+    onSlow?: () => void;
   }): Promise<AsyncIterableIterator<ExecutionResult> | ExecutionResult> {
     const text = print(args.document);
     const operationName = args.operationName ?? undefined;
@@ -96,7 +98,7 @@ export class SubscriptionExecutor {
       const existing = this.shared.get(key);
       if (existing) {
         // A stream may still be opening: a joiner shares its refusal as well as its events.
-        const joined = existing.join();
+        const joined = existing.join(args.onSlow);
         const refused = await existing.open();
         if (refused) return { errors: refused.map(toGraphQLError) };
         return joined;
@@ -117,7 +119,7 @@ export class SubscriptionExecutor {
     });
     if (!resumes) this.shared.set(key, stream);
     // Join before opening, so no event can pass before the first subscriber listens.
-    const channel = stream.join();
+    const channel = stream.join(args.onSlow);
     const refused = await stream.open();
     if (refused) return { errors: refused.map(toGraphQLError) };
     return channel;
@@ -238,11 +240,15 @@ class SharedStream {
     return this.opening;
   }
 
-  join(): AsyncIterableIterator<ExecutionResult> {
+  join(onSlow?: () => void): AsyncIterableIterator<ExecutionResult> {
     const channel: Channel<ExecutionResult> = new Channel<ExecutionResult>(
       () => this.leave(channel),
       this.args.executor.maxQueued,
-      () => new SlowSubscriberError(),
+      () => {
+        // A consumer that stopped reading never pulls the error: tell its connection now.
+        onSlow?.();
+        return new SlowSubscriberError();
+      },
     );
     if (this.ended) void channel.return();
     else this.subscribers.add(channel);

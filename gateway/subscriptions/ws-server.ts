@@ -32,8 +32,14 @@ interface WsContext {
 }
 
 /** graphql-transport-ws on the HTTP server's /graphql, with the gateway's auth and executors. */
-export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<void>; connections(): number } {
+export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<void>; connections(): number; slowConsumerCloses(): number } {
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes });
+  let slowConsumerCloses = 0;
+  const closeAsSlow = (socket: WebSocket) => {
+    if (socket.readyState !== socket.OPEN) return;
+    slowConsumerCloses++;
+    socket.close(CloseCode.SlowConsumer, 'Slow consumer: events overflowed its buffer; resubscribe with your last cursor');
+  };
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     const path = (request.url ?? '').split('?')[0];
     if (path !== options.path) {
@@ -90,9 +96,10 @@ export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<v
           operationName: args.operationName,
           variables: (args.variableValues ?? {}) as Record<string, unknown>,
           context: ctx.gateway,
+          onSlow: () => closeAsSlow(ctx.socket),
         });
         if (!(Symbol.asyncIterator in result)) return result as ExecutionResult;
-        return guardSlowConsumer(result as AsyncIterableIterator<ExecutionResult>, ctx.socket, options.maxBufferedBytes);
+        return guardSlowConsumer(result as AsyncIterableIterator<ExecutionResult>, ctx.socket, options.maxBufferedBytes, () => closeAsSlow(ctx.socket));
       },
     },
     wss,
@@ -101,6 +108,7 @@ export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<v
 
   return {
     connections: () => wss.clients.size,
+    slowConsumerCloses: () => slowConsumerCloses,
     async close() {
       options.server.off('upgrade', onUpgrade);
       await disposer.dispose();
@@ -118,10 +126,8 @@ function guardSlowConsumer(
   source: AsyncIterableIterator<ExecutionResult>,
   socket: WebSocket,
   maxBufferedBytes: number,
+  slow: () => void,
 ): AsyncIterableIterator<ExecutionResult> {
-  const slow = () => {
-    socket.close(CloseCode.SlowConsumer, 'Slow consumer: send buffer full; resubscribe with your last cursor');
-  };
   return {
     async next() {
       if (socket.bufferedAmount > maxBufferedBytes) {
