@@ -183,6 +183,18 @@ describe.each(targets)('subscriptions over graphql-transport-ws ($name)', ({ bac
     cb.unsubscribe();
     await new Promise((r) => setTimeout(r, 200));
     expect(server.subscriptions.upstreamCount).toBe(0);
+
+    // A resume is never shared, even with its `after` inside a fragment: each replays from its cursor.
+    const fragment = 'subscription { ...F } fragment F on Subscription { fleetSummaryChanged(after: "0") { cursor } }';
+    const fa = new Collector<{ fleetSummaryChanged: { cursor: string } }>(a.client, fragment);
+    await fa.count(1);
+    const fb = new Collector<{ fleetSummaryChanged: { cursor: string } }>(b.client, fragment);
+    await fb.count(1);
+    expect(server.subscriptions.upstreamCount).toBe(0);
+    expect(fb.data[0]).toEqual(fa.data[0]);
+    expect(fa.data[0]!.fleetSummaryChanged.cursor).toBe(ca.data[0]!.fleetSummaryChanged.cursor);
+    fa.unsubscribe();
+    fb.unsubscribe();
   });
 
   it('bad subscription input gets a clear error, not a closed socket', async () => {

@@ -5,7 +5,9 @@ import { QueryPlanner, type FetchNode, type PlanNode, type QueryPlan } from '@ap
 import type { GatewayGraphQLRequestContext } from '@apollo/server-gateway-interface';
 import {
   GraphQLError,
+  Kind,
   print,
+  visit,
   type DocumentNode,
   type ExecutionResult,
   type GraphQLFormattedError,
@@ -290,22 +292,28 @@ class SharedStream {
   }
 }
 
-/** A resuming subscription names its cursor in an `after` argument of its root field. */
+/**
+ * A resuming subscription names its cursor in an `after` argument. Every field of the document is looked
+ * at, fragments included: when in doubt the subscription gets a stream of its own (never sharing a live
+ * stream would cost a resumer its replay).
+ */
 function hasAfterArgument(document: DocumentNode, variables: Record<string, unknown>): boolean {
-  for (const definition of document.definitions) {
-    if (definition.kind !== 'OperationDefinition') continue;
-    for (const selection of definition.selectionSet.selections) {
-      if (selection.kind !== 'Field') continue;
-      for (const arg of selection.arguments ?? []) {
-        if (arg.name.value !== 'after') continue;
-        if (arg.value.kind === 'Variable') {
-          const value = variables[arg.value.name.value];
-          if (value !== null && value !== undefined) return true;
-        } else if (arg.value.kind !== 'NullValue') return true;
-      }
-    }
-  }
-  return false;
+  let found = false;
+  const defaults = new Set<string>();
+  visit(document, {
+    VariableDefinition(node) {
+      if (node.defaultValue && node.defaultValue.kind !== Kind.NULL) defaults.add(node.variable.name.value);
+    },
+    Argument(node) {
+      if (node.name.value !== 'after') return;
+      if (node.value.kind === Kind.VARIABLE) {
+        const name = node.value.name.value;
+        const value = variables[name];
+        if ((value !== null && value !== undefined) || (!(name in variables) && defaults.has(name))) found = true;
+      } else if (node.value.kind !== Kind.NULL) found = true;
+    },
+  });
+  return found;
 }
 
 function stableJson(value: unknown): string {
