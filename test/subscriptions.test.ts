@@ -329,6 +329,20 @@ describe('WebSocket auth and connection limits', () => {
     }
   });
 
+  it('shutdown does not wait on a client that never answers the close', async () => {
+    const server = await startTestServer();
+    const raw = new WebSocket(`${server.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
+    await new Promise((resolve) => raw.once('open', resolve));
+    raw.send(JSON.stringify({ type: 'connection_init' }));
+    await new Promise((resolve) => raw.once('message', resolve));
+    // It stops reading: it will never see the server's close frame, so it never answers it.
+    raw.pause();
+    const started = Date.now();
+    await server.close();
+    expect(Date.now() - started).toBeLessThan(5000);
+    raw.terminate();
+  });
+
   it('closes a connection that never sends connection_init', async () => {
     const { url } = await startTestServer({ env: { WS_CONNECTION_INIT_TIMEOUT_MS: '300' } });
     const socket = new WebSocket(`${url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');

@@ -26,6 +26,9 @@ export interface WsOptions {
   maxPayloadBytes: number;
 }
 
+/** How long clients get to answer the close at shutdown before their sockets are cut. */
+const SHUTDOWN_GRACE_MS = 1000;
+
 interface WsContext {
   gateway: GatewayContext;
   socket: WebSocket;
@@ -111,7 +114,13 @@ export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<v
     slowConsumerCloses: () => slowConsumerCloses,
     async close() {
       options.server.off('upgrade', onUpgrade);
-      await disposer.dispose();
+      // graphql-ws sends 1001 to every client and waits for each to close; a peer that never answers
+      // would hold the shutdown for ws's 30 s closing timeout. After a short grace it is cut off.
+      const disposed = disposer.dispose();
+      const grace = new Promise((resolve) => setTimeout(resolve, SHUTDOWN_GRACE_MS).unref());
+      await Promise.race([disposed, grace]);
+      for (const client of wss.clients) client.terminate();
+      await disposed;
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
   };
