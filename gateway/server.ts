@@ -165,12 +165,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   for (const module of modules) registerRestRoutes(app, module.restPrefix, module.routes, execute);
 
   const inProcess = inProcessUpstream(byName, (error) => app.log.error({ err: error }, 'subgraph fault'));
-  const remote = remoteUpstream(remoteUrls, { apiKey: gatewayKey, keepAliveMs: config.WS_KEEPALIVE_MS });
+  const remote = remoteUpstream(remoteUrls, { apiKey: gatewayKey, keepAliveMs: config.WS_KEEPALIVE_MS, maxQueued: config.WS_MAX_QUEUED_EVENTS });
   const subscriptions = new SubscriptionExecutor({
     supergraphSdl,
     services: () => Object.fromEntries([...dataSources.entries()]),
-    openUpstream: (service, request, context) =>
-      remoteUrls.has(service) ? remote.open(service, request, context) : inProcess(service, request, context),
+    openUpstream: (service, request, context, options) =>
+      remoteUrls.has(service) ? remote.open(service, request, context, options) : inProcess(service, request, context, options),
     maxQueuedPerSubscriber: config.WS_MAX_QUEUED_EVENTS,
     logger: app.log,
   });

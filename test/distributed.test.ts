@@ -15,6 +15,33 @@ const rental = subgraphs.find((m) => m.name === 'rental')!;
 
 const quoteBody = (machine: string) => ({ machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(3), duration_hours: 4 });
 
+describe('distributed mode: a long resume', () => {
+  it('replays thousands of events through the gateway at the reader\'s pace, with small queues, exactly', async () => {
+    const server = await startTestServer({ mode: 'distributed', env: { WS_MAX_QUEUED_EVENTS: '50' } });
+    const db = server.subgraphServers.get('rental')!.runtime.db;
+    const before = (await gql(server.url, '{ eventCursor }')).data!['eventCursor'] as string;
+    expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-004'))).status).toBe(200);
+    // 3,000 more fleet events, copies of the real one, as if the fleet had been busy while the client was away.
+    await db.query(
+      `INSERT INTO outbox (topic, key, payload)
+       SELECT topic, key, payload FROM outbox, generate_series(1, 3000) WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'rental.fleet_summary')`,
+    );
+    await server.events.wake();
+    const c = wsClient(server.url);
+    const replay = new Collector<{ fleetSummaryChanged: { cursor: string; reserved: number } }>(
+      c.client,
+      'subscription ($after: ID) { fleetSummaryChanged(after: $after) { cursor reserved } }',
+      { after: before },
+    );
+    await replay.count(3001, 60_000);
+    const cursors = replay.data.map((d) => BigInt(d.fleetSummaryChanged.cursor));
+    expect(new Set(cursors).size).toBe(3001);
+    for (let i = 1; i < cursors.length; i++) expect(cursors[i]! > cursors[i - 1]!).toBe(true);
+    expect(replay.error).toBeUndefined();
+    await c.dispose();
+  });
+});
+
 describe('distributed mode: a subgraph that is down', () => {
   it('gives UPSTREAM_UNAVAILABLE on GraphQL, 502 on REST, degraded health; it recovers when the subgraph is back', async () => {
     const server = await startTestServer({ mode: 'distributed' });
@@ -39,6 +66,7 @@ describe('distributed mode: a subgraph that is down', () => {
     expect(post.status).toBe(502);
     // The open subscription ends with the same error, so the client knows to resume.
     await live.until((l) => l.results.some((x) => x.errors?.[0]?.extensions?.['code'] === 'UPSTREAM_UNAVAILABLE') || l.completed);
+    expect(live.results.at(-1)?.errors?.[0]?.extensions?.['code']).toBe('UPSTREAM_UNAVAILABLE');
     const health = await rest(server.url, 'GET', '/health');
     expect(health.status).toBe(200);
     expect(health.body).toMatchObject({ status: 'degraded', ready: false, subgraphs: { rental: { ready: false } } });

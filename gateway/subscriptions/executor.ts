@@ -26,6 +26,8 @@ export type UpstreamOpener = (
   service: string,
   request: { query: string; variables: Record<string, unknown>; operationName?: string | undefined },
   context: GatewayContext,
+  /** `exclusive`: a resuming stream with one subscriber, to be read at that subscriber's pace. */
+  options: { exclusive: boolean },
 ) => Promise<UpstreamResult>;
 
 export class SlowSubscriberError extends Error {
@@ -179,10 +181,10 @@ export class SubscriptionExecutor {
     };
   }
 
-  openUpstream(primary: FetchNode, variables: Record<string, unknown>, context: GatewayContext) {
+  openUpstream(primary: FetchNode, variables: Record<string, unknown>, context: GatewayContext, exclusive: boolean) {
     const used: Record<string, unknown> = {};
     for (const name of primary.variableUsages ?? []) if (name in variables) used[name] = variables[name];
-    return this.options.openUpstream(primary.serviceName, { query: primary.operation, variables: used, operationName: primary.operationName }, context);
+    return this.options.openUpstream(primary.serviceName, { query: primary.operation, variables: used, operationName: primary.operationName }, context, { exclusive });
   }
 
   get maxQueued(): number {
@@ -230,7 +232,7 @@ class SharedStream {
   /** Opens the upstream once; resolves to errors if the subgraph refused the subscription. */
   open(): Promise<readonly GraphQLFormattedError[] | null> {
     this.opening ??= (async () => {
-      const result = await this.args.executor.openUpstream(this.args.primary, this.args.variables, this.args.context);
+      const result = await this.args.executor.openUpstream(this.args.primary, this.args.variables, this.args.context, this.args.exclusive);
       if ('errors' in result && !(Symbol.asyncIterator in result)) {
         this.end();
         return result.errors;

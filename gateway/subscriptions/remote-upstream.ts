@@ -1,60 +1,154 @@
-import { createClient, type Client } from 'graphql-ws';
+import { createClient, type Client, type Sink } from 'graphql-ws';
 import type { ExecutionResult } from 'graphql';
 import WebSocket from 'ws';
+import { Channel } from '../../platform/channel.js';
+import { StreamOverflowError } from '../../platform/event-hub.js';
 import { upstreamUnavailable } from '../subgraph-errors.js';
 import type { UpstreamOpener, UpstreamResult } from './executor.js';
 
+export interface RemoteUpstreamOptions {
+  apiKey: string | undefined;
+  /** Ping interval; a subgraph that does not answer a ping within as long counts as lost. */
+  keepAliveMs: number;
+  /** Results that may wait in the gateway for one upstream subscription. @default 1000 */
+  maxQueued?: number;
+}
+
+/** A resuming stream's socket stops being read above this many waiting results, and is read again below the low mark. */
+const HIGH_WATER = 200;
+const LOW_WATER = 50;
+
+interface Connection {
+  client: Client;
+  socket: WebSocket | undefined;
+  /** Not being read (a resuming stream's queue is full): pings go unanswered on purpose. */
+  paused: boolean;
+  /** Streams on this connection: each is ended (UPSTREAM_UNAVAILABLE) when the connection closes. */
+  streams: Set<() => void>;
+  pongTimer: NodeJS.Timeout | undefined;
+}
+
 /**
- * Opens subscription operations on subgraphs served by their own processes: one graphql-ws connection
- * per subgraph, opened when the first subscription needs it and closed when the last one ends. A lost
- * connection ends each of its streams with one UPSTREAM_UNAVAILABLE result; clients resume from their
- * last cursor.
+ * Opens subscription operations on subgraphs served by their own processes.
+ *
+ * Live streams of a subgraph share one graphql-ws connection, opened when the first needs it and closed
+ * after the last. Their results wait in a bounded queue: when the gateway cannot keep up, the stream fails
+ * as a slow consumer (4413 to its subscribers, who resume). A resuming stream gets a connection of its
+ * own, so its replay can be paced: when its queue fills, that socket is no longer read and TCP pushes
+ * back on the subgraph, which then reads the outbox no faster than the client takes events.
+ *
+ * Any close of a connection (a normal 1000 included: graphql-ws would otherwise resubscribe silently, a
+ * gap for a live stream and a repeat for a resuming one) or a ping left unanswered for a keep-alive
+ * interval ends each of its streams with one UPSTREAM_UNAVAILABLE result; clients resume from their last
+ * cursor.
  */
-export function remoteUpstream(
-  urls: ReadonlyMap<string, string>,
-  options: { apiKey: string | undefined; keepAliveMs: number },
-): { open: UpstreamOpener; close(): Promise<void> } {
-  const clients = new Map<string, Client>();
-  const clientFor = (service: string, url: string) => {
-    let client = clients.get(service);
-    if (!client) {
-      client = createClient({
+export function remoteUpstream(urls: ReadonlyMap<string, string>, options: RemoteUpstreamOptions): { open: UpstreamOpener; close(): Promise<void> } {
+  const maxQueued = options.maxQueued ?? 1000;
+  const shared = new Map<string, Connection>();
+  const all = new Set<Connection>();
+
+  const connect = (url: string, lazyCloseTimeout: number): Connection => {
+    const connection: Connection = {
+      pongTimer: undefined,
+      socket: undefined,
+      paused: false,
+      streams: new Set(),
+      client: createClient({
         url: url.replace(/^http/, 'ws'),
         webSocketImpl: WebSocket,
         lazy: true,
-        lazyCloseTimeout: 1000,
+        lazyCloseTimeout,
         keepAlive: options.keepAliveMs,
         retryAttempts: 0,
         ...(options.apiKey ? { connectionParams: { 'x-api-key': options.apiKey } } : {}),
-      });
-      clients.set(service, client);
-    }
-    return client;
+        on: {
+          connected: (socket) => {
+            connection.socket = socket as WebSocket;
+          },
+          ping: (received) => {
+            if (received || connection.paused) return;
+            clearTimeout(connection.pongTimer);
+            connection.pongTimer = setTimeout(() => {
+              const socket = connection.socket;
+              if (socket?.readyState === WebSocket.OPEN) socket.terminate();
+            }, options.keepAliveMs);
+            connection.pongTimer.unref();
+          },
+          pong: (received) => {
+            if (received) clearTimeout(connection.pongTimer);
+          },
+          closed: () => {
+            clearTimeout(connection.pongTimer);
+            connection.socket = undefined;
+            for (const end of [...connection.streams]) end();
+          },
+        },
+      }),
+    };
+    all.add(connection);
+    return connection;
   };
 
-  const open: UpstreamOpener = async (service, request): Promise<UpstreamResult> => {
+  const open: UpstreamOpener = async (service, request, _context, { exclusive }): Promise<UpstreamResult> => {
     const url = urls.get(service);
     if (!url) return { errors: [upstreamUnavailable(service)] };
-    const source = clientFor(service, url).iterate({
-      query: request.query,
-      variables: request.variables,
-      ...(request.operationName ? { operationName: request.operationName } : {}),
-    });
-    let failed = false;
-    const stream: AsyncIterableIterator<ExecutionResult> = {
-      async next() {
-        if (failed) return { value: undefined, done: true };
-        try {
-          return (await source.next()) as IteratorResult<ExecutionResult>;
-        } catch {
-          failed = true;
-          return { value: { errors: [upstreamUnavailable(service)] } as unknown as ExecutionResult, done: false };
+    let connection: Connection;
+    if (exclusive) {
+      connection = connect(url, 0);
+    } else {
+      connection = shared.get(service) ?? connect(url, 1000);
+      shared.set(service, connection);
+    }
+
+    let unsubscribe: () => void = () => undefined;
+    const stopStream = () => {
+      connection.streams.delete(lost);
+      unsubscribe();
+      if (exclusive) {
+        all.delete(connection);
+        void connection.client.dispose();
+      }
+    };
+    const channel = new Channel<ExecutionResult>(stopStream, exclusive ? Number.POSITIVE_INFINITY : maxQueued, () => new StreamOverflowError());
+    const lost = () => {
+      // A paused connection was closed because this client stopped taking events: that is a slow
+      // consumer (4413, resume), not a subgraph failure.
+      if (connection.paused) channel.fail(new StreamOverflowError());
+      else channel.push({ errors: [upstreamUnavailable(service)] } as unknown as ExecutionResult);
+      channel.end();
+      connection.streams.delete(lost);
+      unsubscribe();
+    };
+    connection.streams.add(lost);
+    const sink: Sink<ExecutionResult> = {
+      next: (value) => {
+        channel.push(value);
+        if (exclusive && !connection.paused && channel.size >= HIGH_WATER) {
+          connection.paused = true;
+          clearTimeout(connection.pongTimer);
+          connection.socket?.pause();
         }
       },
-      async return() {
-        await source.return?.();
-        return { value: undefined, done: true };
+      error: () => lost(),
+      complete: () => {
+        connection.streams.delete(lost);
+        channel.end();
       },
+    };
+    unsubscribe = connection.client.subscribe(
+      { query: request.query, variables: request.variables, ...(request.operationName ? { operationName: request.operationName } : {}) },
+      sink,
+    );
+    const stream: AsyncIterableIterator<ExecutionResult> = {
+      async next() {
+        const item = await channel.next();
+        if (connection.paused && channel.size < LOW_WATER) {
+          connection.paused = false;
+          connection.socket?.resume();
+        }
+        return item;
+      },
+      return: () => channel.return(),
       [Symbol.asyncIterator]() {
         return this;
       },
@@ -65,8 +159,9 @@ export function remoteUpstream(
   return {
     open,
     async close() {
-      await Promise.all([...clients.values()].map((c) => c.dispose()));
-      clients.clear();
+      await Promise.all([...all].map((c) => c.client.dispose()));
+      all.clear();
+      shared.clear();
     },
   };
 }
