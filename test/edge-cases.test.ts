@@ -70,6 +70,21 @@ describe.each(backends)('edge cases at the input edge and in storage (%s)', (bac
     });
   });
 
+  it('every line item recomputes to the cent from the figures the quote shows (13 of 15 machines out)', async () => {
+    const own = await startTestServer({ backend });
+    const twelve = Array.from({ length: 12 }, (_, i) => `EQ-${String(i + 1).padStart(3, '0')}`);
+    const body = (ids: string[]) => ({ machine_ids: ids, location_id: 'LOC-006', start_time: hoursFromNow(30 * 24), duration_hours: 2160 });
+    expect((await rest(own.url, 'POST', '/rental/pricing/quote', body(twelve))).status).toBe(200);
+    const q = await rest(own.url, 'POST', '/rental/pricing/quote', body(['EQ-013']));
+    expect(q.status).toBe(200);
+    const u = q.body['utilization'] as number;
+    expect(u).toBe(0.8667);
+    const round4 = (x: number) => Math.round(x * 10_000) / 10_000;
+    const item = q.body['line_items'][0];
+    expect(item['surge_multiplier']).toBe(round4(1 + 1.5 * ((u - 0.6) / 0.4) ** 2));
+    expect(item['amount']).toBe(Math.round(item['hourly_rate'] * item['hours'] * item['surge_multiplier'] * item['lead_time_factor'] * 100) / 100);
+  });
+
   describe('input rules', () => {
     it('a rental shorter than 0.25 hours is refused, over REST and GraphQL', async () => {
       const tiny = await quote(['EQ-001'], { duration_hours: 0.0001 });

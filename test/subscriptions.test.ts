@@ -205,6 +205,12 @@ describe.each(targets)('subscriptions over graphql-transport-ws ($name)', ({ bac
     const missing = new Collector(client, 'subscription { trackingUpdated(bookingId: "00000000-0000-4000-8000-000000000000") { cursor } }');
     await missing.until((c) => c.results.length > 0 || c.error !== undefined || c.completed);
     expect(JSON.stringify(missing.results[0]?.errors ?? missing.error)).toContain('NOT_FOUND');
+    // Two identical subscriptions opened together share the subgraph's refusal, not just the first.
+    const twins = [0, 1].map(() => new Collector(client, 'subscription { trackingUpdated(bookingId: "BK-00000000FFFF") { cursor } }'));
+    for (const twin of twins) {
+      await twin.until((c) => c.results.length > 0 || c.error !== undefined || c.completed);
+      expect(JSON.stringify(twin.results[0]?.errors ?? twin.error)).toContain('NOT_FOUND');
+    }
     const unknownMachine = new Collector(client, 'subscription { machineStatusChanged(machineIds: ["EQ-001", "EQ-999"]) { cursor } }');
     await unknownMachine.until((c) => c.results.length > 0 || c.error !== undefined || c.completed);
     expect(JSON.stringify(unknownMachine.results[0]?.errors ?? unknownMachine.error)).toMatch(/NOT_FOUND.*EQ-999|EQ-999.*NOT_FOUND/);
