@@ -45,9 +45,12 @@ export function formatGraphQLError(formatted: GraphQLFormattedError, error: unkn
 }
 
 function catalogued(code: unknown, error: unknown): ErrorCode | null {
-  // Apollo answers a mutation over GET with BAD_REQUEST and status 405; the catalogue has a code for that.
-  if (code === 'BAD_REQUEST' && error instanceof GraphQLError && (error.extensions['http'] as { status?: number } | undefined)?.status === 405) {
-    return 'METHOD_NOT_ALLOWED';
+  // Apollo answers a mutation over GET (405) and an Accept header it cannot satisfy (406) with
+  // BAD_REQUEST and that status; the catalogue has a code for each.
+  if (code === 'BAD_REQUEST' && error instanceof GraphQLError) {
+    const status = (error.extensions['http'] as { status?: number } | undefined)?.status;
+    if (status === 405) return 'METHOD_NOT_ALLOWED';
+    if (status === 406) return 'NOT_ACCEPTABLE';
   }
   if (isErrorCode(code)) return code;
   return typeof code === 'string' ? (CLIENT_ERROR_CODES[code] ?? null) : null;

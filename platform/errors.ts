@@ -15,6 +15,7 @@ export const errorCatalogue = {
   FORBIDDEN: { status: 403, title: 'Forbidden' },
   NOT_FOUND: { status: 404, title: 'Not found' },
   METHOD_NOT_ALLOWED: { status: 405, title: 'Method not allowed' },
+  NOT_ACCEPTABLE: { status: 406, title: 'Not acceptable' },
   REQUEST_TIMEOUT: { status: 408, title: 'Request timeout' },
   CONFLICT: { status: 409, title: 'Conflict' },
   GONE: { status: 410, title: 'Gone' },

@@ -267,6 +267,12 @@ describe('GraphQL request errors are client errors (400), never faults', () => {
     expect(((await res.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('METHOD_NOT_ALLOWED');
   });
 
+  it('an Accept header that allows no GraphQL response type is 406 with its catalogue code', async () => {
+    const res = await post({ query: '{ fleetSummary { total } }' }, 'text/html');
+    expect(res.status).toBe(406);
+    expect(res.body.errors?.[0]?.extensions?.['code']).toBe('NOT_ACCEPTABLE');
+  });
+
   it('an operation that resolves is served as before', async () => {
     const res = await post({ query: 'query A { fleetSummary { total } } query B { machines { id } }', operationName: 'A' });
     expect(res).toEqual({ status: 200, body: { data: { fleetSummary: { total: 15 } } } });
