@@ -69,6 +69,10 @@ function readInput(route: RestRoute, request: FastifyRequest): Parsed {
     }
     return undefined;
   };
+  const sent = request.body;
+  if (!route.body && sent !== undefined && sent !== null && !(typeof sent === 'object' && !Array.isArray(sent) && Object.keys(sent).length === 0)) {
+    fields.push({ field: 'body', message: 'this path takes no body (send none, or {})' });
+  }
   const body = check(route.body, request.body, 'body');
   const query = check(route.query, request.query, 'query');
   const params = check(route.params, request.params, 'params');

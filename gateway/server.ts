@@ -78,6 +78,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   // Bodies are JSON: without a text/plain parser, any other media type is 415 (as the README documents).
   app.removeContentTypeParser('text/plain');
+  // An empty body sent with Content-Type: application/json (common for POSTs that carry nothing, such as
+  // completing a booking) is no body, not a parse error; everything else is fastify's own JSON parsing,
+  // prototype-poisoning keys refused.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text === '') {
+      done(null, undefined);
+      return;
+    }
+    parseJson(request, text, done);
+  });
   const auth = createAuthenticator(config.API_KEYS);
 
   // @apollo/gateway otherwise exports usage metrics to Apollo and probes cloud metadata endpoints at

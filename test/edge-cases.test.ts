@@ -444,6 +444,24 @@ describe('REST framing errors are problem details with the documented status', (
     expect((await rest(url, 'GET', '/rental/fleet/summary')).body['reserved']).toBe(0);
   });
 
+  it('a path that takes no body accepts none (even with a JSON Content-Type) or {}, and refuses anything else', async () => {
+    const q = await rest(url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-015'], location_id: 'LOC-001', start_time: hoursFromNow(4), duration_hours: 2 });
+    const b = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Bodiless BV' });
+    const path = `/rental/booking/${b.body['booking_id']}/complete`;
+    for (const sent of ['[1]', '"x"', '{"force":true}']) {
+      const refused = await rest(url, 'POST', path, sent, { 'content-type': 'application/json' });
+      expect(refused.status, sent).toBe(400);
+      expect(refused.body['errors'], sent).toEqual([{ field: 'body', message: 'this path takes no body (send none, or {})' }]);
+    }
+    const empty = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+    expect(empty.status).toBe(200);
+    expect(((await empty.json()) as { status: string }).status).toBe('completed');
+    // A body-taking path with an empty body says what it needs.
+    const noQuote = await fetch(`${url}/rental/pricing/quote`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+    expect(noQuote.status).toBe(400);
+    expect(((await noQuote.json()) as { errors: unknown[] }).errors).toEqual([{ field: 'body', message: 'must be a JSON object (Content-Type: application/json)' }]);
+  });
+
   it('router errors: a bad percent-encoding is 400, an over-long path segment 414, oversized headers 431', async () => {
     const badUrl = await rest(url, 'GET', '/rental/booking/%ZZ/track');
     expect(badUrl.status).toBe(400);
