@@ -313,6 +313,7 @@ describe('WebSocket auth and connection limits', () => {
       { authorization: 'Bearer nope' },
       { 'x-api-key': 'key-one-123', authorization: 'Bearer nope' },
       { 'x-api-key': 42, authorization: 'Bearer key-one-123' },
+      { 'x-api-key': 'key-one-123', authorization: { token: 'key-one-123' } },
     ]) {
       const c = wsClient(url, params);
       const closed = await c.closed;

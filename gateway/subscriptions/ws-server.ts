@@ -178,7 +178,8 @@ export function credentialHeadersOf(params: Record<string, unknown> | undefined)
     const name = key.toLowerCase();
     if (name !== 'x-api-key' && name !== 'authorization') continue;
     // A credential that is not a string is a wrong one, not an absent one.
-    headers[name] = typeof value === 'string' ? value : '';
+    if (typeof value === 'string') headers[name] = value;
+    else headers[name] = name === 'authorization' ? 'Bearer' : '';
   }
   return headers;
 }
