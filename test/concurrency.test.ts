@@ -110,3 +110,46 @@ describe.each(backends)('concurrent state changes (%s)', (backend) => {
     expect(bookingEvents).toEqual(['confirmed', 'completed']);
   });
 });
+
+describe.each(backends)('fleet figures under concurrency (%s)', (backend) => {
+  const body = (id: string) => ({ machine_ids: [id], location_id: 'LOC-002', start_time: hoursFromNow(6), duration_hours: 12 });
+  const machines = Array.from({ length: 15 }, (_, i) => `EQ-${String(i + 1).padStart(3, '0')}`);
+
+  it('15 concurrent one-machine quotes are priced one after another: utilization 1/15 .. 15/15, each once', async () => {
+    const server = await startTestServer({ backend });
+    const results = await Promise.all(machines.map((id) => rest(server.url, 'POST', '/rental/pricing/quote', body(id))));
+    expect(results.map((r) => r.status)).toEqual(Array(15).fill(200));
+    const utilizations = results.map((r) => r.body['utilization'] as number).sort((a, b) => a - b);
+    expect(utilizations).toEqual(machines.map((_, k) => Math.round(((k + 1) / 15) * 10_000) / 10_000));
+
+    // Fleet events in cursor order count up with the commits, and the last one is the fleet as it is.
+    const events = await server.db.query<{ payload: { reserved: number } }>(
+      `SELECT payload FROM outbox WHERE topic = 'rental.fleet_summary' ORDER BY outbox.id`,
+    );
+    expect(events.rows.map((e) => e.payload.reserved)).toEqual(machines.map((_, k) => k + 1));
+    const summary = await rest(server.url, 'GET', '/rental/fleet/summary');
+    expect(summary.body).toMatchObject({ reserved: 15, available: 0 });
+  });
+
+  it('the ledger walks newest first by number, each booking once, past ten bookings', async () => {
+    const server = await startTestServer({ backend });
+    const ids: string[] = [];
+    for (const id of machines.slice(0, 12)) {
+      const q = await rest(server.url, 'POST', '/rental/pricing/quote', body(id));
+      const b = await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: `Walker ${id}` });
+      ids.push(b.body['booking_id'] as string);
+    }
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { body: { bookings: { booking_id: string }[]; next_cursor: string | null } } = await rest(
+        server.url,
+        'GET',
+        `/rental/bookings?limit=3${cursor ? `&cursor=${cursor}` : ''}`,
+      );
+      seen.push(...page.body.bookings.map((b) => b.booking_id));
+      cursor = page.body.next_cursor;
+    } while (cursor);
+    expect(seen).toEqual([...ids].reverse());
+  });
+});

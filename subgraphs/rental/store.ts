@@ -196,7 +196,7 @@ export class RentalStore {
   async bookingsPage(first: number, beforeSeq: string | null): Promise<{ rows: BookingRecord[]; hasNext: boolean; total: number }> {
     const res = await this.db.query<BookingRecord>(
       `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE ($1::bigint IS NULL OR seq < $1::bigint)
-       ORDER BY seq DESC LIMIT $2`,
+       ORDER BY rental_bookings.seq DESC LIMIT $2`,
       [beforeSeq, first + 1],
     );
     const total = await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM rental_bookings');
@@ -284,6 +284,9 @@ export class RentalStore {
          FROM rental_machines m JOIN rental_depots d ON d.id = m.depot_id WHERE m.id = ANY($1)`,
         [input.machineIds],
       );
+      // Priced in commit order: under the lock, every quote committed before this one is counted, so
+      // concurrent quotes see utilization climb one after another instead of all seeing the same fleet.
+      await lockCommitOrder(tx);
       const countsAfter = await fleetCounts(tx);
       const price = priceQuote({
         machines: priced.rows.map((m) => ({
@@ -526,7 +529,12 @@ function fleetEventFrom(counts: FleetCounts, at: Date): OutboxEvent {
   return { topic: TOPICS.fleetSummary, payload: { ...summaryOf(counts), at: at.toISOString() } };
 }
 
+/**
+ * The fleet after this transaction, counted under the commit-order lock: every writer that took the lock
+ * earlier has committed, so the counts include them, and fleet events read in cursor order never go back.
+ */
 async function fleetEvent(tx: Queryable, at: Date): Promise<OutboxEvent> {
+  await lockCommitOrder(tx);
   return fleetEventFrom(await fleetCounts(tx), at);
 }
 
