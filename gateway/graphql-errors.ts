@@ -73,12 +73,7 @@ export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerP
             });
           }
           if (operation) return;
-          throw new GraphQLError(
-            request.operationName
-              ? `Unknown operation named "${request.operationName}"`
-              : 'Must provide operationName when the document contains several operations',
-            { extensions: { code: 'BAD_REQUEST' } },
-          );
+          throw operationNotFound(request.operationName);
         },
         async willSendResponse({ response }) {
           if (response.body.kind !== 'single') return;
@@ -90,4 +85,12 @@ export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerP
       };
     },
   };
+}
+
+/** The error for a document whose operationName selects no operation (over HTTP and WebSocket alike). */
+export function operationNotFound(operationName: string | null | undefined): GraphQLError {
+  return new GraphQLError(
+    operationName ? `Unknown operation named "${operationName}"` : 'Must provide operationName when the document contains several operations',
+    { extensions: { code: 'BAD_REQUEST' } },
+  );
 }

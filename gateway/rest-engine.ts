@@ -69,10 +69,7 @@ function readInput(route: RestRoute, request: FastifyRequest): Parsed {
     }
     return undefined;
   };
-  const sent = request.body;
-  if (!route.body && sent !== undefined && sent !== null && !(typeof sent === 'object' && !Array.isArray(sent) && Object.keys(sent).length === 0)) {
-    fields.push({ field: 'body', message: 'this path takes no body (send none, or {})' });
-  }
+  if (!route.body && !isNoBody(request.body)) fields.push({ field: 'body', message: 'this path takes no body (send none, or {})' });
   const body = check(route.body, request.body, 'body');
   const query = check(route.query, request.query, 'query');
   const params = check(route.params, request.params, 'params');
@@ -80,6 +77,12 @@ function readInput(route: RestRoute, request: FastifyRequest): Parsed {
     return { problem: problem('BAD_USER_INPUT', fields.map((f) => `${f.field}: ${f.message}`).join('; '), { errors: fields }) };
   }
   return { value: { body, query, params } };
+}
+
+/** What a path without a body accepts: nothing, JSON null, or an empty object. */
+function isNoBody(body: unknown): boolean {
+  if (body === undefined || body === null) return true;
+  return typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0;
 }
 
 function problemFromGraphQL(

@@ -1,18 +1,19 @@
 import { ApolloGateway, type GraphQLDataSource } from '@apollo/gateway';
 import { ApolloServer, type GraphQLRequest } from '@apollo/server';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
-import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { GraphQLError } from 'graphql';
 import { systemClock, type Clock } from '../platform/clock.js';
 import { ConfigError, type Config } from '../platform/config.js';
+import type { ErrorCode } from '../platform/errors.js';
 import type { Database } from '../platform/db.js';
 import type { EventHub } from '../platform/event-hub.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.js';
+import { checkCustomScalars } from '../platform/scalars.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { createAuthenticator } from './auth.js';
-import { checkCustomScalars } from '../platform/scalars.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
@@ -145,22 +146,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   app.addHook('onRequest', async (request, reply) => {
     if (!auth.enabled || pathOf(request.url) === '/health') return;
     if (auth.verify(request.headers as Record<string, string | undefined>)) return;
-    const body = problem('UNAUTHENTICATED', 'Missing or invalid API key: send x-api-key or Authorization: Bearer', {
-      instance: request.url,
-    });
-    await sendProblem(reply, problemAt(request.url, body));
-    return reply;
+    return refuse(reply, request.url, 'UNAUTHENTICATED', 'Missing or invalid API key: send x-api-key or Authorization: Bearer');
   });
 
   // Bodies are read as sent: a compressed body would be parsed as if it were plain JSON.
   app.addHook('onRequest', async (request, reply) => {
     const encoding = request.headers['content-encoding']?.trim().toLowerCase();
     if (encoding === undefined || encoding === '' || encoding === 'identity') return;
-    const body = problem('UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${encoding} is not supported: send the body uncompressed`, {
-      instance: request.url,
-    });
-    await sendProblem(reply, problemAt(request.url, body));
-    return reply;
+    return refuse(reply, request.url, 'UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${encoding} is not supported: send the body uncompressed`);
   });
 
   await app.register(fastifyApollo(apollo), {
@@ -275,4 +268,10 @@ async function remoteReady(graphqlUrl: string, apiKey: string | undefined): Prom
   } catch {
     return false;
   }
+}
+
+/** Answers a request from an `onRequest` hook with problem details (GraphQL-shaped on /graphql) and stops it. */
+async function refuse(reply: FastifyReply, url: string, code: ErrorCode, detail: string): Promise<FastifyReply> {
+  await sendProblem(reply, problemAt(url, problem(code, detail, { instance: url })));
+  return reply;
 }

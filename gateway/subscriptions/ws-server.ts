@@ -6,6 +6,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Authenticator } from '../auth.js';
 import { gatewayContextFrom, type GatewayContext } from '../context.js';
+import { operationNotFound } from '../graphql-errors.js';
 import { CloseCode } from './close-codes.js';
 import { SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
 
@@ -74,14 +75,7 @@ export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<v
         }
         const invalid = validate(options.schema, document);
         if (invalid.length > 0) return invalid.map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED'));
-        if (!getOperationAST(document, payload.operationName)) {
-          return [
-            new GraphQLError(
-              payload.operationName ? `Unknown operation named "${payload.operationName}"` : 'Must provide operationName when the document contains several operations',
-              { extensions: { code: 'BAD_REQUEST' } },
-            ),
-          ];
-        }
+        if (!getOperationAST(document, payload.operationName)) return [operationNotFound(payload.operationName)];
         return { schema: options.schema, document, operationName: payload.operationName, variableValues: payload.variables };
       },
       context: (ctx): WsContext => ({
