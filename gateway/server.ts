@@ -18,7 +18,8 @@ import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
 import { InProcessDataSource } from './in-process-data-source.js';
-import { pathOf, problem, problemAt, sendProblem } from './problem.js';
+import { createLimiter, requestLimitsOf } from './limits.js';
+import { GRAPHQL_PATH, pathOf, problem, problemAt, sendProblem } from './problem.js';
 import { RemoteDataSource } from './remote-data-source.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
@@ -65,6 +66,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const app = Fastify({
     logger: { level: config.LOG_LEVEL },
     bodyLimit: config.BODY_LIMIT_BYTES,
+    // A request whose headers or body stall is answered 408 and closed (answerClientError). Node checks
+    // its timers every connectionsCheckingInterval, so that interval bounds how late the 408 comes.
+    requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+    http: {
+      headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+      connectionsCheckingInterval: Math.min(1000, Math.ceil(config.HTTP_HEADERS_TIMEOUT_MS / 4)),
+    },
     // Router errors (a malformed URL, an over-long path segment) and requests Node cannot parse are
     // problem details too.
     frameworkErrors: (error, request, reply) => void sendProblem(reply, frameworkProblem(error, request)),
@@ -126,6 +135,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const apollo = new ApolloServer<GatewayContext>({
     gateway,
     includeStacktraceInErrorResponses: false,
+    // The limits hook has already parsed every document within this bound; this keeps Apollo's own parse
+    // bounded for any path that reaches it another way.
+    parseOptions: { maxTokens: config.GRAPHQL_MAX_TOKENS },
     // Operations are sent as text; a persisted-query hash is answered PERSISTED_QUERY_NOT_SUPPORTED.
     persistedQueries: false,
     plugins: [fastifyApolloDrainPlugin(app), requestErrorStatusPlugin()],
@@ -154,6 +166,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const encoding = request.headers['content-encoding']?.trim().toLowerCase();
     if (encoding === undefined || encoding === '' || encoding === 'identity') return;
     return refuse(reply, request.url, 'UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${encoding} is not supported: send the body uncompressed`);
+  });
+
+  // Request limits before Apollo validates or plans anything (gateway/limits.ts): a document over a limit
+  // costs one bounded parse and one linear walk.
+  const limiter = createLimiter(supergraphSdl, requestLimitsOf(config));
+  app.addHook('preHandler', async (request, reply) => {
+    if (pathOf(request.url) !== GRAPHQL_PATH) return;
+    const params = graphQLParamsOf(request.method === 'GET' ? request.query : request.body);
+    if (!params) return;
+    const checked = limiter.check(params.query, params.variables, params.operationName);
+    if ('document' in checked) return;
+    await sendProblem(reply, problemAt(request.url, problem(checked.error.extensions['code'] as ErrorCode, checked.error.message, { instance: request.url })));
+    return reply;
   });
 
   await app.register(fastifyApollo(apollo), {
@@ -221,6 +246,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     keepAliveMs: config.WS_KEEPALIVE_MS,
     maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
     maxPayloadBytes: config.BODY_LIMIT_BYTES,
+    limiter,
+    maxSubscriptions: config.WS_MAX_SUBSCRIPTIONS,
   });
 
   let address: string;
@@ -268,6 +295,26 @@ async function remoteReady(graphqlUrl: string, apiKey: string | undefined): Prom
   } catch {
     return false;
   }
+}
+
+/**
+ * The query, variables and operation name of a GraphQL-over-HTTP request (a JSON body, or GET parameters
+ * whose variables are JSON text); null when they are not well-formed, which Apollo then answers.
+ */
+function graphQLParamsOf(raw: unknown): { query: string; variables: Record<string, unknown> | null; operationName: string | null } | null {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return null;
+  const { query, variables, operationName } = raw as Record<string, unknown>;
+  if (typeof query !== 'string') return null;
+  let vars: unknown = variables ?? null;
+  if (typeof vars === 'string') {
+    try {
+      vars = JSON.parse(vars) as unknown;
+    } catch {
+      return null;
+    }
+  }
+  if (vars !== null && (typeof vars !== 'object' || Array.isArray(vars))) return null;
+  return { query, variables: vars as Record<string, unknown> | null, operationName: typeof operationName === 'string' ? operationName : null };
 }
 
 /** Answers a request from an `onRequest` hook with problem details (GraphQL-shaped on /graphql) and stops it. */

@@ -82,6 +82,28 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(logLevels).default('info'),
   /** Largest accepted request body in bytes. @default 1048576 */
   BODY_LIMIT_BYTES: intFrom('BODY_LIMIT_BYTES', 1024, 64 * 1024 * 1024).default(1024 * 1024),
+  /** Lexical tokens a GraphQL document may have; the parser stops there. @default 1000 */
+  GRAPHQL_MAX_TOKENS: intFrom('GRAPHQL_MAX_TOKENS', 50, 1_000_000).default(1000),
+  /** Nesting depth of a GraphQL operation, fragments followed. @default 10 */
+  GRAPHQL_MAX_DEPTH: intFrom('GRAPHQL_MAX_DEPTH', 2, 1000).default(10),
+  /** Aliased fields in a GraphQL operation, fragments expanded. @default 15 */
+  GRAPHQL_MAX_ALIASES: intFrom('GRAPHQL_MAX_ALIASES', 0, 100_000).default(15),
+  /** Fields at the root of a GraphQL operation, fragments expanded. @default 20 */
+  GRAPHQL_MAX_ROOT_FIELDS: intFrom('GRAPHQL_MAX_ROOT_FIELDS', 1, 100_000).default(20),
+  /** Field selections of a GraphQL operation, fragments expanded. @default 200 */
+  GRAPHQL_MAX_FIELDS: intFrom('GRAPHQL_MAX_FIELDS', 1, 1_000_000).default(200),
+  /** Directives in a GraphQL document. @default 50 */
+  GRAPHQL_MAX_DIRECTIVES: intFrom('GRAPHQL_MAX_DIRECTIVES', 0, 100_000).default(50),
+  /** Static cost of a GraphQL operation (README, "Request limits"). @default 5000 */
+  GRAPHQL_MAX_COST: intFrom('GRAPHQL_MAX_COST', 1, 100_000_000).default(5000),
+  /** Size assumed for a list field that declares none. @default 10 */
+  GRAPHQL_DEFAULT_LIST_SIZE: intFrom('GRAPHQL_DEFAULT_LIST_SIZE', 1, 100_000).default(10),
+  /** Time to receive a request's headers before it is answered 408 and closed. @default 10000 */
+  HTTP_HEADERS_TIMEOUT_MS: intFrom('HTTP_HEADERS_TIMEOUT_MS', 100, 600_000).default(10_000),
+  /** Time to receive a whole request (headers and body) before it is answered 408 and closed. @default 30000 */
+  HTTP_REQUEST_TIMEOUT_MS: intFrom('HTTP_REQUEST_TIMEOUT_MS', 100, 3_600_000).default(30_000),
+  /** Subscriptions one WebSocket connection may hold at once; more are refused, the connection kept. @default 100 */
+  WS_MAX_SUBSCRIPTIONS: intFrom('WS_MAX_SUBSCRIPTIONS', 1, 100_000).default(100),
   /** Ed25519 private key (JWK JSON) to sign quotes with; unset: one is generated and kept in the database. */
   QUOTE_SIGNING_KEY: z.string().trim().min(1).optional(),
 });
@@ -108,6 +130,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(
       parsed.error.issues.map((issue) => `${issue.path.join('.') || 'environment'}: ${issue.message}`),
     );
+  }
+  if (parsed.data.HTTP_HEADERS_TIMEOUT_MS > parsed.data.HTTP_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError(['HTTP_HEADERS_TIMEOUT_MS: must not exceed HTTP_REQUEST_TIMEOUT_MS (the headers are part of the request)']);
   }
   if (parsed.data.DATABASE_SCHEMA && !parsed.data.DATABASE_URL) {
     throw new ConfigError(['DATABASE_SCHEMA: needs DATABASE_URL (the embedded database has one schema)']);

@@ -1,5 +1,6 @@
 import type { Database } from './db.js';
 import { Channel } from './channel.js';
+import { domainError } from './errors.js';
 import { OUTBOX_CHANNEL } from './outbox.js';
 
 /** One stored event; `id` is its cursor (a decimal string: bigint ids do not fit a JS number forever). */
@@ -30,6 +31,8 @@ type Listener = (event: StoredEvent) => void;
 
 const PAGE = 500;
 const CURSOR = /^\d{1,19}$/;
+/** Event ids are int8: a cursor beyond this names no event that can ever exist. */
+const MAX_CURSOR = 2n ** 63n - 1n;
 
 export function isCursor(value: unknown): value is string {
   return typeof value === 'string' && CURSOR.test(value);
@@ -116,6 +119,25 @@ export class EventHub {
         if (res.rows.length < PAGE || this.closed) break;
       }
     } while (this.again && !this.closed);
+  }
+
+  /**
+   * A resume cursor as a subscription argument gives it: null when absent; refused (BAD_USER_INPUT naming
+   * `field`) when it is not a cursor, or names an event beyond the newest one written, which a stream would
+   * otherwise wait for silently, forever or until that many events exist.
+   */
+  async resumeCursor(after: unknown, field = 'after'): Promise<string | null> {
+    if (after === null || after === undefined) return null;
+    const refuse = (message: string) => domainError('BAD_USER_INPUT', `${field}: ${message}`, [{ field, message }]);
+    if (!isCursor(after) || BigInt(after) > MAX_CURSOR) throw refuse('must be a cursor from an earlier event (a whole number up to 9223372036854775807)');
+    const cursor = BigInt(after);
+    // The hub's position is a lower bound of the newest id; only a cursor beyond it needs the table.
+    if (cursor > this.position) {
+      const res = await this.db.query<{ max: string | null }>('SELECT max(id)::text AS max FROM outbox');
+      const newest = BigInt(res.rows[0]?.max ?? '0');
+      if (cursor > newest) throw refuse(`is beyond the newest event (${newest}): resume from a cursor this API returned`);
+    }
+    return after;
   }
 
   /**

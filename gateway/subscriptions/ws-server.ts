@@ -1,12 +1,13 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { GraphQLError, getOperationAST, parse, print, validate, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { GraphQLError, getOperationAST, print, validate, type ExecutionResult, type GraphQLSchema } from 'graphql';
 
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Authenticator } from '../auth.js';
 import { gatewayContextFrom, type GatewayContext } from '../context.js';
 import { operationNotFound } from '../graphql-errors.js';
+import type { Limiter } from '../limits.js';
 import { CloseCode } from './close-codes.js';
 import { SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
 
@@ -25,6 +26,10 @@ export interface WsOptions {
   /** Bytes that may wait in one socket's send buffer before it is closed as a slow consumer. */
   maxBufferedBytes: number;
   maxPayloadBytes: number;
+  /** The request limits every document is checked against before it is validated. */
+  limiter: Limiter;
+  /** Operations one connection may have open at once; more are refused with an `error`, the connection kept. */
+  maxSubscriptions: number;
 }
 
 /** How long clients get to answer the close at shutdown before their sockets are cut. */
@@ -66,13 +71,20 @@ export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<v
       },
       // Parse and validate here rather than in graphql-ws, so a bad document is an `error` message for
       // that operation, with a catalogue code, instead of a closed socket (graphql-ws closes on a parse error).
-      onSubscribe: (_ctx, _id, payload) => {
-        let document: DocumentNode;
-        try {
-          document = parse(payload.query);
-        } catch (error) {
-          return [coded(error, 'GRAPHQL_PARSE_FAILED')];
+      onSubscribe: (ctx, _id, payload) => {
+        // graphql-ws registers every operation of the connection (this one included) until it completes,
+        // errs, or the client completes it.
+        const others = Object.keys(ctx.subscriptions).length - 1;
+        if (others >= options.maxSubscriptions) {
+          return [
+            new GraphQLError(`This connection already has ${others} open operations; the limit is ${options.maxSubscriptions} (WS_MAX_SUBSCRIPTIONS): complete one first or open another connection`, {
+              extensions: { code: 'SUBSCRIPTION_LIMIT_EXCEEDED', limit: { name: 'subscriptions', max: options.maxSubscriptions } },
+            }),
+          ];
         }
+        const checked = options.limiter.check(payload.query, payload.variables, payload.operationName);
+        if ('error' in checked) return [checked.error];
+        const { document } = checked;
         const invalid = validate(options.schema, document);
         if (invalid.length > 0) return invalid.map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED'));
         if (!getOperationAST(document, payload.operationName)) return [operationNotFound(payload.operationName)];

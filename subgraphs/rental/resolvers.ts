@@ -2,7 +2,7 @@ import DataLoader from 'dataloader';
 import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import type { Clock } from '../../platform/clock.js';
 import { domainError } from '../../platform/errors.js';
-import { isCursor, type EventHub, type StoredEvent } from '../../platform/event-hub.js';
+import type { EventHub, StoredEvent } from '../../platform/event-hub.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
 import {
@@ -105,12 +105,6 @@ function renew(ctx: RentalContext): void {
   ctx.loaders = createLoaders(ctx.store);
 }
 
-function cursorArg(after: unknown): string | null {
-  if (after === null || after === undefined) return null;
-  if (!isCursor(after)) throw invalidInput([{ field: 'after', message: 'must be a cursor from an earlier event (1 to 19 digits)' }]);
-  return after;
-}
-
 /** Maps stored events to a subscription field's payloads; `until` ends the stream after a final event. */
 function mapEvents<P, R>(
   source: AsyncIterableIterator<StoredEvent<P>>,
@@ -189,7 +183,7 @@ export const rentalResolvers = {
   Subscription: {
     machineStatusChanged: {
       subscribe: async (_: unknown, args: { machineIds?: string[] | null; after?: string | null }, ctx: RentalContext) => {
-        const after = cursorArg(args.after);
+        const after = await ctx.events.resumeCursor(args.after);
         const keys = parseInput(machineIdsFilter, args.machineIds, 'machineIds') ?? null;
         if (keys) {
           const known = new Set((await ctx.store.machinesByIds(keys)).map((m) => m.id));
@@ -205,8 +199,8 @@ export const rentalResolvers = {
       },
     },
     fleetSummaryChanged: {
-      subscribe: (_: unknown, args: { after?: string | null }, ctx: RentalContext) => {
-        const stream = ctx.events.stream<FleetSummaryRecord & { at: string }>(TOPICS.fleetSummary, { after: cursorArg(args.after) });
+      subscribe: async (_: unknown, args: { after?: string | null }, ctx: RentalContext) => {
+        const stream = ctx.events.stream<FleetSummaryRecord & { at: string }>(TOPICS.fleetSummary, { after: await ctx.events.resumeCursor(args.after) });
         return mapEvents(stream, (e) => ({ fleetSummaryChanged: { ...e.payload, cursor: e.id } }));
       },
       resolve: (payload: { fleetSummaryChanged: FleetSummaryRecord & { cursor: string; at: string } }, _: unknown, ctx: RentalContext) => {
@@ -216,7 +210,7 @@ export const rentalResolvers = {
     },
     trackingUpdated: {
       subscribe: async (_: unknown, args: { bookingId: string; after?: string | null }, ctx: RentalContext) => {
-        const after = cursorArg(args.after);
+        const after = await ctx.events.resumeCursor(args.after);
         const booking = await ctx.loaders.booking.load(parseInput(bookingIdArg, args.bookingId, 'bookingId'));
         if (!booking) throw domainError('NOT_FOUND', `Booking ${args.bookingId} not found`);
         const stream = ctx.events.stream<TrackingEventPayload>(TOPICS.tracking, { after, keys: [booking.id] });
