@@ -78,6 +78,7 @@ export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerP
         async willSendResponse({ response }) {
           if (response.body.kind !== 'single') return;
           const result = response.body.singleResult;
+          if (result.errors && result.errors.length > MAX_ERRORS) result.errors = capErrors(result.errors);
           if (result.data !== undefined) return;
           const code = result.errors?.[0]?.extensions?.['code'];
           if (isErrorCode(code)) response.http.status = statusOf(code);
@@ -85,6 +86,22 @@ export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerP
       };
     },
   };
+}
+
+/** Errors an answer lists; the rest are counted, so an answer stays proportional to its request. */
+export const MAX_ERRORS = 10;
+
+/** The first MAX_ERRORS errors and one that counts the others (with the first one's code, so the status holds). */
+export function capErrors(errors: readonly GraphQLFormattedError[]): GraphQLFormattedError[] {
+  if (errors.length <= MAX_ERRORS) return [...errors];
+  const omitted = errors.length - MAX_ERRORS;
+  return [
+    ...errors.slice(0, MAX_ERRORS),
+    {
+      message: `${omitted.toLocaleString('en-US')} more error${omitted === 1 ? '' : 's'} not listed`,
+      extensions: { code: errors[0]?.extensions?.['code'] ?? 'INTERNAL_SERVER_ERROR', omitted },
+    },
+  ];
 }
 
 /** The error for a document whose operationName selects no operation (over HTTP and WebSocket alike). */

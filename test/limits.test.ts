@@ -26,7 +26,7 @@ describe('request limits', () => {
     ['root fields', repeated('fleetSummary { available } ', 21), {}, 'ROOT_FIELD_LIMIT_EXCEEDED', 20],
     ['fields', `{ machines { ${'id '.repeat(250)} } }`, {}, 'FIELD_LIMIT_EXCEEDED', 200],
     ['directives', `{ machines { id ${'@include(if: true) '.repeat(51)} } }`, {}, 'DIRECTIVE_LIMIT_EXCEEDED', 50],
-    ['cost', `{ ${Array.from({ length: 6 }, (_, i) => `b${i}: bookings(first: 100) { edges { node { machines { location { id } } } } }`).join(' ')} }`, {}, 'COST_LIMIT_EXCEEDED', 5000],
+    ['cost', `{ ${Array.from({ length: 6 }, (_, i) => `b${i}: bookings(first: 100) { edges { node { machines { depot { id } } } } }`).join(' ')} }`, {}, 'COST_LIMIT_EXCEEDED', 5000],
     [
       'list items',
       'query ($inputs: [DwellInput!]!) { predictDwellBatch(inputs: $inputs) { q50Minutes } }',
@@ -230,14 +230,29 @@ describe('declared sizes and costs', () => {
   });
 });
 
-describe('limits answer before anything runs', () => {
+describe('refusals run nothing and stay small', () => {
+  let server: Awaited<ReturnType<typeof startTestServer>>;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+
   it('a refused document reaches no subgraph', async () => {
-    const server = await startTestServer({ env: { GRAPHQL_MAX_COST: '10' } });
     const before = await rest(server.url, 'GET', '/rental/fleet/summary');
-    const res = await gql(server.url, 'mutation { createQuote(input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: "2030-01-01T08:00:00Z", durationHours: 8 }) { id machines { id location { id } } } }');
+    const input = 'input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: "2030-01-01T08:00:00Z", durationHours: 8 }';
+    const res = await gql(server.url, `mutation { createQuote(${input}) { id machines { ${'id '.repeat(200)} } } }`);
     expect(res.status).toBe(400);
-    expect(res.errors?.[0]?.extensions?.['code']).toBe('COST_LIMIT_EXCEEDED');
+    expect(res.errors?.[0]?.extensions?.['code']).toBe('FIELD_LIMIT_EXCEEDED');
     const after = await rest(server.url, 'GET', '/rental/fleet/summary');
     expect(after.body).toEqual(before.body);
+  });
+
+  it('a document with a hundred mistakes lists ten and counts the rest', async () => {
+    const query = `{ machines { ${Array.from({ length: 100 }, (_, i) => `nope${i}`).join(' ')} } }`;
+    const res = await gql(server.url, query);
+    expect(res.status).toBe(400);
+    expect(res.errors).toHaveLength(11);
+    expect(res.errors?.[10]?.message).toBe('90 more errors not listed');
+    expect(res.errors?.[10]?.extensions).toEqual({ code: 'GRAPHQL_VALIDATION_FAILED', omitted: 90 });
+    expect(JSON.stringify(res).length).toBeLessThan(query.length * 3);
   });
 });

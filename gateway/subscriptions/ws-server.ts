@@ -6,7 +6,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Authenticator } from '../auth.js';
 import { gatewayContextFrom, type GatewayContext } from '../context.js';
-import { operationNotFound } from '../graphql-errors.js';
+import { MAX_ERRORS, operationNotFound } from '../graphql-errors.js';
 import type { Limiter } from '../limits.js';
 import { CloseCode } from './close-codes.js';
 import { SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
@@ -85,7 +85,7 @@ export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<v
         const checked = options.limiter.check(payload.query, payload.variables, payload.operationName);
         if ('error' in checked) return [checked.error];
         const { document } = checked;
-        const invalid = validate(options.schema, document);
+        const invalid = validate(options.schema, document, undefined, { maxErrors: MAX_ERRORS });
         if (invalid.length > 0) return invalid.map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED'));
         if (!getOperationAST(document, payload.operationName)) return [operationNotFound(payload.operationName)];
         return { schema: options.schema, document, operationName: payload.operationName, variableValues: payload.variables };

@@ -6,8 +6,9 @@ import { graphqlFeatureSchema, restFeatureSchema } from './features.js';
 /** Most inputs one batch call may carry. */
 export const MAX_BATCH = 1000;
 
+/** A batch's length is checked before any item is: an oversized batch costs nothing to refuse. */
 const batchOf = <T extends z.ZodType>(item: T) =>
-  z.array(item).min(1, 'must not be empty').max(MAX_BATCH, `at most ${MAX_BATCH} inputs per call`);
+  z.array(z.unknown()).min(1, 'must not be empty').max(MAX_BATCH, `at most ${MAX_BATCH} inputs per call`).pipe(z.array(item));
 
 export const dwellInput = graphqlFeatureSchema('dwell');
 export const travelInput = graphqlFeatureSchema('travel');

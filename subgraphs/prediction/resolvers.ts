@@ -14,6 +14,7 @@ import {
   travelBatch,
   travelInput,
 } from './inputs.js';
+import { mapInSlices } from '../../platform/slices.js';
 import type { QuantileTriple } from './metrics.js';
 import type { ModelSet } from './model.js';
 
@@ -71,15 +72,15 @@ export const predictionResolvers = {
   Query: {
     predictDwell: (_: unknown, args: { input: unknown }, ctx: PredictionContext) => dwellView(ctx.models, parseInput(dwellInput, args.input)),
     predictDwellBatch: (_: unknown, args: { inputs: unknown }, ctx: PredictionContext) =>
-      parseInput(dwellBatch, args.inputs, 'inputs').map((r) => dwellView(ctx.models, r)),
+      mapInSlices(parseInput(dwellBatch, args.inputs, 'inputs'), (r) => dwellView(ctx.models, r)),
     predictTravelTime: (_: unknown, args: { input: unknown }, ctx: PredictionContext) =>
       transitView(ctx.models, parseInput(travelInput, args.input)),
     predictTravelTimeBatch: (_: unknown, args: { inputs: unknown }, ctx: PredictionContext) =>
-      parseInput(travelBatch, args.inputs, 'inputs').map((r) => transitView(ctx.models, r)),
+      mapInSlices(parseInput(travelBatch, args.inputs, 'inputs'), (r) => transitView(ctx.models, r)),
     predictLockerDiversion: (_: unknown, args: { input: unknown }, ctx: PredictionContext) =>
       lockerView(ctx.models, parseInput(lockerInput, args.input)),
     predictLockerDiversionBatch: (_: unknown, args: { inputs: unknown }, ctx: PredictionContext) =>
-      parseInput(lockerBatch, args.inputs, 'inputs').map((r) => lockerView(ctx.models, r)),
+      mapInSlices(parseInput(lockerBatch, args.inputs, 'inputs'), (r) => lockerView(ctx.models, r)),
     coldChainMargin: (
       _: unknown,
       args: { dwell: unknown; travel: unknown; ischaemicRemainingMin: unknown },

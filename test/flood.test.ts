@@ -1,0 +1,30 @@
+import { describe, expect, it } from 'vitest';
+import { floodWhileMeasuring, hostileRequests } from '../bench/hostile.js';
+import { loadConfig } from '../platform/config.js';
+import { startTestServer } from './support/server.js';
+
+/*
+ * The hardening measure of the request limits: while a client floods the server with the worst documents it
+ * can build under the body limit, the server's event loop stays responsive and /health keeps answering.
+ * The server runs in this thread (its loop is the one measured); the flood comes from a worker thread.
+ */
+describe('a flood of hostile requests', () => {
+  it('keeps the event loop delay under 100 ms at p99 and /health answering, each request answered as it should be', async () => {
+    const server = await startTestServer();
+    const requests = hostileRequests(loadConfig({}).BODY_LIMIT_BYTES);
+    // Warm the paths once, so the measure is of the steady state rather than of first-call compilation.
+    for (const r of requests) await fetch(server.url + r.path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: r.body }).then((res) => res.arrayBuffer());
+    const result = await floodWhileMeasuring(server.url, requests, { concurrency: 8, seconds: 6, maxRequests: 600 });
+
+    const unexpected = Object.entries(result.answers).filter(([key]) => {
+      const r = requests.find((x) => key.startsWith(`${x.name} `));
+      const status = Number(key.slice((r?.name.length ?? 0) + 1));
+      return !r || !r.expect.includes(status);
+    });
+    expect(unexpected).toEqual([]);
+    expect(result.requests).toBeGreaterThan(requests.length);
+    expect(result.loopDelay.p99, JSON.stringify(result)).toBeLessThan(100);
+    expect(result.health.asked).toBeGreaterThan(0);
+    expect(result.health.ok).toBe(result.health.asked);
+  }, 180_000);
+});
