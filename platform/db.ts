@@ -118,7 +118,8 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
     },
     async listen(channel, onPayload) {
       const stop = await guarded(() => db.listen(channel, onPayload));
-      return async () => stop();
+      // Once the database is closed there is nothing left to stop listening to.
+      return async () => (db.closed ? undefined : guarded(() => stop()));
     },
     async close() {
       try {
