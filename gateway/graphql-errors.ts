@@ -1,5 +1,6 @@
 import type { ApolloServerPlugin, BaseContext } from '@apollo/server';
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import { DATABASE_UNAVAILABLE_MESSAGE, isDatabaseUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../platform/db-errors.js';
 import { isErrorCode, statusOf, type ErrorCode } from '../platform/errors.js';
 
 /**
@@ -32,7 +33,7 @@ export function formatGraphQLError(formatted: GraphQLFormattedError, error: unkn
   const raw = formatted.extensions?.['code'];
   const code = catalogued(raw, error);
   if (code && code !== 'INTERNAL_SERVER_ERROR') {
-    const message = MESSAGES[code] ?? formatted.message;
+    const message = isDatabaseUnavailable(error) ? DATABASE_UNAVAILABLE_MESSAGE : (MESSAGES[code] ?? formatted.message);
     if (code === raw && message === formatted.message) return formatted;
     return { ...formatted, message, extensions: { ...formatted.extensions, code } };
   }
@@ -45,6 +46,7 @@ export function formatGraphQLError(formatted: GraphQLFormattedError, error: unkn
 }
 
 function catalogued(code: unknown, error: unknown): ErrorCode | null {
+  if (isDatabaseUnavailable(error)) return 'SERVICE_UNAVAILABLE';
   // Apollo answers a mutation over GET (405) and an Accept header it cannot satisfy (406) with
   // BAD_REQUEST and that status; the catalogue has a code for each.
   if (code === 'BAD_REQUEST' && error instanceof GraphQLError) {
@@ -78,7 +80,13 @@ export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerP
         async willSendResponse({ response }) {
           if (response.body.kind !== 'single') return;
           const result = response.body.singleResult;
+          const outage = isOutage(result);
           if (result.errors && result.errors.length > MAX_ERRORS) result.errors = capErrors(result.errors);
+          if (outage) {
+            response.http.status = statusOf('SERVICE_UNAVAILABLE');
+            response.http.headers.set('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
+            return;
+          }
           if (result.data !== undefined) return;
           const code = result.errors?.[0]?.extensions?.['code'];
           if (isErrorCode(code)) response.http.status = statusOf(code);
@@ -102,6 +110,15 @@ export function capErrors(errors: readonly GraphQLFormattedError[]): GraphQLForm
       extensions: { code: errors[0]?.extensions?.['code'] ?? 'INTERNAL_SERVER_ERROR', omitted },
     },
   ];
+}
+
+/**
+ * An answer that holds nothing because the database cannot be reached: no data, or only nulls at the root,
+ * and a SERVICE_UNAVAILABLE error. It leaves as 503 (with Retry-After), not as a 200 with errors.
+ */
+function isOutage(result: { data?: Record<string, unknown> | null; errors?: readonly GraphQLFormattedError[] }): boolean {
+  if (!result.errors?.some((e) => e.extensions?.['code'] === 'SERVICE_UNAVAILABLE')) return false;
+  return result.data == null || Object.values(result.data).every((value) => value === null);
 }
 
 /** The error for a document whose operationName selects no operation (over HTTP and WebSocket alike). */

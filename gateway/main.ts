@@ -1,14 +1,15 @@
-import { closeOnSignal, configOrExit } from './process.js';
-import { startServer } from './server.js';
+import { assertPortFree } from './port.js';
+import { closeOnSignal, configOrExit, exitOnStartFailure } from './process.js';
 
 /** `npm start`: the supergraph, configured from the environment (every subgraph in process by default). */
 async function main(): Promise<void> {
-  const server = await startServer({ config: configOrExit() });
+  const config = configOrExit();
+  // Checked before the server's modules (Apollo, the subgraphs, their models) are even loaded.
+  await assertPortFree(config.HOST, config.PORT);
+  const { startServer } = await import('./server.js');
+  const server = await startServer({ config });
   server.app.log.info(`ops-supergraph serving GraphQL at ${server.url}/graphql and REST under ${server.url}/rental`);
   closeOnSignal(server, server.app.log);
 }
 
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
-});
+main().catch((error: unknown) => exitOnStartFailure(error, 'ops-supergraph'));

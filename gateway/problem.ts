@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify';
+import { OUTAGE_RETRY_AFTER_SECONDS } from '../platform/db-errors.js';
 import { errorCatalogue, statusOf, type ErrorCode, type FieldProblem } from '../platform/errors.js';
 
 /** RFC 9457 problem details plus the catalogue `code` and, for input errors, the offending fields. */
@@ -44,5 +45,6 @@ export function problemAt(url: string, body: Problem): Problem | GraphQLProblem 
 
 export function sendProblem(reply: FastifyReply, body: Problem | GraphQLProblem): FastifyReply {
   if (body.status === 401) reply.header('www-authenticate', 'Bearer realm="ops-supergraph"');
+  if (body.code === 'SERVICE_UNAVAILABLE') reply.header('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
   return reply.code(body.status).type('application/problem+json').send(body);
 }

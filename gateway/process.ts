@@ -1,5 +1,6 @@
 import { exit } from 'node:process';
 import { ConfigError, loadConfig, type Config } from '../platform/config.js';
+import { StartupError } from '../platform/startup-error.js';
 
 /** The environment's config, or exit 2 with the message naming each bad variable. */
 export function configOrExit(env: Record<string, string | undefined> = process.env): Config {
@@ -31,4 +32,22 @@ export function closeOnSignal(server: { close(): Promise<void> }, log: { info(ms
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+/**
+ * Ends a start that failed. A cause the operator can fix (a busy port, an unreachable database, a data
+ * directory held by another process, a bad variable) is one line on stderr, without a stack trace; anything
+ * else is printed whole. Exit code 1 (2 for configuration, as `configOrExit`).
+ */
+export function exitOnStartFailure(error: unknown, what: string): never {
+  if (error instanceof StartupError) {
+    console.error(`${what} cannot start: ${error.message}`);
+    exit(1);
+  }
+  if (error instanceof ConfigError) {
+    console.error(error.message);
+    exit(2);
+  }
+  console.error(error);
+  exit(1);
 }

@@ -15,10 +15,12 @@ import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
+import { isHealthPath, readyWithin } from './health.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
 import { InProcessDataSource } from './in-process-data-source.js';
 import { createLimiter, requestLimitsOf } from './limits.js';
+import { assertPortFree, listenFailure } from './port.js';
 import { GRAPHQL_PATH, pathOf, problem, problemAt, sendProblem } from './problem.js';
 import { RemoteDataSource } from './remote-data-source.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
@@ -79,6 +81,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     frameworkErrors: (error, request, reply) => void sendProblem(reply, frameworkProblem(error, request)),
     clientErrorHandler: answerClientError,
   });
+  // A busy port is reported before the slow part of the start (database, migrations, gateway).
+  await assertPortFree(config.HOST, config.PORT);
   const runtime: SubgraphRuntime | null =
     local.length > 0
       ? await startSubgraphRuntime({ config, clock, modules: local, onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying') })
@@ -154,9 +158,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     sendProblem(reply, problem('NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0]}`, { instance: request.url })),
   );
 
-  // One credential check for GraphQL over HTTP and every REST path; /health stays open for probes.
+  // One credential check for GraphQL over HTTP and every REST path; the health probes stay open.
   app.addHook('onRequest', async (request, reply) => {
-    if (!auth.enabled || pathOf(request.url) === '/health') return;
+    if (!auth.enabled || isHealthPath(request.url)) return;
     if (auth.verify(request.headers as Record<string, string | undefined>)) return;
     return refuse(reply, request.url, 'UNAUTHENTICATED', 'Missing or invalid API key: send x-api-key or Authorization: Bearer');
   });
@@ -207,24 +211,31 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
 
   const startedAt = Date.now();
-  app.get('/health', async () => {
+  const uptime = () => Math.round((Date.now() - startedAt) / 1000);
+  // Readiness: 503 whenever a subgraph cannot serve (its database does not answer, its server is down).
+  const health = async (_request: unknown, reply: FastifyReply) => {
     const checks = await Promise.all(
       modules.map(async ({ name }) => {
         const url = remoteUrls.get(name);
-        const ready = url ? await remoteReady(url, gatewayKey) : await (byName.get(name)?.ready() ?? Promise.resolve(false)).catch(() => false);
+        const instance = byName.get(name);
+        const ready = url ? await remoteReady(url, gatewayKey) : instance ? await readyWithin(() => instance.ready()) : false;
         return [name, url ? { ready, url } : { ready }] as const;
       }),
     );
     const ready = checks.every(([, c]) => c.ready);
-    return {
+    return reply.code(ready ? 200 : 503).send({
       status: ready ? 'ok' : 'degraded',
       ready,
-      uptime_s: Math.round((Date.now() - startedAt) / 1000),
+      uptime_s: uptime(),
       database: runtime?.db.kind ?? null,
       subgraphs: Object.fromEntries(checks),
       websocket: { connections: ws.connections(), slow_consumer_closes: ws.slowConsumerCloses() },
-    };
-  });
+    });
+  };
+  app.get('/health', health);
+  app.get('/health/ready', health);
+  // Liveness: the process serves requests (a database outage is not a reason to restart it).
+  app.get('/health/live', async () => ({ status: 'ok', uptime_s: uptime() }));
 
   await app.ready();
   const ws = attachGraphQLWebSocket({
@@ -258,7 +269,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await apollo.stop();
     await remote.close();
     await runtime?.close();
-    throw error;
+    throw listenFailure(error, config.HOST, config.PORT);
   }
   const url = address.replace('[::1]', '127.0.0.1');
 

@@ -1,4 +1,5 @@
 import { Kind, type DocumentNode, type GraphQLError, type GraphQLFormattedError, type SelectionSetNode } from 'graphql';
+import { DATABASE_UNAVAILABLE_MESSAGE, isDatabaseUnavailable } from '../platform/db-errors.js';
 
 /**
  * How a subgraph's errors leave it, in process and over the network alike: a catalogued code passes as is;
@@ -12,6 +13,7 @@ export function serializeSubgraphError(
   requestError = false,
 ): GraphQLFormattedError {
   const formatted = error.toJSON();
+  if (isDatabaseUnavailable(error)) return databaseUnavailable(formatted);
   if (formatted.extensions?.['code']) return formatted;
   if (requestError || !error.originalError) return { ...formatted, extensions: { ...formatted.extensions, code: 'BAD_USER_INPUT' } };
   onInternalError(error.originalError);
@@ -20,6 +22,11 @@ export function serializeSubgraphError(
     ...(formatted.path ? { path: formatted.path } : {}),
     extensions: { code: 'INTERNAL_SERVER_ERROR' },
   };
+}
+
+/** A field that failed because the database cannot be reached: SERVICE_UNAVAILABLE, never an internal error. */
+export function databaseUnavailable(formatted: GraphQLFormattedError): GraphQLFormattedError {
+  return { ...formatted, message: DATABASE_UNAVAILABLE_MESSAGE, extensions: { ...formatted.extensions, code: 'SERVICE_UNAVAILABLE' } };
 }
 
 /** The error a caller sees for a field whose subgraph cannot be reached. */

@@ -1,24 +1,27 @@
 import { argv, env, exit } from 'node:process';
-import { subgraphPorts } from '../schema/subgraphs.js';
-import { subgraphs } from '../subgraphs/registry.js';
-import { closeOnSignal, configOrExit } from './process.js';
-import { startSubgraphServer } from './subgraph-server.js';
+import { subgraphNames, subgraphPorts, type SubgraphName } from '../schema/subgraphs.js';
+import { assertPortFree } from './port.js';
+import { closeOnSignal, configOrExit, exitOnStartFailure } from './process.js';
 
 /** `npm run subgraph -- <name>`: one subgraph as its own server, on PORT or its own port (rental 4101, ...). */
 async function main(): Promise<void> {
   const name = argv[2];
+  if (!subgraphNames.includes(name as SubgraphName)) usage();
+  const port = env['PORT'] || String(subgraphPorts[name as SubgraphName]);
+  const config = configOrExit({ ...env, PORT: port });
+  // Checked before the subgraph's modules are loaded and its database opened.
+  await assertPortFree(config.HOST, config.PORT);
+  const [{ subgraphs }, { startSubgraphServer }] = await Promise.all([import('../subgraphs/registry.js'), import('./subgraph-server.js')]);
   const module = subgraphs.find((m) => m.name === name);
-  if (!module) {
-    console.error(`usage: npm run subgraph -- <name>   (one of: ${subgraphs.map((m) => m.name).join(', ')})`);
-    exit(2);
-  }
-  const port = env['PORT'] || String(subgraphPorts[module.name as keyof typeof subgraphPorts]);
-  const server = await startSubgraphServer({ config: configOrExit({ ...env, PORT: port }), module });
+  if (!module) usage();
+  const server = await startSubgraphServer({ config, module });
   server.app.log.info(`subgraph ${module.name} serving GraphQL at ${server.graphqlUrl}`);
   closeOnSignal(server, server.app.log);
 }
 
-main().catch((error: unknown) => {
-  console.error(error);
-  exit(1);
-});
+function usage(): never {
+  console.error(`usage: npm run subgraph -- <name>   (one of: ${subgraphNames.join(', ')})`);
+  exit(2);
+}
+
+main().catch((error: unknown) => exitOnStartFailure(error, `subgraph ${argv[2] ?? ''}`.trim()));

@@ -1,21 +1,24 @@
 import { ApolloServer } from '@apollo/server';
 import { ApolloServerPluginInlineTraceDisabled } from '@apollo/server/plugin/disabled';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { FormattedExecutionResult } from 'graphql';
 import { useServer } from 'graphql-ws/use/ws';
 import type { IncomingMessage } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { systemClock, type Clock } from '../platform/clock.js';
 import type { Config } from '../platform/config.js';
+import { isDatabaseUnavailable } from '../platform/db-errors.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.js';
 import type { SubgraphModule } from '../platform/subgraph.js';
 import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom } from './context.js';
+import { isHealthPath, readyWithin } from './health.js';
+import { assertPortFree, listenFailure } from './port.js';
 import { problem, sendProblem } from './problem.js';
 import { CloseCode } from './subscriptions/close-codes.js';
 import { credentialHeadersOf } from './subscriptions/ws-server.js';
-import { serializeSubgraphError } from './subgraph-errors.js';
+import { databaseUnavailable, serializeSubgraphError } from './subgraph-errors.js';
 
 /**
  * The subgraph's own request context, opaque here (each subgraph defines its type). The brand gives it a
@@ -40,6 +43,7 @@ export interface RunningSubgraphServer {
 export async function startSubgraphServer(options: { config: Config; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
   const { config, module } = options;
   const app = Fastify({ logger: { level: config.LOG_LEVEL }, bodyLimit: config.BODY_LIMIT_BYTES });
+  await assertPortFree(config.HOST, config.PORT);
   const runtime = await startSubgraphRuntime({
     config,
     clock: options.clock ?? systemClock,
@@ -56,6 +60,7 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
     // Federated tracing is for Apollo's managed platform; this gateway does not read it.
     plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginInlineTraceDisabled()],
     formatError: (formatted, error) => {
+      if (isDatabaseUnavailable(error)) return databaseUnavailable(formatted);
       if (formatted.extensions?.['code'] !== 'INTERNAL_SERVER_ERROR') return formatted;
       onInternalError(error);
       return { message: 'Internal server error', ...(formatted.path ? { path: formatted.path } : {}), extensions: { code: 'INTERNAL_SERVER_ERROR' } };
@@ -69,7 +74,7 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
   }
 
   app.addHook('onRequest', async (request, reply) => {
-    if (!auth.enabled || request.url.split('?')[0] === '/health') return;
+    if (!auth.enabled || isHealthPath(request.url)) return;
     if (auth.verify(request.headers as Record<string, string | undefined>)) return;
     await sendProblem(reply, problem('UNAUTHENTICATED', 'Missing or invalid API key', { instance: request.url }));
     return reply;
@@ -78,10 +83,13 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
     path: '/graphql',
     context: async (request) => instance.context({ headers: gatewayContextFrom(request.headers).headers }) as SubgraphContext,
   });
-  app.get('/health', async (_request, reply) => {
-    const ready = await instance.ready().catch(() => false);
+  const health = async (_request: unknown, reply: FastifyReply) => {
+    const ready = await readyWithin(() => instance.ready());
     return reply.status(ready ? 200 : 503).send({ subgraph: module.name, ready, database: runtime.db.kind });
-  });
+  };
+  app.get('/health', health);
+  app.get('/health/ready', health);
+  app.get('/health/live', async () => ({ subgraph: module.name, status: 'ok' }));
 
   await app.ready();
   const wss = new WebSocketServer({ server: app.server, path: '/graphql', maxPayload: config.BODY_LIMIT_BYTES });
@@ -112,7 +120,7 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
     await disposer.dispose();
     await apollo.stop();
     await runtime.close();
-    throw error;
+    throw listenFailure(error, config.HOST, config.PORT);
   }
   let closing: Promise<void> | undefined;
   return {

@@ -1,6 +1,8 @@
-import { mkdirSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { lockDataDir } from './data-dir-lock.js';
+import { classifyDatabaseError, connectivityFailure, DatabaseUnavailableError, guarded, redactDatabaseUrl } from './db-errors.js';
+import { StartupError } from './startup-error.js';
 
 export interface QueryResult<R> {
   rows: R[];
@@ -46,6 +48,11 @@ export interface DatabaseOptions {
   schema?: string | undefined;
   /** Pool size for PostgreSQL. @default 10 */
   poolSize?: number;
+  /**
+   * PostgreSQL: how long a query may wait for a connection (a new one being made, or a free one of the
+   * pool) before it fails as unavailable. @default 10000
+   */
+  connectTimeoutMs?: number;
 }
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
@@ -68,11 +75,21 @@ export function parseInt8(text: string): number {
   return value;
 }
 
+/**
+ * The embedded database. A data directory has one writer: its lock is taken before PGlite opens it and
+ * released after PGlite has closed it. Every call fails as DatabaseUnavailableError once PGlite is closed.
+ */
 async function openPglite(dataDir: string | undefined): Promise<Database> {
-  if (dataDir) mkdirSync(dataDir, { recursive: true });
+  const lock = dataDir ? await lockDataDir(dataDir) : null;
   const options = { parsers: { [INT8_OID]: parseInt8 } };
-  const db = dataDir ? new PGlite(dataDir, options) : new PGlite(options);
-  await db.waitReady;
+  let db: PGlite;
+  try {
+    db = dataDir ? new PGlite(dataDir, options) : new PGlite(options);
+    await db.waitReady;
+  } catch (error) {
+    lock?.release();
+    throw error;
+  }
   const toResult = <R>(res: { rows: R[]; affectedRows?: number }): QueryResult<R> => ({
     rows: res.rows,
     // PGlite reports affectedRows 0 for a SELECT, and no rows for an UPDATE without RETURNING.
@@ -82,26 +99,35 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
     kind: 'pglite',
     retries: { deadlock: 0, serialization: 0 },
     async query<R>(sql: string, params?: readonly unknown[]) {
-      return toResult(await db.query<R>(sql, params ? [...params] : undefined));
+      return toResult(await guarded(() => db.query<R>(sql, params ? [...params] : undefined)));
     },
     // PGlite runs one connection: transactions are serialized, never concurrent.
     transaction<T>(fn: (tx: Queryable) => Promise<T>) {
-      return db.transaction(async (tx) =>
-        fn({
-          async query<R>(sql: string, params?: readonly unknown[]) {
-            return toResult(await tx.query<R>(sql, params ? [...params] : undefined));
-          },
-        }),
+      return guarded(() =>
+        db.transaction(async (tx) =>
+          fn({
+            async query<R>(sql: string, params?: readonly unknown[]) {
+              return toResult(await guarded(() => tx.query<R>(sql, params ? [...params] : undefined)));
+            },
+          }),
+        ),
       );
     },
     async exec(sql: string) {
-      await db.exec(sql);
+      await guarded(() => db.exec(sql));
     },
     async listen(channel, onPayload) {
-      const stop = await db.listen(channel, onPayload);
-      return async () => stop();
+      const stop = await guarded(() => db.listen(channel, onPayload));
+      // Once the database is closed there is nothing left to stop listening to.
+      return async () => (db.closed ? undefined : guarded(() => stop()));
     },
-    close: () => db.close(),
+    async close() {
+      try {
+        if (!db.closed) await db.close();
+      } finally {
+        lock?.release();
+      }
+    },
   };
 }
 
@@ -110,12 +136,31 @@ const RETRYABLE = new Map<string | undefined, keyof RetryCounts>([
   ['40P01', 'deadlock'],
 ]);
 
+/**
+ * A start that cannot reach the server names it, without its password: `cannot reach DATABASE_URL
+ * postgres://app:***@db:5432/ops: connection refused`.
+ */
+function startupFailure(url: string, error: unknown): StartupError {
+  const reason = connectivityFailure(error);
+  const where = `DATABASE_URL ${redactDatabaseUrl(url)}`;
+  if (reason) return new StartupError(`cannot reach ${where}: ${reason}`, { cause: error });
+  // The server answered but refused (authentication, unknown database): its message names no secret.
+  const message = error instanceof Error ? error.message.split('\n')[0]!.replaceAll(url, redactDatabaseUrl(url)) : String(error);
+  return new StartupError(`cannot use ${where}: ${message}`, { cause: error });
+}
+
 async function openPostgres(url: string, options: DatabaseOptions): Promise<Database> {
   const schema = options.schema;
   if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid schema name ${schema}`);
+  const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
   if (schema) {
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
+    const admin = new pg.Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs });
+    try {
+      await admin.connect();
+    } catch (error) {
+      await admin.end().catch(() => undefined);
+      throw startupFailure(url, error);
+    }
     try {
       await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     } finally {
@@ -126,12 +171,22 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
     getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
       oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
   };
-  const connection = { connectionString: url, types, ...(schema ? { options: `-c search_path=${schema}` } : {}) };
+  const connection = {
+    connectionString: url,
+    types,
+    connectionTimeoutMillis: connectTimeoutMs,
+    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+  };
   const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
   pool.on('error', () => {
     // An idle client lost its connection; the pool replaces it on the next checkout.
   });
-  await pool.query('SELECT 1');
+  try {
+    await pool.query('SELECT 1');
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw startupFailure(url, error);
+  }
   const handlers = new Map<string, Set<(payload: string) => void>>();
   let listener: Promise<pg.Client> | undefined;
   let closed = false;
@@ -189,7 +244,7 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
   const retries = { deadlock: 0, serialization: 0 };
 
   const run = async <R>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) => {
-    const res = await client.query(sql, params ? [...params] : undefined);
+    const res = await guarded(() => client.query(sql, params ? [...params] : undefined));
     return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
   };
 
@@ -199,27 +254,32 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
     query: (sql, params) => run(pool, sql, params),
     async transaction<T>(fn: (tx: Queryable) => Promise<T>) {
       for (let attempt = 1; ; attempt++) {
-        const client = await pool.connect();
+        const client = await guarded(() => pool.connect());
+        let lost = false;
         try {
-          await client.query('BEGIN');
+          await run(client, 'BEGIN');
           const result = await fn({ query: (sql, params) => run(client, sql, params) });
-          await client.query('COMMIT');
+          await run(client, 'COMMIT');
           return result;
         } catch (error) {
-          await client.query('ROLLBACK').catch(() => undefined);
+          const classified = classifyDatabaseError(error);
+          lost = classified instanceof DatabaseUnavailableError;
+          if (!lost) await client.query('ROLLBACK').catch(() => undefined);
           const cause = RETRYABLE.get((error as { code?: string }).code);
           if (cause && attempt < 5) {
             retries[cause]++;
             continue;
           }
-          throw error;
+          // A lost connection is not retried: whether a COMMIT in flight took effect cannot be known.
+          throw classified;
         } finally {
-          client.release();
+          // A connection that failed is discarded, not handed to the next transaction.
+          client.release(lost || undefined);
         }
       }
     },
     async exec(sql: string) {
-      await pool.query(sql);
+      await run(pool, sql);
     },
     async listen(channel, onPayload) {
       if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`invalid channel name ${channel}`);
@@ -229,8 +289,9 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
         handlers.set(channel, set);
         // A listener being (re)connected LISTENs on every channel in `handlers` itself; LISTEN twice is a no-op.
         if (!listener && !reconnecting) listener = connectListener();
-        const client = await listener;
-        await client?.query(`LISTEN ${channel}`);
+        const pending = listener;
+        const client = pending ? await guarded(() => pending) : undefined;
+        await guarded(async () => client?.query(`LISTEN ${channel}`));
       }
       set.add(onPayload);
       return async () => {

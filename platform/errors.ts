@@ -35,6 +35,7 @@ export const errorCatalogue = {
   REQUEST_HEADER_FIELDS_TOO_LARGE: { status: 431, title: 'Request header fields too large' },
   INTERNAL_SERVER_ERROR: { status: 500, title: 'Internal server error' },
   UPSTREAM_UNAVAILABLE: { status: 502, title: 'Upstream service unavailable' },
+  SERVICE_UNAVAILABLE: { status: 503, title: 'Service unavailable' },
 } as const;
 
 export type ErrorCode = keyof typeof errorCatalogue;

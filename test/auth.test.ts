@@ -57,6 +57,8 @@ describe('API keys', () => {
     expect(health.status).toBe(200);
     expect(health.body).toMatchObject({ status: 'ok', subgraphs: { rental: { ready: true } } });
     expect((await rest(url, 'GET', '/health?probe=k8s')).status).toBe(200);
+    expect((await rest(url, 'GET', '/health/ready')).status).toBe(200);
+    expect((await rest(url, 'GET', '/health/live')).status).toBe(200);
     // Only /health itself: a path that merely starts with it, or carries it in the query, is guarded.
     expect((await rest(url, 'GET', '/rental/health?x=/health')).status).toBe(401);
     expect((await rest(url, 'GET', '/healthz')).status).toBe(401);

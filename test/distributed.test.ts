@@ -68,7 +68,7 @@ describe('distributed mode: a subgraph that is down', () => {
     await live.until((l) => l.results.some((x) => x.errors?.[0]?.extensions?.['code'] === 'UPSTREAM_UNAVAILABLE') || l.completed);
     expect(live.results.at(-1)?.errors?.[0]?.extensions?.['code']).toBe('UPSTREAM_UNAVAILABLE');
     const health = await rest(server.url, 'GET', '/health');
-    expect(health.status).toBe(200);
+    expect(health.status).toBe(503);
     expect(health.body).toMatchObject({ status: 'degraded', ready: false, subgraphs: { rental: { ready: false } } });
 
     // The same port again: the gateway needs no restart.
