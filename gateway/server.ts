@@ -1,5 +1,6 @@
 import { ApolloGateway, type GraphQLDataSource } from '@apollo/gateway';
 import { ApolloServer, type GraphQLRequest } from '@apollo/server';
+import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { GraphQLError } from 'graphql';
@@ -13,13 +14,16 @@ import { checkCustomScalars } from '../platform/scalars.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
+import { acceptsGraphQLResponse } from './accept.js';
 import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
+import { boundedVariableErrorsPlugin } from './bounded-errors.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
 import { InProcessDataSource } from './in-process-data-source.js';
-import { pathOf, problem, problemAt, sendProblem } from './problem.js';
+import { GRAPHQL_PATH, pathOf, problem, problemAt, sendProblem } from './problem.js';
 import { RemoteDataSource } from './remote-data-source.js';
+import { RouteTable } from './route-table.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
@@ -70,6 +74,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     frameworkErrors: (error, request, reply) => void sendProblem(reply, frameworkProblem(error, request)),
     clientErrorHandler: answerClientError,
   });
+  const routes = new RouteTable(app);
   const runtime: SubgraphRuntime | null =
     local.length > 0
       ? await startSubgraphRuntime({ config, clock, modules: local, onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying') })
@@ -128,7 +133,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     includeStacktraceInErrorResponses: false,
     // Operations are sent as text; a persisted-query hash is answered PERSISTED_QUERY_NOT_SUPPORTED.
     persistedQueries: false,
-    plugins: [fastifyApolloDrainPlugin(app), requestErrorStatusPlugin()],
+    // No landing page: Apollo's loads scripts and fonts from its CDN, and nothing leaves the machine, so a
+    // browser asking /graphql for text/html gets 406 like any other client that accepts no GraphQL type.
+    plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginLandingPageDisabled(), requestErrorStatusPlugin(), boundedVariableErrorsPlugin()],
     formatError: (formatted, error) => formatGraphQLError(formatted, error, app.log),
   });
   await apollo.start();
@@ -138,13 +145,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     if (body.status >= 500) request.log.error({ err: error }, 'request failed');
     return sendProblem(reply, body);
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, problem('NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0]}`, { instance: request.url })),
-  );
+  app.setNotFoundHandler(routes.notFound);
 
-  // One credential check for GraphQL over HTTP and every REST path; /health stays open for probes.
+  // One credential check for GraphQL over HTTP and every REST path; routes declared public (the JWKS,
+  // /health) stay open.
   app.addHook('onRequest', async (request, reply) => {
-    if (!auth.enabled || pathOf(request.url) === '/health') return;
+    if (!auth.enabled || routes.isPublic(request)) return;
     if (auth.verify(request.headers as Record<string, string | undefined>)) return;
     return refuse(reply, request.url, 'UNAUTHENTICATED', 'Missing or invalid API key: send x-api-key or Authorization: Bearer');
   });
@@ -156,8 +162,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     return refuse(reply, request.url, 'UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${encoding} is not supported: send the body uncompressed`);
   });
 
+  // /graphql answers JSON only: an Accept header that allows neither GraphQL type (a browser's
+  // text/html) is 406 before anything else is looked at.
+  app.addHook('onRequest', async (request, reply) => {
+    if (pathOf(request.url) !== GRAPHQL_PATH || acceptsGraphQLResponse(request.headers.accept)) return;
+    return refuse(reply, request.url, 'NOT_ACCEPTABLE', 'Accept must allow application/graphql-response+json or application/json: /graphql serves no browser page');
+  });
+
   await app.register(fastifyApollo(apollo), {
     path: '/graphql',
+    // OPTIONS is answered for every path alike (204 with Allow), not by Apollo.
+    method: ['GET', 'POST'],
     context: async (request) => gatewayContextFrom(request.headers),
   });
 
@@ -182,7 +197,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
 
   const startedAt = Date.now();
-  app.get('/health', async () => {
+  app.get('/health', { config: { public: true } }, async () => {
     const checks = await Promise.all(
       modules.map(async ({ name }) => {
         const url = remoteUrls.get(name);

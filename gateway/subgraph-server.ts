@@ -13,6 +13,7 @@ import type { SubgraphModule } from '../platform/subgraph.js';
 import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom } from './context.js';
 import { problem, sendProblem } from './problem.js';
+import { RouteTable } from './route-table.js';
 import { CloseCode } from './subscriptions/close-codes.js';
 import { credentialHeadersOf } from './subscriptions/ws-server.js';
 import { serializeSubgraphError } from './subgraph-errors.js';
@@ -40,6 +41,8 @@ export interface RunningSubgraphServer {
 export async function startSubgraphServer(options: { config: Config; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
   const { config, module } = options;
   const app = Fastify({ logger: { level: config.LOG_LEVEL }, bodyLimit: config.BODY_LIMIT_BYTES });
+  const routes = new RouteTable(app);
+  app.setNotFoundHandler(routes.notFound);
   const runtime = await startSubgraphRuntime({
     config,
     clock: options.clock ?? systemClock,
@@ -69,7 +72,7 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
   }
 
   app.addHook('onRequest', async (request, reply) => {
-    if (!auth.enabled || request.url.split('?')[0] === '/health') return;
+    if (!auth.enabled || routes.isPublic(request)) return;
     if (auth.verify(request.headers as Record<string, string | undefined>)) return;
     await sendProblem(reply, problem('UNAUTHENTICATED', 'Missing or invalid API key', { instance: request.url }));
     return reply;
@@ -78,7 +81,7 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
     path: '/graphql',
     context: async (request) => instance.context({ headers: gatewayContextFrom(request.headers).headers }) as SubgraphContext,
   });
-  app.get('/health', async (_request, reply) => {
+  app.get('/health', { config: { public: true } }, async (_request, reply) => {
     const ready = await instance.ready().catch(() => false);
     return reply.status(ready ? 200 : 503).send({ subgraph: module.name, ready, database: runtime.db.kind });
   });
