@@ -10,7 +10,7 @@ export interface Problem {
   code: ErrorCode;
   instance?: string;
   errors?: FieldProblem[];
-  /** How many field problems were left out of `errors` (it lists at most the first 20). */
+  /** How many field problems were left out of `errors` (it lists at most the first 25). */
   errors_truncated?: number;
 }
 

@@ -82,8 +82,11 @@ const issueMessages: z.core.$ZodErrorMap = (issue) => {
   }
 };
 
-/** At most this many field problems are listed in one answer; the rest are counted. */
-export const MAX_FIELD_PROBLEMS = 20;
+/**
+ * At most this many field problems are listed in one answer; the rest are counted. Enough for the
+ * widest input (the 22 dwell features) to be listed whole.
+ */
+export const MAX_FIELD_PROBLEMS = 25;
 
 /** Field problems as one answer lists them: the first MAX_FIELD_PROBLEMS, and how many more there were. */
 export function boundedFields(fields: readonly FieldProblem[]): { fields: FieldProblem[]; truncated: number } {
@@ -92,7 +95,7 @@ export function boundedFields(fields: readonly FieldProblem[]): { fields: FieldP
 
 /**
  * One sentence about invalid fields: a few are named with their problems; many are counted
- * ("3,412 fields are invalid; the first 20 are listed in errors").
+ * ("3,412 fields are invalid; the first 25 are listed in errors").
  */
 export function fieldsDetail(listed: readonly FieldProblem[], truncated = 0): string {
   const total = listed.length + truncated;

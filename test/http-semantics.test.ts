@@ -185,13 +185,13 @@ describe('HTTP semantics', () => {
     expect((await rest(url, 'GET', '/rental/bookings')).body['total']).toBe(0);
   });
 
-  it('an error answer stays proportional: 20 field problems and a count, a one-sentence detail', async () => {
+  it('an error answer stays proportional: 25 field problems and a count, a one-sentence detail', async () => {
     const bad = { ...travelFeatures, distance_km: -1, weather: 9 };
     const thousand = await rest(url, 'POST', '/prediction/predict/travel_time/batch', { instances: Array.from({ length: 1000 }, () => bad) });
     expect(thousand.status).toBe(400);
-    expect(thousand.body['errors']).toHaveLength(20);
-    expect(thousand.body['errors_truncated']).toBe(1980);
-    expect(thousand.body['detail']).toBe('2,000 fields are invalid; the first 20 are listed in errors');
+    expect(thousand.body['errors']).toHaveLength(25);
+    expect(thousand.body['errors_truncated']).toBe(1975);
+    expect(thousand.body['detail']).toBe('2,000 fields are invalid; the first 25 are listed in errors');
     expect(thousand.body['errors'][0]).toEqual({ field: 'instances[0].distance_km', message: 'must be at least 0.1' });
 
     // 50,000 invalid items: refused on the count alone, in a small answer.
@@ -201,7 +201,7 @@ describe('HTTP semantics', () => {
     expect(JSON.stringify(big.body).length).toBeLessThan(1000);
     expect(big.body['errors']).toEqual([{ field: 'instances', message: 'at most 1000 inputs per call' }]);
 
-    // The same through GraphQL: variables that do not coerce stop after 20 errors...
+    // The same through GraphQL: variables that do not coerce stop after 25 errors...
     const started = Date.now();
     const variables = await fetch(`${url}/graphql`, {
       method: 'POST',
@@ -212,16 +212,16 @@ describe('HTTP semantics', () => {
     expect(variables.status).toBe(400);
     expect(Date.now() - started).toBeLessThan(15_000);
     const varErrors = (JSON.parse(varText) as { errors: { message: string; extensions: { code: string } }[] }).errors;
-    expect(varErrors).toHaveLength(21);
+    expect(varErrors).toHaveLength(26);
     expect(varErrors.every((e) => e.extensions.code === 'BAD_USER_INPUT')).toBe(true);
-    expect(varErrors[20]!.message).toBe('More variable values are invalid; the first 20 are listed');
+    expect(varErrors[25]!.message).toBe('More variable values are invalid; the first 25 are listed');
     expect(varText.length).toBeLessThan(10_000);
-    // ... and the resolvers' own checks list 20 fields and count the rest.
+    // ... and the resolvers' own checks list 25 fields and count the rest.
     const gqlBad = { ...travelInput, distanceKm: -1, hourSin: 3 };
     const checked = await gql(url, 'query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }', { i: Array.from({ length: 1000 }, () => gqlBad) });
-    expect(checked.errors?.[0]?.message).toBe('Invalid input: 2,000 fields are invalid; the first 20 are listed in errors');
-    expect(checked.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', fieldsTruncated: 1980 });
-    expect(checked.errors?.[0]?.extensions?.['fields']).toHaveLength(20);
+    expect(checked.errors?.[0]?.message).toBe('Invalid input: 2,000 fields are invalid; the first 25 are listed in errors');
+    expect(checked.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', fieldsTruncated: 1975 });
+    expect(checked.errors?.[0]?.extensions?.['fields']).toHaveLength(25);
 
     // A long value is not echoed back whole.
     const startTime = 'x'.repeat(200_000);
