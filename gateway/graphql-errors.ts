@@ -2,6 +2,7 @@ import type { ApolloServerPlugin, BaseContext } from '@apollo/server';
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { DATABASE_UNAVAILABLE_MESSAGE, isDatabaseUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../platform/db-errors.js';
 import { isErrorCode, statusOf, type ErrorCode } from '../platform/errors.js';
+import { clientMessage } from './bounded-errors.js';
 
 /**
  * Codes the GraphQL libraries put on errors that are the client's doing, as catalogue codes. Anything
@@ -33,7 +34,7 @@ export function formatGraphQLError(formatted: GraphQLFormattedError, error: unkn
   const raw = formatted.extensions?.['code'];
   const code = catalogued(raw, error);
   if (code && code !== 'INTERNAL_SERVER_ERROR') {
-    const message = isDatabaseUnavailable(error) ? DATABASE_UNAVAILABLE_MESSAGE : (MESSAGES[code] ?? formatted.message);
+    const message = clientMessage(MESSAGES[code] ?? formatted.message, error);
     if (code === raw && message === formatted.message) return formatted;
     return { ...formatted, message, extensions: { ...formatted.extensions, code } };
   }

@@ -1,14 +1,8 @@
-import { pathOf } from './problem.js';
-
-/**
- * Probe paths, open without a key: `/health` (the full report; 503 when not ready), `/health/ready`
- * (readiness: the same report, 200 or 503) and `/health/live` (liveness: 200 whenever the process serves).
+/*
+ * Probe paths, open without a key (declared public on their routes): `/health` (the full report; 503 when
+ * not ready), `/health/ready` (readiness: the same report, 200 or 503) and `/health/live` (liveness: 200
+ * whenever the process serves).
  */
-export const HEALTH_PATHS: ReadonlySet<string> = new Set(['/health', '/health/ready', '/health/live']);
-
-export function isHealthPath(url: string): boolean {
-  return HEALTH_PATHS.has(pathOf(url));
-}
 
 /** How long a readiness check may take before it counts as not ready (probes time out in seconds). */
 export const READY_CHECK_TIMEOUT_MS = 2000;

@@ -11,9 +11,15 @@ export interface Problem {
   code: ErrorCode;
   instance?: string;
   errors?: FieldProblem[];
+  /** How many field problems were left out of `errors` (it lists at most the first 25). */
+  errors_truncated?: number;
 }
 
-export function problem(code: ErrorCode, detail: string, extra: { instance?: string; errors?: FieldProblem[] } = {}): Problem {
+export function problem(
+  code: ErrorCode,
+  detail: string,
+  extra: { instance?: string; errors?: FieldProblem[]; errorsTruncated?: number } = {},
+): Problem {
   return {
     type: `urn:ops-supergraph:problem:${code.toLowerCase().replace(/_/g, '-')}`,
     title: errorCatalogue[code].title,
@@ -22,6 +28,7 @@ export function problem(code: ErrorCode, detail: string, extra: { instance?: str
     code,
     ...(extra.instance ? { instance: extra.instance } : {}),
     ...(extra.errors && extra.errors.length > 0 ? { errors: extra.errors } : {}),
+    ...(extra.errorsTruncated ? { errors_truncated: extra.errorsTruncated } : {}),
   };
 }
 
@@ -39,7 +46,7 @@ export function pathOf(url: string): string {
 /** Problem details for a request to `url`: on the GraphQL path they also carry a GraphQL `errors` array. */
 export function problemAt(url: string, body: Problem): Problem | GraphQLProblem {
   if (pathOf(url) !== GRAPHQL_PATH) return body;
-  const { errors: _fields, ...rest } = body;
+  const { errors: _fields, errors_truncated: _truncated, ...rest } = body;
   return { ...rest, errors: [{ message: body.detail, extensions: { code: body.code } }] };
 }
 

@@ -3,7 +3,7 @@ import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import type { z } from 'zod';
 import { isErrorCode, type FieldProblem } from '../platform/errors.js';
 import { snakeFieldPath, type RestRoute } from '../platform/rest.js';
-import { checkInput } from '../platform/validate.js';
+import { boundedFields, checkInput, fieldsDetail } from '../platform/validate.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { problem, sendProblem, type Problem } from './problem.js';
 
@@ -34,6 +34,7 @@ export function registerRestRoutes(
     app.route({
       method: route.method,
       url: `${prefix}${route.path}`,
+      config: { public: route.public === true },
       handler: async (request, reply) => {
         const instance = request.url;
         const input = readInput(route, request);
@@ -74,7 +75,13 @@ function readInput(route: RestRoute, request: FastifyRequest): Parsed {
   const query = check(route.query, request.query, 'query');
   const params = check(route.params, request.params, 'params');
   if (fields.length > 0) {
-    return { problem: problem('BAD_USER_INPUT', fields.map((f) => `${f.field}: ${f.message}`).join('; '), { errors: fields }) };
+    const bounded = boundedFields(fields);
+    return {
+      problem: problem('BAD_USER_INPUT', fieldsDetail(bounded.fields, bounded.truncated), {
+        errors: bounded.fields,
+        errorsTruncated: bounded.truncated,
+      }),
+    };
   }
   return { value: { body, query, params } };
 }
@@ -93,13 +100,17 @@ function problemFromGraphQL(
 ): Problem {
   const code = first.extensions?.['code'];
   const catalogued = isErrorCode(code) ? code : 'INTERNAL_SERVER_ERROR';
+  let truncated = 0;
   const fields = all.flatMap((e) => {
     const list = e.extensions?.['fields'];
+    const more = e.extensions?.['fieldsTruncated'];
+    if (typeof more === 'number') truncated += more;
     return Array.isArray(list) ? (list as FieldProblem[]) : [];
   });
   if (fields.length > 0) {
-    const named = fields.map((f) => ({ field: fieldNames[f.field] ?? snakeFieldPath(f.field), message: f.message }));
-    return problem(catalogued, named.map((f) => `${f.field}: ${f.message}`).join('; '), { instance, errors: named });
+    const bounded = boundedFields(fields.map((f) => ({ field: fieldNames[f.field] ?? snakeFieldPath(f.field), message: f.message })));
+    const left = bounded.truncated + truncated;
+    return problem(catalogued, fieldsDetail(bounded.fields, left), { instance, errors: bounded.fields, errorsTruncated: left });
   }
   const detail = catalogued === 'INTERNAL_SERVER_ERROR' ? 'Internal server error' : first.message;
   return problem(catalogued, detail, { instance });

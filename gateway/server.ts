@@ -1,5 +1,6 @@
 import { ApolloGateway, type GraphQLDataSource } from '@apollo/gateway';
 import { ApolloServer, type GraphQLRequest } from '@apollo/server';
+import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { GraphQLError } from 'graphql';
@@ -13,9 +14,11 @@ import { checkCustomScalars } from '../platform/scalars.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
+import { acceptsGraphQLResponse } from './accept.js';
 import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
-import { isHealthPath, readyWithin } from './health.js';
+import { boundedVariableErrorsPlugin } from './bounded-errors.js';
+import { readyWithin } from './health.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
 import { InProcessDataSource } from './in-process-data-source.js';
@@ -23,6 +26,7 @@ import { createLimiter, requestLimitsOf } from './limits.js';
 import { assertPortFree, listenFailure } from './port.js';
 import { GRAPHQL_PATH, pathOf, problem, problemAt, sendProblem } from './problem.js';
 import { RemoteDataSource } from './remote-data-source.js';
+import { RouteTable } from './route-table.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
@@ -81,6 +85,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     frameworkErrors: (error, request, reply) => void sendProblem(reply, frameworkProblem(error, request)),
     clientErrorHandler: answerClientError,
   });
+  const routes = new RouteTable(app);
   // A busy port is reported before the slow part of the start (database, migrations, gateway).
   await assertPortFree(config.HOST, config.PORT);
   const runtime: SubgraphRuntime | null =
@@ -144,7 +149,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     parseOptions: { maxTokens: config.GRAPHQL_MAX_TOKENS },
     // Operations are sent as text; a persisted-query hash is answered PERSISTED_QUERY_NOT_SUPPORTED.
     persistedQueries: false,
-    plugins: [fastifyApolloDrainPlugin(app), requestErrorStatusPlugin()],
+    // No landing page: Apollo's loads scripts and fonts from its CDN, and nothing leaves the machine, so a
+    // browser asking /graphql for text/html gets 406 like any other client that accepts no GraphQL type.
+    plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginLandingPageDisabled(), requestErrorStatusPlugin(), boundedVariableErrorsPlugin()],
     formatError: (formatted, error) => formatGraphQLError(formatted, error, app.log),
   });
   await apollo.start();
@@ -154,13 +161,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     if (body.status >= 500) request.log.error({ err: error }, 'request failed');
     return sendProblem(reply, body);
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, problem('NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0]}`, { instance: request.url })),
-  );
+  app.setNotFoundHandler(routes.notFound);
 
-  // One credential check for GraphQL over HTTP and every REST path; the health probes stay open.
+  // One credential check for GraphQL over HTTP and every REST path; routes declared public (the JWKS,
+  // /health) stay open.
   app.addHook('onRequest', async (request, reply) => {
-    if (!auth.enabled || isHealthPath(request.url)) return;
+    if (!auth.enabled || routes.isPublic(request)) return;
     if (auth.verify(request.headers as Record<string, string | undefined>)) return;
     return refuse(reply, request.url, 'UNAUTHENTICATED', 'Missing or invalid API key: send x-api-key or Authorization: Bearer');
   });
@@ -170,6 +176,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const encoding = request.headers['content-encoding']?.trim().toLowerCase();
     if (encoding === undefined || encoding === '' || encoding === 'identity') return;
     return refuse(reply, request.url, 'UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${encoding} is not supported: send the body uncompressed`);
+  });
+
+  // /graphql answers JSON only: an Accept header that allows neither GraphQL type (a browser's
+  // text/html) is 406 before anything else is looked at.
+  app.addHook('onRequest', async (request, reply) => {
+    if (pathOf(request.url) !== GRAPHQL_PATH || acceptsGraphQLResponse(request.headers.accept)) return;
+    return refuse(reply, request.url, 'NOT_ACCEPTABLE', 'Accept must allow application/graphql-response+json or application/json: /graphql serves no browser page');
   });
 
   // Request limits before Apollo validates or plans anything (gateway/limits.ts): a document over a limit
@@ -187,6 +200,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   await app.register(fastifyApollo(apollo), {
     path: '/graphql',
+    // OPTIONS is answered for every path alike (204 with Allow), not by Apollo.
+    method: ['GET', 'POST'],
     context: async (request) => gatewayContextFrom(request.headers),
   });
 
@@ -232,10 +247,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       websocket: { connections: ws.connections(), slow_consumer_closes: ws.slowConsumerCloses() },
     });
   };
-  app.get('/health', health);
-  app.get('/health/ready', health);
+  app.get('/health', { config: { public: true } }, health);
+  app.get('/health/ready', { config: { public: true } }, health);
   // Liveness: the process serves requests (a database outage is not a reason to restart it).
-  app.get('/health/live', async () => ({ status: 'ok', uptime_s: uptime() }));
+  app.get('/health/live', { config: { public: true } }, async () => ({ status: 'ok', uptime_s: uptime() }));
 
   await app.ready();
   const ws = attachGraphQLWebSocket({

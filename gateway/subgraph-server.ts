@@ -13,9 +13,10 @@ import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.
 import type { SubgraphModule } from '../platform/subgraph.js';
 import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom } from './context.js';
-import { isHealthPath, readyWithin } from './health.js';
+import { readyWithin } from './health.js';
 import { assertPortFree, listenFailure } from './port.js';
 import { problem, sendProblem } from './problem.js';
+import { RouteTable } from './route-table.js';
 import { CloseCode } from './subscriptions/close-codes.js';
 import { credentialHeadersOf } from './subscriptions/ws-server.js';
 import { databaseUnavailable, serializeSubgraphError } from './subgraph-errors.js';
@@ -43,6 +44,8 @@ export interface RunningSubgraphServer {
 export async function startSubgraphServer(options: { config: Config; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
   const { config, module } = options;
   const app = Fastify({ logger: { level: config.LOG_LEVEL }, bodyLimit: config.BODY_LIMIT_BYTES });
+  const routes = new RouteTable(app);
+  app.setNotFoundHandler(routes.notFound);
   await assertPortFree(config.HOST, config.PORT);
   const runtime = await startSubgraphRuntime({
     config,
@@ -74,7 +77,7 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
   }
 
   app.addHook('onRequest', async (request, reply) => {
-    if (!auth.enabled || isHealthPath(request.url)) return;
+    if (!auth.enabled || routes.isPublic(request)) return;
     if (auth.verify(request.headers as Record<string, string | undefined>)) return;
     await sendProblem(reply, problem('UNAUTHENTICATED', 'Missing or invalid API key', { instance: request.url }));
     return reply;
@@ -87,9 +90,9 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
     const ready = await readyWithin(() => instance.ready());
     return reply.status(ready ? 200 : 503).send({ subgraph: module.name, ready, database: runtime.db.kind });
   };
-  app.get('/health', health);
-  app.get('/health/ready', health);
-  app.get('/health/live', async () => ({ subgraph: module.name, status: 'ok' }));
+  app.get('/health', { config: { public: true } }, health);
+  app.get('/health/ready', { config: { public: true } }, health);
+  app.get('/health/live', { config: { public: true } }, async () => ({ subgraph: module.name, status: 'ok' }));
 
   await app.ready();
   const wss = new WebSocketServer({ server: app.server, path: '/graphql', maxPayload: config.BODY_LIMIT_BYTES });

@@ -28,6 +28,7 @@ export const errorCatalogue = {
   REQUEST_TIMEOUT: { status: 408, title: 'Request timeout' },
   CONFLICT: { status: 409, title: 'Conflict' },
   GONE: { status: 410, title: 'Gone' },
+  IDEMPOTENCY_KEY_REUSED: { status: 422, title: 'Idempotency-Key reused' },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large' },
   URI_TOO_LONG: { status: 414, title: 'URI too long' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type' },

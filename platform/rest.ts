@@ -18,6 +18,8 @@ export interface RestRoute<B = unknown, Q = unknown, P = unknown, D = unknown> {
   /** Path under the subgraph prefix, fastify syntax (`/booking/:booking_id/track`). */
   path: string;
   summary: string;
+  /** Served without an API key when API_KEYS is set: a public document such as the JWKS. @default false */
+  public?: boolean;
   /** The GraphQL operation this path runs. */
   operation: string;
   body?: z.ZodType<B>;

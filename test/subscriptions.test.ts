@@ -202,7 +202,11 @@ describe.each(targets)('subscriptions over graphql-transport-ws ($name)', ({ bac
     const bad = new Collector(client, 'subscription { machineStatusChanged(after: "not-a-cursor") { cursor } }');
     await bad.until((c) => c.results.length > 0 || c.error !== undefined || c.completed);
     expect(JSON.stringify(bad.results[0]?.errors ?? bad.error)).toContain('BAD_USER_INPUT');
-    const missing = new Collector(client, 'subscription { trackingUpdated(bookingId: "00000000-0000-4000-8000-000000000000") { cursor } }');
+    // A malformed booking id is bad input; a well-formed one that names no booking is not found.
+    const malformed = new Collector(client, 'subscription { trackingUpdated(bookingId: "00000000-0000-4000-8000-000000000000") { cursor } }');
+    await malformed.until((c) => c.results.length > 0 || c.error !== undefined || c.completed);
+    expect(JSON.stringify(malformed.results[0]?.errors ?? malformed.error)).toContain('BAD_USER_INPUT');
+    const missing = new Collector(client, 'subscription { trackingUpdated(bookingId: "BK-0000000000AB") { cursor } }');
     await missing.until((c) => c.results.length > 0 || c.error !== undefined || c.completed);
     expect(JSON.stringify(missing.results[0]?.errors ?? missing.error)).toContain('NOT_FOUND');
     // Two identical subscriptions opened together share the subgraph's refusal, not just the first.

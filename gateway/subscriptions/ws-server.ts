@@ -5,6 +5,7 @@ import { GraphQLError, getOperationAST, print, validate, type ExecutionResult, t
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Authenticator } from '../auth.js';
+import { clientMessage } from '../bounded-errors.js';
 import { gatewayContextFrom, type GatewayContext } from '../context.js';
 import { MAX_ERRORS, operationNotFound } from '../graphql-errors.js';
 import type { Limiter } from '../limits.js';
@@ -172,9 +173,9 @@ function guardSlowConsumer(
 
 function coded(error: unknown, code: string): GraphQLError {
   if (error instanceof GraphQLError) {
-    return new GraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, extensions: { ...error.extensions, code } });
+    return new GraphQLError(clientMessage(error.message, error), { nodes: error.nodes, source: error.source, positions: error.positions, extensions: { ...error.extensions, code } });
   }
-  return new GraphQLError(String(error), { extensions: { code } });
+  return new GraphQLError(clientMessage(String(error), error), { extensions: { code } });
 }
 
 /** The connection_init payload's credentials as the headers an HTTP request would carry them in. */

@@ -2,7 +2,7 @@ import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/ind
 import type { z } from 'zod';
 import type { FieldProblem } from '../../platform/errors.js';
 import { DateTimeScalar, parseInstant } from '../../platform/scalars.js';
-import { invalidInput, parseInput } from '../../platform/validate.js';
+import { checkInput, invalidInput, issuesAt, parseInput } from '../../platform/validate.js';
 import { MODEL_FEATURES } from './features.js';
 import { composeColdChain, deliveryTravelFeatures, readDwell } from './forecasts.js';
 import {
@@ -54,9 +54,9 @@ function parseArgs<T extends Record<string, unknown>>(checks: { [K in keyof T]: 
   const problems: FieldProblem[] = [];
   for (const key of Object.keys(checks) as (keyof T & string)[]) {
     const [schema, value] = checks[key];
-    const parsed = schema.safeParse(value);
-    if (parsed.success) out[key] = parsed.data;
-    else problems.push(...parsed.error.issues.map((i) => ({ field: [key, ...i.path.map(String)].join('.'), message: i.message })));
+    const checked = checkInput(schema, value);
+    if ('data' in checked) out[key] = checked.data;
+    else problems.push(...issuesAt(checked.issues, key));
   }
   if (problems.length > 0) throw invalidInput(problems);
   return out;

@@ -11,10 +11,13 @@ import {
   bookingsPageArgs,
   confirmBookingInput,
   createQuoteInput,
+  bookingIdRef,
   idArg,
   idempotencyKey,
+  machineIdArg,
   machineIdsFilter,
   quoteIdArg,
+  quoteIdRef,
 } from './inputs.js';
 import type { DeliveryCharge, LineItem } from './pricing.js';
 import {
@@ -146,7 +149,7 @@ export const rentalResolvers = {
       return ctx.store.machines();
     },
     machine: async (_: unknown, args: { id: string }, ctx: RentalContext) => {
-      const id = parseInput(idArg, args.id, 'id');
+      const id = parseInput(machineIdArg, args.id, 'id');
       await ctx.store.releaseExpired(ctx.now);
       return ctx.loaders.machine.load(id);
     },
@@ -277,7 +280,7 @@ export const rentalResolvers = {
   Depot: { coordinates },
   Location: { coordinates },
   Quote: {
-    __resolveReference: async (ref: { id: string }, ctx: RentalContext) => ctx.loaders.quote.load(parseInput(quoteIdArg, ref.id, 'id')),
+    __resolveReference: async (ref: { id: string }, ctx: RentalContext) => ctx.loaders.quote.load(parseInput(quoteIdRef, ref.id, 'id')),
     status: (q: QuoteRecord, _: unknown, ctx: RentalContext) => upper(effectiveQuoteStatus(q, ctx.now)),
     machines: (q: QuoteRecord, _: unknown, ctx: RentalContext) => machinesOf(q.machineIds, ctx),
     location: (q: QuoteRecord, _: unknown, ctx: RentalContext) => ctx.store.location(q.locationId),
@@ -299,7 +302,7 @@ export const rentalResolvers = {
     amount: (d: DeliveryCharge) => euros(d.amountCents),
   },
   Booking: {
-    __resolveReference: (ref: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(parseInput(bookingIdArg, ref.id, 'id')),
+    __resolveReference: (ref: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(parseInput(bookingIdRef, ref.id, 'id')),
     status: (b: BookingRecord) => upper(b.status),
     quote: async (b: BookingRecord, _: unknown, ctx: RentalContext) => must(await ctx.loaders.quote.load(b.quoteId), 'quote'),
     machines: (b: BookingRecord, _: unknown, ctx: RentalContext) => machinesOf(b.machineIds, ctx),

@@ -352,6 +352,8 @@ export const rentalRoutes: readonly RestRoute[] = [
     method: 'GET',
     path: '/pricing/keys',
     summary: 'JWKS with the public keys that verify quote signatures',
+    // Partners verify quotes offline with createRemoteJWKSet, which sends no API key.
+    public: true,
     operation: 'query RentalSigningKeys { quoteSigningKeys { kid kty crv x alg use } }',
     variables: () => ({}),
     result: (d) => ({ keys: d.quoteSigningKeys }),

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { Database, Queryable } from '../../platform/db.js';
 import { domainError } from '../../platform/errors.js';
 import { appendEvents, lockCommitOrder, type OutboxEvent } from '../../platform/outbox.js';
@@ -50,6 +50,14 @@ const bookingColumns = (t = '') => `${t}seq::text AS seq, ${t}id, ${t}quote_id::
 const BOOKING_COLUMNS = bookingColumns();
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A confirm's payload as an Idempotency-Key remembers it: SHA-256 of its normalized fields. */
+export function confirmFingerprint(input: { quoteId: string; customerName: string }): string {
+  return createHash('sha256').update(JSON.stringify(['confirmBooking', input.quoteId, input.customerName]), 'utf8').digest('hex');
+}
+
+const keyReused = () =>
+  domainError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request; send a new key for a new request');
 
 export interface RentalStoreOptions {
   quoteTtlSeconds: number;
@@ -348,8 +356,11 @@ export class RentalStore {
   }
 
   /**
-   * Confirms a quote into a booking. A repeated Idempotency-Key returns the booking it made; any other
-   * second confirm of the same quote is a CONFLICT, so one quote never yields two bookings.
+   * Confirms a quote into a booking. A repeated Idempotency-Key with the same request (same fingerprint)
+   * returns the booking it made; with a different request it is IDEMPOTENCY_KEY_REUSED. Any other second
+   * confirm of the same quote is a CONFLICT, so one quote never yields two bookings. The key and the
+   * fingerprint are inserted with the booking, in its transaction: a concurrent request with the same
+   * key waits on that insert (the unique key) or on the quote's row, then reads the committed booking.
    */
   async confirmBooking(input: {
     quoteId: string;
@@ -358,6 +369,7 @@ export class RentalStore {
     now: Date;
   }): Promise<BookingRecord> {
     const { now, quoteId, idempotencyKey } = input;
+    const fingerprint = confirmFingerprint(input);
     if (!UUID_RE.test(quoteId)) {
       throw domainError('BAD_USER_INPUT', `quoteId must be a UUID, got "${quoteId}"`, [
         { field: 'quoteId', message: 'must be a UUID' },
@@ -366,7 +378,7 @@ export class RentalStore {
     await this.releaseExpired(now);
     try {
       return await this.transact(async (tx) => {
-        const replay = await this.bookingForKey(tx, idempotencyKey, quoteId);
+        const replay = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint);
         if (replay) return replay;
         const quote = (
           await tx.query<QuoteRecord>(
@@ -386,7 +398,7 @@ export class RentalStore {
           if (!found) throw domainError('NOT_FOUND', `Quote ${quoteId} not found`);
           if (found.status === 'confirmed') {
             // A concurrent confirm with the same key may have committed while this one waited.
-            const raced = await this.bookingForKey(tx, idempotencyKey, quoteId);
+            const raced = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint);
             if (raced) return raced;
             throw domainError('CONFLICT', `Quote ${quoteId} is already confirmed as booking ${found.bookingId ?? ''}`.trim());
           }
@@ -409,8 +421,8 @@ export class RentalStore {
         const booking = (
           await tx.query<BookingRecord>(
             `INSERT INTO rental_bookings (id, quote_id, idempotency_key, customer_name, status, machine_ids, location_id,
-               start_time, duration_hours, confirmed_at, legs, quoted_cents, tracking_status, tracking_at)
-             VALUES ($1, $2, $3, $4, 'confirmed', $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $9)
+               start_time, duration_hours, confirmed_at, legs, quoted_cents, tracking_status, tracking_at, idempotency_fingerprint)
+             VALUES ($1, $2, $3, $4, 'confirmed', $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $9, $13)
              RETURNING ${BOOKING_COLUMNS}`,
             [
               bookingId,
@@ -425,6 +437,7 @@ export class RentalStore {
               JSON.stringify(legs),
               quote.totalCents,
               tracking.status,
+              idempotencyKey === null ? null : fingerprint,
             ],
           )
         ).rows[0]!;
@@ -437,9 +450,13 @@ export class RentalStore {
         return booking;
       });
     } catch (error) {
-      if ((error as { code?: string }).code === '23505') {
-        throw domainError('CONFLICT', 'This Idempotency-Key was already used for another request');
+      // Another confirm with this key committed while this one ran (its insert waited on the unique key):
+      // this transaction is rolled back, and the committed booking decides.
+      if ((error as { code?: string }).code === '23505' && idempotencyKey !== null) {
+        const raced = await this.bookingForKey(this.db, idempotencyKey, quoteId, fingerprint);
+        if (raced) return raced;
       }
+      if ((error as { code?: string }).code === '23505') throw domainError('CONFLICT', `Quote ${quoteId} was confirmed by a concurrent request`);
       throw error;
     }
   }
@@ -494,16 +511,21 @@ export class RentalStore {
     });
   }
 
-  private async bookingForKey(tx: Queryable, key: string | null, quoteId: string): Promise<BookingRecord | null> {
+  /** The booking an Idempotency-Key made, when the request matches the one it was made with. */
+  private async bookingForKey(q: Queryable, key: string | null, quoteId: string, fingerprint: string): Promise<BookingRecord | null> {
     if (!key) return null;
     const found = (
-      await tx.query<BookingRecord>(`SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE idempotency_key = $1`, [key])
+      await q.query<BookingRecord & { fingerprint: string | null }>(
+        `SELECT ${BOOKING_COLUMNS}, idempotency_fingerprint AS fingerprint FROM rental_bookings WHERE idempotency_key = $1`,
+        [key],
+      )
     ).rows[0];
     if (!found) return null;
-    if (found.quoteId !== quoteId) {
-      throw domainError('CONFLICT', 'This Idempotency-Key was already used to confirm a different quote');
-    }
-    return found;
+    const { fingerprint: stored, ...booking } = found;
+    // Bookings from before fingerprints were stored are matched by their quote alone.
+    const same = stored === null ? found.quoteId === quoteId : stored === fingerprint;
+    if (!same) throw keyReused();
+    return booking;
   }
 }
 
