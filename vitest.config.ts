@@ -1,5 +1,7 @@
+import { availableParallelism } from 'node:os';
 import { createRequire } from 'node:module';
 import { defineConfig } from 'vitest/config';
+import { FileTimesReporter } from './test/support/file-times.js';
 
 const require = createRequire(import.meta.url);
 
@@ -11,10 +13,21 @@ export default defineConfig({
   },
   test: {
     include: ['test/**/*.test.ts'],
+    // One migrated PGlite database per run, copied for each test server.
+    globalSetup: ['test/support/global-setup.ts'],
     pool: 'forks',
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
-    // Each file starts its own servers on ephemeral ports; two cores, so two files at a time.
-    maxWorkers: 2,
+    // Upper bounds for a busy machine, not expected durations. Every wait in the suite is on a condition
+    // with its own deadline (test/support/wait.ts, 20 s) that fails naming what it waited for; these
+    // catch only what hangs outside such a wait. A server start takes about 1 s on an idle machine and
+    // more than 10 s on a loaded one, and some tests start several.
+    testTimeout: 90_000,
+    hookTimeout: 120_000,
+    teardownTimeout: 60_000,
+    // A test that passes on a second try is a race to fix, not to hide.
+    retry: 0,
+    // Each file starts its own servers on ephemeral ports: one file per core, two at most.
+    maxWorkers: Math.max(1, Math.min(2, availableParallelism())),
+    slowTestThreshold: 5_000,
+    reporters: ['default', new FileTimesReporter(30_000)],
   },
 });

@@ -15,7 +15,7 @@ describe('training on a small seed', () => {
   let result: TrainResult;
   beforeAll(() => {
     result = trainAll({ seed: SEED, samples: SAMPLES });
-  }, 60_000);
+  }, 180_000);
 
   it('splits 60 / 20 / 20 with the validation set inside the training share', () => {
     const s = result.metrics.dwell.samples;

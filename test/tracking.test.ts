@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { OffsetClock } from '../platform/clock.js';
 import { hoursFromNow, rest } from './support/http.js';
 import { startTestServer } from './support/server.js';
+import { until } from './support/wait.js';
 
 describe('delivery tracking follows the stored plan and time', () => {
   let url: string;
@@ -53,7 +54,8 @@ describe('delivery tracking follows the stored plan and time', () => {
   });
 
   it('the sweeper releases machines of expired quotes without any request touching them', async () => {
-    const fast = await startTestServer({ env: { QUOTE_TTL_SECONDS: '5', QUOTE_SWEEP_INTERVAL_MS: '100' }, clock: new OffsetClock() });
+    const sweepClock = new OffsetClock();
+    const fast = await startTestServer({ env: { QUOTE_TTL_SECONDS: '60', QUOTE_SWEEP_INTERVAL_MS: '100' }, clock: sweepClock });
     const q = await rest(fast.url, 'POST', '/rental/pricing/quote', {
       machine_ids: ['EQ-003'],
       location_id: 'LOC-001',
@@ -64,8 +66,9 @@ describe('delivery tracking follows the stored plan and time', () => {
     const reserved = async () =>
       (await fast.db.query<{ status: string }>(`SELECT status FROM rental_machines WHERE id = 'EQ-003'`)).rows[0]!.status;
     expect(await reserved()).toBe('reserved');
-    await new Promise((r) => setTimeout(r, 5500));
-    expect(await reserved()).toBe('available');
+    // Past the 60 s expiry on the server's clock; the sweeper (every 100 ms) notices without a request.
+    sweepClock.advance(61_000);
+    await until(async () => (await reserved()) === 'available', 'the sweeper to release EQ-003');
     const events = await fast.db.query<{ payload: { machineId: string; reason: string } }>(
       `SELECT payload FROM outbox WHERE topic = 'rental.machine_status' ORDER BY id`,
     );

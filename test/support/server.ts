@@ -1,13 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll } from 'vitest';
+import { cp, rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { afterAll, inject } from 'vitest';
 import { loadConfig } from '../../platform/config.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../platform/db.js';
-import type { EventHub } from '../../platform/event-hub.js';
+import type { EventHub, StoredEvent, StreamOptions } from '../../platform/event-hub.js';
 import { startServer, type RunningServer } from '../../gateway/server.js';
+import type { SubscriptionExecutor } from '../../gateway/subscriptions/executor.js';
 import { startSubgraphServer, type RunningSubgraphServer } from '../../gateway/subgraph-server.js';
 import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
 import { subgraphs as allSubgraphs } from '../../subgraphs/registry.js';
+import { until } from './wait.js';
 
 export type Backend = 'pglite' | 'postgres';
 
@@ -22,6 +26,20 @@ export const modes: Mode[] = ['one-process', 'distributed'];
 export const targets = backends.flatMap((backend) => modes.map((mode) => ({ backend, mode, name: `${backend}, ${mode}` })));
 
 const running = new Set<{ close(): Promise<void> }>();
+
+let copies = 0;
+/**
+ * A fresh PGlite data directory for one database: a copy of the run's migrated template
+ * (test/support/global-setup.ts), which opens in a fraction of the time a new database takes. Without
+ * the template (a config without the global setup), an in-memory database as before.
+ */
+async function freshDataDir(): Promise<string | undefined> {
+  const template = inject('pgliteTemplate');
+  if (!template) return undefined;
+  const dir = join(dirname(template), `${process.pid}-${++copies}`);
+  await cp(template, dir, { recursive: true });
+  return dir;
+}
 afterAll(async () => {
   await Promise.all([...running].map((s) => s.close()));
 });
@@ -45,7 +63,64 @@ export type TestServer = Omit<RunningServer, 'db' | 'events'> & {
   schema?: string;
   /** Distributed mode: the subgraph servers, by name. */
   subgraphServers: ReadonlyMap<string, RunningSubgraphServer>;
+  /** Waits until subscriptions are live (a live subscription only sees events committed after that). */
+  live: LiveSubscriptions;
 };
+
+/**
+ * Counts subscriptions as they become live, so that a test waits for that instead of sleeping: the
+ * gateway's executor answering a subscribe (in one process its upstream stream is then open, or its
+ * refusal known), and an event hub opening a stream (in distributed mode a subgraph's hub does so when
+ * the gateway's upstream subscription reaches it). The counts wrap the public methods of the running
+ * instances and pass everything through unchanged.
+ */
+export class LiveSubscriptions {
+  /** Subscribe calls the gateway's executor has answered. */
+  subscribed = 0;
+  /** Streams opened on the event hubs (one per upstream stream; identical live subscriptions share one). */
+  streams = 0;
+  private readonly watched = new WeakSet<object>();
+
+  watchExecutor(executor: SubscriptionExecutor): void {
+    if (this.watched.has(executor)) return;
+    this.watched.add(executor);
+    const subscribe = executor.subscribe.bind(executor);
+    executor.subscribe = async (args) => {
+      try {
+        return await subscribe(args);
+      } finally {
+        this.subscribed++;
+      }
+    };
+  }
+
+  watchHub(hub: EventHub): void {
+    if (this.watched.has(hub)) return;
+    this.watched.add(hub);
+    const stream = hub.stream.bind(hub);
+    hub.stream = <P>(topic: string, options?: StreamOptions): AsyncIterableIterator<StoredEvent<P>> => {
+      this.streams++;
+      return stream<P>(topic, options);
+    };
+  }
+
+  /**
+   * Runs `open` (which starts subscriptions) and resolves with its result once `subscriptions` more
+   * subscribe calls have been answered by the gateway and `streams` more hub streams are open (default:
+   * one each; identical live subscriptions share one stream).
+   */
+  async opened<T>(open: () => T, counts: { subscriptions?: number; streams?: number } = {}): Promise<T> {
+    const subscriptions = counts.subscriptions ?? 1;
+    const streams = counts.streams ?? subscriptions;
+    const subscribed = this.subscribed + subscriptions;
+    const opened = this.streams + streams;
+    const result = open();
+    await until(() => this.subscribed >= subscribed && this.streams >= opened, `${subscriptions} subscription(s) on ${streams} stream(s) to be live`, {
+      detail: () => ({ subscribed: this.subscribed, wanted: subscribed, streams: this.streams, wantedStreams: opened }),
+    });
+    return result;
+  }
+}
 
 /**
  * Starts the real server on 127.0.0.1:0 (in distributed mode, each subgraph's server too, and the gateway
@@ -65,13 +140,24 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   };
   const clock = options.clock ? { clock: options.clock } : {};
   const modules = options.subgraphs ?? allSubgraphs;
+  const dataDirs: string[] = [];
+  /** The environment of one server: on PGlite, a database of its own unless the test names DATA_DIR. */
+  const own = async (): Promise<Record<string, string | undefined>> => {
+    if (backend !== 'pglite' || options.env?.['DATA_DIR']) return env;
+    const dir = await freshDataDir();
+    if (!dir) return env;
+    dataDirs.push(dir);
+    return { ...env, DATA_DIR: dir };
+  };
   const subgraphServers = new Map<string, RunningSubgraphServer>();
   if (options.mode === 'distributed') {
-    // Subgraphs share one database as they would in production (PGlite: each its own in-memory one).
-    for (const module of modules) subgraphServers.set(module.name, await startSubgraphServer({ config: loadConfig(env), module, ...clock }));
+    // Subgraphs share one database as they would in production (PGlite: each its own).
+    for (const module of modules) subgraphServers.set(module.name, await startSubgraphServer({ config: loadConfig(await own()), module, ...clock }));
   }
   const urls = [...subgraphServers].map(([name, s]) => `${name}=${s.graphqlUrl}`).join(',');
-  const server = await startServer({ config: loadConfig({ ...env, ...(urls ? { SUBGRAPH_URLS: urls } : {}) }), subgraphs: modules, ...clock });
+  // In distributed mode the gateway runs no subgraph and opens no database.
+  const gatewayEnv = options.mode === 'distributed' ? env : await own();
+  const server = await startServer({ config: loadConfig({ ...gatewayEnv, ...(urls ? { SUBGRAPH_URLS: urls } : {}) }), subgraphs: modules, ...clock });
   const instances = new Map<string, SubgraphInstance>(server.subgraphs);
   for (const [name, s] of subgraphServers) instances.set(name, s.runtime.instances.get(name)!);
   const close = async () => {
@@ -79,12 +165,16 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     await server.close();
     for (const s of subgraphServers.values()) await s.close();
     if (schema && !options.schema) await dropSchema(schema);
+    await Promise.all(dataDirs.map((dir) => rm(dir, { recursive: true, force: true })));
   };
   const runtime = subgraphServers.values().next().value?.runtime;
   const db = server.db ?? runtime?.db;
   const events = server.events ?? runtime?.events;
   if (!db || !events) throw new Error('no subgraph runs with a database');
-  const handle: TestServer = { ...server, db, events, subgraphs: instances, subgraphServers, close, ...(schema ? { schema } : {}) };
+  const live = new LiveSubscriptions();
+  live.watchExecutor(server.subscriptions);
+  for (const hub of [server.events, ...[...subgraphServers.values()].map((s) => s.runtime.events)]) if (hub) live.watchHub(hub);
+  const handle: TestServer = { ...server, db, events, subgraphs: instances, subgraphServers, close, live, ...(schema ? { schema } : {}) };
   running.add(handle);
   return handle;
 }

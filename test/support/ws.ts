@@ -1,5 +1,6 @@
 import { createClient, type Client, type FormattedExecutionResult } from 'graphql-ws';
 import WebSocket from 'ws';
+import { WAIT_MS } from './wait.js';
 
 /** The close of a graphql-ws connection, as the client saw it. */
 export interface Closed {
@@ -72,7 +73,7 @@ export class Collector<D = Record<string, any>> {
   }
 
   /** Waits until `predicate` holds over the collected results, failing after `timeoutMs`. */
-  async until(predicate: (c: this) => boolean, timeoutMs = 10_000, what = 'subscription results'): Promise<void> {
+  async until(predicate: (c: this) => boolean, timeoutMs = WAIT_MS, what = 'subscription results'): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!predicate(this)) {
       const left = deadline - Date.now();
