@@ -151,8 +151,9 @@ export function step(state: LinkModelState, dt: number): { state: LinkModelState
     }
     if (until !== undefined) changes.push({ pathId: null, group: g, change: 'up', cause: `${g} restored` });
     const profile = riskGroupProfile(g);
-    if (rng.next() < 1 - Math.exp((-profile.failuresPerHour * dt) / 3600)) {
-      groupsDown[g] = t + rng.logNormal(profile.repairMedianMin, profile.repairSigma) * 60;
+    const end = failureEnd(rng, profile, state.simSeconds, dt);
+    if (end !== null) {
+      groupsDown[g] = end;
       changes.push({ pathId: null, group: g, change: 'down', cause: `${g} failed` });
     }
   }
@@ -163,9 +164,7 @@ export function step(state: LinkModelState, dt: number): { state: LinkModelState
   const paths = state.paths.map((p): PathState => {
     const k = KIND_PROFILES[p.kind];
     let downUntil = p.downUntil !== null && p.downUntil > t ? p.downUntil : null;
-    if (downUntil === null && p.downUntil === null && rng.next() < 1 - Math.exp((-k.failuresPerHour * dt) / 3600)) {
-      downUntil = t + rng.logNormal(k.repairMedianMin, k.repairSigma) * 60;
-    }
+    if (downUntil === null && p.downUntil === null) downUntil = failureEnd(rng, k, state.simSeconds, dt);
     const next: PathState = {
       ...p,
       latencyMs: walk(p.latencyMs, k.latencyMs, WALK.latency, 3),
@@ -186,6 +185,18 @@ export function step(state: LinkModelState, dt: number): { state: LinkModelState
     return next;
   });
   return { state: { simSeconds: t, rng: rng.state(), paths, groupsDown }, changes };
+}
+
+/**
+ * Whether a fault starts during the step (from - 0, from + dt], and when it ends if it is still present at
+ * the end of the step. The start is uniform within the step, so a fault shorter than a step may come and
+ * go between two samples, as it would between two probes: the state seen at each step is an unbiased
+ * sample of the continuous process whatever the step length.
+ */
+function failureEnd(rng: Random, p: OutageProfile, from: number, dt: number): number | null {
+  if (rng.next() >= 1 - Math.exp((-p.failuresPerHour * dt) / 3600)) return null;
+  const end = from + rng.next() * dt + rng.logNormal(p.repairMedianMin, p.repairSigma) * 60;
+  return end > from + dt ? end : null;
 }
 
 function round(x: number, digits: number): number {
