@@ -29,6 +29,8 @@ export class RiskModel {
   private readonly logUp: Float64Array;
   /** ln(1 - o_i). */
   private readonly logOwnUp: Float64Array;
+  /** Marginal outage probability per path. */
+  private readonly outages: Float64Array;
   readonly groupNames: string[];
 
   constructor(
@@ -46,11 +48,12 @@ export class RiskModel {
       for (const g of this.groupsOf[i]!) s += this.logGroupUp[g]!;
       return s;
     });
+    this.outages = this.logUp.map((l) => -Math.expm1(l));
   }
 
   /** Marginal outage probability of path i. */
   outage(i: number): number {
-    return -Math.expm1(this.logUp[i]!);
+    return this.outages[i]!;
   }
 
   /** Probability that paths i and j are down at the same time. */
