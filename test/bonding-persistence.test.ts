@@ -77,7 +77,8 @@ describe.each(backends)('bonding sessions survive a restart (%s)', (backend: Bac
     } finally {
       await db.close();
     }
-  });
+    // Two server starts: generous on a busy machine.
+  }, 120_000);
 });
 
 if (!TEST_DATABASE_URL) console.warn('[bonding-persistence] TEST_DATABASE_URL is not set: the PostgreSQL multi-instance tests are skipped.');
