@@ -37,7 +37,8 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
       env: { BONDING_TICK_MS: '100', BONDING_MAX_OPEN_SESSIONS_PER_USER: '3' },
     });
     url = server.url;
-  }, 120_000);
+    // Distributed mode starts four servers: generous on a busy machine.
+  }, 180_000);
   // Every open session runs its link model each tick: close what a test left open, so later tests do not
   // share the machine with a growing number of them.
   let bondingDown = false;

@@ -44,7 +44,7 @@ describe.each(backends)('bonding sessions survive a restart (%s)', (backend: Bac
   const dir = mkdtempSync(join(tmpdir(), 'ops-supergraph-bonding-'));
   const schema = `t_bond_restart_${randomBytes(4).toString('hex')}`;
   const start = () =>
-    startTestServer({ backend, env: { DATA_DIR: dir, BONDING_TICK_MS: '50' }, ...(backend === 'postgres' ? { schema } : {}) });
+    startTestServer({ backend, env: { DATA_DIR: dir, BONDING_TICK_MS: '200' }, ...(backend === 'postgres' ? { schema } : {}) });
   afterAll(async () => {
     rmSync(dir, { recursive: true, force: true });
     if (backend === 'postgres') await dropSchema(schema);
@@ -78,7 +78,7 @@ describe.each(backends)('bonding sessions survive a restart (%s)', (backend: Bac
       await db.close();
     }
     // Two server starts: generous on a busy machine.
-  }, 120_000);
+  }, 180_000);
 });
 
 if (!TEST_DATABASE_URL) console.warn('[bonding-persistence] TEST_DATABASE_URL is not set: the PostgreSQL multi-instance tests are skipped.');
