@@ -1,5 +1,6 @@
 import { execute, parse } from 'graphql';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { TRANSITIONS, type SessionState } from '../subgraphs/bonding/state-machine.js';
 import { gql, rest } from './support/http.js';
 import { startTestServer, targets, type TestServer } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
@@ -309,6 +310,11 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     await events.until((e) => e.completed);
     const last = events.data.at(-1)!.bondingSessionUpdated;
     expect(last).toMatchObject({ kind: 'CLOSED', state: 'CLOSED' });
+    // Every state change is a move the documented state machine allows.
+    for (const e of events.data.map((d) => d.bondingSessionUpdated).filter((x) => x.kind === 'STATE' || x.kind === 'CLOSED')) {
+      const from = e.previousState!.toLowerCase() as SessionState;
+      expect(TRANSITIONS[from]).toContain(e.state.toLowerCase());
+    }
     const ticks = events.data.filter((d) => d.bondingSessionUpdated.kind === 'METRICS').map((d) => d.bondingSessionUpdated.tick);
     expect(ticks).toEqual(ticks.map((_, i) => i + 1));
     const bad = new Collector(c.client, query, { id: 'BS-bbbbbbbbbbbb' });

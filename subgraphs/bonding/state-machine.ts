@@ -24,10 +24,6 @@ export const TRANSITIONS: Readonly<Record<SessionState, readonly SessionState[]>
   closed: [],
 };
 
-export function canMove(from: SessionState, to: SessionState): boolean {
-  return from === to ? from !== 'closed' && from !== 'negotiating' : TRANSITIONS[from].includes(to);
-}
-
 export type Health = 'ok' | 'degraded' | 'critical';
 
 export interface PlaneRecord {
