@@ -120,31 +120,45 @@ function parity32(v: number): number {
   return v & 1;
 }
 
-const twiddleCache = new Map<number, { cos: Float64Array; sin: Float64Array }>();
+interface FftPlan {
+  /** Bit-reversal permutation of 0 .. size - 1. */
+  reversed: Int32Array;
+  /** Per stage (len = 4, 8, ...): cos and sin of 2 pi k / len for k < len / 2, contiguous. */
+  stages: { cos: Float64Array; sin: Float64Array }[];
+}
 
-function twiddles(size: number) {
-  let t = twiddleCache.get(size);
-  if (!t) {
-    const cos = new Float64Array(size / 2);
-    const sin = new Float64Array(size / 2);
-    for (let k = 0; k < size / 2; k++) {
-      cos[k] = Math.cos((2 * Math.PI * k) / size);
-      sin[k] = Math.sin((2 * Math.PI * k) / size);
+const planCache = new Map<number, FftPlan>();
+
+function twiddles(size: number): FftPlan {
+  let plan = planCache.get(size);
+  if (!plan) {
+    const bits = Math.round(Math.log2(size));
+    const reversed = new Int32Array(size);
+    for (let i = 1; i < size; i++) reversed[i] = (reversed[i >> 1]! >> 1) | ((i & 1) << (bits - 1));
+    const stages: FftPlan['stages'] = [];
+    for (let len = 4; len <= size; len <<= 1) {
+      const half = len >> 1;
+      const cos = new Float64Array(half);
+      const sin = new Float64Array(half);
+      for (let k = 0; k < half; k++) {
+        cos[k] = Math.cos((2 * Math.PI * k) / len);
+        sin[k] = Math.sin((2 * Math.PI * k) / len);
+      }
+      stages.push({ cos, sin });
     }
-    t = { cos, sin };
-    if (twiddleCache.size > 8) twiddleCache.clear();
-    twiddleCache.set(size, t);
+    plan = { reversed, stages };
+    if (planCache.size > 8) planCache.clear();
+    planCache.set(size, plan);
   }
-  return t;
+  return plan;
 }
 
 /** In-place iterative radix-2 FFT (inverse without the 1/N scale). */
-function fft(re: Float64Array, im: Float64Array, tw: { cos: Float64Array; sin: Float64Array }, inverse: boolean): void {
+function fft(re: Float64Array, im: Float64Array, plan: FftPlan, inverse: boolean): void {
   const n = re.length;
-  for (let i = 1, j = 0; i < n; i++) {
-    let bit = n >> 1;
-    for (; j & bit; bit >>= 1) j ^= bit;
-    j ^= bit;
+  const rev = plan.reversed;
+  for (let i = 1; i < n; i++) {
+    const j = rev[i]!;
     if (i < j) {
       let t = re[i]!;
       re[i] = re[j]!;
@@ -154,22 +168,36 @@ function fft(re: Float64Array, im: Float64Array, tw: { cos: Float64Array; sin: F
       im[j] = t;
     }
   }
+  // len = 2: the twiddle is 1.
+  for (let a = 0; a < n; a += 2) {
+    const xr = re[a + 1]!;
+    const xi = im[a + 1]!;
+    re[a + 1] = re[a]! - xr;
+    im[a + 1] = im[a]! - xi;
+    re[a] = re[a]! + xr;
+    im[a] = im[a]! + xi;
+  }
   const sign = inverse ? 1 : -1;
-  for (let len = 2; len <= n; len <<= 1) {
+  let stage = 0;
+  for (let len = 4; len <= n; len <<= 1, stage++) {
     const half = len >> 1;
-    const stride = n / len;
+    const { cos, sin } = plan.stages[stage]!;
     for (let i = 0; i < n; i += len) {
       for (let k = 0; k < half; k++) {
-        const wr = tw.cos[k * stride]!;
-        const wi = sign * tw.sin[k * stride]!;
+        const wr = cos[k]!;
+        const wi = sign * sin[k]!;
         const a = i + k;
         const b = a + half;
-        const xr = re[b]! * wr - im[b]! * wi;
-        const xi = re[b]! * wi + im[b]! * wr;
-        re[b] = re[a]! - xr;
-        im[b] = im[a]! - xi;
-        re[a] = re[a]! + xr;
-        im[a] = im[a]! + xi;
+        const br = re[b]!;
+        const bi = im[b]!;
+        const xr = br * wr - bi * wi;
+        const xi = br * wi + bi * wr;
+        const ar = re[a]!;
+        const ai = im[a]!;
+        re[b] = ar - xr;
+        im[b] = ai - xi;
+        re[a] = ar + xr;
+        im[a] = ai + xi;
       }
     }
   }
