@@ -72,6 +72,14 @@ const envSchema = z.object({
   WS_MAX_BUFFERED_BYTES: intFrom('WS_MAX_BUFFERED_BYTES', 1024, 256 * 1024 * 1024).default(1024 * 1024),
   /** Events that may wait for one subscription before its connection is closed as a slow consumer. @default 1000 */
   WS_MAX_QUEUED_EVENTS: intFrom('WS_MAX_QUEUED_EVENTS', 1, 1_000_000).default(1000),
+  /** Wall-clock interval of a bonding session's link-model step. @default 1000 */
+  BONDING_TICK_MS: intFrom('BONDING_TICK_MS', 20, 600_000).default(1000),
+  /** Simulated seconds one link-model step advances (60: a minute of link behaviour per step). @default 60 */
+  BONDING_SIM_SECONDS_PER_TICK: intFrom('BONDING_SIM_SECONDS_PER_TICK', 1, 86_400).default(60),
+  /** A bonding session with no start or key generation for this long is closed. @default 3600 */
+  BONDING_SESSION_TTL_SECONDS: intFrom('BONDING_SESSION_TTL_SECONDS', 10, 30 * 86_400).default(3600),
+  /** Open bonding sessions one user may hold; one more is 409. @default 16 */
+  BONDING_MAX_OPEN_SESSIONS_PER_USER: intFrom('BONDING_MAX_OPEN_SESSIONS_PER_USER', 1, 10_000).default(16),
   /** Comma-separated API keys. Unset or empty: demo mode, no key needed. */
   API_KEYS: z
     .string()

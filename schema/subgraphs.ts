@@ -2,6 +2,7 @@
 export const subgraphPorts = {
   rental: 4101,
   prediction: 4102,
+  bonding: 4103,
 } as const;
 
 export type SubgraphName = keyof typeof subgraphPorts;

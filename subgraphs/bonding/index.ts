@@ -1,0 +1,67 @@
+import { fileURLToPath } from 'node:url';
+import { buildSubgraphSchema } from '@apollo/subgraph';
+import { parse } from 'graphql';
+import type { SubgraphModule } from '../../platform/subgraph.js';
+import { readSubgraphSdl } from '../../platform/subgraph.js';
+import { createLoaders, resolverMap, type BondingContext } from './resolvers.js';
+import { bondingRoutes } from './rest.js';
+import { BondingStore } from './store.js';
+
+/**
+ * The bonding subgraph: multipath sessions whose paths move under a seeded link model, correlated-outage
+ * pair recommendation, and BB84 (simulated) + ML-KEM hybrid keys.
+ */
+export const bonding: SubgraphModule = {
+  name: 'bonding',
+  restPrefix: '/bonding',
+  routes: bondingRoutes,
+  migrations: [{ owner: 'bonding', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
+  async start({ db, config, clock, events }) {
+    const store = new BondingStore(db, {
+      tickMs: config.BONDING_TICK_MS,
+      simSecondsPerTick: config.BONDING_SIM_SECONDS_PER_TICK,
+      sessionTtlSeconds: config.BONDING_SESSION_TTL_SECONDS,
+      maxOpenSessionsPerUser: config.BONDING_MAX_OPEN_SESSIONS_PER_USER,
+      onEvents: () => void events.wake(),
+    });
+    const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('bonding')), resolvers: resolverMap });
+    // Every instance runs the link model; leases and conditional steps make each step happen once.
+    const linkModel = periodic(() => store.runLinkModel(clock.now()), config.BONDING_TICK_MS);
+    return {
+      schema,
+      context(): BondingContext {
+        return { store, events, clock, now: clock.now(), demoMode: config.API_KEYS.length === 0, loaders: createLoaders(store) };
+      },
+      async ready() {
+        try {
+          await db.query('SELECT 1 FROM bonding_sessions LIMIT 1');
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      async close() {
+        await linkModel.stop();
+      },
+    };
+  },
+};
+
+/** Runs `task` every `ms`, never two at once; `stop()` waits for a run in progress. */
+function periodic(task: () => Promise<unknown>, ms: number) {
+  let running: Promise<unknown> | null = null;
+  const timer = setInterval(() => {
+    running ??= task()
+      .catch(() => undefined)
+      .finally(() => {
+        running = null;
+      });
+  }, ms);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

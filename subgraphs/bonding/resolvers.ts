@@ -1,0 +1,273 @@
+import { randomBytes } from 'node:crypto';
+import DataLoader from 'dataloader';
+import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
+import type { Clock } from '../../platform/clock.js';
+import { domainError } from '../../platform/errors.js';
+import { isCursor, type EventHub, type StoredEvent } from '../../platform/event-hub.js';
+import { DateTimeScalar } from '../../platform/scalars.js';
+import { invalidInput, parseInput } from '../../platform/validate.js';
+import { QBER_ABORT_THRESHOLD, CryptoSource, runBb84 } from './bb84.js';
+import { RiskModel, defaultGroupOutage } from './correlation.js';
+import { fingerprint, hybridKey, mlKemExchange } from './hybrid.js';
+import {
+  SANDBOX_USER,
+  constraints as constraintsSchema,
+  kindToEnum,
+  quantumKeyInput,
+  recommendArgs,
+  sessionId as sessionIdSchema,
+  sessionsArgs,
+  startArgs,
+  userId as userIdSchema,
+} from './inputs.js';
+import { DEFAULT_TOPOLOGY, type PathState } from './link-model.js';
+import { Random } from './random.js';
+import { recommend, type Recommendation } from './recommend.js';
+import { ownOutageOf, type PlaneRecord } from './state-machine.js';
+import { TOPICS, type BondingStore, type KeySummary, type SessionEventPayload, type SessionRecord } from './store.js';
+
+export interface BondingContext {
+  store: BondingStore;
+  events: EventHub;
+  clock: Clock;
+  now: Date;
+  /** No API_KEYS: the generated key itself may be shown. */
+  demoMode: boolean;
+  loaders: ReturnType<typeof createLoaders>;
+}
+
+export function createLoaders(store: BondingStore) {
+  return {
+    session: new DataLoader<string, SessionRecord | null>(async (ids) => {
+      const rows = new Map((await store.sessionsByIds(ids)).map((r) => [r.id, r]));
+      return ids.map((id) => rows.get(id) ?? null);
+    }),
+  };
+}
+
+export const KEY_SOURCE = 'BB84 simulated in software (no quantum hardware) + ML-KEM-768 (FIPS 203), combined by HKDF-SHA256';
+const upper = (s: string) => s.toUpperCase();
+const RECOMMEND_METHOD =
+  'exact: every pair of usable paths, in order of marginal outage, skipping only pairs whose bound p_i * p_j already exceeds the runner-up';
+
+function cursorArg(after: unknown): string | null {
+  if (after === null || after === undefined) return null;
+  if (!isCursor(after)) throw invalidInput([{ field: 'after', message: 'must be a cursor from an earlier event (1 to 19 digits)' }]);
+  return after;
+}
+
+function mapEvents<P, R>(source: AsyncIterableIterator<StoredEvent<P>>, map: (event: StoredEvent<P>) => R, until: (event: StoredEvent<P>) => boolean) {
+  let ended = false;
+  const iterator: AsyncIterableIterator<R> = {
+    async next() {
+      if (ended) return { value: undefined, done: true };
+      const item = await source.next();
+      if (item.done) return { value: undefined, done: true };
+      if (until(item.value)) {
+        ended = true;
+        await source.return?.();
+      }
+      return { value: map(item.value), done: false };
+    },
+    async return() {
+      ended = true;
+      await source.return?.();
+      return { value: undefined, done: true };
+    },
+    [Symbol.asyncIterator]() {
+      return iterator;
+    },
+  };
+  return iterator;
+}
+
+function withTiming(rec: Recommendation, started: number) {
+  return { ...rec, method: RECOMMEND_METHOD, elapsedMs: Math.round((performance.now() - started) * 1000) / 1000 };
+}
+
+function sessionRecommendation(session: SessionRecord, constraints: unknown) {
+  const c = parseInput(constraintsSchema.nullish(), constraints, 'constraints') ?? {};
+  const started = performance.now();
+  return withTiming(recommend(session.model.paths.map((p) => ({ ...p, ownOutage: ownOutageOf(p) })), c), started);
+}
+
+interface EventView extends SessionEventPayload {
+  cursor: string;
+}
+
+export const bondingResolvers = {
+  DateTime: DateTimeScalar,
+  Query: {
+    bondingSession: (_: unknown, args: { id: unknown }, ctx: BondingContext) => ctx.loaders.session.load(parseInput(sessionIdSchema, args.id, 'id')),
+    currentBondingSession: async (_: unknown, args: { userId?: unknown; sessionId?: unknown }, ctx: BondingContext) => {
+      const userId = parseInput(userIdSchema.nullish(), args.userId, 'userId');
+      const id = parseInput(sessionIdSchema.nullish(), args.sessionId, 'sessionId');
+      if (!id) return ctx.store.currentSession(userId ?? SANDBOX_USER);
+      const session = await ctx.loaders.session.load(id);
+      return session && (!userId || session.userId === userId) ? session : null;
+    },
+    bondingSessions: (_: unknown, args: { userId?: unknown; first?: unknown }, ctx: BondingContext) => {
+      const { userId, first } = parseInput(sessionsArgs, { userId: args.userId, first: args.first ?? 20 });
+      return ctx.store.sessions(userId ?? SANDBOX_USER, first);
+    },
+    recommendPaths: (_: unknown, args: Record<string, unknown>) => {
+      const input = parseInput(recommendArgs, args);
+      const started = performance.now();
+      const groups = new Map((input.riskGroups ?? []).map((g) => [g.id, g.outageProbability]));
+      const paths = input.paths.map((p) => ({
+        id: p.id,
+        latencyMs: p.latencyMs,
+        jitterMs: p.jitterMs ?? 0,
+        lossPct: p.lossPct,
+        capacityMbps: p.capacityMbps,
+        up: p.up ?? true,
+        ownOutage: p.outageProbability ?? ownOutageOf({ kind: p.kind! }),
+        sharedRisk: p.sharedRisk ?? [],
+      }));
+      const rec = recommend(paths, input.constraints ?? {}, (name) => groups.get(name) ?? defaultGroupOutage(name));
+      return withTiming(rec, started);
+    },
+    bondingOverview: async (_: unknown, __: unknown, ctx: BondingContext) => ({
+      ...(await ctx.store.overview()),
+      keySource: KEY_SOURCE,
+      tickMs: ctx.store.options.tickMs,
+      simulatedSecondsPerTick: ctx.store.options.simSecondsPerTick,
+    }),
+    bondingEventCursor: (_: unknown, __: unknown, ctx: BondingContext) => ctx.store.eventCursor(),
+  },
+  Mutation: {
+    startBondingSession: async (_: unknown, args: Record<string, unknown>, ctx: BondingContext) => {
+      const input = parseInput(startArgs, args);
+      const seed = input.seed ?? randomBytes(4).readUInt32LE(0) % 2_147_483_648;
+      const paths = input.paths?.map((p) => ({ id: p.id, kind: p.kind, sharedRisk: p.sharedRisk ?? [] })) ?? DEFAULT_TOPOLOGY;
+      const session = await ctx.store.startSession({ userId: input.userId ?? SANDBOX_USER, seed, paths, now: ctx.now });
+      ctx.loaders.session.prime(session.id, session);
+      return session;
+    },
+    closeBondingSession: async (_: unknown, args: { id: unknown }, ctx: BondingContext) => {
+      const session = await ctx.store.closeSession(parseInput(sessionIdSchema, args.id, 'id'), ctx.now);
+      ctx.loaders.session.clear(session.id).prime(session.id, session);
+      return session;
+    },
+    generateQuantumKey: async (_: unknown, args: { input: unknown }, ctx: BondingContext) => {
+      const input = parseInput(quantumKeyInput, args.input);
+      // Unknown (404) or closed (409) before any work.
+      await ctx.store.requireOpenSession(input.sessionId);
+      const started = performance.now();
+      const seeded = input.seed !== null && input.seed !== undefined;
+      const rng = seeded ? Random.seeded(input.seed!, 'bb84') : new CryptoSource();
+      const run = runBb84({ bits: input.bits, noise: input.noise ?? 0.02, interceptFraction: input.interceptFraction ?? 0, rng });
+      let key: Uint8Array | null = null;
+      let keyId: string | null = null;
+      if (run.status === 'completed' && run.key) {
+        const kemRng = seeded ? Random.seeded(input.seed!, 'ml-kem') : null;
+        const kem = mlKemExchange(
+          kemRng ? { keygen: kemRng.bytes(new Uint8Array(64)), encapsulation: kemRng.bytes(new Uint8Array(32)) } : undefined,
+        );
+        key = hybridKey(run.key, kem.sharedSecret, input.bits, input.sessionId);
+        keyId = `QK-${randomBytes(8).toString('hex')}`;
+      }
+      const print = key ? fingerprint(key) : null;
+      const figures = {
+        rawBits: run.rawBits,
+        siftedBits: run.siftedBits,
+        sampleBits: run.sampleBits,
+        qber: run.qber,
+        qberUpperBound: run.qberUpperBound,
+        errorsCorrected: run.errorsCorrected,
+        leakedBits: run.leakedBits,
+        secureBits: run.secureBits,
+        finalBits: key ? input.bits : 0,
+        residualErrors: run.residualErrors,
+        eavesdropperDetected: run.eavesdropperDetected,
+        attempts: run.attempts,
+      };
+      await ctx.store.recordKey({
+        sessionId: input.sessionId,
+        status: run.status,
+        keyId,
+        fingerprint: print,
+        bits: input.bits,
+        qber: run.qber,
+        eavesdropperDetected: run.eavesdropperDetected,
+        figures: { ...figures, reason: run.reason, noise: input.noise ?? 0.02, interceptFraction: input.interceptFraction ?? 0 },
+        reason: run.reason,
+        now: ctx.now,
+      });
+      ctx.loaders.session.clear(input.sessionId);
+      return {
+        sessionId: input.sessionId,
+        status: upper(run.status),
+        reason: run.reason,
+        keyId,
+        fingerprint: print,
+        bits: input.bits,
+        ...figures,
+        qberThreshold: QBER_ABORT_THRESHOLD,
+        kem: 'ML-KEM-768',
+        kdf: 'HKDF-SHA256',
+        key: key && ctx.demoMode ? Buffer.from(key).toString('hex') : null,
+        simulated: true,
+        createdAt: ctx.now,
+        elapsedMs: Math.round((performance.now() - started) * 100) / 100,
+      };
+    },
+  },
+  Subscription: {
+    bondingSessionUpdated: {
+      subscribe: async (_: unknown, args: { sessionId: unknown; after?: unknown }, ctx: BondingContext) => {
+        const after = cursorArg(args.after);
+        const id = parseInput(sessionIdSchema, args.sessionId, 'sessionId');
+        const session = await ctx.loaders.session.load(id);
+        if (!session) throw domainError('NOT_FOUND', `Bonding session ${id} not found`);
+        const stream = ctx.events.stream<SessionEventPayload>(TOPICS.session, { after, keys: [id] });
+        return mapEvents(
+          stream,
+          (e) => ({ bondingSessionUpdated: { ...e.payload, cursor: e.id } }),
+          (e) => e.payload.kind === 'closed',
+        );
+      },
+      resolve: (payload: { bondingSessionUpdated: EventView }, _: unknown, ctx: BondingContext) => {
+        ctx.now = ctx.clock.now();
+        ctx.loaders = createLoaders(ctx.store);
+        return payload.bondingSessionUpdated;
+      },
+    },
+  },
+  BondingSession: {
+    __resolveReference: (ref: { id: unknown }, ctx: BondingContext) => ctx.loaders.session.load(parseInput(sessionIdSchema, ref.id, 'id')),
+    state: (s: SessionRecord) => upper(s.state),
+    simulatedSeconds: (s: SessionRecord) => s.model.simSeconds,
+    paths: (s: SessionRecord) => s.model.paths,
+    planes: (s: SessionRecord) => s.planes,
+    recommendation: (s: SessionRecord, args: { constraints?: unknown }) => sessionRecommendation(s, args.constraints),
+    correlation: (s: SessionRecord) => {
+      const model = new RiskModel(s.model.paths.map((p) => ({ id: p.id, ownOutage: ownOutageOf(p), sharedRisk: p.sharedRisk })));
+      return { pathIds: s.model.paths.map((p) => p.id), matrix: model.matrix().map((row) => row.map((x) => Math.round(x * 1e6) / 1e6)) };
+    },
+    lastKey: (s: SessionRecord) => s.lastKey,
+  },
+  BondPath: {
+    kind: (p: PathState) => kindToEnum(p.kind),
+    outageProbability: (p: PathState) => new RiskModel([{ id: p.id, ownOutage: ownOutageOf(p), sharedRisk: p.sharedRisk }]).outage(0),
+  },
+  Plane: {
+    health: (p: PlaneRecord) => upper(p.health),
+  },
+  QuantumKeySummary: {
+    status: (k: KeySummary) => upper(k.status),
+  },
+  BondingSessionEvent: {
+    kind: (e: EventView) => upper(e.kind),
+    state: (e: EventView) => upper(e.state),
+    previousState: (e: EventView) => (e.previousState ? upper(e.previousState) : null),
+    session: async (e: EventView, _: unknown, ctx: BondingContext) => {
+      const s = await ctx.loaders.session.load(e.sessionId);
+      if (!s) throw new Error(`session ${e.sessionId} is missing`);
+      return s;
+    },
+  },
+};
+
+/** The typed map above, in the shape `buildSubgraphSchema` accepts. */
+export const resolverMap = bondingResolvers as unknown as GraphQLResolverMap<unknown>;

@@ -1,0 +1,302 @@
+import { z } from 'zod';
+import { domainError } from '../../platform/errors.js';
+import { defineRoute, type RestRoute } from '../../platform/rest.js';
+import { text } from '../../platform/validate.js';
+import { MAX_PATHS, int, kindToEnum, restKind, seed, sessionId, userId } from './inputs.js';
+import type { PathKind } from './link-model.js';
+
+/*
+ * The documented REST paths of the bonding service (under /bonding), each run as a GraphQL operation
+ * through the gateway. Bodies are snake_case; enum values lower case (path kinds as "5g", "fiber", ...).
+ */
+
+interface PlaneData {
+  health: string;
+  lastAction: string;
+  lastActionAt: string;
+}
+interface PathData {
+  id: string;
+  kind: string;
+  sharedRisk: string[];
+  latencyMs: number;
+  jitterMs: number;
+  lossPct: number;
+  capacityMbps: number;
+  up: boolean;
+  outageProbability: number;
+}
+interface PairData {
+  a: string;
+  b: string;
+  jointOutage: number;
+  availability: number;
+  outageA: number;
+  outageB: number;
+  correlation: number;
+  sharedRisk: string[];
+  combinedCapacityMbps: number;
+  protectedRateMbps: number;
+  expectedGoodputMbps: number;
+  maxLatencyMs: number;
+}
+interface RecommendationData {
+  feasible: boolean;
+  explanation: string;
+  pair: PairData | null;
+  runnerUp: PairData | null;
+  weights: { pathId: string; weight: number; outage: number; expectedGoodputMbps: number }[];
+  expectedGoodputMbps: number;
+  ruledOut: { constraint: string; limit: number | null; count: number; examples: string[] }[];
+  pathsConsidered: number;
+  pathsUsable: number;
+  pairsTotal: number;
+  pairsEvaluated: number;
+  method: string;
+  elapsedMs: number;
+}
+interface KeySummaryData {
+  keyId: string | null;
+  status: string;
+  fingerprint: string | null;
+  bits: number;
+  qber: number;
+  eavesdropperDetected: boolean;
+  createdAt: string;
+}
+interface SessionData {
+  id: string;
+  userId: string;
+  state: string;
+  stateReason: string;
+  seed: number;
+  tick: number;
+  simulatedSeconds: number;
+  createdAt: string;
+  updatedAt: string;
+  closedAt: string | null;
+  paths: PathData[];
+  planes: { data: PlaneData; control: PlaneData; security: PlaneData; intelligence: PlaneData };
+  recommendation: RecommendationData;
+  lastKey: KeySummaryData | null;
+}
+interface KeyData extends Record<string, unknown> {
+  sessionId: string;
+  status: string;
+}
+
+const PAIR = `a b jointOutage availability outageA outageB correlation sharedRisk combinedCapacityMbps protectedRateMbps
+  expectedGoodputMbps maxLatencyMs`;
+const RECOMMENDATION = `feasible explanation pair { ${PAIR} } runnerUp { ${PAIR} }
+  weights { pathId weight outage expectedGoodputMbps } expectedGoodputMbps
+  ruledOut { constraint limit count examples } pathsConsidered pathsUsable pairsTotal pairsEvaluated method elapsedMs`;
+const PLANE = 'health lastAction lastActionAt';
+const SESSION = `id userId state stateReason seed tick simulatedSeconds createdAt updatedAt closedAt
+  paths { id kind sharedRisk latencyMs jitterMs lossPct capacityMbps up outageProbability }
+  planes { data { ${PLANE} } control { ${PLANE} } security { ${PLANE} } intelligence { ${PLANE} } }
+  recommendation { ${RECOMMENDATION} }
+  lastKey { keyId status fingerprint bits qber eavesdropperDetected createdAt }`;
+const KEY = `sessionId status reason keyId fingerprint bits rawBits siftedBits sampleBits qber qberUpperBound qberThreshold
+  errorsCorrected leakedBits secureBits finalBits residualErrors eavesdropperDetected attempts kem kdf key simulated
+  createdAt elapsedMs`;
+
+const lower = (s: string) => s.toLowerCase();
+const restKindOf = (k: string) => (k === 'FIVE_G' ? '5g' : lower(k));
+const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+/** camelCase keys to snake_case, one level (values kept). */
+const snakeKeys = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([k, v]) => [snake(k), v]));
+
+const plane = (p: PlaneData) => ({ health: lower(p.health), last_action: p.lastAction, last_action_at: p.lastActionAt });
+const pair = (p: PairData | null) => (p ? snakeKeys(p as unknown as Record<string, unknown>) : null);
+
+export const recommendationBody = (r: RecommendationData) => ({
+  feasible: r.feasible,
+  explanation: r.explanation,
+  pair: pair(r.pair),
+  runner_up: pair(r.runnerUp),
+  weights: r.weights.map((w) => ({ path_id: w.pathId, weight: w.weight, outage: w.outage, expected_goodput_mbps: w.expectedGoodputMbps })),
+  expected_goodput_mbps: r.expectedGoodputMbps,
+  ruled_out: r.ruledOut.map((x) => ({ constraint: snake(x.constraint), limit: x.limit, count: x.count, examples: x.examples })),
+  paths_considered: r.pathsConsidered,
+  paths_usable: r.pathsUsable,
+  pairs_total: r.pairsTotal,
+  pairs_evaluated: r.pairsEvaluated,
+  method: r.method,
+  elapsed_ms: r.elapsedMs,
+});
+
+const sessionBody = (s: SessionData) => ({
+  session_id: s.id,
+  user_id: s.userId,
+  state: lower(s.state),
+  state_reason: s.stateReason,
+  seed: s.seed,
+  tick: s.tick,
+  simulated_seconds: s.simulatedSeconds,
+  created_at: s.createdAt,
+  updated_at: s.updatedAt,
+  closed_at: s.closedAt,
+  paths: s.paths.map((p) => ({
+    id: p.id,
+    kind: restKindOf(p.kind),
+    shared_risk: p.sharedRisk,
+    latency_ms: p.latencyMs,
+    jitter_ms: p.jitterMs,
+    loss_pct: p.lossPct,
+    capacity_mbps: p.capacityMbps,
+    up: p.up,
+    outage_probability: p.outageProbability,
+  })),
+  planes: {
+    data: plane(s.planes.data),
+    control: plane(s.planes.control),
+    security: plane(s.planes.security),
+    intelligence: plane(s.planes.intelligence),
+  },
+  recommendation: recommendationBody(s.recommendation),
+  last_key: s.lastKey ? { ...snakeKeys(s.lastKey as unknown as Record<string, unknown>), status: lower(s.lastKey.status) } : null,
+});
+
+/** A query-string integer, checked as the GraphQL argument would be. */
+const queryInt = (schema: z.ZodType<number, number>) => z.string().regex(/^\d{1,10}$/, 'must be a whole number').transform(Number).pipe(schema);
+
+const restPath = z.object({
+  id: text(),
+  kind: restKind.optional(),
+  latency_ms: z.number(),
+  jitter_ms: z.number().optional(),
+  loss_pct: z.number(),
+  capacity_mbps: z.number(),
+  up: z.boolean().optional(),
+  outage_probability: z.number().optional(),
+  shared_risk: z.array(text()).max(16, 'must have at most 16 items').optional(),
+});
+type RestPath = z.infer<typeof restPath>;
+
+const optimizeBody = z.object({
+  paths: z.array(restPath).max(MAX_PATHS, `must have at most ${MAX_PATHS} items`),
+  constraints: z
+    .object({
+      max_latency_ms: z.number().optional(),
+      max_jitter_ms: z.number().optional(),
+      max_loss_pct: z.number().optional(),
+      min_combined_capacity_mbps: z.number().optional(),
+    })
+    .optional(),
+  risk_groups: z.array(z.object({ id: text(), outage_probability: z.number() })).max(MAX_PATHS, `must have at most ${MAX_PATHS} items`).optional(),
+});
+type OptimizeBody = z.infer<typeof optimizeBody>;
+
+const qkdBody = z.object({
+  session_id: text(),
+  bits: int(64, 4096),
+  noise: z.number().optional(),
+  intercept_fraction: z.number().optional(),
+  seed: seed.optional(),
+});
+type QkdBody = z.infer<typeof qkdBody>;
+
+const pathVariable = (p: RestPath) => ({
+  id: p.id,
+  kind: p.kind ? kindToEnum(p.kind as PathKind) : null,
+  latencyMs: p.latency_ms,
+  jitterMs: p.jitter_ms ?? null,
+  lossPct: p.loss_pct,
+  capacityMbps: p.capacity_mbps,
+  up: p.up ?? null,
+  outageProbability: p.outage_probability ?? null,
+  sharedRisk: p.shared_risk ?? null,
+});
+
+export const bondingRoutes: readonly RestRoute[] = [
+  defineRoute<undefined, undefined, undefined, { bondingOverview: Record<string, number | string> }>({
+    method: 'GET',
+    path: '/health',
+    summary: 'Backend health: open sessions by state and how keys are made',
+    operation: 'query BondingHealth { bondingOverview { openSessions negotiating bonded degraded down keySource tickMs simulatedSecondsPerTick } }',
+    variables: () => ({}),
+    result: (d) => {
+      const o = d.bondingOverview;
+      return {
+        status: 'ok',
+        service: 'bonding',
+        version: '1.0',
+        sessions: { open: o['openSessions'], negotiating: o['negotiating'], bonded: o['bonded'], degraded: o['degraded'], down: o['down'] },
+        key_source: o['keySource'],
+        link_model: { tick_ms: o['tickMs'], simulated_seconds_per_tick: o['simulatedSecondsPerTick'] },
+      };
+    },
+  }),
+  defineRoute<undefined, { user_id?: string | undefined; session_id?: string | undefined }, undefined, { currentBondingSession: SessionData | null }>({
+    method: 'GET',
+    path: '/api/bonding/status',
+    summary: "A session's state: ?session_id=, else the newest session of ?user_id= (default: the sandbox user)",
+    operation: `query BondingStatus($userId: String, $sessionId: ID) { currentBondingSession(userId: $userId, sessionId: $sessionId) { ${SESSION} } }`,
+    query: z.object({ user_id: userId.optional(), session_id: sessionId.optional() }),
+    variables: ({ query }) => ({ userId: query.user_id ?? null, sessionId: query.session_id ?? null }),
+    result: (d) => {
+      if (!d.currentBondingSession) throw domainError('NOT_FOUND', 'No bonding session found: start one with POST /bonding/api/bonding/start');
+      return sessionBody(d.currentBondingSession);
+    },
+  }),
+  defineRoute<undefined, { user_id?: string | undefined; seed?: number | undefined }, undefined, { startBondingSession: SessionData }>({
+    method: 'POST',
+    path: '/api/bonding/start',
+    summary: 'Starts a bonding session for ?user_id= (default: the sandbox user); ?seed= makes its link model reproducible',
+    operation: `mutation BondingStart($userId: String, $seed: Int) { startBondingSession(userId: $userId, seed: $seed) { ${SESSION} } }`,
+    query: z.object({ user_id: userId.optional(), seed: queryInt(seed).optional() }),
+    variables: ({ query }) => ({ userId: query.user_id ?? null, seed: query.seed ?? null }),
+    result: (d) => sessionBody(d.startBondingSession),
+  }),
+  defineRoute<undefined, { session_id: string }, undefined, { closeBondingSession: SessionData }>({
+    method: 'POST',
+    path: '/api/bonding/close',
+    summary: 'Closes the session ?session_id= (terminal)',
+    operation: `mutation BondingClose($id: ID!) { closeBondingSession(id: $id) { ${SESSION} } }`,
+    query: z.object({ session_id: sessionId }),
+    variables: ({ query }) => ({ id: query.session_id }),
+    fieldNames: { id: 'session_id' },
+    result: (d) => sessionBody(d.closeBondingSession),
+  }),
+  defineRoute<OptimizeBody, undefined, undefined, { recommendPaths: RecommendationData }>({
+    method: 'POST',
+    path: '/api/quantum/optimize',
+    summary: 'The redundant ("Bell-state") path pair with the lowest joint outage under the constraints, split weights, goodput',
+    operation: `query BondingOptimize($paths: [PathInput!]!, $constraints: PathConstraintsInput, $riskGroups: [RiskGroupInput!]) {
+      recommendPaths(paths: $paths, constraints: $constraints, riskGroups: $riskGroups) { ${RECOMMENDATION} } }`,
+    body: optimizeBody,
+    variables: ({ body }) => ({
+      paths: body.paths.map(pathVariable),
+      constraints: body.constraints
+        ? {
+            maxLatencyMs: body.constraints.max_latency_ms ?? null,
+            maxJitterMs: body.constraints.max_jitter_ms ?? null,
+            maxLossPct: body.constraints.max_loss_pct ?? null,
+            minCombinedCapacityMbps: body.constraints.min_combined_capacity_mbps ?? null,
+          }
+        : null,
+      riskGroups: body.risk_groups?.map((g) => ({ id: g.id, outageProbability: g.outage_probability })) ?? null,
+    }),
+    result: (d) => recommendationBody(d.recommendPaths),
+  }),
+  defineRoute<QkdBody, undefined, undefined, { generateQuantumKey: KeyData }>({
+    method: 'POST',
+    path: '/api/qkd/generate',
+    summary: 'BB84 key generation (simulated) combined with ML-KEM-768 into a hybrid session key',
+    operation: `mutation BondingQkd($input: QuantumKeyInput!) { generateQuantumKey(input: $input) { ${KEY} } }`,
+    body: qkdBody,
+    variables: ({ body }) => ({
+      input: {
+        sessionId: body.session_id,
+        bits: body.bits,
+        noise: body.noise ?? null,
+        interceptFraction: body.intercept_fraction ?? null,
+        seed: body.seed ?? null,
+      },
+    }),
+    result: (d) => {
+      const k = snakeKeys(d.generateQuantumKey);
+      return { ...k, status: lower(d.generateQuantumKey.status) };
+    },
+  }),
+];
