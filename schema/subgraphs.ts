@@ -2,6 +2,7 @@
 export const subgraphPorts = {
   rental: 4101,
   prediction: 4102,
+  features: 4104,
 } as const;
 
 export type SubgraphName = keyof typeof subgraphPorts;

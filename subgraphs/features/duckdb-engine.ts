@@ -69,11 +69,14 @@ export class DuckDbEngine {
       ORDER BY l.row_id`;
   }
 
-  async join(viewNames: readonly string[], labels: LabelRows): Promise<Map<string, Matches>> {
+  /** Joins the label rows with each named view; `ttl` overrides a view's TTL (null: none). */
+  async join(viewNames: readonly string[], labels: LabelRows, ttl: ReadonlyMap<string, number | null> = new Map()): Promise<Map<string, Matches>> {
     const views = viewNames.map((name) => {
       const view = this.views.get(name);
       if (!view) throw new Error(`view ${name} is not loaded`);
-      return view;
+      const ttlMs = ttl.has(name) ? ttl.get(name)! : view.ttlMs;
+      if (ttlMs !== null && !Number.isSafeInteger(ttlMs)) throw new Error(`TTL of ${name} is not a whole number of ms`);
+      return { name, entity: view.entity, ttlMs };
     });
     const conn = await this.instance.connect();
     try {

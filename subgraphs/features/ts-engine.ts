@@ -27,9 +27,10 @@ export function sortView(view: ViewData): SortedView {
 
 /**
  * The sort-merge as-of join: label rows are bucketed by entity and sorted by event time too, then each
- * entity's labels and feature rows are walked together once (a merge, no search).
+ * entity's labels and feature rows are walked together once (a merge, no search). `ttlMs` overrides the
+ * view's TTL.
  */
-export function tsAsOf(sorted: SortedView, labels: LabelRows): Matches {
+export function tsAsOf(sorted: SortedView, labels: LabelRows, ttlMs: number | null = sorted.view.ttlMs): Matches {
   const { view, start, order, sortedTs } = sorted;
   const out = new Int32Array(labels.length).fill(-1);
   const keys = labels.keys[view.entity];
@@ -42,7 +43,7 @@ export function tsAsOf(sorted: SortedView, labels: LabelRows): Matches {
   const labelBuckets = bucketSort(codes, labels.length, view.entityCount + 1);
   const lts = labels.ts;
   sortBuckets(labelBuckets.start, labelBuckets.order, (a, b) => lts[a]! < lts[b]! || (lts[a] === lts[b] && a < b));
-  const ttl = view.ttlMs;
+  const ttl = ttlMs;
   for (let e = 0; e < view.entityCount; e++) {
     const lEnd = labelBuckets.start[e + 1]!;
     let p = start[e]! - 1;
