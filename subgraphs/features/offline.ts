@@ -79,8 +79,16 @@ export class OfflineStore {
     this.sorted.set(view.name, sortView(view));
   }
 
-  /** Rebuilds the machine_utilization view when the rental events have moved on. */
-  async setMachineEvents(events: readonly MachineEvent[]): Promise<void> {
+  private machineUpdate: Promise<void> = Promise.resolve();
+
+  /** Rebuilds the machine_utilization view when the rental events have moved on (one rebuild at a time). */
+  setMachineEvents(events: readonly MachineEvent[]): Promise<void> {
+    const run = this.machineUpdate.then(() => this.rebuildMachineView(events));
+    this.machineUpdate = run.catch(() => undefined);
+    return run;
+  }
+
+  private async rebuildMachineView(events: readonly MachineEvent[]): Promise<void> {
     const newest = events.reduce((m, e) => Math.max(m, e.seq), 0);
     if (newest === this.machineSeq) return;
     const def = viewDefinition('machine_utilization')!;
