@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import type { z } from 'zod';
 import { isErrorCode, type FieldProblem } from '../platform/errors.js';
@@ -31,26 +31,60 @@ export function registerRestRoutes(
   execute: OperationExecutor,
 ): void {
   for (const route of routes) {
-    app.route({
+    const textBodies = route.textBodies;
+    if (!textBodies) {
+      app.route(routeOptions(prefix, route, execute));
+      continue;
+    }
+    // A path that takes another media type gets its parsers in a scope of its own (fastify encapsulation),
+    // so every other path and /graphql keep answering 415 to it.
+    void app.register(async (scoped) => {
+      for (const type of Object.keys(textBodies)) {
+        scoped.addContentTypeParser(type, { parseAs: 'string' }, (_request, body, done) => {
+          done(null, { [TEXT_BODY]: { type, text: typeof body === 'string' ? body : body.toString('utf8') } });
+        });
+      }
+      scoped.route(routeOptions(prefix, route, execute));
+    });
+  }
+}
+
+/** Marks a body that arrived as text of another media type, for the route's own parser. */
+const TEXT_BODY = Symbol('text body');
+type TextBody = { [TEXT_BODY]: { type: string; text: string } };
+const isTextBody = (body: unknown): body is TextBody => typeof body === 'object' && body !== null && TEXT_BODY in body;
+
+function routeOptions(prefix: string, route: RestRoute, execute: OperationExecutor) {
+  return {
       method: route.method,
       url: `${prefix}${route.path}`,
       config: { public: route.public === true },
-      handler: async (request, reply) => {
+      handler: async (request: FastifyRequest, reply: FastifyReply) => {
         const instance = request.url;
+        if (isTextBody(request.body)) {
+          const { type, text } = request.body[TEXT_BODY];
+          const parsed = route.textBodies![type]!(text);
+          if ('errors' in parsed) {
+            const bounded = boundedFields(parsed.errors);
+            return sendProblem(reply, problem('BAD_USER_INPUT', fieldsDetail(bounded.fields, bounded.truncated), { instance, errors: bounded.fields, errorsTruncated: bounded.truncated }));
+          }
+          request.body = parsed.value;
+        }
         const input = readInput(route, request);
         if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
         const result = await execute(route.operation, route.variables(input.value), gatewayContextFrom(request.headers));
         const failure = result.errors?.[0];
         if (failure) return sendProblem(reply, problemFromGraphQL(failure, result.errors ?? [], instance, route.fieldNames ?? {}));
         try {
+          const other = route.represent?.(result.data ?? {}, request.headers.accept);
+          if (other) return reply.code(200).type(other.contentType).send(other.body);
           return reply.code(200).send(route.result(result.data ?? {}));
         } catch (error) {
           if (error instanceof GraphQLError) return sendProblem(reply, problemFromGraphQL(error.toJSON(), [], instance, {}));
           throw error;
         }
       },
-    });
-  }
+  };
 }
 
 type Parsed = { value: { body: unknown; query: unknown; params: unknown } } | { problem: Problem };

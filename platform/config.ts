@@ -114,6 +114,22 @@ const envSchema = z.object({
   WS_MAX_SUBSCRIPTIONS: intFrom('WS_MAX_SUBSCRIPTIONS', 1, 100_000).default(100),
   /** Ed25519 private key (JWK JSON) to sign quotes with; unset: one is generated and kept in the database. */
   QUOTE_SIGNING_KEY: z.string().trim().min(1).optional(),
+  /** Seed of the features subgraph's generated insurance world. @default 20261123 */
+  FEATURES_SEED: intFrom('FEATURES_SEED', 0, 2 ** 31 - 1).default(20_261_123),
+  /** Policies in the generated insurance world (claims and label rows follow from them). @default 3000 */
+  FEATURES_POLICIES: intFrom('FEATURES_POLICIES', 20, 200_000).default(3000),
+  /** Redis for the online feature store (shared by every instance); unset: the database holds it. */
+  REDIS_URL: z
+    .string()
+    .trim()
+    .regex(/^rediss?:\/\/\S+$/, 'REDIS_URL must be a redis:// or rediss:// URL')
+    .optional(),
+  /** Prefix of the online store's Redis keys. @default features */
+  FEATURES_REDIS_PREFIX: z
+    .string()
+    .trim()
+    .regex(/^[A-Za-z0-9_:.-]{1,64}$/, 'FEATURES_REDIS_PREFIX must be 1-64 characters of A-Z a-z 0-9 _ : . -')
+    .default('features'),
 });
 
 export type Config = z.infer<typeof envSchema>;

@@ -1,4 +1,6 @@
+import type { Readable } from 'node:stream';
 import type { z } from 'zod';
+import type { FieldProblem } from './errors.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -33,6 +35,17 @@ export interface RestRoute<B = unknown, Q = unknown, P = unknown, D = unknown> {
   fieldNames?: Readonly<Record<string, string>>;
   /** Maps the operation's `data` to the documented snake_case body. */
   result(data: D): unknown;
+  /**
+   * Request bodies of other media types this path accepts (`text/csv`), by media type: each parser turns the
+   * text into the JSON body shape (then checked by `body` as any JSON body), or names what is wrong with it.
+   * Only these paths accept those types; everywhere else they stay 415.
+   */
+  textBodies?: Readonly<Record<string, (text: string) => { value: unknown } | { errors: FieldProblem[] }>>;
+  /**
+   * Another representation of the answer chosen by the request's Accept header (CSV), or a large answer
+   * written as a stream rather than one string; undefined answers `result(data)` as JSON.
+   */
+  represent?(data: D, accept: string | undefined): { contentType: string; body: Readable } | undefined;
 }
 
 /** Keeps each route's generic types while collecting routes of different shapes in one table. */

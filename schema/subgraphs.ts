@@ -3,6 +3,7 @@ export const subgraphPorts = {
   rental: 4101,
   prediction: 4102,
   bonding: 4103,
+  features: 4104,
 } as const;
 
 export type SubgraphName = keyof typeof subgraphPorts;

@@ -1,0 +1,150 @@
+import { createConnection } from 'node:net';
+import { argv } from 'node:process';
+import { startServer } from '../gateway/server.js';
+import { loadConfig } from '../platform/config.js';
+import { DuckDbEngine } from '../subgraphs/features/duckdb-engine.js';
+import { DAY_MS, emptyLabels, type LabelRows, type ViewData } from '../subgraphs/features/frame.js';
+import type { FeaturesContext } from '../subgraphs/features/resolvers.js';
+import { sortView, tsAsOf } from '../subgraphs/features/ts-engine.js';
+import { Random } from '../subgraphs/prediction/random.js';
+
+/*
+ * `npm run bench -- features [labels:rows ...]`: the point-in-time join with both engines side by side on
+ * the same data (label rows per second, identical matches checked), then online lookups p50/p99 in process
+ * and over REST, on the database and (when one answers on 127.0.0.1:6379) Redis. Bounded by count and time;
+ * traffic only to 127.0.0.1.
+ */
+
+const DEFAULT_SIZES: [number, number][] = [
+  [10_000, 100_000],
+  [100_000, 1_000_000],
+  [1_000_000, 10_000_000],
+];
+
+/** A feature view of `rows` rows over rows/10 entities, timestamps on an hourly grid (many ties), 2 features. */
+function syntheticView(rows: number, rng: Random): ViewData {
+  const entities = Math.max(1, Math.floor(rows / 10));
+  const view: ViewData = {
+    name: 'bench',
+    entity: 'policy',
+    features: ['a', 'b'],
+    ttlMs: 90 * DAY_MS,
+    entityCount: entities,
+    length: rows,
+    entityCode: new Int32Array(rows),
+    ts: new Float64Array(rows),
+    created: new Float64Array(rows),
+    values: [new Float64Array(rows), new Float64Array(rows)],
+  };
+  const span = 4 * 365 * 24;
+  for (let i = 0; i < rows; i++) {
+    view.entityCode[i] = rng.int(entities);
+    view.ts[i] = rng.int(span) * 3_600_000;
+    view.created[i] = view.ts[i]! + rng.int(48) * 3_600_000;
+    view.values[0]![i] = i;
+    view.values[1]![i] = rng.next();
+  }
+  return view;
+}
+
+function syntheticLabels(n: number, entities: number, rng: Random): LabelRows {
+  const labels = emptyLabels(n);
+  const span = 4 * 365 * 24;
+  for (let i = 0; i < n; i++) {
+    labels.keys.policy[i] = rng.int(entities);
+    labels.ts[i] = rng.int(span) * 3_600_000;
+  }
+  return labels;
+}
+
+async function pitJoins(sizes: [number, number][]): Promise<void> {
+  console.log('\nPoint-in-time join (one view, TTL 90 days, hourly timestamps with ties; DuckDB threads = 2)\n');
+  console.log('| label rows | feature rows | DuckDB load s | DuckDB join s | DuckDB rows/s | TS sort s | TS join s | TS total s | TS rows/s | TS / DuckDB | mismatches |');
+  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const [labelsN, rowsN] of sizes) {
+    const rng = new Random(11, `bench-${labelsN}-${rowsN}`);
+    const view = syntheticView(rowsN, rng);
+    const labels = syntheticLabels(labelsN, view.entityCount, rng);
+    let t = performance.now();
+    const duck = await DuckDbEngine.open([view], { threads: 2 });
+    const load = (performance.now() - t) / 1000;
+    t = performance.now();
+    const fromDuck = (await duck.join(['bench'], labels)).get('bench')!;
+    const duckJoin = (performance.now() - t) / 1000;
+    duck.close();
+    t = performance.now();
+    const sorted = sortView(view);
+    const sort = (performance.now() - t) / 1000;
+    t = performance.now();
+    const fromTs = tsAsOf(sorted, labels);
+    const tsJoin = (performance.now() - t) / 1000;
+    let mismatches = 0;
+    for (let i = 0; i < labelsN; i++) if (fromDuck[i] !== fromTs[i]) mismatches++;
+    const tsTotal = sort + tsJoin;
+    console.log(
+      `| ${labelsN.toLocaleString('en')} | ${rowsN.toLocaleString('en')} | ${load.toFixed(2)} | ${duckJoin.toFixed(3)} | ${Math.round(labelsN / duckJoin).toLocaleString('en')} | ${sort.toFixed(3)} | ${tsJoin.toFixed(3)} | ${tsTotal.toFixed(3)} | ${Math.round(labelsN / tsTotal).toLocaleString('en')} | ${(tsTotal / duckJoin).toFixed(2)}x | ${mismatches} |`,
+    );
+  }
+}
+
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
+
+async function lookups(call: (i: number) => Promise<unknown>, count: number) {
+  for (let i = 0; i < 100; i++) await call(i);
+  const times: number[] = [];
+  const deadline = performance.now() + 5000;
+  for (let i = 0; i < count && performance.now() < deadline; i++) {
+    const t = performance.now();
+    await call(i);
+    times.push(performance.now() - t);
+  }
+  times.sort((a, b) => a - b);
+  return { n: times.length, p50: percentile(times, 0.5), p99: percentile(times, 0.99) };
+}
+
+const redisAnswers = () =>
+  new Promise<boolean>((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port: 6379 });
+    socket.setTimeout(500);
+    socket.once('connect', () => (socket.end(), resolve(true)));
+    socket.once('error', () => resolve(false));
+    socket.once('timeout', () => (socket.destroy(), resolve(false)));
+  });
+
+async function onlineLookups(): Promise<void> {
+  console.log('\nOnline lookups (3,000 policies materialized; sequential, warm; up to 3,000 calls or 5 s each)\n');
+  console.log('| store | path | calls | p50 ms | p99 ms |');
+  console.log('|---|---|---:|---:|---:|');
+  const stores: { name: string; env: Record<string, string> }[] = [{ name: 'database (PGlite)', env: {} }];
+  if (await redisAnswers()) stores.push({ name: 'redis', env: { REDIS_URL: 'redis://127.0.0.1:6379', FEATURES_REDIS_PREFIX: `bench-${process.pid}` } });
+  else console.log('(Redis: nothing answers on 127.0.0.1:6379, skipped)');
+  for (const store of stores) {
+    const server = await startServer({
+      config: loadConfig({ PORT: '0', DATA_DIR: ':memory:', LOG_LEVEL: 'silent', FEATURES_POLICIES: '3000', ...store.env }),
+    });
+    try {
+      const res = await fetch(`${server.url}/features/offline`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      if (!res.ok) throw new Error(`materialization failed: ${res.status}`);
+      const ctx = server.subgraphs.get('features')!.context({ headers: {} }) as FeaturesContext;
+      const id = (i: number) => `P-${String((i % 3000) + 1).padStart(6, '0')}`;
+      const inProcess = await lookups((i) => ctx.service.onlineFeatures('policy', id(i)), 3000);
+      const overRest = await lookups(async (i) => {
+        const r = await fetch(`${server.url}/features/online/policy/${id(i)}`);
+        if (r.status !== 200) throw new Error(`lookup failed: ${r.status}`);
+        await r.arrayBuffer();
+      }, 3000);
+      for (const [path, m] of [['in process', inProcess], ['REST (gateway, loopback)', overRest]] as const) {
+        console.log(`| ${store.name} | ${path} | ${m.n} | ${m.p50.toFixed(3)} | ${m.p99.toFixed(3)} |`);
+      }
+    } finally {
+      await server.close();
+    }
+  }
+}
+
+export default async function run(): Promise<void> {
+  const args = argv.slice(3).filter((a) => /^\d+:\d+$/.test(a));
+  const sizes = args.length > 0 ? args.map((a) => a.split(':').map(Number) as [number, number]) : DEFAULT_SIZES;
+  await pitJoins(sizes);
+  if (!argv.includes('--no-online')) await onlineLookups();
+}

@@ -1,0 +1,203 @@
+import type { Matches } from './frame.js';
+import type { ModelName } from './generator.js';
+import { fit, metricName, metricOf, permutationImportance, rocAuc, type Task } from './learn.js';
+import { labelSetRows, type OfflineStore } from './offline.js';
+import { viewDefinition } from './registry.js';
+
+/** The three actuarial models: their label set, task, feature views and out-of-time cutoff. */
+export const MODEL_SPECS: Record<ModelName, { task: Task; views: readonly string[]; testFrom: number; description: string }> = {
+  underwriting: {
+    task: 'classification',
+    views: ['policy_profile', 'policy_claims_history'],
+    testFrom: Date.UTC(2024, 0, 1),
+    description: 'a claim within the 12 months of a policy term, at the term start',
+  },
+  pricing: {
+    task: 'regression',
+    views: ['policy_profile', 'policy_claims_history'],
+    testFrom: Date.UTC(2024, 0, 1),
+    description: 'claim cost of a policy term (log1p EUR), at the term start',
+  },
+  fraud: {
+    task: 'classification',
+    views: ['claim_report', 'policy_profile', 'policy_claims_history', 'claim_settlement'],
+    testFrom: Date.UTC(2024, 6, 1),
+    description: 'the fraud flag of a claim, at its report',
+  },
+};
+
+export interface LeakageFinding {
+  view: string;
+  feature: string;
+  column: string;
+  severity: 'SEVERE' | 'MILD';
+  rows: number;
+  rowsWithoutPitValue: number;
+  medianLeadHours: number;
+  separationGain: number;
+}
+
+export interface ModelEvaluation {
+  metric: string;
+  pointInTime: number;
+  unguardedOffline: number;
+  unguardedInProduction: number;
+  inflation: number;
+  trainRows: number;
+  testRows: number;
+  testFrom: Date;
+}
+
+export interface LeakageAudit {
+  labelSet: Uppercase<ModelName>;
+  labelRows: number;
+  rowsWithFindings: number;
+  findings: LeakageFinding[];
+  evaluation: ModelEvaluation;
+}
+
+const round4 = (x: number) => Math.round(x * 10_000) / 10_000;
+
+function median(values: number[]): number {
+  if (values.length === 0) return 0;
+  const s = [...values].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** Univariate separation of a column from the label: |AUC - 0.5|, nulls ranked lowest. */
+function separation(col: Float64Array, label: ArrayLike<number>): number {
+  const filled = Float64Array.from(col, (x) => (Number.isNaN(x) ? -Number.MAX_VALUE : x));
+  return Math.abs(rocAuc(filled, label) - 0.5);
+}
+
+const same = (a: number, b: number) => a === b || (Number.isNaN(a) && Number.isNaN(b));
+
+/**
+ * Scans a label set against feature views: where an unguarded latest-value join would use a row from
+ * after the event (feature_timestamp > event_timestamp) with another value than the point-in-time join,
+ * per feature; then trains the model both ways and scores both on the later, out-of-time period.
+ */
+export async function leakageAudit(offline: OfflineStore, model: ModelName, views: readonly string[] | null, testFrom: number | null): Promise<LeakageAudit> {
+  const spec = MODEL_SPECS[model];
+  const viewNames = views ?? spec.views;
+  const rows = labelSetRows(offline.labelRows(model));
+  const labels = offline.toLabels(rows);
+  const { matches: pit } = await offline.match(viewNames, labels, 'DUCKDB');
+  const latest = offline.latestValues(labels, viewNames);
+  const pitFrame = offline.gather(rows, viewNames, pit);
+  const rawFrame = offline.gather(rows, viewNames, latest);
+  const y = Float64Array.from(rows, (r) => r.label ?? 0);
+  const binary = Float64Array.from(y, (v) => (v > 0 ? 1 : 0));
+
+  const findings: LeakageFinding[] = [];
+  const flagged = new Uint8Array(rows.length);
+  let column = 0;
+  for (const name of viewNames) {
+    const view = offline.views.get(name)!;
+    const def = viewDefinition(name)!;
+    const late: Matches = latest.get(name)!;
+    for (const feature of def.features) {
+      const pitCol = pitFrame.values[column]!;
+      const rawCol = rawFrame.values[column]!;
+      let count = 0;
+      let withoutPit = 0;
+      const leads: number[] = [];
+      for (let i = 0; i < rows.length; i++) {
+        const r = late[i]!;
+        if (r < 0 || view.ts[r]! <= labels.ts[i]! || same(pitCol[i]!, rawCol[i]!)) continue;
+        count++;
+        flagged[i] = 1;
+        if (Number.isNaN(pitCol[i]!)) withoutPit++;
+        leads.push((view.ts[r]! - labels.ts[i]!) / 3_600_000);
+      }
+      if (count > 0) {
+        findings.push({
+          view: name,
+          feature: feature.name,
+          column: pitFrame.columns[column]!.name,
+          severity: def.postOutcome || withoutPit * 2 >= count ? 'SEVERE' : 'MILD',
+          rows: count,
+          rowsWithoutPitValue: withoutPit,
+          medianLeadHours: Math.round(median(leads) * 10) / 10,
+          separationGain: round4(separation(rawCol, binary) - separation(pitCol, binary)),
+        });
+      }
+      column++;
+    }
+  }
+  findings.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'SEVERE' ? -1 : 1) || b.separationGain - a.separationGain || b.rows - a.rows);
+
+  const cutoff = testFrom ?? spec.testFrom;
+  const train = rows.map((_, i) => i).filter((i) => rows[i]!.eventTs < cutoff);
+  const test = rows.map((_, i) => i).filter((i) => rows[i]!.eventTs >= cutoff);
+  const target = spec.task === 'classification' ? binary : Float64Array.from(y, Math.log1p);
+  const pick = (cols: readonly Float64Array[], idx: number[]) => cols.map((c) => Float64Array.from(idx, (i) => c[i]!));
+  const yTrain = Float64Array.from(train, (i) => target[i]!);
+  const yTest = Float64Array.from(test, (i) => target[i]!);
+  const metric = metricOf(spec.task);
+  const pitModel = fit(spec.task, pick(pitFrame.values, train), yTrain);
+  const rawModel = fit(spec.task, pick(rawFrame.values, train), yTrain);
+  const pointInTime = metric(pitModel.predict(pick(pitFrame.values, test)), yTest);
+  const unguardedOffline = metric(rawModel.predict(pick(rawFrame.values, test)), yTest);
+  const unguardedInProduction = metric(rawModel.predict(pick(pitFrame.values, test)), yTest);
+  return {
+    labelSet: model.toUpperCase() as Uppercase<ModelName>,
+    labelRows: rows.length,
+    rowsWithFindings: flagged.reduce((s, f) => s + f, 0),
+    findings,
+    evaluation: {
+      metric: metricName(spec.task),
+      pointInTime: round4(pointInTime),
+      unguardedOffline: round4(unguardedOffline),
+      unguardedInProduction: round4(unguardedInProduction),
+      inflation: round4(unguardedOffline - pointInTime),
+      trainRows: train.length,
+      testRows: test.length,
+      testFrom: new Date(cutoff),
+    },
+  };
+}
+
+export interface ModelImportance {
+  model: Uppercase<ModelName>;
+  metric: string;
+  heldOut: number;
+  trainRows: number;
+  testRows: number;
+  testFrom: Date;
+  features: { column: string; importance: number; rank: number }[];
+}
+
+/** Permutation importance of each model trained on its point-in-time frame, on the out-of-time period. */
+export async function featureImportance(offline: OfflineStore): Promise<ModelImportance[]> {
+  const out: ModelImportance[] = [];
+  for (const model of ['underwriting', 'pricing', 'fraud'] as const) {
+    const spec = MODEL_SPECS[model];
+    const rows = labelSetRows(offline.labelRows(model));
+    const frame = await offline.frame(rows, spec.views, 'DUCKDB');
+    const y = Float64Array.from(rows, (r) => (spec.task === 'classification' ? ((r.label ?? 0) > 0 ? 1 : 0) : Math.log1p(r.label ?? 0)));
+    const train = rows.map((_, i) => i).filter((i) => rows[i]!.eventTs < spec.testFrom);
+    const test = rows.map((_, i) => i).filter((i) => rows[i]!.eventTs >= spec.testFrom);
+    const pick = (idx: number[]) => frame.values.map((c) => Float64Array.from(idx, (i) => c[i]!));
+    const yTest = Float64Array.from(test, (i) => y[i]!);
+    const fitted = fit(spec.task, pick(train), Float64Array.from(train, (i) => y[i]!));
+    const testCols = pick(test);
+    const heldOut = metricOf(spec.task)(fitted.predict(testCols), yTest);
+    const importance = permutationImportance(fitted, spec.task, testCols, yTest);
+    const features = frame.columns
+      .map((c, j) => ({ column: c.name, importance: round4(importance[j]!) }))
+      .sort((a, b) => b.importance - a.importance)
+      .map((f, i) => ({ ...f, rank: i + 1 }));
+    out.push({
+      model: model.toUpperCase() as Uppercase<ModelName>,
+      metric: metricName(spec.task),
+      heldOut: round4(heldOut),
+      trainRows: train.length,
+      testRows: test.length,
+      testFrom: new Date(spec.testFrom),
+      features,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,52 @@
+/**
+ * The columnar shapes both offline engines work on. Instants are epoch milliseconds in Float64Arrays
+ * (exact integers up to 2^53); a feature value of NaN is a null. Entities are dictionary-coded per entity
+ * type; a code of -1 in a label row means "no key of this type" and never matches.
+ */
+
+export const ENTITY_TYPES = ['policy', 'claim', 'machine'] as const;
+export type EntityType = (typeof ENTITY_TYPES)[number];
+
+/** One feature view's offline rows, columnar. Row index = insertion order = the final tie-breaker. */
+export interface ViewData {
+  name: string;
+  entity: EntityType;
+  features: readonly string[];
+  /** Time to live in ms (a row older than event - ttl does not match), or null for none. */
+  ttlMs: number | null;
+  /** Number of distinct entity codes (codes run 0..entityCount-1). */
+  entityCount: number;
+  length: number;
+  entityCode: Int32Array;
+  /** feature_timestamp, epoch ms. */
+  ts: Float64Array;
+  /** created_timestamp, epoch ms (ties on ts go to the latest). */
+  created: Float64Array;
+  /** One column per feature; NaN is null. */
+  values: Float64Array[];
+}
+
+/** The entity data frame: one row per label row, a key column per entity type and the event time. */
+export interface LabelRows {
+  length: number;
+  /** event_timestamp, epoch ms. */
+  ts: Float64Array;
+  keys: Record<EntityType, Int32Array>;
+}
+
+/** For every label row, the index of the matched feature row of one view, or -1 (nulls). */
+export type Matches = Int32Array;
+
+export const DAY_MS = 86_400_000;
+export const HOUR_MS = 3_600_000;
+
+export function emptyLabels(length: number): LabelRows {
+  return {
+    length,
+    ts: new Float64Array(length),
+    keys: { policy: new Int32Array(length).fill(-1), claim: new Int32Array(length).fill(-1), machine: new Int32Array(length).fill(-1) },
+  };
+}
+
+/** The frame column of a feature: `view__feature`, as Feast names them with full_feature_names. */
+export const columnName = (view: string, feature: string) => `${view}__${feature}`;

@@ -1,0 +1,44 @@
+import { fileURLToPath } from 'node:url';
+import { buildSubgraphSchema } from '@apollo/subgraph';
+import { parse } from 'graphql';
+import type { SubgraphModule } from '../../platform/subgraph.js';
+import { readSubgraphSdl } from '../../platform/subgraph.js';
+import { OfflineStore } from './offline.js';
+import { databaseOnlineStore, redisOnlineStore } from './online-store.js';
+import { resolverMap, type FeaturesContext } from './resolvers.js';
+import { featuresRoutes } from './rest.js';
+import { FeatureService } from './service.js';
+import { FeaturesStore } from './store.js';
+
+/**
+ * The features subgraph: point-in-time feature serving for insurance models. The offline store is a
+ * generated world (FEATURES_SEED, FEATURES_POLICIES) built on first use; the online store is the database,
+ * or Redis with REDIS_URL; materializations are recorded in the database.
+ */
+export const features: SubgraphModule = {
+  name: 'features',
+  restPrefix: '/features',
+  routes: featuresRoutes,
+  migrations: [{ owner: 'features', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
+  async start({ db, config, clock }) {
+    const store = new FeaturesStore(db);
+    const online = config.REDIS_URL ? await redisOnlineStore(config.REDIS_URL, config.FEATURES_REDIS_PREFIX, store) : databaseOnlineStore(store);
+    const options = { seed: config.FEATURES_SEED, policies: config.FEATURES_POLICIES };
+    const service = new FeatureService(() => OfflineStore.open(options), online, store, clock, options);
+    const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('features')), resolvers: resolverMap });
+    return {
+      schema,
+      context: (): FeaturesContext => ({ service, now: clock.now() }),
+      async ready() {
+        try {
+          await store.ping();
+          await online.ping();
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      close: () => service.close(),
+    };
+  },
+};

@@ -1,0 +1,170 @@
+import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
+import { DateTimeScalar } from '../../platform/scalars.js';
+import { invalidInput, parseInput } from '../../platform/validate.js';
+import { columnName, type EntityType } from './frame.js';
+import type { ModelName } from './generator.js';
+import { asOfArg, firstArg, idArg, leakageAuditInput, materializeInput, pitTrainingInput, viewNameArg } from './inputs.js';
+import type { EntityRow, Frame, OfflineStore } from './offline.js';
+import { VIEW_DEFINITIONS, viewDefinition, viewVersion, type ViewDefinition } from './registry.js';
+import type { FeatureService, OnlineFeatures } from './service.js';
+import type { MaterializationRecord } from './store.js';
+
+export interface FeaturesContext {
+  service: FeatureService;
+  now: Date;
+}
+
+const lower = <T extends string>(s: T) => s.toLowerCase() as Lowercase<T>;
+const upper = (s: string) => s.toUpperCase();
+
+/** Entity ids the offline store does not know: 400 naming each row and key. */
+async function checkEntities(service: FeatureService, rows: readonly EntityRow[], root: string): Promise<void> {
+  const unknown = (await service.offline()).unknownEntities(rows);
+  if (unknown.length > 0) {
+    throw invalidInput(
+      unknown.slice(0, 20).map((u) => ({ field: `${root}.${u.index}.${u.key}`, message: `unknown ${u.key === 'policyId' ? 'policy' : 'claim'} ${u.id}` })),
+    );
+  }
+}
+
+/** A view whose entity key no row carries would only add null columns: refused, naming the view. */
+function checkViewKeys(rows: readonly EntityRow[], views: readonly string[]): void {
+  const key = { policy: 'policyId', claim: 'claimId', machine: 'machineId' } as const;
+  const problems = views.flatMap((name, i) => {
+    const entity = viewDefinition(name)!.entity;
+    const has = rows.some((r) => r[key[entity]] !== null);
+    return has ? [] : [{ field: `views.${i}`, message: `${name} is keyed by ${entity}: the entity rows carry no ${key[entity]}` }];
+  });
+  if (problems.length > 0) throw invalidInput(problems);
+}
+
+export interface FrameRowView {
+  policyId: string | null;
+  claimId: string | null;
+  machineId: string | null;
+  eventTimestamp: Date;
+  label: number | null;
+  values: (number | null)[];
+}
+
+export function frameRows(frame: Frame): FrameRowView[] {
+  return frame.rows.map((r, i) => ({
+    policyId: r.policyId,
+    claimId: r.claimId,
+    machineId: r.machineId,
+    eventTimestamp: new Date(r.eventTs),
+    label: r.label,
+    values: frame.values.map((col) => (Number.isNaN(col[i]!) ? null : col[i]!)),
+  }));
+}
+
+const viewOf = (offline: OfflineStore) => (v: ViewDefinition) => ({
+  name: v.name,
+  entity: upper(v.entity),
+  description: v.description,
+  source: v.source,
+  ttl: v.ttl,
+  postOutcome: v.postOutcome,
+  version: viewVersion(v),
+  rowCount: offline.views.get(v.name)?.length ?? 0,
+  features: v.features.map((f) => ({ ...f, column: columnName(v.name, f.name) })),
+});
+
+const materializationOf = (m: MaterializationRecord) => ({
+  ...m,
+  views: m.views.map((v) => ({ ...v, watermark: v.watermark === null ? null : new Date(v.watermark) })),
+});
+
+const onlineOf = (o: OnlineFeatures | null) =>
+  o ? { ...o, entity: upper(o.entity), views: o.views.map((v) => ({ ...v, featureTimestamp: v.featureTs })) } : null;
+
+async function online(ctx: FeaturesContext, entity: EntityType, id: string) {
+  return onlineOf(await ctx.service.onlineFeatures(entity, id));
+}
+
+export const featuresResolvers = {
+  DateTime: DateTimeScalar,
+  Query: {
+    featureViews: async (_: unknown, __: unknown, ctx: FeaturesContext) => VIEW_DEFINITIONS.map(viewOf(await ctx.service.offline())),
+    featureView: async (_: unknown, args: unknown, ctx: FeaturesContext) => {
+      const { name } = parseInput(viewNameArg, args);
+      const def = viewDefinition(name);
+      return def ? viewOf(await ctx.service.offline())(def) : null;
+    },
+    pitTraining: async (_: unknown, args: { input: unknown }, ctx: FeaturesContext) => {
+      const input = parseInput(pitTrainingInput, args.input);
+      const rows: EntityRow[] = input.entities
+        ? input.entities.map((e) => ({
+            policyId: e.policyId ?? null,
+            claimId: e.claimId ?? null,
+            machineId: e.machineId ?? null,
+            eventTs: e.eventTimestamp.getTime(),
+            label: e.label ?? null,
+          }))
+        : await ctx.service.labelSet(lower(input.labelSet!) as ModelName, input.from?.getTime() ?? null, input.to?.getTime() ?? null, input.limit ?? null);
+      if (input.entities) await checkEntities(ctx.service, rows, 'entities');
+      if (input.views) checkViewKeys(rows, input.views);
+      const frame = await ctx.service.pitTraining({ rows, views: input.views ?? null, ttlMs: input.ttl, engine: input.engine ?? 'DUCKDB' });
+      return { ...frame, rowCount: frame.rows.length, rows: frameRows(frame) };
+    },
+    onlinePolicyFeatures: (_: unknown, args: unknown, ctx: FeaturesContext) => online(ctx, 'policy', parseInput(idArg('policyId'), args).id),
+    onlineClaimFeatures: (_: unknown, args: unknown, ctx: FeaturesContext) => online(ctx, 'claim', parseInput(idArg('claimId'), args).id),
+    policy: async (_: unknown, args: unknown, ctx: FeaturesContext) => {
+      const { id } = parseInput(idArg('policyId'), args);
+      return (await ctx.service.knows('policy', id)) ? { id } : null;
+    },
+    claim: async (_: unknown, args: unknown, ctx: FeaturesContext) => {
+      const { id } = parseInput(idArg('claimId'), args);
+      return (await ctx.service.knows('claim', id)) ? { id } : null;
+    },
+    leakageAudit: async (_: unknown, args: { input: unknown }, ctx: FeaturesContext) => {
+      const input = parseInput(leakageAuditInput, args.input);
+      return ctx.service.audit(lower(input.labelSet) as ModelName, input.views ?? null, input.testFrom?.getTime() ?? null);
+    },
+    featureImportance: (_: unknown, __: unknown, ctx: FeaturesContext) => ctx.service.importance(),
+    materializations: async (_: unknown, args: unknown, ctx: FeaturesContext) => {
+      const { first } = parseInput(firstArg, args);
+      return (await ctx.service.store.materializations(first ?? 20)).map(materializationOf);
+    },
+    featureStoreHealth: async (_: unknown, __: unknown, ctx: FeaturesContext) => {
+      const health = await ctx.service.health();
+      const offline = await ctx.service.builtOffline();
+      return {
+        ...health,
+        uptimeSeconds: Math.round((Date.now() - ctx.service.startedAt) / 100) / 10,
+        seed: ctx.service.options.seed,
+        policies: ctx.service.options.policies,
+        claims: offline?.world.claimIds.length ?? null,
+        onlineStore: ctx.service.online.kind,
+      };
+    },
+  },
+  Mutation: {
+    materialize: async (_: unknown, args: { input: unknown }, ctx: FeaturesContext) => {
+      const input = parseInput(materializeInput, args.input);
+      return materializationOf(
+        await ctx.service.materialize({ asOf: input.asOf?.getTime() ?? null, views: input.views ?? null, engine: input.engine ?? 'DUCKDB' }),
+      );
+    },
+  },
+  Policy: {
+    __resolveReference: (ref: { id: string }) => ref,
+    features: async (p: { id: string }, args: unknown, ctx: FeaturesContext) =>
+      ctx.service.pointFeatures('policy', p.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
+    online: (p: { id: string }, _: unknown, ctx: FeaturesContext) => online(ctx, 'policy', p.id),
+  },
+  Claim: {
+    __resolveReference: (ref: { id: string }) => ref,
+    features: async (c: { id: string }, args: unknown, ctx: FeaturesContext) =>
+      ctx.service.pointFeatures('claim', c.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
+    online: (c: { id: string }, _: unknown, ctx: FeaturesContext) => online(ctx, 'claim', c.id),
+  },
+  Machine: {
+    __resolveReference: (ref: { id: string }) => ref,
+    utilizationFeatures: async (m: { id: string }, args: unknown, ctx: FeaturesContext) =>
+      ctx.service.pointFeatures('machine', m.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
+  },
+};
+
+/** The typed map above, in the shape `buildSubgraphSchema` accepts. */
+export const resolverMap = featuresResolvers as unknown as GraphQLResolverMap<unknown>;

@@ -1,0 +1,367 @@
+import { z } from 'zod';
+import { domainError } from '../../platform/errors.js';
+import { defineRoute, type RestRoute } from '../../platform/rest.js';
+import { instantProblem } from '../../platform/scalars.js';
+import { text } from '../../platform/validate.js';
+import { chunked, csvCell, parseEntityCsv } from './csv.js';
+import { MAX_ENTITY_ROWS, MAX_LABEL_SET_ROWS, MAX_VIEWS } from './inputs.js';
+
+/*
+ * The documented REST paths of the feature service (under /features), each run as a GraphQL operation
+ * through the gateway; answers are snake_case. POST /pit-training also takes text/csv and answers CSV by
+ * Accept; a frame is written as a stream in both representations.
+ */
+
+const timestamp = text().superRefine((value, ctx) => {
+  const problem = instantProblem(value);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+const models = z.enum(['underwriting', 'pricing', 'fraud']);
+const engines = z.enum(['duckdb', 'typescript', 'both']);
+const views = z.array(text()).max(MAX_VIEWS, `must name at most ${MAX_VIEWS} views`);
+
+const entityRow = z.object({
+  policy_id: text().nullish(),
+  claim_id: text().nullish(),
+  machine_id: text().nullish(),
+  event_timestamp: timestamp,
+  label: z.number().nullish(),
+});
+
+const pitBody = z.object({
+  entities: z.array(entityRow).max(MAX_ENTITY_ROWS, `must hold at most ${MAX_ENTITY_ROWS} rows`).optional(),
+  label_set: models.optional(),
+  views: views.optional(),
+  ttl: text().optional(),
+  engine: engines.optional(),
+  from: timestamp.optional(),
+  to: timestamp.optional(),
+  limit: z.number().int().min(1).max(MAX_LABEL_SET_ROWS).optional(),
+});
+type PitBody = z.infer<typeof pitBody>;
+
+/** Query parameters of POST /pit-training (for CSV bodies; a JSON body's own fields win). */
+const pitQuery = z.object({
+  views: text().optional(),
+  engine: engines.optional(),
+  ttl: text().optional(),
+});
+type PitQuery = z.infer<typeof pitQuery>;
+
+interface FrameData {
+  engine: string;
+  rowCount: number;
+  columns: { name: string; view: string; feature: string; type: string }[];
+  rows: { policyId: string | null; claimId: string | null; machineId: string | null; eventTimestamp: string; label: number | null; values: (number | null)[] }[];
+  matches: { view: string; matched: number; unmatched: number }[];
+  runs: { engine: string; milliseconds: number }[];
+  comparison: { cellsCompared: number; mismatches: number; examples: string[] } | null;
+}
+
+const FRAME = `engine rowCount columns { name view feature type }
+  rows { policyId claimId machineId eventTimestamp label values }
+  matches { view matched unmatched } runs { engine milliseconds } comparison { cellsCompared mismatches examples }`;
+
+/** Key columns shown: those any row carries (a policy-only request gets no claim_id column). */
+function keyColumns(d: FrameData) {
+  const keys: { name: string; get: (r: FrameData['rows'][number]) => string | number | null }[] = [];
+  if (d.rows.some((r) => r.policyId !== null)) keys.push({ name: 'policy_id', get: (r) => r.policyId });
+  if (d.rows.some((r) => r.claimId !== null)) keys.push({ name: 'claim_id', get: (r) => r.claimId });
+  if (d.rows.some((r) => r.machineId !== null)) keys.push({ name: 'machine_id', get: (r) => r.machineId });
+  keys.push({ name: 'event_timestamp', get: (r) => r.eventTimestamp });
+  if (d.rows.some((r) => r.label !== null)) keys.push({ name: 'label', get: (r) => r.label });
+  return keys;
+}
+
+const ROWS_PER_CHUNK = 500;
+
+function frameCsv(d: FrameData) {
+  const keys = keyColumns(d);
+  return chunked(function* () {
+    yield `${[...keys.map((k) => k.name), ...d.columns.map((c) => c.name)].map(csvCell).join(',')}\r\n`;
+    for (let i = 0; i < d.rows.length; i += ROWS_PER_CHUNK) {
+      let out = '';
+      for (const r of d.rows.slice(i, i + ROWS_PER_CHUNK)) out += `${[...keys.map((k) => csvCell(k.get(r))), ...r.values.map(csvCell)].join(',')}\r\n`;
+      yield out;
+    }
+  });
+}
+
+function frameJson(d: FrameData) {
+  const keys = keyColumns(d);
+  const head = {
+    engine: d.engine.toLowerCase(),
+    row_count: d.rowCount,
+    columns: d.columns.map((c) => c.name),
+    column_types: Object.fromEntries(d.columns.map((c) => [c.name, c.type.toLowerCase()])),
+    matches: Object.fromEntries(d.matches.map((m) => [m.view, { matched: m.matched, unmatched: m.unmatched }])),
+    runs: d.runs.map((r) => ({ engine: r.engine.toLowerCase(), milliseconds: r.milliseconds })),
+    comparison: d.comparison && { cells_compared: d.comparison.cellsCompared, mismatches: d.comparison.mismatches, examples: d.comparison.examples },
+  };
+  return chunked(function* () {
+    yield `${JSON.stringify(head).slice(0, -1)},"rows":[`;
+    for (let i = 0; i < d.rows.length; i += ROWS_PER_CHUNK) {
+      const part = d.rows.slice(i, i + ROWS_PER_CHUNK).map((r) => {
+        const row: Record<string, string | number | null> = {};
+        for (const k of keys) row[k.name] = k.get(r);
+        d.columns.forEach((c, j) => (row[c.name] = r.values[j] ?? null));
+        return JSON.stringify(row);
+      });
+      yield `${i > 0 ? ',' : ''}${part.join(',')}`;
+    }
+    yield ']}';
+  });
+}
+
+/** CSV when Accept names text/csv ahead of (or without) JSON. */
+function wantsCsv(accept: string | undefined): boolean {
+  if (!accept) return false;
+  const types = accept.split(',').map((t) => t.split(';')[0]!.trim().toLowerCase());
+  const csv = types.indexOf('text/csv');
+  const json = types.findIndex((t) => t === 'application/json' || t === '*/*' || t === 'application/*');
+  return csv >= 0 && (json < 0 || csv < json);
+}
+
+interface HealthData {
+  featureStoreHealth: {
+    ok: boolean;
+    uptimeSeconds: number;
+    seed: number;
+    policies: number;
+    claims: number | null;
+    onlineStore: string;
+    checks: { name: string; ok: boolean; detail: string; milliseconds: number }[];
+  };
+}
+
+interface OnlineData {
+  entity: string;
+  id: string;
+  values: { column: string; value: number | null }[];
+  views: { view: string; version: string; materializationId: string; materializedAt: string; asOf: string; featureTimestamp: string }[];
+}
+const ONLINE = 'entity id values { column value } views { view version materializationId materializedAt asOf featureTimestamp }';
+
+const onlineBody = (o: OnlineData, key: 'policy_id' | 'claim_id') => ({
+  [key]: o.id,
+  features: Object.fromEntries(o.values.map((v) => [v.column, v.value])),
+  materialized_at: o.views.map((v) => v.materializedAt).sort().at(-1) ?? null,
+  views: o.views.map((v) => ({
+    view: v.view,
+    version: v.version,
+    materialization_id: v.materializationId,
+    materialized_at: v.materializedAt,
+    as_of: v.asOf,
+    feature_timestamp: v.featureTimestamp,
+  })),
+});
+
+interface MaterializationData {
+  id: string;
+  asOf: string;
+  watermark: string | null;
+  rowsWritten: number;
+  views: { view: string; version: string; rowsWritten: number; watermark: string | null }[];
+  onlineStore: string;
+  materializedAt: string;
+  milliseconds: number;
+}
+const MATERIALIZATION = 'id asOf watermark rowsWritten views { view version rowsWritten watermark } onlineStore materializedAt milliseconds';
+const materializationBody = (m: MaterializationData) => ({
+  materialization_id: m.id,
+  as_of: m.asOf,
+  watermark: m.watermark,
+  rows_written: m.rowsWritten,
+  views: m.views.map((v) => ({ view: v.view, version: v.version, rows_written: v.rowsWritten, watermark: v.watermark })),
+  online_store: m.onlineStore,
+  materialized_at: m.materializedAt,
+  milliseconds: m.milliseconds,
+});
+
+
+interface AuditData {
+  leakageAudit: {
+    labelSet: string;
+    labelRows: number;
+    rowsWithFindings: number;
+    findings: { view: string; feature: string; column: string; severity: string; rows: number; rowsWithoutPitValue: number; medianLeadHours: number; separationGain: number }[];
+    evaluation: { metric: string; pointInTime: number; unguardedOffline: number; unguardedInProduction: number; inflation: number; trainRows: number; testRows: number; testFrom: string };
+  };
+}
+
+interface ImportanceData {
+  featureImportance: {
+    model: string;
+    metric: string;
+    heldOut: number;
+    trainRows: number;
+    testRows: number;
+    testFrom: string;
+    features: { column: string; importance: number; rank: number }[];
+  }[];
+}
+
+interface ViewsData {
+  featureViews: { name: string; entity: string; description: string; source: string; ttl: string | null; version: string; rowCount: number; postOutcome: boolean; features: { name: string; column: string; type: string; description: string }[] }[];
+}
+
+export const featuresRoutes: readonly RestRoute[] = [
+  defineRoute<undefined, undefined, undefined, HealthData>({
+    method: 'GET',
+    path: '/health',
+    summary: 'Uptime and dependency checks (database, online store, DuckDB)',
+    operation: `query FeaturesHealth { featureStoreHealth { ok uptimeSeconds seed policies claims onlineStore checks { name ok detail milliseconds } } }`,
+    variables: () => ({}),
+    result: ({ featureStoreHealth: h }) => ({
+      status: h.ok ? 'ok' : 'degraded',
+      service: 'features',
+      version: '1.0',
+      uptime_s: h.uptimeSeconds,
+      online_store: h.onlineStore,
+      world: { seed: h.seed, policies: h.policies, claims: h.claims },
+      checks: Object.fromEntries(h.checks.map((c) => [c.name, { ok: c.ok, detail: c.detail, ms: c.milliseconds }])),
+    }),
+  }),
+  defineRoute<undefined, undefined, { policy_id: string }, { onlinePolicyFeatures: OnlineData | null }>({
+    method: 'GET',
+    path: '/online/policy/:policy_id',
+    summary: 'Online features of one policy',
+    operation: `query OnlinePolicy($id: ID!) { onlinePolicyFeatures(id: $id) { ${ONLINE} } }`,
+    params: z.object({ policy_id: text() }),
+    variables: ({ params }) => ({ id: params.policy_id }),
+    fieldNames: { id: 'policy_id' },
+    result: (d) => {
+      if (!d.onlinePolicyFeatures) throw domainError('NOT_FOUND', 'No online features for this policy (unknown, or not materialized)');
+      return onlineBody(d.onlinePolicyFeatures, 'policy_id');
+    },
+  }),
+  defineRoute<undefined, undefined, { claim_id: string }, { onlineClaimFeatures: OnlineData | null }>({
+    method: 'GET',
+    path: '/online/claim/:claim_id',
+    summary: 'Online features of one claim',
+    operation: `query OnlineClaim($id: ID!) { onlineClaimFeatures(id: $id) { ${ONLINE} } }`,
+    params: z.object({ claim_id: text() }),
+    variables: ({ params }) => ({ id: params.claim_id }),
+    fieldNames: { id: 'claim_id' },
+    result: (d) => {
+      if (!d.onlineClaimFeatures) throw domainError('NOT_FOUND', 'No online features for this claim (unknown, or not materialized)');
+      return onlineBody(d.onlineClaimFeatures, 'claim_id');
+    },
+  }),
+  defineRoute<{ as_of?: string; views?: string[]; engine?: 'duckdb' | 'typescript' | 'both' }, undefined, undefined, { materialize: MaterializationData }>({
+    method: 'POST',
+    path: '/offline',
+    summary: 'Materializes feature values as of a time into the online store',
+    operation: `mutation Materialize($input: MaterializeInput!) { materialize(input: $input) { ${MATERIALIZATION} } }`,
+    body: z.object({ as_of: timestamp.optional(), views: views.optional(), engine: engines.optional() }),
+    variables: ({ body }) => ({ input: { asOf: body.as_of ?? null, views: body.views ?? null, engine: body.engine?.toUpperCase() ?? null } }),
+    fieldNames: { asOf: 'as_of' },
+    result: (d) => materializationBody(d.materialize),
+  }),
+  defineRoute<PitBody, PitQuery, undefined, { pitTraining: FrameData }>({
+    method: 'POST',
+    path: '/pit-training',
+    summary: 'Point-in-time training frame for entity rows (JSON or CSV) or a label set; JSON or CSV answer',
+    operation: `query PitTraining($input: PitTrainingInput!) { pitTraining(input: $input) { ${FRAME} } }`,
+    body: pitBody,
+    query: pitQuery,
+    textBodies: { 'text/csv': parseEntityCsv },
+    variables: ({ body, query }) => ({
+      input: {
+        entities:
+          body.entities?.map((e) => ({
+            policyId: e.policy_id ?? null,
+            claimId: e.claim_id ?? null,
+            machineId: e.machine_id ?? null,
+            eventTimestamp: e.event_timestamp,
+            label: e.label ?? null,
+          })) ?? null,
+        labelSet: body.label_set?.toUpperCase() ?? null,
+        views: body.views ?? query.views?.split(',').map((v) => v.trim()) ?? null,
+        ttl: body.ttl ?? query.ttl ?? null,
+        engine: (body.engine ?? query.engine)?.toUpperCase() ?? null,
+        from: body.from ?? null,
+        to: body.to ?? null,
+        limit: body.limit ?? null,
+      },
+    }),
+    fieldNames: { labelSet: 'label_set' },
+    result: (d) => d.pitTraining,
+    represent: (d, accept) =>
+      wantsCsv(accept) ? { contentType: 'text/csv; charset=utf-8', body: frameCsv(d.pitTraining) } : { contentType: 'application/json; charset=utf-8', body: frameJson(d.pitTraining) },
+  }),
+  defineRoute<{ label_set: 'underwriting' | 'pricing' | 'fraud'; views?: string[]; test_from?: string }, undefined, undefined, AuditData>({
+    method: 'POST',
+    path: '/leakage-audit',
+    summary: 'Temporal leakage findings of a label set, ranked by severity, and the AUC an unguarded join inflates',
+    operation: `query LeakageAudit($input: LeakageAuditInput!) { leakageAudit(input: $input) { labelSet labelRows rowsWithFindings
+      findings { view feature column severity rows rowsWithoutPitValue medianLeadHours separationGain }
+      evaluation { metric pointInTime unguardedOffline unguardedInProduction inflation trainRows testRows testFrom } } }`,
+    body: z.object({ label_set: models, views: views.optional(), test_from: timestamp.optional() }),
+    variables: ({ body }) => ({ input: { labelSet: body.label_set.toUpperCase(), views: body.views ?? null, testFrom: body.test_from ?? null } }),
+    fieldNames: { labelSet: 'label_set', testFrom: 'test_from' },
+    result: ({ leakageAudit: a }) => ({
+      label_set: a.labelSet.toLowerCase(),
+      label_rows: a.labelRows,
+      rows_with_findings: a.rowsWithFindings,
+      findings: a.findings.map((f) => ({
+        view: f.view,
+        feature: f.feature,
+        column: f.column,
+        severity: f.severity.toLowerCase(),
+        rows: f.rows,
+        rows_without_pit_value: f.rowsWithoutPitValue,
+        median_lead_hours: f.medianLeadHours,
+        separation_gain: f.separationGain,
+      })),
+      evaluation: {
+        metric: a.evaluation.metric,
+        point_in_time: a.evaluation.pointInTime,
+        unguarded_offline: a.evaluation.unguardedOffline,
+        unguarded_in_production: a.evaluation.unguardedInProduction,
+        inflation: a.evaluation.inflation,
+        train_rows: a.evaluation.trainRows,
+        test_rows: a.evaluation.testRows,
+        test_from: a.evaluation.testFrom,
+      },
+    }),
+  }),
+  defineRoute<undefined, undefined, undefined, ImportanceData>({
+    method: 'GET',
+    path: '/feature-importance',
+    summary: 'Permutation importance of the underwriting, pricing and fraud models (point-in-time frames)',
+    operation: `query FeatureImportance { featureImportance { model metric heldOut trainRows testRows testFrom features { column importance rank } } }`,
+    variables: () => ({}),
+    result: ({ featureImportance }) => ({
+      models: featureImportance.map((m) => ({
+        model: m.model.toLowerCase(),
+        metric: m.metric,
+        held_out: m.heldOut,
+        train_rows: m.trainRows,
+        test_rows: m.testRows,
+        test_from: m.testFrom,
+        features: m.features,
+      })),
+    }),
+  }),
+  defineRoute<undefined, undefined, undefined, ViewsData>({
+    method: 'GET',
+    path: '/views',
+    summary: 'The feature registry',
+    operation: `query FeatureViews { featureViews { name entity description source ttl version rowCount postOutcome features { name column type description } } }`,
+    variables: () => ({}),
+    result: ({ featureViews }) => ({
+      views: featureViews.map((v) => ({
+        name: v.name,
+        entity: v.entity.toLowerCase(),
+        description: v.description,
+        source: v.source,
+        ttl: v.ttl,
+        version: v.version,
+        row_count: v.rowCount,
+        post_outcome: v.postOutcome,
+        features: v.features.map((f) => ({ name: f.name, column: f.column, type: f.type.toLowerCase(), description: f.description })),
+      })),
+    }),
+  }),
+];

@@ -1,0 +1,211 @@
+import type { Clock } from '../../platform/clock.js';
+import { featureImportance, leakageAudit, type LeakageAudit, type ModelImportance } from './audit.js';
+import { columnName, emptyLabels, type EntityType } from './frame.js';
+import type { ModelName } from './generator.js';
+import { defaultViews, labelSetRows, round3, type EngineName, type EntityRow, type Frame, type OfflineStore } from './offline.js';
+import type { OnlineStore } from './online-store.js';
+import { VIEW_DEFINITIONS, viewDefinition, viewVersion } from './registry.js';
+import type { FeaturesStore, MaterializationRecord, MaterializedViewRecord, OnlineRow, StoredOnlineRow } from './store.js';
+
+export interface PitRequest {
+  rows: readonly EntityRow[];
+  views: readonly string[] | null;
+  /** Overrides every requested view's TTL (null: none); undefined keeps each view's own. */
+  ttlMs: number | null | undefined;
+  engine: EngineName;
+}
+
+export interface OnlineValue {
+  column: string;
+  value: number | null;
+}
+
+export interface OnlineFeatures {
+  entity: EntityType;
+  id: string;
+  values: OnlineValue[];
+  views: StoredOnlineRow[];
+}
+
+/** The features subgraph's operations, transport-free (resolvers call these with checked input). */
+export class FeatureService {
+  readonly startedAt = Date.now();
+
+  private offlineStore: Promise<OfflineStore> | null = null;
+
+  /**
+   * @param openOffline builds the offline store (the generated world, sorted and loaded into DuckDB); it
+   *   runs on first use, so a gateway that never serves features never pays for it.
+   */
+  constructor(
+    private readonly openOffline: () => Promise<OfflineStore>,
+    readonly online: OnlineStore,
+    readonly store: FeaturesStore,
+    readonly clock: Clock,
+    readonly options: { seed: number; policies: number },
+  ) {}
+
+  offline(): Promise<OfflineStore> {
+    this.offlineStore ??= this.openOffline().catch((error: unknown) => {
+      this.offlineStore = null;
+      throw error;
+    });
+    return this.offlineStore;
+  }
+
+  /** The offline store when it has been built (health and close must not build it). */
+  async builtOffline(): Promise<OfflineStore | null> {
+    return this.offlineStore ? this.offlineStore.catch(() => null) : null;
+  }
+
+  /** Refreshes the outbox-fed machine view when a request needs it. */
+  private async prepare(views: readonly string[]): Promise<OfflineStore> {
+    const offline = await this.offline();
+    if (views.some((v) => viewDefinition(v)?.entity === 'machine')) await offline.setMachineEvents(await this.store.machineEvents());
+    return offline;
+  }
+
+  async pitTraining(request: PitRequest): Promise<Frame> {
+    const views = request.views ?? defaultViews(request.rows);
+    const offline = await this.prepare(views);
+    const ttl = new Map(request.ttlMs === undefined ? [] : views.map((v) => [v, request.ttlMs ?? null] as const));
+    return offline.frame(request.rows, views, request.engine, ttl);
+  }
+
+  async labelSet(model: ModelName, from: number | null, to: number | null, limit: number | null): Promise<EntityRow[]> {
+    let rows = labelSetRows((await this.offline()).labelRows(model)).filter((r) => (from === null || r.eventTs >= from) && (to === null || r.eventTs < to));
+    rows.sort((a, b) => a.eventTs - b.eventTs);
+    if (limit !== null) rows = rows.slice(0, limit);
+    return rows;
+  }
+
+  /**
+   * Materializes the views as of `asOf` into the online store: every entity of each view gets its
+   * point-in-time row at asOf (the same join as training, so online and offline agree by construction).
+   */
+  async materialize(input: { asOf: number | null; views: readonly string[] | null; engine: EngineName }): Promise<MaterializationRecord> {
+    const t0 = performance.now();
+    const views = input.views ?? VIEW_DEFINITIONS.filter((v) => v.entity !== 'machine' && !v.postOutcome).map((v) => v.name);
+    const offline = await this.prepare(views);
+    const asOf = input.asOf ?? offline.sourceWatermark();
+    const rows: OnlineRow[] = [];
+    const summaries: MaterializedViewRecord[] = [];
+    for (const name of views) {
+      const def = viewDefinition(name)!;
+      const dict = offline.dicts[def.entity];
+      const labels = emptyLabels(dict.size);
+      labels.ts.fill(asOf);
+      for (let i = 0; i < dict.size; i++) labels.keys[def.entity][i] = i;
+      const { matches } = await offline.match([name], labels, input.engine === 'BOTH' ? 'DUCKDB' : input.engine);
+      const m = matches.get(name)!;
+      const view = offline.views.get(name)!;
+      const version = viewVersion(def);
+      let written = 0;
+      let watermark: number | null = null;
+      for (let i = 0; i < m.length; i++) {
+        const r = m[i]!;
+        if (r < 0) continue;
+        const featureTs = view.ts[r]!;
+        watermark = watermark === null ? featureTs : Math.max(watermark, featureTs);
+        rows.push({ entityType: def.entity, entityId: dict.ids[i]!, view: name, version, featureTs, values: view.values.map((col) => (Number.isNaN(col[r]!) ? null : col[r]!)) });
+        written++;
+      }
+      summaries.push({ view: name, version, rowsWritten: written, watermark });
+    }
+    const watermarks = summaries.map((s) => s.watermark).filter((w): w is number => w !== null);
+    return this.online.publish(
+      {
+        asOf: new Date(asOf),
+        watermark: watermarks.length > 0 ? new Date(Math.max(...watermarks)) : null,
+        rowsWritten: rows.length,
+        views: summaries,
+        engine: input.engine === 'BOTH' ? 'DUCKDB' : input.engine,
+        milliseconds: round3(performance.now() - t0),
+      },
+      rows,
+      this.clock.now(),
+    );
+  }
+
+  async onlineFeatures(entity: EntityType, id: string): Promise<OnlineFeatures | null> {
+    const stored = await this.online.read(entity, id);
+    if (stored.length === 0) return null;
+    const values: OnlineValue[] = [];
+    for (const row of stored) {
+      const def = viewDefinition(row.view);
+      if (!def) continue;
+      def.features.forEach((f, j) => values.push({ column: columnName(row.view, f.name), value: row.values[j] ?? null }));
+    }
+    return { entity, id, values, views: stored };
+  }
+
+  /** Every (non post-outcome) view of the entity, point in time at `asOf`. */
+  async pointFeatures(entity: EntityType, id: string, asOf: number): Promise<OnlineValue[]> {
+    const views = VIEW_DEFINITIONS.filter((v) => v.entity === entity && !v.postOutcome).map((v) => v.name);
+    const row: EntityRow = {
+      policyId: entity === 'policy' ? id : null,
+      claimId: entity === 'claim' ? id : null,
+      machineId: entity === 'machine' ? id : null,
+      eventTs: asOf,
+      label: null,
+    };
+    const offline = await this.prepare(views);
+    const frame = await offline.frame([row], views, 'TYPESCRIPT');
+    return frame.columns.map((c, i) => ({ column: c.name, value: Number.isNaN(frame.values[i]![0]!) ? null : frame.values[i]![0]! }));
+  }
+
+  async audit(model: ModelName, views: readonly string[] | null, testFrom: number | null): Promise<LeakageAudit> {
+    return leakageAudit(await this.prepare(views ?? []), model, views, testFrom);
+  }
+
+  /** Deterministic for the world, so computed once and kept. */
+  private importanceOnce: Promise<ModelImportance[]> | null = null;
+  importance(): Promise<ModelImportance[]> {
+    this.importanceOnce ??= this.offline().then(featureImportance).catch((error: unknown) => {
+      this.importanceOnce = null;
+      throw error;
+    });
+    return this.importanceOnce;
+  }
+
+  async knows(entity: EntityType, id: string): Promise<boolean> {
+    return (await this.offline()).dicts[entity].find(id) >= 0;
+  }
+
+  async close(): Promise<void> {
+    (await this.builtOffline())?.close();
+    await this.online.close();
+  }
+
+  async health(): Promise<{ ok: boolean; checks: { name: string; ok: boolean; detail: string; milliseconds: number }[] }> {
+    const check = async (name: string, run: () => Promise<string>) => {
+      const t0 = performance.now();
+      try {
+        const detail = await Promise.race([
+          run(),
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error('no answer within 2 s')), 2000).unref()),
+        ]);
+        return { name, ok: true, detail, milliseconds: round3(performance.now() - t0) };
+      } catch (error) {
+        return { name, ok: false, detail: error instanceof Error ? error.message : String(error), milliseconds: round3(performance.now() - t0) };
+      }
+    };
+    const checks = await Promise.all([
+      check('database', async () => {
+        await this.store.ping();
+        return this.store.db.kind;
+      }),
+      check('online_store', async () => {
+        await this.online.ping();
+        return this.online.kind;
+      }),
+      check('duckdb', async () => {
+        const offline = await this.builtOffline();
+        if (!offline) return 'not started yet (starts on first use)';
+        if (!(await offline.duck.ping())) throw new Error('unexpected answer');
+        return 'in-process, in-memory';
+      }),
+    ]);
+    return { ok: checks.every((c) => c.ok), checks };
+  }
+}
