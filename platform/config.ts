@@ -72,6 +72,18 @@ const envSchema = z.object({
   WS_MAX_BUFFERED_BYTES: intFrom('WS_MAX_BUFFERED_BYTES', 1024, 256 * 1024 * 1024).default(1024 * 1024),
   /** Events that may wait for one subscription before its connection is closed as a slow consumer. @default 1000 */
   WS_MAX_QUEUED_EVENTS: intFrom('WS_MAX_QUEUED_EVENTS', 1, 1_000_000).default(1000),
+  /** Seed of the simulated AIS fleet (used when the fleet is first created). @default 7 */
+  FLEET_SEED: intFrom('FLEET_SEED', 0, 2_147_483_647).default(7),
+  /** Vessels in the simulated fleet (when first created). @default 24 */
+  FLEET_SIZE: intFrom('FLEET_SIZE', 4, 1000).default(24),
+  /** How often the fleet simulation records every vessel's position (vesselPositionsChanged). @default 10000 */
+  FLEET_TICK_MS: intFrom('FLEET_TICK_MS', 50, 3_600_000).default(10_000),
+  /** Most qubits one quantum run may simulate (2^24 amplitudes take 256 MiB). @default 24 */
+  OPTIMIZATION_MAX_QUBITS: intFrom('OPTIMIZATION_MAX_QUBITS', 4, 24).default(24),
+  /** Quantum runs in progress at once, across every instance sharing the database. @default 2 */
+  OPTIMIZATION_MAX_CONCURRENT_RUNS: intFrom('OPTIMIZATION_MAX_CONCURRENT_RUNS', 1, 64).default(2),
+  /** A run whose estimated compute time is longer is refused before it starts. @default 120 */
+  OPTIMIZATION_MAX_RUN_SECONDS: intFrom('OPTIMIZATION_MAX_RUN_SECONDS', 1, 3600).default(120),
   /** Comma-separated API keys. Unset or empty: demo mode, no key needed. */
   API_KEYS: z
     .string()

@@ -2,6 +2,7 @@
 export const subgraphPorts = {
   rental: 4101,
   prediction: 4102,
+  optimization: 4105,
 } as const;
 
 export type SubgraphName = keyof typeof subgraphPorts;
