@@ -136,15 +136,23 @@ function speedAt(p: Point, own: number): number {
   return v;
 }
 
-/** A vessel's position at `at`. */
-export function positionAt(spec: VesselSpec, at: Date): VesselPosition {
-  const { track } = spec;
+/** Resolution of a vessel's speed profile along its lane, metres. */
+const STEP_M = 25;
+
+interface Profile {
+  /** Seconds from the lane's start to each step point, outbound then back (2 x steps + 1 points). */
+  seconds: Float64Array;
+  /** Metres along the out-and-back path of each point. */
+  metres: Float64Array;
+}
+const profiles = new Map<string, Profile>();
+
+/** Where on the lane (centre line, direction, starboard offset applied) a vessel is after `m` metres of out-and-back. */
+function pointAlong(track: VesselTrack, m: number): { p: Point; dx: number; dy: number } {
   const pts = lanePoints[track.lane]!;
   const length = laneLength(track.lane);
-  const seconds = (at.getTime() - EPOCH_MS) / 1000;
-  const travelled = (((track.phaseM + track.speedKnots * KNOT_MPS * seconds) % (2 * length)) + 2 * length) % (2 * length);
-  const outbound = travelled < length;
-  let along = outbound ? travelled : 2 * length - travelled;
+  const outbound = m < length;
+  let along = outbound ? m : 2 * length - m;
   let seg = 0;
   for (; seg < pts.length - 2; seg++) {
     const l = Math.hypot(pts[seg + 1]!.x - pts[seg]!.x, pts[seg + 1]!.y - pts[seg]!.y);
@@ -157,10 +165,41 @@ export function positionAt(spec: VesselSpec, at: Date): VesselPosition {
   const ux = (b.x - a.x) / l;
   const uy = (b.y - a.y) / l;
   const t = Math.min(along, l);
-  // Direction of travel, and starboard (to the right of it).
   const dx = outbound ? ux : -ux;
   const dy = outbound ? uy : -uy;
-  const p = { x: a.x + ux * t + dy * track.offsetM, y: a.y + uy * t - dx * track.offsetM };
+  // Starboard is to the right of the direction of travel.
+  return { p: { x: a.x + ux * t + dy * track.offsetM, y: a.y + uy * t - dx * track.offsetM }, dx, dy };
+}
+
+/** Time along the out-and-back path at the speed the vessel keeps at each point (slower inside zones). */
+function profileOf(track: VesselTrack): Profile {
+  const key = JSON.stringify(track);
+  const cached = profiles.get(key);
+  if (cached) return cached;
+  const total = 2 * laneLength(track.lane);
+  const count = Math.ceil(total / STEP_M);
+  const seconds = new Float64Array(count + 1);
+  const metres = new Float64Array(count + 1);
+  for (let k = 1; k <= count; k++) {
+    metres[k] = Math.min(total, k * STEP_M);
+    const mid = pointAlong(track, (metres[k - 1]! + metres[k]!) / 2).p;
+    seconds[k] = seconds[k - 1]! + (metres[k]! - metres[k - 1]!) / (speedAt(mid, track.speedKnots) * KNOT_MPS);
+  }
+  const profile = { seconds, metres };
+  profiles.set(key, profile);
+  return profile;
+}
+
+/** A vessel's position at `at`: it sails its speed profile from its phase at the epoch, out and back. */
+export function positionAt(spec: VesselSpec, at: Date): VesselPosition {
+  const { track } = spec;
+  const profile = profileOf(track);
+  const period = profile.seconds[profile.seconds.length - 1]!;
+  const total = profile.metres[profile.metres.length - 1]!;
+  const startSeconds = interpolate(profile.metres, profile.seconds, ((track.phaseM % total) + total) % total);
+  const t = ((((at.getTime() - EPOCH_MS) / 1000 + startSeconds) % period) + period) % period;
+  const m = interpolate(profile.seconds, profile.metres, t);
+  const { p, dx, dy } = pointAlong(track, m);
   const ll = plane.unproject(p);
   const cog = bearingOf(dx, dy);
   return {
@@ -171,6 +210,19 @@ export function positionAt(spec: VesselSpec, at: Date): VesselPosition {
     cog: Math.round(cog * 10) / 10,
     heading: Math.round((((cog + track.driftDeg) % 360) + 360) % 360),
   };
+}
+
+/** y at x on the increasing polyline (xs, ys). */
+function interpolate(xs: Float64Array, ys: Float64Array, x: number): number {
+  let lo = 0;
+  let hi = xs.length - 1;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid]! <= x) lo = mid;
+    else hi = mid;
+  }
+  const span = xs[hi]! - xs[lo]!;
+  return span > 0 ? ys[lo]! + ((ys[hi]! - ys[lo]!) * (x - xs[lo]!)) / span : ys[lo]!;
 }
 
 export const laneName = (lane: number) => LANES[lane]?.name ?? 'unknown';

@@ -4,7 +4,7 @@ import { invalidInput } from '../../platform/validate.js';
 import { berthInstance, convoyInstance, qubitsFor, regular3Instance, type Instance } from './instances.js';
 import type { StartRunInput } from './inputs.js';
 import type { JobResult } from './job.js';
-import { runInWorker } from './runner.js';
+import { WorkerPool } from './runner.js';
 import { BACKEND } from './statevector.js';
 import type { OptimizationStore, RunRecord } from './store.js';
 
@@ -33,6 +33,7 @@ interface Pending {
 /** Starts runs in worker threads, records their outcome, and stops them when the service stops. */
 export class RunService {
   private readonly pending = new Map<string, Pending>();
+  private readonly pool = new WorkerPool();
 
   constructor(
     private readonly store: OptimizationStore,
@@ -93,7 +94,7 @@ export class RunService {
 
   private launch(run: RunRecord, instance: Instance, input: StartRunInput): void {
     const t0 = performance.now();
-    const job = runInWorker(instance.problem, {
+    const job = this.pool.run(instance.problem, {
       depth: input.depth,
       shots: input.shots,
       seed: input.seed,
@@ -124,5 +125,6 @@ export class RunService {
     const pending = [...this.pending.values()];
     await Promise.all(pending.map((p) => p.cancel()));
     await Promise.all(pending.map((p) => p.done));
+    await this.pool.close();
   }
 }

@@ -1,11 +1,13 @@
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
 import { runJob, type JobOptions } from './job.js';
 import type { IsingProblem } from './problem.js';
 
-/** A run off the request thread: the problem and options in, the result (or the error's message) out. */
-const { problem, options } = workerData as { problem: IsingProblem; options: JobOptions };
-try {
-  parentPort!.postMessage({ ok: true, result: runJob(problem, options) });
-} catch (error) {
-  parentPort!.postMessage({ ok: false, message: error instanceof Error ? error.message : String(error) });
-}
+/** Runs jobs off the request thread, one at a time: the problem and options in, the result (or the error) out. */
+parentPort!.on('message', (job: { problem: IsingProblem; options: JobOptions }) => {
+  try {
+    parentPort!.postMessage({ ok: true, result: runJob(job.problem, job.options) });
+  } catch (error) {
+    parentPort!.postMessage({ ok: false, message: error instanceof Error ? error.message : String(error) });
+  }
+});
+parentPort!.postMessage({ ready: true });
