@@ -3,7 +3,7 @@ import { argv, exit } from 'node:process';
 /** `npm run bench -- <name>`: runs bench/<name>.ts, whose default export is the benchmark. */
 const name = argv[2];
 if (!name || !/^[a-z][a-z0-9-]*$/.test(name)) {
-  console.error('usage: npm run bench -- <name>   (e.g. prediction, subscriptions)');
+  console.error('usage: npm run bench -- <name>   (e.g. prediction, subscriptions, optimization)');
   exit(2);
 }
 const mod = (await import(`./${name}.js`).catch(() => null)) as { default?: () => Promise<void> } | null;
