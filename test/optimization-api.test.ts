@@ -4,7 +4,9 @@ import { startServer } from '../gateway/server.js';
 import { startSubgraphServer, type RunningSubgraphServer } from '../gateway/subgraph-server.js';
 import { loadConfig } from '../platform/config.js';
 import { gql, rest } from './support/http.js';
+import type { Database } from '../platform/db.js';
 import { optimization } from '../subgraphs/optimization/index.js';
+import { OptimizationStore } from '../subgraphs/optimization/store.js';
 import { dropSchema, startTestServer, targets, TEST_DATABASE_URL, type Backend, type Mode } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
 
@@ -40,8 +42,15 @@ async function finished(url: string, id: string) {
  * The gateway and, in distributed mode, the optimization subgraph as its own server (the gateway keeps the
  * other subgraphs in process: one database fewer to start on a busy machine). PostgreSQL: one schema, shared.
  */
-async function startTarget(backend: Backend, mode: Mode, env: Record<string, string>): Promise<{ url: string; sub: RunningSubgraphServer | null }> {
-  if (mode === 'one-process') return { url: (await startTestServer({ backend, env })).url, sub: null };
+async function startTarget(
+  backend: Backend,
+  mode: Mode,
+  env: Record<string, string>,
+): Promise<{ url: string; db: Database; sub: RunningSubgraphServer | null }> {
+  if (mode === 'one-process') {
+    const server = await startTestServer({ backend, env });
+    return { url: server.url, db: server.db, sub: null };
+  }
   const schema = `t_${randomBytes(6).toString('hex')}`;
   const base = {
     PORT: '0',
@@ -59,7 +68,7 @@ async function startTarget(backend: Backend, mode: Mode, env: Record<string, str
     await sub.close().catch(() => undefined);
     if (backend === 'postgres') await dropSchema(schema);
   });
-  return { url: gateway.url, sub };
+  return { url: gateway.url, db: sub.runtime.db, sub };
 }
 const cleanups: (() => Promise<void>)[] = [];
 afterAll(async () => {
@@ -68,9 +77,21 @@ afterAll(async () => {
 
 describe.each(targets)('optimization subgraph ($name)', ({ backend, mode }) => {
   let url: string;
+  let db: Database;
   beforeAll(async () => {
-    url = (await startTarget(backend, mode, { FLEET_TICK_MS: '200', OPTIMIZATION_MAX_CONCURRENT_RUNS: '2' })).url;
+    ({ url, db } = await startTarget(backend, mode, { FLEET_TICK_MS: '200', OPTIMIZATION_MAX_CONCURRENT_RUNS: '2' }));
   }, 180_000);
+
+  it('instances sharing the database record one fleet tick per interval, however many try at once', async () => {
+    const options = { seed: 7, size: 24, tickMs: 60_000, staleRunMs: 600_000, onEvents: () => undefined };
+    const stores = await Promise.all([1, 2, 3, 4].map(() => OptimizationStore.open(db, options, new Date())));
+    const at = new Date(Date.now() + 3_600_000);
+    const ticks = await Promise.all(stores.map((s) => s.tick(at)));
+    expect(ticks.filter((t) => t !== null)).toHaveLength(1);
+    const fleet = (await rest(url, 'GET', '/optimization/fleet')).body;
+    expect(fleet['tick']).toBe(ticks.find((t) => t !== null));
+    expect(fleet['vessel_count']).toBe(24);
+  });
 
   it('health, status and the fleet snapshot (AIS fields, 9-digit MMSIs, a simulator backend)', async () => {
     const health = await rest(url, 'GET', '/optimization/health');
