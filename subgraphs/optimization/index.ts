@@ -7,7 +7,7 @@ import { createLoaders, resolverMap, type OptimizationContext, type SafetyServic
 import { optimizationRoutes } from './rest.js';
 import { RunService } from './runs.js';
 import { OptimizationStore } from './store.js';
-import { loadZ3, verifyFleet, type Verification } from './verify.js';
+import { verifyFleet, type Verification } from './verify.js';
 
 /**
  * The optimization subgraph: a simulated AIS fleet, hybrid QAOA runs on an exact state-vector simulator
@@ -58,11 +58,8 @@ export const optimization: SubgraphModule = {
       },
       solverLoaded: () => solverLoaded,
     };
-    // The solver's WebAssembly is compiled in the background at start, so the first proof does not wait.
-    void loadZ3().then(
-      () => (solverLoaded = true),
-      () => undefined,
-    );
+    // The solver's WebAssembly (a few hundred ms to seconds of CPU) is compiled on the first proof, not at
+    // start: processes and tests that never verify do not pay for it.
 
     const ready = async () => {
       try {
