@@ -80,6 +80,18 @@ const envSchema = z.object({
   BONDING_SESSION_TTL_SECONDS: intFrom('BONDING_SESSION_TTL_SECONDS', 10, 30 * 86_400).default(3600),
   /** Open bonding sessions one user may hold; one more is 409. @default 16 */
   BONDING_MAX_OPEN_SESSIONS_PER_USER: intFrom('BONDING_MAX_OPEN_SESSIONS_PER_USER', 1, 10_000).default(16),
+  /** Seed of the simulated AIS fleet (used when the fleet is first created). @default 7 */
+  FLEET_SEED: intFrom('FLEET_SEED', 0, 2_147_483_647).default(7),
+  /** Vessels in the simulated fleet (when first created). @default 24 */
+  FLEET_SIZE: intFrom('FLEET_SIZE', 4, 1000).default(24),
+  /** How often the fleet simulation records every vessel's position (vesselPositionsChanged). @default 10000 */
+  FLEET_TICK_MS: intFrom('FLEET_TICK_MS', 50, 3_600_000).default(10_000),
+  /** Most qubits one quantum run may simulate (2^24 amplitudes take 256 MiB). @default 24 */
+  OPTIMIZATION_MAX_QUBITS: intFrom('OPTIMIZATION_MAX_QUBITS', 4, 24).default(24),
+  /** Quantum runs in progress at once, across every instance sharing the database. @default 2 */
+  OPTIMIZATION_MAX_CONCURRENT_RUNS: intFrom('OPTIMIZATION_MAX_CONCURRENT_RUNS', 1, 64).default(2),
+  /** A run whose estimated compute time is longer is refused before it starts. @default 120 */
+  OPTIMIZATION_MAX_RUN_SECONDS: intFrom('OPTIMIZATION_MAX_RUN_SECONDS', 1, 3600).default(120),
   /** Comma-separated API keys. Unset or empty: demo mode, no key needed. */
   API_KEYS: z
     .string()

@@ -4,6 +4,7 @@ export const subgraphPorts = {
   prediction: 4102,
   bonding: 4103,
   features: 4104,
+  optimization: 4105,
 } as const;
 
 export type SubgraphName = keyof typeof subgraphPorts;

@@ -2,7 +2,7 @@ import { execute, parse } from 'graphql';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { deliveryTravelFeatures } from '../subgraphs/prediction/forecasts.js';
-import { features } from '../subgraphs/features/index.js';
+import { subgraphs } from '../subgraphs/registry.js';
 import { prediction } from '../subgraphs/prediction/index.js';
 import { loadModels } from '../subgraphs/prediction/model.js';
 import { rental } from '../subgraphs/rental/index.js';
@@ -175,7 +175,7 @@ describe('when the prediction subgraph cannot answer', () => {
   };
 
   it('the booking still comes back, with deliveryForecast null and an UPSTREAM_UNAVAILABLE error on that field', async () => {
-    const { url } = await startTestServer({ subgraphs: [rental, unreachable, features] });
+    const { url } = await startTestServer({ subgraphs: subgraphs.map((m) => (m.name === 'prediction' ? unreachable : m)) });
     const id = await book(url, ['EQ-004'], 'LOC-002');
     const res = await gql(url, BOOKING, { id });
     expect(res.data!['booking']).toMatchObject({ id, status: 'CONFIRMED', deliveryForecast: null });

@@ -1,0 +1,105 @@
+import { fileURLToPath } from 'node:url';
+import { buildSubgraphSchema } from '@apollo/subgraph';
+import { parse } from 'graphql';
+import type { SubgraphModule } from '../../platform/subgraph.js';
+import { readSubgraphSdl } from '../../platform/subgraph.js';
+import { createLoaders, resolverMap, type OptimizationContext, type SafetyService } from './resolvers.js';
+import { optimizationRoutes } from './rest.js';
+import { RunService } from './runs.js';
+import { OptimizationStore } from './store.js';
+import { verifyFleet, type Verification } from './verify.js';
+
+/**
+ * The optimization subgraph: a simulated AIS fleet, hybrid QAOA runs on an exact state-vector simulator
+ * (in worker threads) with classical refinement, and Z3 proofs of the fleet's safety constraints.
+ */
+export const optimization: SubgraphModule = {
+  name: 'optimization',
+  restPrefix: '/optimization',
+  routes: optimizationRoutes,
+  migrations: [{ owner: 'optimization', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
+  async start({ db, config, clock, events }) {
+    const store = await OptimizationStore.open(
+      db,
+      {
+        seed: config.FLEET_SEED,
+        size: config.FLEET_SIZE,
+        tickMs: config.FLEET_TICK_MS,
+        staleRunMs: 2 * config.OPTIMIZATION_MAX_RUN_SECONDS * 1000 + 60_000,
+        onEvents: () => void events.wake(),
+      },
+      clock.now(),
+    );
+    const runs = new RunService(store, clock, {
+      maxQubits: config.OPTIMIZATION_MAX_QUBITS,
+      maxConcurrentRuns: config.OPTIMIZATION_MAX_CONCURRENT_RUNS,
+      maxEstimatedSeconds: config.OPTIMIZATION_MAX_RUN_SECONDS,
+    });
+    const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('optimization')), resolvers: resolverMap });
+
+    // A proof is a function of the fleet tick and the threshold: the last few are kept.
+    const proofs = new Map<string, Promise<Verification & { tick: number; timestamp: string }>>();
+    let solverLoaded = false;
+    const safety: SafetyService = {
+      async verify(minSeparationM) {
+        const { clock: fleetClock, vessels } = await store.snapshot();
+        const key = `${fleetClock.tick}|${minSeparationM}`;
+        let proof = proofs.get(key);
+        if (!proof) {
+          proof = verifyFleet(vessels, minSeparationM).then((v) => {
+            solverLoaded = true;
+            return { ...v, tick: fleetClock.tick, timestamp: fleetClock.updatedAt };
+          });
+          proof.catch(() => proofs.delete(key));
+          proofs.set(key, proof);
+          while (proofs.size > 8) proofs.delete(proofs.keys().next().value!);
+        }
+        return proof;
+      },
+      solverLoaded: () => solverLoaded,
+    };
+    // The solver's WebAssembly (a few hundred ms to seconds of CPU) is compiled on the first proof, not at
+    // start: processes and tests that never verify do not pay for it.
+
+    const ready = async () => {
+      try {
+        await db.query('SELECT 1 FROM optimization_fleet LIMIT 1');
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const ticker = periodic(() => store.tick(clock.now()), config.FLEET_TICK_MS);
+
+    return {
+      schema,
+      context(): OptimizationContext {
+        return { store, runs, safety, events, clock, tickIntervalMs: config.FLEET_TICK_MS, ready, loaders: createLoaders(store) };
+      },
+      ready,
+      async close() {
+        await ticker.stop();
+        await runs.close();
+      },
+    };
+  },
+};
+
+/** Runs `task` every `ms`, never two at once; `stop()` waits for a run in progress. */
+function periodic(task: () => Promise<unknown>, ms: number) {
+  let running: Promise<unknown> | null = null;
+  const timer = setInterval(() => {
+    running ??= task()
+      .catch(() => undefined)
+      .finally(() => {
+        running = null;
+      });
+  }, ms);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

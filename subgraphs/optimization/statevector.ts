@@ -1,0 +1,242 @@
+import type { Rng } from './random.js';
+
+/** The name runs record as their backend: an exact simulation on classical hardware, never a QPU. */
+export const BACKEND = {
+  name: 'statevector-simulator',
+  kind: 'SIMULATOR',
+  description: 'Exact state-vector simulation in float64 on the CPU (TypeScript, typed arrays); no quantum hardware is involved.',
+} as const;
+
+/** The most qubits one run may simulate: 2^24 amplitudes take 256 MiB (re and im, float64). */
+export const MAX_QUBITS = 24;
+
+/** Qubits below this are rotated inside cache-sized blocks, all of them per block. */
+const BLOCK_QUBITS = 12;
+
+/** [c, -is; -is, c] on every pair (a, a + stride) of [from, to). */
+function rotate(re: Float64Array, im: Float64Array, stride: number, c: number, s: number, from: number, to: number): void {
+  for (let base = from; base < to; base += 2 * stride) {
+    const end = base + stride;
+    for (let a = base; a < end; a++) {
+      const b = a + stride;
+      const ar = re[a]!;
+      const ai = im[a]!;
+      const br = re[b]!;
+      const bi = im[b]!;
+      re[a] = c * ar + s * bi;
+      im[a] = c * ai - s * br;
+      re[b] = c * br + s * ai;
+      im[b] = c * bi - s * ar;
+    }
+  }
+}
+
+/** RX on qubits with strides s1 < s2 at once: the four amplitudes of each group stay in registers. */
+function rotatePair(re: Float64Array, im: Float64Array, s1: number, s2: number, c: number, s: number): void {
+  const size = re.length;
+  for (let hi = 0; hi < size; hi += 2 * s2) {
+    for (let mid = hi; mid < hi + s2; mid += 2 * s1) {
+      for (let a = mid; a < mid + s1; a++) {
+        const b = a + s1;
+        const d = a + s2;
+        const e = d + s1;
+        // First qubit: pairs (a, b) and (d, e).
+        const ar = c * re[a]! + s * im[b]!;
+        const ai = c * im[a]! - s * re[b]!;
+        const br = c * re[b]! + s * im[a]!;
+        const bi = c * im[b]! - s * re[a]!;
+        const dr = c * re[d]! + s * im[e]!;
+        const di = c * im[d]! - s * re[e]!;
+        const er = c * re[e]! + s * im[d]!;
+        const ei = c * im[e]! - s * re[d]!;
+        // Second qubit: pairs (a, d) and (b, e).
+        re[a] = c * ar + s * di;
+        im[a] = c * ai - s * dr;
+        re[d] = c * dr + s * ai;
+        im[d] = c * di - s * ar;
+        re[b] = c * br + s * ei;
+        im[b] = c * bi - s * er;
+        re[e] = c * er + s * bi;
+        im[e] = c * ei - s * br;
+      }
+    }
+  }
+}
+
+/**
+ * The diagonal of the cost operator as a few distinct levels when it has them (a cut weight, a QUBO with
+ * integer coefficients): the phase of a layer is then one cos/sin per level rather than per amplitude.
+ */
+export interface CostLevels {
+  /** Index of each basis state's level. */
+  level: Uint16Array;
+  /** The value of each level. */
+  values: Float64Array;
+}
+
+export function costLevels(diag: Float64Array): CostLevels | null {
+  let min = Infinity;
+  let max = -Infinity;
+  for (let k = 0; k < diag.length; k++) {
+    const v = diag[k]!;
+    if (v < min) min = v;
+    if (v > max) max = v;
+  }
+  for (const scale of [1, 2, 4, 8]) {
+    if ((max - min) * scale > 65_535) return null;
+    const level = new Uint16Array(diag.length);
+    let exact = true;
+    for (let k = 0; k < diag.length; k++) {
+      const l = (diag[k]! - min) * scale;
+      const r = Math.round(l);
+      if (Math.abs(l - r) > 1e-9) {
+        exact = false;
+        break;
+      }
+      level[k] = r;
+    }
+    if (!exact) continue;
+    const count = Math.round((max - min) * scale) + 1;
+    const values = new Float64Array(count);
+    for (let l = 0; l < count; l++) values[l] = min + l / scale;
+    return { level, values };
+  }
+  return null;
+}
+
+/**
+ * An n-qubit state as two float64 arrays (real and imaginary parts), amplitude k for basis state k
+ * (bit i of k is qubit i). Only the gates QAOA needs: a diagonal phase and the transverse-field mixer.
+ */
+export class StateVector {
+  readonly size: number;
+  readonly re: Float64Array;
+  readonly im: Float64Array;
+
+  constructor(readonly n: number) {
+    if (!Number.isInteger(n) || n < 1 || n > MAX_QUBITS) throw new RangeError(`qubits must be 1..${MAX_QUBITS}`);
+    this.size = 2 ** n;
+    this.re = new Float64Array(this.size);
+    this.im = new Float64Array(this.size);
+  }
+
+  /** |+>^n: every basis state with amplitude 1/sqrt(2^n). */
+  resetPlus(): void {
+    this.re.fill(1 / Math.sqrt(this.size));
+    this.im.fill(0);
+  }
+
+  /** exp(-i gamma C) for the diagonal C. */
+  applyPhase(gamma: number, diag: Float64Array, levels: CostLevels | null = null): void {
+    const { re, im, size } = this;
+    if (levels) {
+      const count = levels.values.length;
+      const cos = new Float64Array(count);
+      const sin = new Float64Array(count);
+      for (let l = 0; l < count; l++) {
+        cos[l] = Math.cos(gamma * levels.values[l]!);
+        sin[l] = Math.sin(gamma * levels.values[l]!);
+      }
+      const level = levels.level;
+      for (let k = 0; k < size; k++) {
+        const l = level[k]!;
+        const c = cos[l]!;
+        const s = sin[l]!;
+        const r = re[k]!;
+        const i = im[k]!;
+        re[k] = r * c + i * s;
+        im[k] = i * c - r * s;
+      }
+      return;
+    }
+    for (let k = 0; k < size; k++) {
+      const a = gamma * diag[k]!;
+      const c = Math.cos(a);
+      const s = Math.sin(a);
+      const r = re[k]!;
+      const i = im[k]!;
+      re[k] = r * c + i * s;
+      im[k] = i * c - r * s;
+    }
+  }
+
+  /** exp(-i beta sum_q X_q): RX(2 beta) on every qubit. */
+  applyMixer(beta: number): void {
+    const c = Math.cos(beta);
+    const s = Math.sin(beta);
+    const { n, re, im, size } = this;
+    const low = Math.min(n, BLOCK_QUBITS);
+    const block = 2 ** low;
+    // Low qubits: every rotation applied to one cache-sized block before the next block is touched.
+    for (let start = 0; start < size; start += block) {
+      for (let q = 0; q < low; q++) rotate(re, im, 2 ** q, c, s, start, start + block);
+    }
+    // High qubits two at a time: one sweep of memory per pair instead of one per qubit.
+    let q = low;
+    for (; q + 1 < n; q += 2) rotatePair(re, im, 2 ** q, 2 ** (q + 1), c, s);
+    if (q < n) rotate(re, im, 2 ** q, c, s, 0, size);
+  }
+
+  /** sum_k |a_k|^2 */
+  norm(): number {
+    let total = 0;
+    for (let k = 0; k < this.size; k++) total += this.re[k]! * this.re[k]! + this.im[k]! * this.im[k]!;
+    return total;
+  }
+
+  /** <psi| C |psi> for the diagonal C. */
+  expectation(diag: Float64Array): number {
+    let total = 0;
+    for (let k = 0; k < this.size; k++) total += (this.re[k]! * this.re[k]! + this.im[k]! * this.im[k]!) * diag[k]!;
+    return total;
+  }
+
+  probability(k: number): number {
+    return this.re[k]! * this.re[k]! + this.im[k]! * this.im[k]!;
+  }
+
+  /**
+   * `shots` measurements in the computational basis (Born rule), as basis indices: uniforms are drawn,
+   * sorted, and matched against the cumulative distribution in one pass (no 2^n-sized table).
+   */
+  sample(shots: number, rng: Rng): Uint32Array {
+    const u = new Float64Array(shots);
+    for (let t = 0; t < shots; t++) u[t] = rng.next();
+    u.sort();
+    const out = new Uint32Array(shots);
+    const total = this.norm();
+    let cumulative = 0;
+    let k = -1;
+    for (let t = 0; t < shots; t++) {
+      const target = u[t]! * total;
+      while (cumulative <= target && k < this.size - 1) {
+        k++;
+        cumulative += this.probability(k);
+      }
+      out[t] = k;
+    }
+    // Sorted draws come out in basis order; shuffle them back into an order of measurement.
+    for (let t = shots - 1; t > 0; t--) {
+      const j = rng.int(t + 1);
+      const v = out[t]!;
+      out[t] = out[j]!;
+      out[j] = v;
+    }
+    return out;
+  }
+}
+
+/** One QAOA state: |gamma, beta> = prod_l exp(-i beta_l B) exp(-i gamma_l C) |+>^n. */
+export function prepareQaoa(
+  state: StateVector,
+  diag: Float64Array,
+  levels: CostLevels | null,
+  gammas: readonly number[],
+  betas: readonly number[],
+): void {
+  state.resetPlus();
+  for (let l = 0; l < gammas.length; l++) {
+    state.applyPhase(gammas[l]!, diag, levels);
+    state.applyMixer(betas[l]!);
+  }
+}

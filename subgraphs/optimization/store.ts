@@ -1,0 +1,383 @@
+import { randomUUID } from 'node:crypto';
+import type { Database, Queryable } from '../../platform/db.js';
+import { appendEvents } from '../../platform/outbox.js';
+import { generateFleet, positionAt, type VesselPosition, type VesselSpec, type VesselTrack, type VesselType } from './fleet.js';
+import type { Instance, ProblemKind } from './instances.js';
+import type { JobResult } from './job.js';
+
+export const TOPICS = {
+  /** fleet-wide, no key; payload: the tick's positions */
+  positions: 'optimization.positions',
+  /** key: run id */
+  run: 'optimization.run',
+} as const;
+
+/** Position rows kept per vessel (the track a client can ask for). */
+export const TRACK_HISTORY = 200;
+const FLEET_LOCK = 7_231_004_201;
+const RUN_LOCK = 7_231_004_202;
+
+export interface VesselRecord extends VesselPosition {
+  name: string;
+  type: VesselType;
+  lane: number;
+  tick: number;
+  at: string;
+}
+
+export interface TrackPointRecord extends VesselPosition {
+  tick: number;
+  at: string;
+}
+
+export interface FleetClockRecord {
+  seed: number;
+  size: number;
+  tick: number;
+  updatedAt: string;
+}
+
+export type RunStatus = 'running' | 'completed' | 'failed';
+
+export interface RunRecord {
+  id: string;
+  seq: string;
+  status: RunStatus;
+  problem: ProblemKind;
+  size: number;
+  qubits: number;
+  depth: number;
+  shots: number;
+  seed: number;
+  maxEvaluations: number;
+  refineTop: number;
+  fleetTick: number | null;
+  instance: Pick<Instance, 'description' | 'variables' | 'edges'>;
+  backend: string;
+  result: JobResult | null;
+  error: string | null;
+  durationMs: number | null;
+  createdAt: string;
+  completedAt: string | null;
+}
+
+export interface NewRun {
+  problem: ProblemKind;
+  size: number;
+  qubits: number;
+  depth: number;
+  shots: number;
+  seed: number;
+  maxEvaluations: number;
+  refineTop: number;
+  fleetTick: number | null;
+  instance: Pick<Instance, 'description' | 'variables' | 'edges'>;
+  backend: string;
+}
+
+export interface RunEventPayload {
+  runId: string;
+  status: RunStatus;
+  at: string;
+}
+
+export interface PositionsEventPayload {
+  tick: number;
+  at: string;
+  positions: VesselPosition[];
+}
+
+const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
+
+const VESSEL_COLUMNS = `v.mmsi, v.name, v.type, v.lane, p.latitude, p.longitude, p.sog, p.cog, p.heading, p.tick, p.at`;
+interface VesselRow {
+  mmsi: string;
+  name: string;
+  type: VesselType;
+  lane: number;
+  latitude: number;
+  longitude: number;
+  sog: number;
+  cog: number;
+  heading: number;
+  tick: number;
+  at: Date | string;
+}
+const vesselOf = (r: VesselRow): VesselRecord => ({ ...r, at: iso(r.at) });
+
+const RUN_COLUMNS = `id::text AS id, seq::text AS seq, status, problem, size, qubits, depth, shots, seed, max_evaluations, refine_top,
+  fleet_tick, instance, backend, result, error, duration_ms, created_at, completed_at`;
+interface RunRow {
+  id: string;
+  seq: string;
+  status: RunStatus;
+  problem: ProblemKind;
+  size: number;
+  qubits: number;
+  depth: number;
+  shots: number;
+  seed: number;
+  max_evaluations: number;
+  refine_top: number;
+  fleet_tick: number | null;
+  instance: RunRecord['instance'];
+  backend: string;
+  result: JobResult | null;
+  error: string | null;
+  duration_ms: number | null;
+  created_at: Date | string;
+  completed_at: Date | string | null;
+}
+const runOf = (r: RunRow): RunRecord => ({
+  id: r.id,
+  seq: r.seq,
+  status: r.status,
+  problem: r.problem,
+  size: r.size,
+  qubits: r.qubits,
+  depth: r.depth,
+  shots: r.shots,
+  seed: r.seed,
+  maxEvaluations: r.max_evaluations,
+  refineTop: r.refine_top,
+  fleetTick: r.fleet_tick,
+  instance: r.instance,
+  backend: r.backend,
+  result: r.result,
+  error: r.error,
+  durationMs: r.duration_ms,
+  createdAt: iso(r.created_at),
+  completedAt: r.completed_at === null ? null : iso(r.completed_at),
+});
+
+export interface StoreOptions {
+  seed: number;
+  size: number;
+  tickMs: number;
+  /** A run older than this while still RUNNING was lost with its process: it counts as failed. */
+  staleRunMs: number;
+  onEvents: () => void;
+}
+
+/** All SQL of the optimization subgraph. */
+export class OptimizationStore {
+  private specs: VesselSpec[] = [];
+
+  private constructor(
+    private readonly db: Database,
+    readonly options: StoreOptions,
+  ) {}
+
+  /** Creates the fleet on first start (seeded, tick 0), under a lock so concurrent instances create it once. */
+  static async open(db: Database, options: StoreOptions, now: Date): Promise<OptimizationStore> {
+    const store = new OptimizationStore(db, options);
+    await db.transaction(async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock($1)', [FLEET_LOCK]);
+      const existing = await tx.query('SELECT 1 FROM optimization_fleet WHERE id = 1');
+      if (existing.rowCount > 0) return;
+      const specs = generateFleet(options.seed, options.size);
+      await tx.query('INSERT INTO optimization_fleet (id, seed, size, tick, updated_at) VALUES (1, $1, $2, 0, $3)', [options.seed, options.size, now]);
+      await tx.query(
+        `INSERT INTO optimization_vessels (mmsi, name, type, lane, track)
+         SELECT v.mmsi, v.name, v.type, v.lane, v.track FROM jsonb_to_recordset($1::jsonb) AS v(mmsi text, name text, type text, lane int, track jsonb)`,
+        [JSON.stringify(specs.map((s) => ({ mmsi: s.mmsi, name: s.name, type: s.type, lane: s.track.lane, track: s.track })))],
+      );
+      await insertPositions(tx, specs.map((s) => positionAt(s, now)), 0, now);
+    });
+    const rows = await db.query<{ mmsi: string; name: string; type: VesselType; track: VesselTrack }>(
+      'SELECT mmsi, name, type, track FROM optimization_vessels ORDER BY mmsi',
+    );
+    store.specs = rows.rows;
+    return store;
+  }
+
+  async fleetClock(): Promise<FleetClockRecord> {
+    const res = await this.db.query<{ seed: number; size: number; tick: number; updated_at: Date | string }>(
+      'SELECT seed, size, tick, updated_at FROM optimization_fleet WHERE id = 1',
+    );
+    const r = res.rows[0]!;
+    return { seed: r.seed, size: r.size, tick: r.tick, updatedAt: iso(r.updated_at) };
+  }
+
+  /**
+   * One simulation step: records every vessel's position at `now` as the next tick. Conditional on the
+   * tick it read and on the interval having passed, so instances sharing the database tick once.
+   */
+  async tick(now: Date): Promise<number | null> {
+    const ticked = await this.db.transaction(async (tx) => {
+      const res = await tx.query<{ tick: number }>(
+        `UPDATE optimization_fleet SET tick = tick + 1, updated_at = $1
+         WHERE id = 1 AND updated_at <= $1::timestamptz - make_interval(secs => $2::double precision / 1000.0 * 0.9)
+         RETURNING tick`,
+        [now, this.options.tickMs],
+      );
+      const tick = res.rows[0]?.tick;
+      if (tick === undefined) return null;
+      const positions = this.specs.map((s) => positionAt(s, now));
+      await insertPositions(tx, positions, tick, now);
+      await tx.query('DELETE FROM optimization_positions WHERE tick <= $1', [tick - TRACK_HISTORY]);
+      const payload: PositionsEventPayload = { tick, at: now.toISOString(), positions };
+      await appendEvents(tx, [{ topic: TOPICS.positions, payload }]);
+      return tick;
+    });
+    if (ticked !== null) this.options.onEvents();
+    return ticked;
+  }
+
+  /** Every vessel at the newest tick, by MMSI. */
+  async snapshot(): Promise<{ clock: FleetClockRecord; vessels: VesselRecord[] }> {
+    return this.db.transaction(async (tx) => {
+      const clock = await tx.query<{ seed: number; size: number; tick: number; updated_at: Date | string }>(
+        'SELECT seed, size, tick, updated_at FROM optimization_fleet WHERE id = 1',
+      );
+      const c = clock.rows[0]!;
+      const rows = await tx.query<VesselRow>(
+        `SELECT ${VESSEL_COLUMNS} FROM optimization_vessels v JOIN optimization_positions p ON p.mmsi = v.mmsi AND p.tick = $1 ORDER BY v.mmsi`,
+        [c.tick],
+      );
+      return { clock: { seed: c.seed, size: c.size, tick: c.tick, updatedAt: iso(c.updated_at) }, vessels: rows.rows.map(vesselOf) };
+    });
+  }
+
+  /** The newest position of each vessel asked for. */
+  async vesselsByMmsi(mmsis: readonly string[]): Promise<VesselRecord[]> {
+    const res = await this.db.query<VesselRow>(
+      `SELECT DISTINCT ON (v.mmsi) ${VESSEL_COLUMNS} FROM optimization_vessels v JOIN optimization_positions p ON p.mmsi = v.mmsi
+       WHERE v.mmsi = ANY($1) ORDER BY v.mmsi, p.tick DESC`,
+      [[...mmsis]],
+    );
+    return res.rows.map(vesselOf);
+  }
+
+  async track(mmsi: string, last: number): Promise<TrackPointRecord[]> {
+    const res = await this.db.query<Omit<VesselRow, 'name' | 'type' | 'lane'>>(
+      `SELECT mmsi, latitude, longitude, sog, cog, heading, tick, at FROM optimization_positions WHERE mmsi = $1 ORDER BY tick DESC LIMIT $2`,
+      [mmsi, last],
+    );
+    return res.rows.map((r) => ({ ...r, at: iso(r.at) }));
+  }
+
+  /**
+   * Inserts a RUNNING run unless `maxConcurrent` runs are already in progress (counted under a lock, so
+   * concurrent starts on any instance cannot overshoot). Null: the limit is reached.
+   */
+  async insertRun(run: NewRun, maxConcurrent: number, now: Date): Promise<RunRecord | null> {
+    return this.db.transaction(async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock($1)', [RUN_LOCK]);
+      await this.expireStale(tx, now);
+      const running = await tx.query<{ n: number }>(`SELECT count(*) AS n FROM optimization_runs WHERE status = 'running'`);
+      if (running.rows[0]!.n >= maxConcurrent) return null;
+      const res = await tx.query<RunRow>(
+        `INSERT INTO optimization_runs (id, status, problem, size, qubits, depth, shots, seed, max_evaluations, refine_top, fleet_tick, instance, backend, created_at)
+         VALUES ($1, 'running', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+         RETURNING ${RUN_COLUMNS}`,
+        [
+          randomUUID(),
+          run.problem,
+          run.size,
+          run.qubits,
+          run.depth,
+          run.shots,
+          run.seed,
+          run.maxEvaluations,
+          run.refineTop,
+          run.fleetTick,
+          JSON.stringify(run.instance),
+          run.backend,
+          now,
+        ],
+      );
+      return runOf(res.rows[0]!);
+    });
+  }
+
+  private async expireStale(tx: Queryable, now: Date): Promise<void> {
+    await tx.query(
+      `UPDATE optimization_runs SET status = 'failed', error = 'interrupted: the process running it stopped', completed_at = $1
+       WHERE status = 'running' AND created_at < $1::timestamptz - make_interval(secs => $2::double precision / 1000.0)`,
+      [now, this.options.staleRunMs],
+    );
+  }
+
+  /** RUNNING -> COMPLETED with the result, and its event, in one transaction; false if it was not running. */
+  async completeRun(id: string, result: JobResult, now: Date): Promise<boolean> {
+    const done = await this.db.transaction(async (tx) => {
+      const res = await tx.query(
+        `UPDATE optimization_runs SET status = 'completed', result = $2, energy = $3, optimality_ratio = $4, refined_ratio = $5,
+           baseline_ratio = $6, duration_ms = $7, completed_at = $8
+         WHERE id = $1 AND status = 'running'`,
+        [id, JSON.stringify(result), result.expectedValue, result.expectedRatio, result.refined.ratio, result.baseline.ratio, Math.round(result.timings.totalMs), now],
+      );
+      if (res.rowCount === 0) return false;
+      const payload: RunEventPayload = { runId: id, status: 'completed', at: now.toISOString() };
+      await appendEvents(tx, [{ topic: TOPICS.run, key: id, payload }]);
+      return true;
+    });
+    if (done) this.options.onEvents();
+    return done;
+  }
+
+  async failRun(id: string, message: string, durationMs: number, now: Date): Promise<boolean> {
+    const done = await this.db.transaction(async (tx) => {
+      const res = await tx.query(
+        `UPDATE optimization_runs SET status = 'failed', error = $2, duration_ms = $3, completed_at = $4 WHERE id = $1 AND status = 'running'`,
+        [id, message, durationMs, now],
+      );
+      if (res.rowCount === 0) return false;
+      const payload: RunEventPayload = { runId: id, status: 'failed', at: now.toISOString() };
+      await appendEvents(tx, [{ topic: TOPICS.run, key: id, payload }]);
+      return true;
+    });
+    if (done) this.options.onEvents();
+    return done;
+  }
+
+  async runsByIds(ids: readonly string[]): Promise<RunRecord[]> {
+    const uuids = ids.filter((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id));
+    if (uuids.length === 0) return [];
+    const res = await this.db.query<RunRow>(`SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE id = ANY($1::uuid[])`, [uuids]);
+    return res.rows.map(runOf);
+  }
+
+  /** Newest first, `first` of them after the run with sequence number `beforeSeq`. */
+  async runsPage(first: number, beforeSeq: string | null): Promise<{ runs: RunRecord[]; hasNext: boolean; total: number }> {
+    return this.db.transaction(async (tx) => {
+      const res = await tx.query<RunRow>(
+        `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE ($1::bigint IS NULL OR seq < $1::bigint) ORDER BY optimization_runs.seq DESC LIMIT $2`,
+        [beforeSeq, first + 1],
+      );
+      const total = await tx.query<{ n: number }>('SELECT count(*) AS n FROM optimization_runs');
+      return { runs: res.rows.slice(0, first).map(runOf), hasNext: res.rows.length > first, total: total.rows[0]!.n };
+    });
+  }
+
+  async latestCompleted(): Promise<RunRecord | null> {
+    const res = await this.db.query<RunRow>(
+      `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE status = 'completed' ORDER BY completed_at DESC, optimization_runs.seq DESC LIMIT 1`,
+    );
+    return res.rows[0] ? runOf(res.rows[0]) : null;
+  }
+
+  async runCounts(): Promise<{ total: number; running: number; completed: number; failed: number }> {
+    const res = await this.db.query<{ status: RunStatus; n: number }>('SELECT status, count(*) AS n FROM optimization_runs GROUP BY status');
+    const by = Object.fromEntries(res.rows.map((r) => [r.status, r.n])) as Partial<Record<RunStatus, number>>;
+    const running = by.running ?? 0;
+    const completed = by.completed ?? 0;
+    const failed = by.failed ?? 0;
+    return { total: running + completed + failed, running, completed, failed };
+  }
+
+  async eventCursor(): Promise<string> {
+    const res = await this.db.query<{ id: string | null }>('SELECT max(id)::text AS id FROM outbox');
+    return res.rows[0]?.id ?? '0';
+  }
+}
+
+async function insertPositions(tx: Queryable, positions: readonly VesselPosition[], tick: number, at: Date): Promise<void> {
+  await tx.query(
+    `INSERT INTO optimization_positions (mmsi, tick, latitude, longitude, sog, cog, heading, at)
+     SELECT p.mmsi, $2, p.latitude, p.longitude, p.sog, p.cog, p.heading, $3
+     FROM jsonb_to_recordset($1::jsonb) AS p(mmsi text, latitude double precision, longitude double precision, sog double precision, cog double precision, heading int)`,
+    [JSON.stringify(positions), tick, at],
+  );
+}
