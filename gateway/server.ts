@@ -18,8 +18,8 @@ import { acceptsGraphQLResponse } from './accept.js';
 import { createAuthenticator } from './auth.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { boundedVariableErrorsPlugin } from './bounded-errors.js';
-import { readyWithin } from './health.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
+import { READY_CHECK_TIMEOUT_MS, readyWithin } from './health.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
 import { InProcessDataSource } from './in-process-data-source.js';
 import { createLimiter, requestLimitsOf } from './limits.js';
@@ -313,7 +313,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 async function remoteReady(graphqlUrl: string, apiKey: string | undefined): Promise<boolean> {
   try {
     const res = await fetch(new URL('/health', graphqlUrl), {
-      signal: AbortSignal.timeout(2000),
+      signal: AbortSignal.timeout(READY_CHECK_TIMEOUT_MS),
       ...(apiKey ? { headers: { 'x-api-key': apiKey } } : {}),
     });
     const body = (await res.json()) as { ready?: unknown };
