@@ -16,8 +16,8 @@ import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { acceptsGraphQLResponse } from './accept.js';
 import { createAuthenticator } from './auth.js';
-import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { boundedVariableErrorsPlugin } from './bounded-errors.js';
+import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
 import { InProcessDataSource } from './in-process-data-source.js';
@@ -73,6 +73,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // problem details too.
     frameworkErrors: (error, request, reply) => void sendProblem(reply, frameworkProblem(error, request)),
     clientErrorHandler: answerClientError,
+    // HEAD is declared per route (REST GETs, /health); Apollo's /graphql does not serve it.
+    exposeHeadRoutes: false,
   });
   const routes = new RouteTable(app);
   const runtime: SubgraphRuntime | null =
@@ -197,7 +199,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
 
   const startedAt = Date.now();
-  app.get('/health', { config: { public: true } }, async () => {
+  app.get('/health', { config: { public: true }, exposeHeadRoute: true }, async () => {
     const checks = await Promise.all(
       modules.map(async ({ name }) => {
         const url = remoteUrls.get(name);
