@@ -35,6 +35,7 @@ export function registerRestRoutes(
       method: route.method,
       url: `${prefix}${route.path}`,
       config: { public: route.public === true },
+      exposeHeadRoute: route.method === 'GET',
       handler: async (request, reply) => {
         const instance = request.url;
         const input = readInput(route, request);
