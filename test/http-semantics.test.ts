@@ -203,12 +203,17 @@ describe('HTTP semantics', () => {
     expect(JSON.stringify(big.body).length).toBeLessThan(1000);
     expect(big.body['errors']).toEqual([{ field: 'instances', message: 'at most 1000 inputs per call' }]);
 
-    // The same through GraphQL: variables that do not coerce stop after 25 errors...
+    // The same through GraphQL: 50,000 items are refused on the count (LIST_LIMIT_EXCEEDED, before any is
+    // coerced); a full batch of 1,000 bad items stops after 25 errors...
+    const over = await gql(url, 'query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }', { i: Array.from({ length: 50_000 }, () => ({ x: 1 })) });
+    expect(over.status).toBe(400);
+    expect(over.errors).toHaveLength(1);
+    expect(over.errors?.[0]?.extensions?.['code']).toBe('LIST_LIMIT_EXCEEDED');
     const started = Date.now();
     const variables = await fetch(`${url}/graphql`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ query: 'query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }', variables: { i: Array.from({ length: 50_000 }, () => ({ x: 1 })) } }),
+      body: JSON.stringify({ query: 'query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }', variables: { i: Array.from({ length: 1000 }, () => ({ x: 1 })) } }),
     });
     const varText = await variables.text();
     expect(variables.status).toBe(400);
