@@ -2,6 +2,7 @@ import type { ApolloServerPlugin, BaseContext } from '@apollo/server';
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { DATABASE_UNAVAILABLE_MESSAGE, isDatabaseUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../platform/db-errors.js';
 import { isErrorCode, statusOf, type ErrorCode } from '../platform/errors.js';
+import { MAX_FIELD_PROBLEMS } from '../platform/validate.js';
 import { clientMessage } from './bounded-errors.js';
 
 /**
@@ -82,7 +83,7 @@ export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerP
           if (response.body.kind !== 'single') return;
           const result = response.body.singleResult;
           const outage = isOutage(result);
-          if (result.errors && result.errors.length > MAX_ERRORS) result.errors = capErrors(result.errors);
+          if (result.errors) result.errors = capErrors(result.errors);
           if (outage) {
             response.http.status = statusOf('SERVICE_UNAVAILABLE');
             response.http.headers.set('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
@@ -97,17 +98,20 @@ export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerP
   };
 }
 
-/** Errors an answer lists; the rest are counted, so an answer stays proportional to its request. */
-export const MAX_ERRORS = 10;
+/** Errors an answer lists (as many as field problems); the rest are counted, so an answer stays proportional. */
+export const MAX_ERRORS = MAX_FIELD_PROBLEMS;
 
-/** The first MAX_ERRORS errors and one that counts the others (with the first one's code, so the status holds). */
+/**
+ * The first MAX_ERRORS errors and one that counts the others (with the first one's code, so the status
+ * holds). A list that already ends in its own count (MAX_ERRORS and one more) is left as it is.
+ */
 export function capErrors(errors: readonly GraphQLFormattedError[]): GraphQLFormattedError[] {
-  if (errors.length <= MAX_ERRORS) return [...errors];
+  if (errors.length <= MAX_ERRORS + 1) return [...errors];
   const omitted = errors.length - MAX_ERRORS;
   return [
     ...errors.slice(0, MAX_ERRORS),
     {
-      message: `${omitted.toLocaleString('en-US')} more error${omitted === 1 ? '' : 's'} not listed`,
+      message: `${omitted.toLocaleString('en-US')} more errors not listed`,
       extensions: { code: errors[0]?.extensions?.['code'] ?? 'INTERNAL_SERVER_ERROR', omitted },
     },
   ];

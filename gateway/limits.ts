@@ -332,8 +332,9 @@ class Walker {
   }
 
   /**
-   * A list field's size: its slicing argument (`first`), else the length of the list argument it answers
-   * item for item (a batch field with a `@maxItems` list argument), else its `@listSize(assumedSize:)`,
+   * A list field's size: its slicing argument (`first`), else the length of the list it answers item for
+   * item (a batch field's `@maxItems` list argument, or that list inside its input object), else its
+   * `@listSize(assumedSize:)`,
    * else the default. `sizedFields` pass the size to children (a connection's `edges`).
    */
   private listSizeOf(definition: GraphQLField<unknown, unknown>, node: FieldNode): { size: number; sizedFields: string[] } {
@@ -351,14 +352,34 @@ class Walker {
       .map((a) => given(a))
       .filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
     if (sliced.length > 0) return { size: Math.max(0, ...sliced), sizedFields };
-    const batch = definition.args.filter((a) => isListType(getNullableType(a.type)) && maxItemsOf(a.astNode?.directives) !== null);
-    if (batch.length === 1 && batch[0]) {
-      const value = given(batch[0]);
-      if (Array.isArray(value)) return { size: value.length, sizedFields };
-    }
+    const batch = batchListOf(definition.args, given);
+    if (batch) return { size: batch.length, sizedFields };
     const assumed = args['assumedSize'];
     return { size: typeof assumed === 'number' ? assumed : this.limits.defaultListSize, sizedFields };
   }
+}
+
+/**
+ * The one bounded list a field answers item for item: a `@maxItems` list argument, or a `@maxItems` list
+ * field of its one input-object argument (`pitTraining(input: { targets: [...] })`). Null when there is
+ * none, or more than one.
+ */
+function batchListOf(args: readonly GraphQLArgument[], given: (argument: GraphQLArgument) => unknown): unknown[] | null {
+  const found: unknown[] = [];
+  for (const argument of args) {
+    const type = getNullableType(argument.type);
+    if (isListType(type)) {
+      if (maxItemsOf(argument.astNode?.directives) !== null) found.push(given(argument));
+      continue;
+    }
+    if (!isInputObjectType(type)) continue;
+    const value = given(argument);
+    for (const field of Object.values(type.getFields())) {
+      if (!isListType(getNullableType(field.type)) || maxItemsOf(field.astNode?.directives) === null) continue;
+      found.push(typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>)[field.name] : undefined);
+    }
+  }
+  return found.length === 1 && Array.isArray(found[0]) ? found[0] : null;
 }
 
 type Directives = readonly { name: { value: string }; arguments?: readonly ArgumentNode[] | undefined }[] | undefined;

@@ -1,5 +1,6 @@
 import { exit } from 'node:process';
 import { ConfigError, loadConfig, type Config } from '../platform/config.js';
+import { connectivityFailure, DatabaseUnavailableError } from '../platform/db-errors.js';
 import { StartupError } from '../platform/startup-error.js';
 
 /** The environment's config, or exit 2 with the message naming each bad variable. */
@@ -42,6 +43,11 @@ export function closeOnSignal(server: { close(): Promise<void> }, log: { info(ms
 export function exitOnStartFailure(error: unknown, what: string): never {
   if (error instanceof StartupError) {
     console.error(`${what} cannot start: ${error.message}`);
+    exit(1);
+  }
+  if (error instanceof DatabaseUnavailableError) {
+    // Reached at first, then lost while migrating or starting the subgraphs.
+    console.error(`${what} cannot start: the database was lost during the start (${connectivityFailure(error)})`);
     exit(1);
   }
   if (error instanceof ConfigError) {

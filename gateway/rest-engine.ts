@@ -59,6 +59,7 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
       method: route.method,
       url: `${prefix}${route.path}`,
       config: { public: route.public === true },
+      exposeHeadRoute: route.method === 'GET',
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         const instance = request.url;
         if (isTextBody(request.body)) {

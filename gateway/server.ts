@@ -16,10 +16,10 @@ import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { acceptsGraphQLResponse } from './accept.js';
 import { createAuthenticator } from './auth.js';
-import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { boundedVariableErrorsPlugin } from './bounded-errors.js';
-import { readyWithin } from './health.js';
+import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
+import { READY_CHECK_TIMEOUT_MS, readyWithin } from './health.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
 import { InProcessDataSource } from './in-process-data-source.js';
 import { createLimiter, requestLimitsOf } from './limits.js';
@@ -84,6 +84,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // problem details too.
     frameworkErrors: (error, request, reply) => void sendProblem(reply, frameworkProblem(error, request)),
     clientErrorHandler: answerClientError,
+    // HEAD is declared per route (REST GETs, /health); Apollo's /graphql does not serve it.
+    exposeHeadRoutes: false,
   });
   const routes = new RouteTable(app);
   // A busy port is reported before the slow part of the start (database, migrations, gateway).
@@ -247,10 +249,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       websocket: { connections: ws.connections(), slow_consumer_closes: ws.slowConsumerCloses() },
     });
   };
-  app.get('/health', { config: { public: true } }, health);
-  app.get('/health/ready', { config: { public: true } }, health);
+  app.get('/health', { config: { public: true }, exposeHeadRoute: true }, health);
+  app.get('/health/ready', { config: { public: true }, exposeHeadRoute: true }, health);
   // Liveness: the process serves requests (a database outage is not a reason to restart it).
-  app.get('/health/live', { config: { public: true } }, async () => ({ status: 'ok', uptime_s: uptime() }));
+  app.get('/health/live', { config: { public: true }, exposeHeadRoute: true }, async () => ({ status: 'ok', uptime_s: uptime() }));
 
   await app.ready();
   const ws = attachGraphQLWebSocket({
@@ -313,7 +315,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 async function remoteReady(graphqlUrl: string, apiKey: string | undefined): Promise<boolean> {
   try {
     const res = await fetch(new URL('/health', graphqlUrl), {
-      signal: AbortSignal.timeout(2000),
+      signal: AbortSignal.timeout(READY_CHECK_TIMEOUT_MS),
       ...(apiKey ? { headers: { 'x-api-key': apiKey } } : {}),
     });
     const body = (await res.json()) as { ready?: unknown };

@@ -90,9 +90,9 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
     const ready = await readyWithin(() => instance.ready());
     return reply.status(ready ? 200 : 503).send({ subgraph: module.name, ready, database: runtime.db.kind });
   };
-  app.get('/health', { config: { public: true } }, health);
-  app.get('/health/ready', { config: { public: true } }, health);
-  app.get('/health/live', { config: { public: true } }, async () => ({ subgraph: module.name, status: 'ok' }));
+  app.get('/health', { config: { public: true }, exposeHeadRoute: true }, health);
+  app.get('/health/ready', { config: { public: true }, exposeHeadRoute: true }, health);
+  app.get('/health/live', { config: { public: true }, exposeHeadRoute: true }, async () => ({ subgraph: module.name, status: 'ok' }));
 
   await app.ready();
   const wss = new WebSocketServer({ server: app.server, path: '/graphql', maxPayload: config.BODY_LIMIT_BYTES });

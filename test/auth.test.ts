@@ -59,9 +59,10 @@ describe('API keys', () => {
     expect((await rest(url, 'GET', '/health?probe=k8s')).status).toBe(200);
     expect((await rest(url, 'GET', '/health/ready')).status).toBe(200);
     expect((await rest(url, 'GET', '/health/live')).status).toBe(200);
-    // Only /health itself: a path that merely starts with it, or carries it in the query, is guarded.
+    // Only the probe paths themselves: a path that merely starts with one, or carries it in the query, is guarded.
     expect((await rest(url, 'GET', '/rental/health?x=/health')).status).toBe(401);
     expect((await rest(url, 'GET', '/healthz')).status).toBe(401);
+    expect((await rest(url, 'GET', '/health/other')).status).toBe(401);
   });
 });
 

@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DATABASE_UNAVAILABLE_MESSAGE, DatabaseUnavailableError, OUTAGE_RETRY_AFTER_SECONDS } from '../platform/db-errors.js';
+import {
+  classifyDatabaseError,
+  connectivityFailure,
+  DATABASE_UNAVAILABLE_MESSAGE,
+  DatabaseUnavailableError,
+  OUTAGE_RETRY_AFTER_SECONDS,
+  redactDatabaseUrl,
+} from '../platform/db-errors.js';
 import { openDatabase, type Database } from '../platform/db.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
 import { dropSchema, modes, startTestServer, TEST_DATABASE_URL, type Mode, type TestServer } from './support/server.js';
@@ -187,5 +194,34 @@ describe.runIf(TEST_DATABASE_URL)('the database layer classifies a lost connecti
       await admin.end();
       await db.close();
     }
+  });
+});
+
+describe('classifying driver errors', () => {
+  const withCode = (code: string, message = 'x') => Object.assign(new Error(message), { code });
+
+  it('names connectivity failures and leaves every other error alone', () => {
+    expect(connectivityFailure(withCode('ECONNREFUSED'))).toBe('connection refused');
+    expect(connectivityFailure(withCode('ENOTFOUND'))).toBe('host not found');
+    expect(connectivityFailure(withCode('57P01'))).toBe('the server terminated the connection (admin shutdown)');
+    expect(connectivityFailure(withCode('08006'))).toBe('connection exception');
+    expect(connectivityFailure(new AggregateError([withCode('ECONNREFUSED'), withCode('ECONNREFUSED')], 'connect'))).toBe('connection refused');
+    expect(connectivityFailure(new Error('Connection terminated unexpectedly'))).toBe('connection closed');
+    expect(connectivityFailure(new Error('timeout exceeded when trying to connect'))).toBe('timed out waiting for a database connection');
+    expect(connectivityFailure(new Error('PGlite is closed'))).toBe('the embedded database is closed');
+    for (const other of [withCode('23505'), withCode('40001'), withCode('42P01'), new Error('boom'), 'text', null]) {
+      expect(connectivityFailure(other)).toBeNull();
+      expect(classifyDatabaseError(other)).toBe(other);
+    }
+    const lost = classifyDatabaseError(withCode('ECONNRESET'));
+    expect(lost).toBeInstanceOf(DatabaseUnavailableError);
+    expect(classifyDatabaseError(lost)).toBe(lost);
+  });
+
+  it('redacts the password and secret parameters of a connection string', () => {
+    expect(redactDatabaseUrl('postgres://app:p%40ss@db.internal:5432/ops')).toBe('postgres://app:***@db.internal:5432/ops');
+    expect(redactDatabaseUrl('postgresql://app@db/ops?sslmode=require&password=x&sslkey=/k')).toBe('postgresql://app@db/ops?sslmode=require&password=***&sslkey=***');
+    expect(redactDatabaseUrl('postgres://db/ops')).toBe('postgres://db/ops');
+    expect(redactDatabaseUrl('postgres://a:b@[broken')).toBe('(an unparsable URL)');
   });
 });
