@@ -56,35 +56,35 @@ const isTextBody = (body: unknown): body is TextBody => typeof body === 'object'
 
 function routeOptions(prefix: string, route: RestRoute, execute: OperationExecutor) {
   return {
-      method: route.method,
-      url: `${prefix}${route.path}`,
-      config: { public: route.public === true },
-      exposeHeadRoute: route.method === 'GET',
-      handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const instance = request.url;
-        if (isTextBody(request.body)) {
-          const { type, text } = request.body[TEXT_BODY];
-          const parsed = route.textBodies![type]!(text);
-          if ('errors' in parsed) {
-            const bounded = boundedFields(parsed.errors);
-            return sendProblem(reply, problem('BAD_USER_INPUT', fieldsDetail(bounded.fields, bounded.truncated), { instance, errors: bounded.fields, errorsTruncated: bounded.truncated }));
-          }
-          request.body = parsed.value;
+    method: route.method,
+    url: `${prefix}${route.path}`,
+    config: { public: route.public === true },
+    exposeHeadRoute: route.method === 'GET',
+    handler: async (request: FastifyRequest, reply: FastifyReply) => {
+      const instance = request.url;
+      if (isTextBody(request.body)) {
+        const { type, text } = request.body[TEXT_BODY];
+        const parsed = route.textBodies![type]!(text);
+        if ('errors' in parsed) {
+          const bounded = boundedFields(parsed.errors);
+          return sendProblem(reply, problem('BAD_USER_INPUT', fieldsDetail(bounded.fields, bounded.truncated), { instance, errors: bounded.fields, errorsTruncated: bounded.truncated }));
         }
-        const input = readInput(route, request);
-        if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
-        const result = await execute(route.operation, route.variables(input.value), gatewayContextFrom(request.headers));
-        const failure = result.errors?.[0];
-        if (failure) return sendProblem(reply, problemFromGraphQL(failure, result.errors ?? [], instance, route.fieldNames ?? {}));
-        try {
-          const other = route.represent?.(result.data ?? {}, request.headers.accept);
-          if (other) return reply.code(200).type(other.contentType).send(other.body);
-          return reply.code(200).send(route.result(result.data ?? {}));
-        } catch (error) {
-          if (error instanceof GraphQLError) return sendProblem(reply, problemFromGraphQL(error.toJSON(), [], instance, {}));
-          throw error;
-        }
-      },
+        request.body = parsed.value;
+      }
+      const input = readInput(route, request);
+      if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
+      const result = await execute(route.operation, route.variables(input.value), gatewayContextFrom(request.headers));
+      const failure = result.errors?.[0];
+      if (failure) return sendProblem(reply, problemFromGraphQL(failure, result.errors ?? [], instance, route.fieldNames ?? {}));
+      try {
+        const other = route.represent?.(result.data ?? {}, request.headers.accept);
+        if (other) return reply.code(200).type(other.contentType).send(other.body);
+        return reply.code(200).send(route.result(result.data ?? {}));
+      } catch (error) {
+        if (error instanceof GraphQLError) return sendProblem(reply, problemFromGraphQL(error.toJSON(), [], instance, {}));
+        throw error;
+      }
+    },
   };
 }
 

@@ -1,4 +1,4 @@
-import { DuckDbEngine } from './duckdb-engine.js';
+import type { DuckDbEngine } from './duckdb-engine.js';
 import { columnName, emptyLabels, type EntityType, type LabelRows, type Matches, type ViewData } from './frame.js';
 import { generateWorld, type LabelRow, type ModelName, type World } from './generator.js';
 import { buildView, EntityDictionary, VIEW_DEFINITIONS, viewDefinition, worldViews, type FeatureType } from './registry.js';
@@ -66,6 +66,8 @@ export class OfflineStore {
 
   static async open(options: { seed: number; policies: number }): Promise<OfflineStore> {
     const world = generateWorld(options);
+    // The native DuckDB library is loaded on first use, not when the gateway imports the subgraph.
+    const { DuckDbEngine } = await import('./duckdb-engine.js');
     const duck = await DuckDbEngine.open([]);
     const store = new OfflineStore(world, duck);
     for (const view of worldViews(world, store.dicts)) await store.put(view);

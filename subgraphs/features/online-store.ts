@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createClient } from 'redis';
 import type { EntityType } from './frame.js';
 import { VIEW_DEFINITIONS } from './registry.js';
 import type { FeaturesStore, MaterializationRecord, OnlineRow, StoredOnlineRow } from './store.js';
@@ -47,6 +46,8 @@ const HSET_BATCH = 2000;
  * database transaction that records it), then unlinks the hashes it replaced.
  */
 export async function redisOnlineStore(url: string, prefix: string, store: FeaturesStore): Promise<OnlineStore> {
+  // Loaded only when configured: a gateway without REDIS_URL never pays for the client's import.
+  const { createClient } = await import('redis');
   const client = createClient({ url, socket: { connectTimeout: 2000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 2000) } });
   client.on('error', () => {
     // Reconnects by itself; commands fail meanwhile and are answered as errors.
