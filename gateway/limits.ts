@@ -374,8 +374,11 @@ function batchListOf(args: readonly GraphQLArgument[], given: (argument: GraphQL
     }
     if (!isInputObjectType(type)) continue;
     const value = given(argument);
+    // Inside an input object, the batch is the bounded list of input objects (entity rows), not a list of
+    // names beside it.
     for (const field of Object.values(type.getFields())) {
       if (!isListType(getNullableType(field.type)) || maxItemsOf(field.astNode?.directives) === null) continue;
+      if (!isInputObjectType(getNamedType(field.type))) continue;
       found.push(typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>)[field.name] : undefined);
     }
   }
