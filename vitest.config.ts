@@ -17,11 +17,11 @@ export default defineConfig({
     globalSetup: ['test/support/global-setup.ts'],
     pool: 'forks',
     // Upper bounds for a busy machine, not expected durations. Every wait in the suite is on a condition
-    // with its own deadline (test/support/wait.ts, 20 s) that fails naming what it waited for; these
+    // with its own deadline (test/support/wait.ts, 60 s) that fails naming what it waited for; these
     // catch only what hangs outside such a wait. A server start takes about 1 s on an idle machine and
     // more than 10 s on a loaded one, and some tests start several.
-    testTimeout: 90_000,
-    hookTimeout: 120_000,
+    testTimeout: 180_000,
+    hookTimeout: 240_000,
     teardownTimeout: 60_000,
     // A test that passes on a second try is a race to fix, not to hide.
     retry: 0,

@@ -1,13 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSubgraphServer } from '../gateway/subgraph-server.js';
 import { loadConfig } from '../platform/config.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
 import { travelFeatures } from './support/prediction.js';
-import { dropSchema, startTestServer, TEST_DATABASE_URL } from './support/server.js';
+import { dropSchema, startTestServer, TEST_DATABASE_URL, type TestServer } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -15,9 +15,15 @@ const rental = subgraphs.find((m) => m.name === 'rental')!;
 
 const quoteBody = (machine: string) => ({ machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(3), duration_hours: 4 });
 
+// Each distributed server is six servers (five subgraphs and the gateway): started in a hook, so that
+// on a busy machine the start and the test each have their own time limit.
 describe('distributed mode: a long resume', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ mode: 'distributed', env: { WS_MAX_QUEUED_EVENTS: '50' } });
+  });
+
   it('replays thousands of events through the gateway at the reader\'s pace, with small queues, exactly', async () => {
-    const server = await startTestServer({ mode: 'distributed', env: { WS_MAX_QUEUED_EVENTS: '50' } });
     const db = server.subgraphServers.get('rental')!.runtime.db;
     const before = (await gql(server.url, '{ eventCursor }')).data!['eventCursor'] as string;
     expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-004'))).status).toBe(200);
@@ -43,8 +49,12 @@ describe('distributed mode: a long resume', () => {
 });
 
 describe('distributed mode: a subgraph that is down', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ mode: 'distributed' });
+  });
+
   it('gives UPSTREAM_UNAVAILABLE on GraphQL, 502 on REST, degraded health; it recovers when the subgraph is back', async () => {
-    const server = await startTestServer({ mode: 'distributed' });
     const sub = server.subgraphServers.get('rental')!;
     const port = new URL(sub.graphqlUrl).port;
     const c = wsClient(server.url);
@@ -90,8 +100,12 @@ describe('distributed mode: a subgraph that is down', () => {
 });
 
 describe('distributed mode: the prediction subgraph down', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ mode: 'distributed' });
+  });
+
   it('a booking still comes back with deliveryForecast null and UPSTREAM_UNAVAILABLE at that path, in queries and events', async () => {
-    const server = await startTestServer({ mode: 'distributed' });
     const q = await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-009'));
     const b = await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Partial BV' });
     const id = b.body['booking_id'] as string;
@@ -135,7 +149,7 @@ function startGatewayProcess(env: Record<string, string>): Promise<GatewayProces
   return new Promise((resolve, reject) => {
     let out = '';
     // An upper bound for a busy machine (tsx compiles the gateway at start); it resolves as soon as it serves.
-    const timer = setTimeout(() => reject(new Error(`gateway did not start in 60 s:\n${out}`)), 60_000);
+    const timer = setTimeout(() => reject(new Error(`gateway did not start in 120 s:\n${out}`)), 120_000);
     const onData = (chunk: Buffer) => {
       out += chunk.toString();
       const match = /serving GraphQL at (http:\/\/[^\s"]+)\/graphql/.exec(out);
@@ -165,16 +179,18 @@ if (!TEST_DATABASE_URL) console.warn('[distributed] TEST_DATABASE_URL is not set
 describe.skipIf(!TEST_DATABASE_URL)('across gateway instances on one PostgreSQL', () => {
   const schema = `t_multi_${randomBytes(4).toString('hex')}`;
   const gateways: GatewayProcess[] = [];
+  beforeAll(async () => {
+    const env = { DATABASE_URL: TEST_DATABASE_URL!, DATABASE_SCHEMA: schema };
+    // One after the other: the first applies the migrations. Each may take up to 120 s on a busy machine.
+    gateways.push(await startGatewayProcess(env));
+    gateways.push(await startGatewayProcess(env));
+  }, 300_000);
   afterAll(async () => {
     await Promise.all(gateways.map(stopProcess));
     await dropSchema(schema);
   });
 
   it('a mutation through instance A reaches subscribers on instance B, every event in one order', async () => {
-    const env = { DATABASE_URL: TEST_DATABASE_URL!, DATABASE_SCHEMA: schema };
-    // One after the other: the first applies the migrations.
-    gateways.push(await startGatewayProcess(env));
-    gateways.push(await startGatewayProcess(env));
     const [a, b] = gateways as [GatewayProcess, GatewayProcess];
     expect(a.url).not.toBe(b.url);
 

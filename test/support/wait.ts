@@ -2,7 +2,7 @@
  * How long a test waits for a condition before it fails. An upper bound only: a passing wait returns as
  * soon as its condition holds, so this can be generous enough for a busy machine without slowing the suite.
  */
-export const WAIT_MS = 20_000;
+export const WAIT_MS = 60_000;
 
 /**
  * Waits until `check` holds, polling it (5 ms, growing to 50 ms), and fails after `timeoutMs` with a
