@@ -175,12 +175,14 @@ describe.runIf(TEST_DATABASE_URL)('the database layer classifies a lost connecti
     try {
       const sleeping = db.query('SELECT pg_sleep(30)');
       const inTx = db.transaction((tx) => tx.query('SELECT pg_sleep(30)'));
+      // Handled from the start: they reject while the terminate is still being answered.
+      const settled = Promise.allSettled([sleeping, inTx]);
       await until(async () => {
         const n = await admin.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%pg_sleep%'`, [app]);
         return n.rows[0].n === 2;
       }, 'both sleeps to run');
       await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [app]);
-      for (const failed of await Promise.allSettled([sleeping, inTx])) {
+      for (const failed of await settled) {
         expect(failed.status).toBe('rejected');
         const reason = (failed as PromiseRejectedResult).reason as DatabaseUnavailableError;
         expect(reason).toBeInstanceOf(DatabaseUnavailableError);
