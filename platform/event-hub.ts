@@ -212,3 +212,36 @@ export class EventHub {
     }
   }
 }
+
+/**
+ * Maps stored events to a subscription field's payloads; `until` ends the stream after a final event (a
+ * delivery that completed, a session that closed), returning the source so its listener is released.
+ */
+export function mapEvents<P, R>(
+  source: AsyncIterableIterator<StoredEvent<P>>,
+  map: (event: StoredEvent<P>) => R,
+  until: (event: StoredEvent<P>) => boolean = () => false,
+): AsyncIterableIterator<R> {
+  let ended = false;
+  const iterator: AsyncIterableIterator<R> = {
+    async next() {
+      if (ended) return { value: undefined, done: true };
+      const item = await source.next();
+      if (item.done) return { value: undefined, done: true };
+      if (until(item.value)) {
+        ended = true;
+        await source.return?.();
+      }
+      return { value: map(item.value), done: false };
+    },
+    async return() {
+      ended = true;
+      await source.return?.();
+      return { value: undefined, done: true };
+    },
+    [Symbol.asyncIterator]() {
+      return iterator;
+    },
+  };
+  return iterator;
+}

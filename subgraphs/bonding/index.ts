@@ -6,6 +6,7 @@ import { readSubgraphSdl } from '../../platform/subgraph.js';
 import { createLoaders, resolverMap, type BondingContext } from './resolvers.js';
 import { bondingRoutes } from './rest.js';
 import { BondingStore } from './store.js';
+import { periodic } from '../../platform/periodic.js';
 
 /**
  * The bonding subgraph: multipath sessions whose paths move under a seeded link model, correlated-outage
@@ -46,22 +47,3 @@ export const bonding: SubgraphModule = {
     };
   },
 };
-
-/** Runs `task` every `ms`, never two at once; `stop()` waits for a run in progress. */
-function periodic(task: () => Promise<unknown>, ms: number) {
-  let running: Promise<unknown> | null = null;
-  const timer = setInterval(() => {
-    running ??= task()
-      .catch(() => undefined)
-      .finally(() => {
-        running = null;
-      });
-  }, ms);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await running;
-    },
-  };
-}

@@ -3,7 +3,7 @@ import DataLoader from 'dataloader';
 import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import type { Clock } from '../../platform/clock.js';
 import { domainError } from '../../platform/errors.js';
-import { isCursor, type EventHub, type StoredEvent } from '../../platform/event-hub.js';
+import { mapEvents, type EventHub, type StoredEvent } from '../../platform/event-hub.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
 import { QBER_ABORT_THRESHOLD, CryptoSource, runBb84 } from './bb84.js';
@@ -49,37 +49,6 @@ export const KEY_SOURCE = 'BB84 simulated in software (no quantum hardware) + ML
 const upper = (s: string) => s.toUpperCase();
 const RECOMMEND_METHOD =
   'exact: every pair of usable paths, in order of marginal outage, skipping only pairs whose bound p_i * p_j already exceeds the runner-up';
-
-function cursorArg(after: unknown): string | null {
-  if (after === null || after === undefined) return null;
-  if (!isCursor(after)) throw invalidInput([{ field: 'after', message: 'must be a cursor from an earlier event (1 to 19 digits)' }]);
-  return after;
-}
-
-function mapEvents<P, R>(source: AsyncIterableIterator<StoredEvent<P>>, map: (event: StoredEvent<P>) => R, until: (event: StoredEvent<P>) => boolean) {
-  let ended = false;
-  const iterator: AsyncIterableIterator<R> = {
-    async next() {
-      if (ended) return { value: undefined, done: true };
-      const item = await source.next();
-      if (item.done) return { value: undefined, done: true };
-      if (until(item.value)) {
-        ended = true;
-        await source.return?.();
-      }
-      return { value: map(item.value), done: false };
-    },
-    async return() {
-      ended = true;
-      await source.return?.();
-      return { value: undefined, done: true };
-    },
-    [Symbol.asyncIterator]() {
-      return iterator;
-    },
-  };
-  return iterator;
-}
 
 function withTiming(rec: Recommendation, started: number) {
   return { ...rec, method: RECOMMEND_METHOD, elapsedMs: Math.round((performance.now() - started) * 1000) / 1000 };
@@ -216,7 +185,7 @@ export const bondingResolvers = {
   Subscription: {
     bondingSessionUpdated: {
       subscribe: async (_: unknown, args: { sessionId: unknown; after?: unknown }, ctx: BondingContext) => {
-        const after = cursorArg(args.after);
+        const after = await ctx.events.resumeCursor(args.after);
         const id = parseInput(sessionIdSchema, args.sessionId, 'sessionId');
         const session = await ctx.loaders.session.load(id);
         if (!session) throw domainError('NOT_FOUND', `Bonding session ${id} not found`);

@@ -8,6 +8,7 @@ import { optimizationRoutes } from './rest.js';
 import { RunService } from './runs.js';
 import { OptimizationStore } from './store.js';
 import { verifyFleet, type Verification } from './verify.js';
+import { periodic } from '../../platform/periodic.js';
 
 /**
  * The optimization subgraph: a simulated AIS fleet, hybrid QAOA runs on an exact state-vector simulator
@@ -84,22 +85,3 @@ export const optimization: SubgraphModule = {
     };
   },
 };
-
-/** Runs `task` every `ms`, never two at once; `stop()` waits for a run in progress. */
-function periodic(task: () => Promise<unknown>, ms: number) {
-  let running: Promise<unknown> | null = null;
-  const timer = setInterval(() => {
-    running ??= task()
-      .catch(() => undefined)
-      .finally(() => {
-        running = null;
-      });
-  }, ms);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await running;
-    },
-  };
-}

@@ -1,7 +1,7 @@
 import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import DataLoader from 'dataloader';
 import type { Clock } from '../../platform/clock.js';
-import { isCursor, type EventHub, type StoredEvent } from '../../platform/event-hub.js';
+import { mapEvents, type EventHub, type StoredEvent } from '../../platform/event-hub.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
 import { LANES, SPEED_ZONES, type SpeedZone, type VesselPosition } from './fleet.js';
@@ -51,11 +51,7 @@ function seqOfCursor(cursor: string): string {
   if (!match || cursorOf(match[1]!) !== cursor) throw invalidInput([{ field: 'after', message: 'is not a cursor returned by this API' }]);
   return match[1]!;
 }
-function eventCursorArg(after: unknown): string | null {
-  if (after === null || after === undefined) return null;
-  if (!isCursor(after)) throw invalidInput([{ field: 'after', message: 'must be a cursor from an earlier event (1 to 19 digits)' }]);
-  return after;
-}
+
 const vesselOrFail = async (ctx: OptimizationContext, mmsi: string) => {
   const v = await ctx.loaders.vessel.load(mmsi);
   if (!v) throw new Error(`vessel ${mmsi} is missing`);
@@ -64,23 +60,6 @@ const vesselOrFail = async (ctx: OptimizationContext, mmsi: string) => {
 
 function renew(ctx: OptimizationContext): void {
   ctx.loaders = createLoaders(ctx.store);
-}
-
-function mapEvents<P, R>(source: AsyncIterableIterator<StoredEvent<P>>, map: (event: StoredEvent<P>) => R): AsyncIterableIterator<R> {
-  return {
-    async next() {
-      const item = await source.next();
-      if (item.done) return { value: undefined, done: true };
-      return { value: map(item.value), done: false };
-    },
-    async return() {
-      await source.return?.();
-      return { value: undefined, done: true };
-    },
-    [Symbol.asyncIterator]() {
-      return this;
-    },
-  };
 }
 
 type SafetyView = Verification & { tick: number; timestamp: string };
@@ -147,8 +126,8 @@ const optimizationResolvers = {
   },
   Subscription: {
     quantumRunCompleted: {
-      subscribe: (_: unknown, args: { after?: string | null }, ctx: OptimizationContext) => {
-        const stream = ctx.events.stream<RunEventPayload>(TOPICS.run, { after: eventCursorArg(args.after) });
+      subscribe: async (_: unknown, args: { after?: string | null }, ctx: OptimizationContext) => {
+        const stream = ctx.events.stream<RunEventPayload>(TOPICS.run, { after: await ctx.events.resumeCursor(args.after) });
         return mapEvents(stream, (e) => ({ quantumRunCompleted: { ...e.payload, cursor: e.id } }));
       },
       resolve: (payload: { quantumRunCompleted: RunEventPayload & { cursor: string } }, _: unknown, ctx: OptimizationContext) => {
@@ -157,8 +136,8 @@ const optimizationResolvers = {
       },
     },
     vesselPositionsChanged: {
-      subscribe: (_: unknown, args: { mmsis?: string[] | null; after?: string | null }, ctx: OptimizationContext) => {
-        const after = eventCursorArg(args.after);
+      subscribe: async (_: unknown, args: { mmsis?: string[] | null; after?: string | null }, ctx: OptimizationContext) => {
+        const after = await ctx.events.resumeCursor(args.after);
         const keep = parseInput(mmsiFilter, args.mmsis, 'mmsis');
         const filter = keep ? new Set(keep) : null;
         const stream = ctx.events.stream<PositionsEventPayload>(TOPICS.positions, { after });

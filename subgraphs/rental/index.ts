@@ -7,6 +7,7 @@ import { createLoaders, resolverMap, type RentalContext } from './resolvers.js';
 import { rentalRoutes } from './rest.js';
 import { createQuoteSigner } from './signing.js';
 import { RentalStore } from './store.js';
+import { periodic } from '../../platform/periodic.js';
 
 export const rental: SubgraphModule = {
   name: 'rental',
@@ -54,22 +55,3 @@ export const rental: SubgraphModule = {
     };
   },
 };
-
-/** Runs `task` every `ms`, never two at once; `stop()` waits for a run in progress. */
-function periodic(task: () => Promise<unknown>, ms: number) {
-  let running: Promise<unknown> | null = null;
-  const timer = setInterval(() => {
-    running ??= task()
-      .catch(() => undefined)
-      .finally(() => {
-        running = null;
-      });
-  }, ms);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await running;
-    },
-  };
-}

@@ -2,7 +2,7 @@ import DataLoader from 'dataloader';
 import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import type { Clock } from '../../platform/clock.js';
 import { domainError } from '../../platform/errors.js';
-import type { EventHub, StoredEvent } from '../../platform/event-hub.js';
+import { mapEvents, type EventHub, type StoredEvent } from '../../platform/event-hub.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
 import {
@@ -106,35 +106,6 @@ type Resolvers = Record<string, object>;
 function renew(ctx: RentalContext): void {
   ctx.now = ctx.clock.now();
   ctx.loaders = createLoaders(ctx.store);
-}
-
-/** Maps stored events to a subscription field's payloads; `until` ends the stream after a final event. */
-function mapEvents<P, R>(
-  source: AsyncIterableIterator<StoredEvent<P>>,
-  map: (event: StoredEvent<P>) => R,
-  until: (event: StoredEvent<P>) => boolean = () => false,
-): AsyncIterableIterator<R> {
-  let ended = false;
-  return {
-    async next() {
-      if (ended) return { value: undefined, done: true };
-      const item = await source.next();
-      if (item.done) return { value: undefined, done: true };
-      if (until(item.value)) {
-        ended = true;
-        await source.return?.();
-      }
-      return { value: map(item.value), done: false };
-    },
-    async return() {
-      ended = true;
-      await source.return?.();
-      return { value: undefined, done: true };
-    },
-    [Symbol.asyncIterator]() {
-      return this;
-    },
-  };
 }
 
 interface MachineStatusView extends MachineStatusEvent {
