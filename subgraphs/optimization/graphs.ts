@@ -10,13 +10,13 @@ export function random3Regular(n: number, seed: number): WeightedEdge[] {
   if (n < 4 || n % 2 !== 0) throw new RangeError('a 3-regular graph needs an even n >= 4');
   const rng = new Rng(seed, 3);
   for (let attempt = 0; attempt < 10_000; attempt++) {
-    const stubs = rng.shuffle(Array.from({ length: 3 * n }, (_, k) => Math.floor(k / 3)));
+    const halfEdges = rng.shuffle(Array.from({ length: 3 * n }, (_, k) => Math.floor(k / 3)));
     const seen = new Set<number>();
     const edges: WeightedEdge[] = [];
     let ok = true;
-    for (let k = 0; k < stubs.length; k += 2) {
-      const u = Math.min(stubs[k]!, stubs[k + 1]!);
-      const v = Math.max(stubs[k]!, stubs[k + 1]!);
+    for (let k = 0; k < halfEdges.length; k += 2) {
+      const u = Math.min(halfEdges[k]!, halfEdges[k + 1]!);
+      const v = Math.max(halfEdges[k]!, halfEdges[k + 1]!);
       if (u === v || seen.has(u * n + v)) {
         ok = false;
         break;
