@@ -4,6 +4,7 @@ import { defineRoute, type RestRoute } from '../../platform/rest.js';
 import { text } from '../../platform/validate.js';
 import { MAX_PATHS, int, kindToEnum, restKind, seed, sessionId, userId } from './inputs.js';
 import type { PathKind } from './link-model.js';
+import type { PairChoice } from './recommend.js';
 
 /*
  * The documented REST paths of the bonding service (under /bonding), each run as a GraphQL operation
@@ -26,20 +27,8 @@ interface PathData {
   up: boolean;
   outageProbability: number;
 }
-interface PairData {
-  a: string;
-  b: string;
-  jointOutage: number;
-  availability: number;
-  outageA: number;
-  outageB: number;
-  correlation: number;
-  sharedRisk: string[];
-  combinedCapacityMbps: number;
-  protectedRateMbps: number;
-  expectedGoodputMbps: number;
-  maxLatencyMs: number;
-}
+/** A pair as the GraphQL operation returns it: the recommender's own record. */
+type PairData = PairChoice;
 interface RecommendationData {
   feasible: boolean;
   explanation: string;

@@ -61,19 +61,11 @@ export interface RunRecord {
   completedAt: string | null;
 }
 
-export interface NewRun {
-  problem: ProblemKind;
-  size: number;
-  qubits: number;
-  depth: number;
-  shots: number;
-  seed: number;
-  maxEvaluations: number;
-  refineTop: number;
-  fleetTick: number | null;
-  instance: Pick<Instance, 'description' | 'variables' | 'edges'>;
-  backend: string;
-}
+/** What a new run is given; the rest of its record is filled in as it runs. */
+export type NewRun = Pick<
+  RunRecord,
+  'problem' | 'size' | 'qubits' | 'depth' | 'shots' | 'seed' | 'maxEvaluations' | 'refineTop' | 'fleetTick' | 'instance' | 'backend'
+>;
 
 export interface RunEventPayload {
   runId: string;
