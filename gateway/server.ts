@@ -16,7 +16,7 @@ import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { acceptsGraphQLResponse } from './accept.js';
 import { createAuthenticator } from './auth.js';
-import { boundedVariableErrorsPlugin } from './bounded-errors.js';
+import { boundedVariableErrorsPlugin, skipRepeatedVariableValidation } from './bounded-errors.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
 import { READY_CHECK_TIMEOUT_MS, readyWithin } from './health.js';
@@ -27,6 +27,7 @@ import { assertPortFree, listenFailure } from './port.js';
 import { GRAPHQL_PATH, pathOf, problem, problemAt, sendProblem } from './problem.js';
 import { RemoteDataSource } from './remote-data-source.js';
 import { RouteTable } from './route-table.js';
+import { TurnGate, turnGatePlugin } from './admission.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
@@ -101,7 +102,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   app.removeContentTypeParser('text/plain');
   // An empty body sent with Content-Type: application/json (common for POSTs that carry nothing, such as
   // completing a booking) is no body, not a parse error; everything else is fastify's own JSON parsing,
-  // prototype-poisoning keys refused.
+  // prototype-poisoning keys refused. Parsing a body, like starting an operation, waits for a turn of the
+  // event loop of its own (gateway/admission.ts).
+  const turns = new TurnGate();
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
@@ -110,7 +113,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       done(null, undefined);
       return;
     }
-    parseJson(request, text, done);
+    void turns.enter().then(() => parseJson(request, text, done));
   });
   const auth = createAuthenticator(config.API_KEYS);
 
@@ -143,9 +146,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
 
   gateway.onSchemaLoadOrUpdate(({ apiSchema }) => checkCustomScalars(apiSchema));
+  skipRepeatedVariableValidation(gateway);
   const apollo = new ApolloServer<GatewayContext>({
     gateway,
     includeStacktraceInErrorResponses: false,
+    // Explicit, so NODE_ENV does not change the API: frontend teams and their tools read the schema.
+    introspection: true,
     // The limits hook has already parsed every document within this bound; this keeps Apollo's own parse
     // bounded for any path that reaches it another way.
     parseOptions: { maxTokens: config.GRAPHQL_MAX_TOKENS },
@@ -153,7 +159,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     persistedQueries: false,
     // No landing page: Apollo's loads scripts and fonts from its CDN, and nothing leaves the machine, so a
     // browser asking /graphql for text/html gets 406 like any other client that accepts no GraphQL type.
-    plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginLandingPageDisabled(), requestErrorStatusPlugin(), boundedVariableErrorsPlugin()],
+    plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginLandingPageDisabled(), requestErrorStatusPlugin(), boundedVariableErrorsPlugin(), turnGatePlugin(turns)],
     formatError: (formatted, error) => formatGraphQLError(formatted, error, app.log),
   });
   await apollo.start();

@@ -23,10 +23,13 @@ describe('a flood of hostile requests', () => {
     });
     expect(unexpected).toEqual([]);
     expect(result.requests).toBeGreaterThan(requests.length);
-    // The target is p99 under 100 ms (measured by `npm run bench -- flood` on an otherwise idle machine; the
-    // README gives the figures). Here the suite runs two files at once on two cores, so the bound is looser,
-    // yet far below what one unrefused hostile document costs (seconds to minutes: see the bench's second run).
-    expect(result.loopDelay.p99, JSON.stringify(result)).toBeLessThan(250);
+    // The target is p99 under 100 ms, met by `npm run bench -- flood` on an otherwise idle machine (the README
+    // gives the figures; about 50 ms here when this file runs alone). The suite runs two files at once on two
+    // cores, beside this test's own flood thread, so the bound leaves room for that, yet stays far below what
+    // one unrefused hostile document costs (seconds to minutes: the bench's second run) and below what the
+    // same flood cost before operations took turns (p99 130-170 ms).
+    console.log(`flood: ${result.requests} requests in ${result.seconds} s; loop delay p50 ${result.loopDelay.p50} ms, p99 ${result.loopDelay.p99} ms, max ${result.loopDelay.max} ms; /health ${result.health.ok}/${result.health.asked}, slowest ${Math.round(result.health.maxMs)} ms`);
+    expect(result.loopDelay.p99, JSON.stringify(result)).toBeLessThan(150);
     expect(result.health.asked).toBeGreaterThan(0);
     expect(result.health.ok).toBe(result.health.asked);
   }, 180_000);
