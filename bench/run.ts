@@ -1,4 +1,5 @@
 import { argv, exit } from 'node:process';
+import { productionModeUnlessSet } from '../gateway/process.js';
 
 /** `npm run bench -- <name>`: runs bench/<name>.ts, whose default export is the benchmark. */
 const name = argv[2];
@@ -6,6 +7,8 @@ if (!name || !/^[a-z][a-z0-9-]*$/.test(name)) {
   console.error('usage: npm run bench -- <name>   (e.g. prediction, subscriptions, flood, bonding, features, optimization)');
   exit(2);
 }
+// Measured as served: the servers a benchmark starts run the way `npm start` runs them.
+productionModeUnlessSet();
 const mod = (await import(`./${name}.js`).catch(() => null)) as { default?: () => Promise<void> } | null;
 if (!mod?.default) {
   console.error(`no benchmark named "${name}" (expected bench/${name}.ts)`);

@@ -1,11 +1,12 @@
 import { assertPortFree } from './port.js';
-import { closeOnSignal, configOrExit, exitOnStartFailure } from './process.js';
+import { closeOnSignal, configOrExit, exitOnStartFailure, productionModeUnlessSet } from './process.js';
 
 /** `npm start`: the supergraph, configured from the environment (every subgraph in process by default). */
 async function main(): Promise<void> {
   const config = configOrExit();
   // Checked before the server's modules (Apollo, the subgraphs, their models) are even loaded.
   await assertPortFree(config.HOST, config.PORT);
+  productionModeUnlessSet();
   const { startServer } = await import('./server.js');
   const server = await startServer({ config });
   server.app.log.info(`ops-supergraph serving GraphQL at ${server.url}/graphql and REST under ${server.url}/rental`);

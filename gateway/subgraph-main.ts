@@ -1,7 +1,7 @@
 import { argv, env, exit } from 'node:process';
 import { subgraphNames, subgraphPorts, type SubgraphName } from '../schema/subgraphs.js';
 import { assertPortFree } from './port.js';
-import { closeOnSignal, configOrExit, exitOnStartFailure } from './process.js';
+import { closeOnSignal, configOrExit, exitOnStartFailure, productionModeUnlessSet } from './process.js';
 
 /** `npm run subgraph -- <name>`: one subgraph as its own server, on PORT or its own port (rental 4101, ...). */
 async function main(): Promise<void> {
@@ -11,6 +11,7 @@ async function main(): Promise<void> {
   const config = configOrExit({ ...env, PORT: port });
   // Checked before the subgraph's modules are loaded and its database opened.
   await assertPortFree(config.HOST, config.PORT);
+  productionModeUnlessSet();
   const [{ subgraphs }, { startSubgraphServer }] = await Promise.all([import('../subgraphs/registry.js'), import('./subgraph-server.js')]);
   const module = subgraphs.find((m) => m.name === name);
   if (!module) usage();

@@ -1,5 +1,5 @@
 import { ApolloServer } from '@apollo/server';
-import { ApolloServerPluginInlineTraceDisabled } from '@apollo/server/plugin/disabled';
+import { ApolloServerPluginInlineTraceDisabled, ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { FormattedExecutionResult } from 'graphql';
@@ -60,8 +60,11 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
   const apollo = new ApolloServer<SubgraphContext>({
     schema: instance.schema,
     includeStacktraceInErrorResponses: false,
-    // Federated tracing is for Apollo's managed platform; this gateway does not read it.
-    plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginInlineTraceDisabled()],
+    // Explicit, so NODE_ENV does not change the API: the schema is public to the gateway and to tools.
+    introspection: true,
+    // Federated tracing is for Apollo's managed platform; this gateway does not read it. No landing page
+    // (Apollo's loads from its CDN): the subgraph answers GraphQL only, like the gateway.
+    plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginInlineTraceDisabled(), ApolloServerPluginLandingPageDisabled()],
     formatError: (formatted, error) => {
       if (isDatabaseUnavailable(error)) return databaseUnavailable(formatted);
       if (formatted.extensions?.['code'] !== 'INTERNAL_SERVER_ERROR') return formatted;
