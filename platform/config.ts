@@ -33,6 +33,12 @@ const envSchema = z.object({
     .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'DATABASE_SCHEMA must be a lower-case SQL identifier (a-z, 0-9, _)')
     .optional(),
   /**
+   * PostgreSQL: longest a statement may run, and a query wait for its answer, before it fails as
+   * SERVICE_UNAVAILABLE (a database that accepts connections but does not answer holds no request longer).
+   * @default 15000
+   */
+  DATABASE_QUERY_TIMEOUT_MS: intFrom('DATABASE_QUERY_TIMEOUT_MS', 100, 3_600_000).default(15_000),
+  /**
    * Distributed mode: subgraphs served by their own processes, as `name=url` pairs separated by commas
    * (`rental=http://127.0.0.1:4101/graphql`). Subgraphs not listed run inside the gateway's process.
    */

@@ -52,11 +52,13 @@ const SERVER_STATES: Readonly<Record<string, string>> = {
   '57P02': 'the server crashed (crash shutdown)',
   '57P03': 'the server is not accepting connections yet',
   '53300': 'the server has too many connections',
+  '57014': 'the statement ran past DATABASE_QUERY_TIMEOUT_MS',
 };
 
 /** Messages of node-postgres and pg-pool, and of PGlite, that carry no code. */
 const DRIVER_MESSAGES: readonly [RegExp, string][] = [
   [/^Connection terminated due to connection timeout/, 'connection timed out'],
+  [/^Query read timeout/, 'the database did not answer in time'],
   [/^timeout exceeded when trying to connect/, 'timed out waiting for a database connection'],
   [/^Connection terminated/, 'connection closed'],
   [/is not queryable/, 'connection lost'],

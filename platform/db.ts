@@ -53,6 +53,12 @@ export interface DatabaseOptions {
    * pool) before it fails as unavailable. @default 10000
    */
   connectTimeoutMs?: number;
+  /**
+   * PostgreSQL: longest a statement runs on the server (`statement_timeout`), and a query waits for its
+   * answer on the client (a server that accepts connections but never answers), before it fails as
+   * unavailable. @default 15000
+   */
+  queryTimeoutMs?: number;
 }
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
@@ -171,10 +177,16 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
     getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
       oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
   };
+  const queryTimeoutMs = options.queryTimeoutMs ?? 15_000;
   const connection = {
     connectionString: url,
     types,
     connectionTimeoutMillis: connectTimeoutMs,
+    // The server cancels a statement at the limit (57014, a SQL error of its own); the client gives up a
+    // little later on an answer that never comes (a stalled network, a hung server), and the pool then
+    // discards that connection.
+    statement_timeout: queryTimeoutMs,
+    query_timeout: queryTimeoutMs + 1000,
     ...(schema ? { options: `-c search_path=${schema}` } : {}),
   };
   const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });

@@ -33,6 +33,7 @@ export async function startSubgraphRuntime(args: {
     url: config.DATABASE_URL,
     dataDir: config.DATA_DIR === ':memory:' ? undefined : config.DATA_DIR,
     schema: config.DATABASE_SCHEMA,
+    queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
   });
   const events = new EventHub(db, args.onError ? { onError: args.onError } : {});
   const instances = new Map<string, SubgraphInstance>();

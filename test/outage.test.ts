@@ -161,6 +161,37 @@ describe.runIf(TEST_DATABASE_URL).each(modes)('PostgreSQL going away and coming 
   }, START_TIMEOUT_MS);
 });
 
+describe.runIf(TEST_DATABASE_URL).each(modes)('PostgreSQL that accepts but stops answering (%s)', (mode: Mode) => {
+  const target = new URL(TEST_DATABASE_URL ?? 'postgres://127.0.0.1:5432/test');
+  let proxy: TcpProxy | undefined;
+  afterAll(async () => {
+    await proxy?.close();
+  });
+
+  it('503 SERVICE_UNAVAILABLE once DATABASE_QUERY_TIMEOUT_MS has passed, not a request held forever; back by itself', async () => {
+    proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
+    const viaProxy = new URL(TEST_DATABASE_URL!);
+    viaProxy.host = `127.0.0.1:${proxy.port}`;
+    const server = await startTestServer({ backend: 'postgres', mode, env: { DATABASE_URL: viaProxy.href, DATABASE_QUERY_TIMEOUT_MS: '1000' } });
+    expect((await rest(server.url, 'GET', '/rental/fleet/summary')).status).toBe(200);
+
+    proxy.stall();
+    const started = performance.now();
+    const stalled = await rest(server.url, 'GET', '/rental/fleet/summary');
+    const waitedMs = performance.now() - started;
+    expect(stalled.status).toBe(503);
+    expect(stalled.headers.get('retry-after')).toBe(String(OUTAGE_RETRY_AFTER_SECONDS));
+    expect(stalled.body).toMatchObject({ code: 'SERVICE_UNAVAILABLE', detail: DATABASE_UNAVAILABLE_MESSAGE });
+    // The client gives up 1 s after the 1 s statement limit; the bound leaves a busy machine room.
+    expect(waitedMs).toBeGreaterThan(1_000);
+    expect(waitedMs).toBeLessThan(15_000);
+
+    proxy.unstall();
+    await until(async () => (await rest(server.url, 'GET', '/rental/fleet/summary')).status === 200, 'recovery after the stall');
+    expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-003'))).status).toBe(200);
+  }, START_TIMEOUT_MS);
+});
+
 describe.runIf(TEST_DATABASE_URL)('the database layer classifies a lost connection once (postgres)', () => {
   const schema = `t_outage_${randomBytes(4).toString('hex')}`;
   afterAll(async () => {
