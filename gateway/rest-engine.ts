@@ -29,11 +29,12 @@ export function registerRestRoutes(
   prefix: string,
   routes: readonly RestRoute[],
   execute: OperationExecutor,
+  options: RestEngineOptions = { checkAnswers: false },
 ): void {
   for (const route of routes) {
     const textBodies = route.textBodies;
     if (!textBodies) {
-      app.route(routeOptions(prefix, route, execute));
+      app.route(routeOptions(prefix, route, execute, options));
       continue;
     }
     // A path that takes another media type gets its parsers in a scope of its own (fastify encapsulation),
@@ -44,8 +45,25 @@ export function registerRestRoutes(
           done(null, { [TEXT_BODY]: { type, text: typeof body === 'string' ? body : body.toString('utf8') } });
         });
       }
-      scoped.route(routeOptions(prefix, route, execute));
+      scoped.route(routeOptions(prefix, route, execute, options));
     });
+  }
+}
+
+export interface RestEngineOptions {
+  /**
+   * Check every JSON answer against the route's documented `response` schema (outside production): an
+   * answer that strays from the OpenAPI document is a fault, answered 500 and logged, so tests catch it.
+   */
+  checkAnswers: boolean;
+}
+
+/** An answer that does not match its route's documented schema (a fault of the server, never the caller). */
+export class UndocumentedAnswerError extends Error {
+  constructor(route: string, issues: readonly z.core.$ZodIssue[]) {
+    const first = issues.slice(0, 3).map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ');
+    super(`the answer of ${route} does not match its documented schema: ${first}`);
+    this.name = 'UndocumentedAnswerError';
   }
 }
 
@@ -54,7 +72,7 @@ const TEXT_BODY = Symbol('text body');
 type TextBody = { [TEXT_BODY]: { type: string; text: string } };
 const isTextBody = (body: unknown): body is TextBody => typeof body === 'object' && body !== null && TEXT_BODY in body;
 
-function routeOptions(prefix: string, route: RestRoute, execute: OperationExecutor) {
+function routeOptions(prefix: string, route: RestRoute, execute: OperationExecutor, options: RestEngineOptions) {
   return {
     method: route.method,
     url: `${prefix}${route.path}`,
@@ -79,7 +97,12 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
       try {
         const other = route.represent?.(result.data ?? {}, request.headers.accept);
         if (other) return reply.code(200).type(other.contentType).send(other.body);
-        return reply.code(200).send(route.result(result.data ?? {}));
+        const body = route.result(result.data ?? {});
+        if (options.checkAnswers && route.response) {
+          const checked = route.response.safeParse(body);
+          if (!checked.success) throw new UndocumentedAnswerError(`${route.method} ${prefix}${route.path}`, checked.error.issues);
+        }
+        return reply.code(200).send(body);
       } catch (error) {
         if (error instanceof GraphQLError) return sendProblem(reply, problemFromGraphQL(error.toJSON(), [], instance, {}));
         throw error;

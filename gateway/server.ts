@@ -28,6 +28,8 @@ import { GRAPHQL_PATH, pathOf, problem, problemAt, sendProblem } from './problem
 import { RemoteDataSource } from './remote-data-source.js';
 import { RouteTable } from './route-table.js';
 import { TurnGate, turnGatePlugin } from './admission.js';
+import { registerApiReference } from './api-reference.js';
+import { buildOpenApiDocument, PACKAGE_VERSION } from './openapi.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
@@ -220,7 +222,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const { data, errors } = response.body.singleResult;
     return { data: data ?? null, ...(errors ? { errors } : {}) };
   };
-  for (const module of modules) registerRestRoutes(app, module.restPrefix, module.routes, execute);
+  // Outside production every REST answer is checked against its documented schema (gateway/rest-engine.ts).
+  const restOptions = { checkAnswers: process.env['NODE_ENV'] !== 'production' };
+  for (const module of modules) registerRestRoutes(app, module.restPrefix, module.routes, execute, restOptions);
+  // The REST contract, generated from the same route tables and schemas, and a page that renders it.
+  const openApi = buildOpenApiDocument(modules, { keysRequired: auth.enabled, version: PACKAGE_VERSION });
+  app.get('/openapi.json', { config: { public: true }, exposeHeadRoute: true }, async (_request, reply) => reply.type('application/json').send(openApi));
+  registerApiReference(app);
 
   const inProcess = inProcessUpstream(byName, (error) => app.log.error({ err: error }, 'subgraph fault'));
   const remote = remoteUpstream(remoteUrls, { apiKey: gatewayKey, keepAliveMs: config.WS_KEEPALIVE_MS, maxQueued: config.WS_MAX_QUEUED_EVENTS });

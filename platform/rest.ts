@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { z } from 'zod';
-import type { FieldProblem } from './errors.js';
+import type { ErrorCode, FieldProblem } from './errors.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -35,6 +35,22 @@ export interface RestRoute<B = unknown, Q = unknown, P = unknown, D = unknown> {
   fieldNames?: Readonly<Record<string, string>>;
   /** Maps the operation's `data` to the documented snake_case body. */
   result(data: D): unknown;
+  /**
+   * The documented body of a 200 answer: the OpenAPI document's response schema, and, outside production,
+   * checked against every answer `result` gives (a mismatch is a fault, so the suite keeps them in step).
+   * test/openapi.test.ts requires one on every route.
+   */
+  response?: z.ZodType;
+  /**
+   * Domain codes this path answers besides those every path may (BAD_USER_INPUT for a path with input,
+   * UNAUTHENTICATED, PAYLOAD_TOO_LARGE and UNSUPPORTED_MEDIA_TYPE for a body, SERVICE_UNAVAILABLE,
+   * INTERNAL_SERVER_ERROR): the OpenAPI document lists them under their statuses.
+   */
+  errors?: readonly ErrorCode[];
+  /** Request headers the path reads (documentation; the operation reads them from the context). */
+  headers?: z.ZodObject;
+  /** Media types of other answers `represent` gives besides JSON (`text/csv`), with what they hold. */
+  representations?: Readonly<Record<string, string>>;
   /**
    * Request bodies of other media types this path accepts (`text/csv`), by media type: each parser turns the
    * text into the JSON body shape (then checked by `body` as any JSON body), or names what is wrong with it.
