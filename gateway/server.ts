@@ -29,6 +29,8 @@ import { RemoteDataSource } from './remote-data-source.js';
 import { RouteTable } from './route-table.js';
 import { TurnGate, turnGatePlugin } from './admission.js';
 import { registerApiReference } from './api-reference.js';
+import { GatewayMetrics, type MetricSources } from './metrics.js';
+import { exposeRequestId, requestIdOf } from './request-id.js';
 import { buildOpenApiDocument, PACKAGE_VERSION } from './openapi.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
@@ -74,6 +76,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const local = modules.filter((m) => !remoteUrls.has(m.name));
   const app = Fastify({
     logger: { level: config.LOG_LEVEL },
+    // One id per request, the caller's X-Request-Id when acceptable (gateway/request-id.ts).
+    genReqId: requestIdOf,
+    requestIdHeader: false,
     bodyLimit: config.BODY_LIMIT_BYTES,
     // A request whose headers or body stall is answered 408 and closed (answerClientError). Node checks
     // its timers every connectionsCheckingInterval, so that interval bounds how late the 408 comes.
@@ -118,6 +123,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     void turns.enter().then(() => parseJson(request, text, done));
   });
   const auth = createAuthenticator(config.API_KEYS);
+  exposeRequestId(app);
+  // Sources are read at scrape time; the WebSocket server is attached further down.
+  let wsStats: MetricSources['ws'] = { connections: () => 0, operations: () => 0, slowConsumerCloses: () => 0 };
+  const metrics = new GatewayMetrics({
+    ws: { connections: () => wsStats.connections(), operations: () => wsStats.operations(), slowConsumerCloses: () => wsStats.slowConsumerCloses() },
+    outboxLag: async () => (runtime ? runtime.events.lag() : null),
+    pool: () => runtime?.db.poolStats() ?? null,
+    queued: () => turns.queued,
+  });
+  metrics.instrument(app);
 
   // @apollo/gateway otherwise exports usage metrics to Apollo and probes cloud metadata endpoints at
   // start; the supergraph sends nothing off the machine unless an operator opts in (README, "Telemetry").
@@ -142,7 +157,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         throw new Error(`subgraph ${name} is in the supergraph but neither running here nor in SUBGRAPH_URLS`);
       }
       dataSources.set(name, source);
-      return source;
+      return metrics.measured(name, source);
     },
     logger: app.log,
   });
@@ -229,6 +244,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const openApi = buildOpenApiDocument(modules, { keysRequired: auth.enabled, version: PACKAGE_VERSION });
   app.get('/openapi.json', { config: { public: true }, exposeHeadRoute: true }, async (_request, reply) => reply.type('application/json').send(openApi));
   registerApiReference(app);
+  // Prometheus metrics; behind the API key like every other path when keys are configured.
+  app.get('/metrics', async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
 
   const inProcess = inProcessUpstream(byName, (error) => app.log.error({ err: error }, 'subgraph fault'));
   const remote = remoteUpstream(remoteUrls, { apiKey: gatewayKey, keepAliveMs: config.WS_KEEPALIVE_MS, maxQueued: config.WS_MAX_QUEUED_EVENTS });
@@ -291,6 +308,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     limiter,
     maxSubscriptions: config.WS_MAX_SUBSCRIPTIONS,
   });
+
+  wsStats = ws;
 
   let address: string;
   try {

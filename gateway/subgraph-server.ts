@@ -1,4 +1,5 @@
 import { ApolloServer } from '@apollo/server';
+import { exposeRequestId, requestIdOf } from './request-id.js';
 import { ApolloServerPluginInlineTraceDisabled, ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
@@ -43,7 +44,9 @@ export interface RunningSubgraphServer {
  */
 export async function startSubgraphServer(options: { config: Config; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
   const { config, module } = options;
-  const app = Fastify({ logger: { level: config.LOG_LEVEL }, bodyLimit: config.BODY_LIMIT_BYTES });
+  // The gateway forwards its request id: the subgraph's log lines carry the same one.
+  const app = Fastify({ logger: { level: config.LOG_LEVEL }, bodyLimit: config.BODY_LIMIT_BYTES, genReqId: requestIdOf, requestIdHeader: false });
+  exposeRequestId(app);
   const routes = new RouteTable(app);
   app.setNotFoundHandler(routes.notFound);
   await assertPortFree(config.HOST, config.PORT);

@@ -34,6 +34,8 @@ export interface Database extends Queryable {
   readonly retries: RetryCounts;
   /** Runs a script of several statements (migrations). */
   exec(sql: string): Promise<void>;
+  /** PostgreSQL: the pool's connections (open, idle) and the queries waiting for one; null on PGlite. */
+  poolStats(): { total: number; idle: number; waiting: number } | null;
   /** Subscribes to NOTIFY on a channel; resolves to an unsubscribe function. */
   listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
@@ -103,6 +105,7 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
   });
   return {
     kind: 'pglite',
+    poolStats: () => null,
     retries: { deadlock: 0, serialization: 0 },
     async query<R>(sql: string, params?: readonly unknown[]) {
       return toResult(await guarded(() => db.query<R>(sql, params ? [...params] : undefined)));
@@ -263,6 +266,7 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
   return {
     kind: 'postgres',
     retries,
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     query: (sql, params) => run(pool, sql, params),
     async transaction<T>(fn: (tx: Queryable) => Promise<T>) {
       for (let attempt = 1; ; attempt++) {

@@ -76,6 +76,18 @@ export class EventHub {
     this.timer.unref();
   }
 
+  /** The id of the last event read from the outbox and handed to this hub's streams. */
+  get delivered(): bigint {
+    return this.position;
+  }
+
+  /** Events written to the outbox and not yet handed to this hub's streams (the outbox lag). */
+  async lag(): Promise<bigint> {
+    const res = await this.db.query<{ max: string | null }>('SELECT max(id)::text AS max FROM outbox');
+    const newest = BigInt(res.rows[0]?.max ?? '0');
+    return newest > this.position ? newest - this.position : 0n;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);

@@ -42,9 +42,17 @@ interface WsContext {
 }
 
 /** graphql-transport-ws on the HTTP server's /graphql, with the gateway's auth and executors. */
-export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<void>; connections(): number; slowConsumerCloses(): number } {
+export function attachGraphQLWebSocket(options: WsOptions): {
+  close(): Promise<void>;
+  connections(): number;
+  /** Operations open on all connections (subscriptions, and queries or mutations in flight). */
+  operations(): number;
+  slowConsumerCloses(): number;
+} {
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes });
   let slowConsumerCloses = 0;
+  /** The graphql-ws contexts of open connections, whose `subscriptions` are their open operations. */
+  const open = new Set<{ subscriptions: Record<string, unknown> }>();
   const closeAsSlow = (socket: WebSocket) => {
     if (socket.readyState !== socket.OPEN) return;
     slowConsumerCloses++;
@@ -65,10 +73,19 @@ export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<v
       schema: options.schema,
       connectionInitWaitTimeout: options.connectionInitTimeoutMs,
       onConnect: (ctx) => {
-        if (!options.auth.enabled) return true;
-        if (options.auth.verify(credentialHeadersOf(ctx.connectionParams))) return true;
+        if (!options.auth.enabled) {
+          open.add(ctx);
+          return true;
+        }
+        if (options.auth.verify(credentialHeadersOf(ctx.connectionParams))) {
+          open.add(ctx);
+          return true;
+        }
         ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized: send x-api-key or authorization in connection_init');
         return false;
+      },
+      onClose: (ctx) => {
+        open.delete(ctx);
       },
       // Parse and validate here rather than in graphql-ws, so a bad document is an `error` message for
       // that operation, with a catalogue code, instead of a closed socket (graphql-ws closes on a parse error).
@@ -118,6 +135,11 @@ export function attachGraphQLWebSocket(options: WsOptions): { close(): Promise<v
 
   return {
     connections: () => wss.clients.size,
+    operations: () => {
+      let n = 0;
+      for (const ctx of open) n += Object.keys(ctx.subscriptions).length;
+      return n;
+    },
     slowConsumerCloses: () => slowConsumerCloses,
     async close() {
       options.server.off('upgrade', onUpgrade);

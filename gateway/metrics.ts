@@ -1,0 +1,100 @@
+import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
+import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
+import type { FastifyInstance } from 'fastify';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { GatewayContext } from './context.js';
+
+/*
+ * Prometheus metrics at /metrics (prom-client): what an operator watches. Request counts and latency by
+ * route template (never the raw URL, so label values stay few), subgraph fetch times and failures, the
+ * WebSocket connections and operations open, slow-consumer closes, the outbox lag, the database pool,
+ * requests waiting for their turn, and the process's own CPU, memory, GC and event-loop lag.
+ */
+
+const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export interface MetricSources {
+  ws: { connections(): number; operations(): number; slowConsumerCloses(): number };
+  /** Outbox events not yet handed to this process's streams; null without an in-process hub. */
+  outboxLag(): Promise<bigint | null>;
+  pool(): { total: number; idle: number; waiting: number } | null;
+  /** Requests waiting for their turn of the event loop (gateway/admission.ts). */
+  queued(): number;
+}
+
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'method' | 'route' | 'status'>;
+  private readonly latency: Histogram<'method' | 'route' | 'status'>;
+  private readonly fetches: Histogram<'subgraph' | 'outcome'>;
+
+  constructor(sources: MetricSources) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    this.requests = new Counter({ name: 'http_requests_total', help: 'HTTP requests answered, by route template and status', labelNames: ['method', 'route', 'status'], registers });
+    this.latency = new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'Time from a request received to its answer sent, by route template and status',
+      labelNames: ['method', 'route', 'status'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.fetches = new Histogram({
+      name: 'subgraph_fetch_duration_seconds',
+      help: 'Gateway fetches to a subgraph (query plan steps), by outcome: ok, errors (answered with GraphQL errors) or failed (no answer)',
+      labelNames: ['subgraph', 'outcome'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    new Gauge({ name: 'websocket_connections', help: 'Open graphql-ws connections', registers, collect() {
+      this.set(sources.ws.connections());
+    } });
+    new Gauge({ name: 'websocket_operations', help: 'Operations open on graphql-ws connections (subscriptions and operations in flight)', registers, collect() {
+      this.set(sources.ws.operations());
+    } });
+    new Gauge({ name: 'websocket_slow_consumer_closes_total', help: 'Connections closed because events overflowed their buffer (4429), since start', registers, collect() {
+      this.set(sources.ws.slowConsumerCloses());
+    } });
+    new Gauge({ name: 'outbox_lag_events', help: 'Newest outbox event id minus the last one this process handed to its streams', registers, async collect() {
+      const lag = await sources.outboxLag().catch(() => null);
+      if (lag !== null) this.set(Number(lag));
+    } });
+    new Gauge({ name: 'db_pool_connections', help: 'PostgreSQL pool connections by state (open, idle) and queries waiting for one', labelNames: ['state'], registers, collect() {
+      const stats = sources.pool();
+      if (!stats) return;
+      this.set({ state: 'open' }, stats.total);
+      this.set({ state: 'idle' }, stats.idle);
+      this.set({ state: 'waiting' }, stats.waiting);
+    } });
+    new Gauge({ name: 'requests_waiting_for_turn', help: 'Body parses and operations waiting for their turn of the event loop', registers, collect() {
+      this.set(sources.queued());
+    } });
+  }
+
+  /** Counts and times every answer, labelled by the matched route's template. */
+  instrument(app: FastifyInstance): void {
+    app.addHook('onResponse', async (request, reply) => {
+      const labels = { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) };
+      this.requests.inc(labels);
+      this.latency.observe(labels, reply.elapsedTime / 1000);
+    });
+  }
+
+  /** A data source whose fetches are timed and counted by outcome. */
+  measured(name: string, source: GraphQLDataSource<GatewayContext>): GraphQLDataSource<GatewayContext> {
+    const fetches = this.fetches;
+    return {
+      async process(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
+        const end = fetches.startTimer({ subgraph: name });
+        try {
+          const response = await source.process(options);
+          end({ outcome: response.errors && response.errors.length > 0 ? 'errors' : 'ok' });
+          return response;
+        } catch (error) {
+          end({ outcome: 'failed' });
+          throw error;
+        }
+      },
+    };
+  }
+}
