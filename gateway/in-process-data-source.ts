@@ -1,5 +1,6 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
+import { tracer, tracingEnabled } from './tracing.js';
 import { execute, parse, validate, type DocumentNode, type GraphQLError } from 'graphql';
 import type { SubgraphInstance } from '../platform/subgraph.js';
 import type { GatewayContext } from './context.js';
@@ -26,6 +27,20 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
   ) {}
 
   async process(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
+    if (!tracingEnabled()) return this.run(options);
+    // A span per subgraph execution, as a subgraph server's request span is in distributed mode.
+    return tracer().startActiveSpan(`subgraph ${this.service}`, { attributes: { 'graphql.operation.name': options.request.operationName ?? '' } }, async (span) => {
+      try {
+        const response = await this.run(options);
+        if (response.errors?.length) span.setAttribute('graphql.errors', response.errors.length);
+        return response;
+      } finally {
+        span.end();
+      }
+    });
+  }
+
+  private async run(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
     const query = options.request.query ?? '';
     const variables = options.request.variables ?? {};
     // Health checks carry no incoming request, so no headers to forward.

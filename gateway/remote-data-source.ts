@@ -3,6 +3,7 @@ import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { parse, type GraphQLFormattedError } from 'graphql';
 import { FORWARDED_HEADERS, type GatewayContext } from './context.js';
 import { unavailableErrors } from './subgraph-errors.js';
+import { injectTrace } from './tracing.js';
 
 type Fetcher = RemoteGraphQLDataSource['fetcher'];
 
@@ -32,6 +33,8 @@ export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
       if (value !== undefined) headers.set(name, value);
     }
     if (this.options.apiKey) headers.set('x-api-key', this.options.apiKey);
+    // The trace goes on to the subgraph server (a no-op unless tracing is on).
+    injectTrace(headers);
   }
 
   override async process(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {

@@ -31,6 +31,7 @@ import { TurnGate, turnGatePlugin } from './admission.js';
 import { registerApiReference } from './api-reference.js';
 import { GatewayMetrics, type MetricSources } from './metrics.js';
 import { exposeRequestId, requestIdOf } from './request-id.js';
+import { nameSpansByRoute, tracedServerFactory, tracingEnabled } from './tracing.js';
 import { buildOpenApiDocument, PACKAGE_VERSION } from './openapi.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
@@ -74,6 +75,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     throw new ConfigError([`SUBGRAPH_URLS: no subgraph named ${unknown.join(', ')} (known: ${modules.map((m) => m.name).join(', ')})`]);
   }
   const local = modules.filter((m) => !remoteUrls.has(m.name));
+  const httpOptions = {
+    headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS,
+    requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
+    connectionsCheckingInterval: Math.min(1000, Math.ceil(config.HTTP_HEADERS_TIMEOUT_MS / 4)),
+  };
   const app = Fastify({
     logger: { level: config.LOG_LEVEL },
     // One id per request, the caller's X-Request-Id when acceptable (gateway/request-id.ts).
@@ -83,11 +89,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // A request whose headers or body stall is answered 408 and closed (answerClientError). Node checks
     // its timers every connectionsCheckingInterval, so that interval bounds how late the 408 comes.
     requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
-    http: {
-      headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS,
-      requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
-      connectionsCheckingInterval: Math.min(1000, Math.ceil(config.HTTP_HEADERS_TIMEOUT_MS / 4)),
-    },
+    http: httpOptions,
+    // With tracing on, each request runs inside its server span (gateway/tracing.ts).
+    ...(tracingEnabled() ? { serverFactory: tracedServerFactory(httpOptions) } : {}),
     // Router errors (a malformed URL, an over-long path segment) and requests Node cannot parse are
     // problem details too.
     frameworkErrors: (error, request, reply) => void sendProblem(reply, frameworkProblem(error, request)),
@@ -124,6 +128,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   const auth = createAuthenticator(config.API_KEYS);
   exposeRequestId(app);
+  if (tracingEnabled()) nameSpansByRoute(app);
   // Sources are read at scrape time; the WebSocket server is attached further down.
   let wsStats: MetricSources['ws'] = { connections: () => 0, operations: () => 0, slowConsumerCloses: () => 0 };
   const metrics = new GatewayMetrics({

@@ -12,12 +12,14 @@ async function main(): Promise<void> {
   // Checked before the subgraph's modules are loaded and its database opened.
   await assertPortFree(config.HOST, config.PORT);
   productionModeUnlessSet();
+  const { startTracing, tracingConfigured } = await import('./tracing.js');
+  const tracing = tracingConfigured() ? startTracing(`ops-supergraph-${name}`) : null;
   const [{ subgraphs }, { startSubgraphServer }] = await Promise.all([import('../subgraphs/registry.js'), import('./subgraph-server.js')]);
   const module = subgraphs.find((m) => m.name === name);
   if (!module) usage();
   const server = await startSubgraphServer({ config, module });
   server.app.log.info(`subgraph ${module.name} serving GraphQL at ${server.graphqlUrl}`);
-  closeOnSignal(server, server.app.log);
+  closeOnSignal({ close: async () => (await server.close(), await tracing?.shutdown()) }, server.app.log);
 }
 
 function usage(): never {

@@ -1,5 +1,6 @@
 import { ApolloServer } from '@apollo/server';
 import { exposeRequestId, requestIdOf } from './request-id.js';
+import { nameSpansByRoute, tracedServerFactory, tracingEnabled } from './tracing.js';
 import { ApolloServerPluginInlineTraceDisabled, ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
@@ -45,8 +46,16 @@ export interface RunningSubgraphServer {
 export async function startSubgraphServer(options: { config: Config; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
   const { config, module } = options;
   // The gateway forwards its request id: the subgraph's log lines carry the same one.
-  const app = Fastify({ logger: { level: config.LOG_LEVEL }, bodyLimit: config.BODY_LIMIT_BYTES, genReqId: requestIdOf, requestIdHeader: false });
+  const app = Fastify({
+    logger: { level: config.LOG_LEVEL },
+    bodyLimit: config.BODY_LIMIT_BYTES,
+    genReqId: requestIdOf,
+    requestIdHeader: false,
+    // With tracing on, each request runs inside its server span, a child of the gateway's fetch.
+    ...(tracingEnabled() ? { serverFactory: tracedServerFactory({}) } : {}),
+  });
   exposeRequestId(app);
+  if (tracingEnabled()) nameSpansByRoute(app);
   const routes = new RouteTable(app);
   app.setNotFoundHandler(routes.notFound);
   await assertPortFree(config.HOST, config.PORT);
