@@ -27,6 +27,7 @@ export class GatewayMetrics {
   private readonly requests: Counter<'method' | 'route' | 'status'>;
   private readonly latency: Histogram<'method' | 'route' | 'status'>;
   private readonly fetches: Histogram<'subgraph' | 'outcome'>;
+  private readonly collapsed: Counter<'subgraph'>;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -44,6 +45,12 @@ export class GatewayMetrics {
       help: 'Gateway fetches to a subgraph (query plan steps), by outcome: ok, errors (answered with GraphQL errors) or failed (no answer)',
       labelNames: ['subgraph', 'outcome'],
       buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.collapsed = new Counter({
+      name: 'subgraph_fetches_collapsed_total',
+      help: 'Subgraph reads answered by an identical one already in flight instead of being made again',
+      labelNames: ['subgraph'],
       registers,
     });
     new Gauge({ name: 'websocket_connections', help: 'Open graphql-ws connections', registers, collect() {
@@ -78,6 +85,12 @@ export class GatewayMetrics {
       this.requests.inc(labels);
       this.latency.observe(labels, reply.elapsedTime / 1000);
     });
+  }
+
+  /** Counts a read of `subgraph` that joined an identical one in flight. */
+  collapsedFetch(subgraph: string): () => void {
+    const child = this.collapsed.labels({ subgraph });
+    return () => child.inc();
   }
 
   /** A data source whose fetches are timed and counted by outcome. */

@@ -29,6 +29,7 @@ import { RemoteDataSource } from './remote-data-source.js';
 import { RouteTable } from './route-table.js';
 import { TurnGate, turnGatePlugin } from './admission.js';
 import { registerApiReference } from './api-reference.js';
+import { collapsing } from './collapse.js';
 import { GatewayMetrics, type MetricSources } from './metrics.js';
 import { exposeRequestId, requestIdOf } from './request-id.js';
 import { nameSpansByRoute, tracedServerFactory, tracingEnabled } from './tracing.js';
@@ -162,7 +163,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         throw new Error(`subgraph ${name} is in the supergraph but neither running here nor in SUBGRAPH_URLS`);
       }
       dataSources.set(name, source);
-      return metrics.measured(name, source);
+      // Timed as made; identical reads in flight collapsed before that (gateway/collapse.ts).
+      const measured = metrics.measured(name, source);
+      return config.GATEWAY_COLLAPSE_FETCHES ? collapsing(measured, metrics.collapsedFetch(name)) : measured;
     },
     logger: app.log,
   });

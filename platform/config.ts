@@ -106,6 +106,14 @@ const envSchema = z.object({
     .pipe(z.array(z.string().min(8, 'each API key in API_KEYS must be at least 8 characters'))),
   /** Log level of the server log (pino levels). @default info */
   LOG_LEVEL: z.enum(logLevels).default('info'),
+  /**
+   * Identical subgraph reads in flight at once are made once (gateway/collapse.ts); `false` makes every
+   * fetch on its own (to compare, or to rule it out). @default true
+   */
+  GATEWAY_COLLAPSE_FETCHES: z
+    .enum(['true', 'false'], { message: 'GATEWAY_COLLAPSE_FETCHES must be true or false' })
+    .default('true')
+    .transform((v) => v === 'true'),
   /** Largest accepted request body in bytes. @default 1048576 */
   BODY_LIMIT_BYTES: intFrom('BODY_LIMIT_BYTES', 1024, 64 * 1024 * 1024).default(1024 * 1024),
   /** Lexical tokens a GraphQL document may have; the parser stops there. @default 1000 */

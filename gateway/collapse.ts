@@ -1,0 +1,66 @@
+import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
+import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
+import type { GatewayContext } from './context.js';
+
+/*
+ * Identical subgraph reads in flight at the same moment are made once. A fetch is identical when it goes
+ * to the same subgraph with the same document, variables and forwarded headers that can change an answer
+ * (the request id only labels logs, so it is left out of the key). Only queries collapse: a mutation runs
+ * as often as it is asked for. Each caller after the first gets its own deep copy of the answer, because
+ * the gateway merges fetched entities into its result tree in place, and two operations must never share
+ * objects. Concurrent reads may be served by one read: either order was possible, so the answer is one a
+ * caller could have had on its own.
+ */
+
+/** Forwarded headers that do not change what a subgraph answers. */
+const NOT_IN_KEY = new Set(['x-request-id']);
+
+const isRead = (query: string) => !/^\s*(mutation|subscription)\b/.test(query);
+
+interface Flight {
+  response: Promise<GatewayGraphQLResponse>;
+  joiners: number;
+  /** A copy made as the answer arrives, before any caller can touch it, when others joined. */
+  pristine?: GatewayGraphQLResponse;
+}
+
+/** `source` with identical reads in flight made once; `onCollapsed` is called for each fetch that joined one. */
+export function collapsing(source: GraphQLDataSource<GatewayContext>, onCollapsed: () => void = () => undefined): GraphQLDataSource<GatewayContext> {
+  const inFlight = new Map<string, Flight>();
+  return {
+    async process(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
+      const query = options.request.query ?? '';
+      // Health checks and mutations pass straight through.
+      if (!('incomingRequestContext' in options) || !isRead(query)) {
+        return source.process(options);
+      }
+      const headers = Object.entries(options.context.headers)
+        .filter(([name, value]) => value !== undefined && !NOT_IN_KEY.has(name))
+        .sort(([a], [b]) => (a < b ? -1 : 1));
+      const key = JSON.stringify([query, options.request.operationName ?? null, options.request.variables ?? {}, headers]);
+      const joined = inFlight.get(key);
+      if (joined) {
+        onCollapsed();
+        joined.joiners++;
+        await joined.response;
+        return structuredClone(joined.pristine!);
+      }
+      const flight: Flight = { joiners: 0, response: Promise.resolve({}) };
+      // This handler is the first one on the promise, so the copy is made before the first caller (or
+      // anyone) continues with the answer.
+      flight.response = source.process(options).then(
+        (response) => {
+          inFlight.delete(key);
+          if (flight.joiners > 0) flight.pristine = structuredClone(response);
+          return response;
+        },
+        (error: unknown) => {
+          inFlight.delete(key);
+          throw error;
+        },
+      );
+      inFlight.set(key, flight);
+      return flight.response;
+    },
+  };
+}
