@@ -43,8 +43,8 @@ export interface RestRoute<B = unknown, Q = unknown, P = unknown, D = unknown> {
   response?: z.ZodType;
   /**
    * Domain codes this path answers besides those every path may (BAD_USER_INPUT for a path with input,
-   * UNAUTHENTICATED, PAYLOAD_TOO_LARGE and UNSUPPORTED_MEDIA_TYPE for a body, SERVICE_UNAVAILABLE,
-   * INTERNAL_SERVER_ERROR): the OpenAPI document lists them under their statuses.
+   * UNAUTHENTICATED, PAYLOAD_TOO_LARGE and UNSUPPORTED_MEDIA_TYPE for a body, UPSTREAM_UNAVAILABLE,
+   * SERVICE_UNAVAILABLE, INTERNAL_SERVER_ERROR): the OpenAPI document lists them under their statuses.
    */
   errors?: readonly ErrorCode[];
   /** Request headers the path reads (documentation; the operation reads them from the context). */
