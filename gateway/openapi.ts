@@ -43,7 +43,8 @@ function commonErrors(route: RestRoute, keysRequired: boolean): ErrorCode[] {
   if (route.body || route.query || route.params) codes.push('BAD_USER_INPUT');
   if (keysRequired && !route.public) codes.push('UNAUTHENTICATED');
   if (route.body) codes.push('PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE');
-  codes.push('SERVICE_UNAVAILABLE', 'INTERNAL_SERVER_ERROR');
+  // Every path runs its operation through the gateway: a subgraph it cannot reach (distributed mode) is 502.
+  codes.push('UPSTREAM_UNAVAILABLE', 'SERVICE_UNAVAILABLE', 'INTERNAL_SERVER_ERROR');
   return codes;
 }
 
@@ -136,7 +137,8 @@ export function buildOpenApiDocument(modules: readonly RestModule[], options: Op
       title: 'ops-supergraph REST',
       version: options.version,
       description:
-        'The REST paths of the supergraph: each runs a GraphQL operation through the gateway, answers snake_case JSON, ' +
+        'The REST paths of the supergraph: each runs a GraphQL operation through the gateway, answers snake_case JSON ' +
+        '(instants as ISO 8601 UTC with milliseconds, e.g. 2026-11-22T08:00:00.000Z), ' +
         'and reports every error as RFC 9457 problem details with a catalogued `code`. GraphQL is served at /graphql.',
     },
     servers: [{ url: '/' }],

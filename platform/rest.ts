@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { ErrorCode, FieldProblem } from './errors.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -43,8 +43,8 @@ export interface RestRoute<B = unknown, Q = unknown, P = unknown, D = unknown> {
   response?: z.ZodType;
   /**
    * Domain codes this path answers besides those every path may (BAD_USER_INPUT for a path with input,
-   * UNAUTHENTICATED, PAYLOAD_TOO_LARGE and UNSUPPORTED_MEDIA_TYPE for a body, SERVICE_UNAVAILABLE,
-   * INTERNAL_SERVER_ERROR): the OpenAPI document lists them under their statuses.
+   * UNAUTHENTICATED, PAYLOAD_TOO_LARGE and UNSUPPORTED_MEDIA_TYPE for a body, UPSTREAM_UNAVAILABLE,
+   * SERVICE_UNAVAILABLE, INTERNAL_SERVER_ERROR): the OpenAPI document lists them under their statuses.
    */
   errors?: readonly ErrorCode[];
   /** Request headers the path reads (documentation; the operation reads them from the context). */
@@ -70,6 +70,20 @@ export function defineRoute<B = undefined, Q = undefined, P = undefined, D = unk
 ): RestRoute {
   return route as unknown as RestRoute;
 }
+
+/*
+ * Building blocks of the documented answers (`response`), shared by every route table.
+ */
+
+/** An instant as every answer gives it: the DateTime scalar's `toISOString()`, UTC with milliseconds. */
+export const instant = () => z.iso.datetime({ precision: 3 });
+
+/**
+ * `schema` or null. Not `.nullable()`: for a schema with a components id, zod-to-openapi 9 writes that as
+ * `allOf: [$ref, { type: [object, null] }]`, which no null satisfies (and, met first, makes the component
+ * itself nullable); a union is written `anyOf: [$ref, { type: null }]`.
+ */
+export const orNull = <T extends z.ZodType>(schema: T) => z.union([schema, z.null()]);
 
 const GRAPHQL_NAME = /^[_A-Za-z][_0-9A-Za-z]*$/;
 

@@ -5,20 +5,33 @@ import { text } from '../../platform/validate.js';
 import { MAX_PATHS, int, kindToEnum, restKind, seed, sessionId, userId } from './inputs.js';
 import type { PathKind } from './link-model.js';
 import type { PairChoice } from './recommend.js';
+import {
+  bondingHealth,
+  bondingKey,
+  bondingRecommendation,
+  bondingSession,
+  type BondingHealth,
+  type BondingKey,
+  type BondingRecommendation,
+  type BondingSession,
+} from './rest-schemas.js';
 
 /*
  * The documented REST paths of the bonding service (under /bonding), each run as a GraphQL operation
- * through the gateway. Bodies are snake_case; enum values lower case (path kinds as "5g", "fiber", ...).
+ * through the gateway. Bodies are snake_case; enum values lower case (path kinds as "5g", "fiber", ...);
+ * answers are typed by their documented schemas (rest-schemas.ts).
  */
 
+type KeyStatus = 'COMPLETED' | 'ABORTED';
+
 interface PlaneData {
-  health: string;
+  health: 'OK' | 'DEGRADED' | 'CRITICAL';
   lastAction: string;
   lastActionAt: string;
 }
 interface PathData {
   id: string;
-  kind: string;
+  kind: Uppercase<Exclude<PathKind, '5g'>> | 'FIVE_G';
   sharedRisk: string[];
   latencyMs: number;
   jitterMs: number;
@@ -36,7 +49,7 @@ interface RecommendationData {
   runnerUp: PairData | null;
   weights: { pathId: string; weight: number; outage: number; expectedGoodputMbps: number }[];
   expectedGoodputMbps: number;
-  ruledOut: { constraint: string; limit: number | null; count: number; examples: string[] }[];
+  ruledOut: { constraint: 'up' | 'maxLatencyMs' | 'maxJitterMs' | 'maxLossPct' | 'minCombinedCapacityMbps'; limit: number | null; count: number; examples: string[] }[];
   pathsConsidered: number;
   pathsUsable: number;
   pairsTotal: number;
@@ -46,7 +59,7 @@ interface RecommendationData {
 }
 interface KeySummaryData {
   keyId: string | null;
-  status: string;
+  status: KeyStatus;
   fingerprint: string | null;
   bits: number;
   qber: number;
@@ -56,7 +69,7 @@ interface KeySummaryData {
 interface SessionData {
   id: string;
   userId: string;
-  state: string;
+  state: 'NEGOTIATING' | 'BONDED' | 'DEGRADED' | 'DOWN' | 'CLOSED';
   stateReason: string;
   seed: number;
   tick: number;
@@ -69,9 +82,42 @@ interface SessionData {
   recommendation: RecommendationData;
   lastKey: KeySummaryData | null;
 }
-interface KeyData extends Record<string, unknown> {
+interface KeyData {
   sessionId: string;
-  status: string;
+  status: KeyStatus;
+  reason: string;
+  keyId: string | null;
+  fingerprint: string | null;
+  bits: number;
+  rawBits: number;
+  siftedBits: number;
+  sampleBits: number;
+  qber: number;
+  qberUpperBound: number;
+  qberThreshold: number;
+  errorsCorrected: number;
+  leakedBits: number;
+  secureBits: number;
+  finalBits: number;
+  residualErrors: number;
+  eavesdropperDetected: boolean;
+  attempts: number;
+  kem: 'ML-KEM-768';
+  kdf: 'HKDF-SHA256';
+  key: string | null;
+  simulated: true;
+  createdAt: string;
+  elapsedMs: number;
+}
+interface OverviewData {
+  openSessions: number;
+  negotiating: number;
+  bonded: number;
+  degraded: number;
+  down: number;
+  keySource: string;
+  tickMs: number;
+  simulatedSecondsPerTick: number;
 }
 
 const PAIR = `a b jointOutage availability outageA outageB correlation sharedRisk combinedCapacityMbps protectedRateMbps
@@ -89,16 +135,20 @@ const KEY = `sessionId status reason keyId fingerprint bits rawBits siftedBits s
   errorsCorrected leakedBits secureBits finalBits residualErrors eavesdropperDetected attempts kem kdf key simulated
   createdAt elapsedMs`;
 
-const lower = (s: string) => s.toLowerCase();
-const restKindOf = (k: string) => (k === 'FIVE_G' ? '5g' : lower(k));
-const snake = (s: string) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+const lower = <S extends string>(s: S) => s.toLowerCase() as Lowercase<S>;
+const restKindOf = (k: PathData['kind']) => (k === 'FIVE_G' ? '5g' : lower(k));
+/** A camelCase name in snake_case, as a type (`expectedGoodputMbps` -> `expected_goodput_mbps`). */
+type Snake<S extends string> = S extends `${infer H}${infer T}` ? `${H extends Lowercase<H> ? H : `_${Lowercase<H>}`}${Snake<T>}` : S;
+const snake = <S extends string>(s: S) => s.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`) as Snake<S>;
 /** camelCase keys to snake_case, one level (values kept). */
-const snakeKeys = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([k, v]) => [snake(k), v]));
+const snakeKeys = <T extends object>(o: T) =>
+  Object.fromEntries(Object.entries(o).map(([k, v]) => [snake(k), v])) as { [K in keyof T & string as Snake<K>]: T[K] };
 
-const plane = (p: PlaneData) => ({ health: lower(p.health), last_action: p.lastAction, last_action_at: p.lastActionAt });
-const pair = (p: PairData | null) => (p ? snakeKeys(p as unknown as Record<string, unknown>) : null);
+type PlaneBody = BondingSession['planes']['data'];
+const plane = (p: PlaneData): PlaneBody => ({ health: lower(p.health), last_action: p.lastAction, last_action_at: p.lastActionAt });
+const pair = (p: PairData | null) => (p ? snakeKeys(p) : null);
 
-export const recommendationBody = (r: RecommendationData) => ({
+export const recommendationBody = (r: RecommendationData): BondingRecommendation => ({
   feasible: r.feasible,
   explanation: r.explanation,
   pair: pair(r.pair),
@@ -114,7 +164,7 @@ export const recommendationBody = (r: RecommendationData) => ({
   elapsed_ms: r.elapsedMs,
 });
 
-const sessionBody = (s: SessionData) => ({
+const sessionBody = (s: SessionData): BondingSession => ({
   session_id: s.id,
   user_id: s.userId,
   state: lower(s.state),
@@ -143,7 +193,7 @@ const sessionBody = (s: SessionData) => ({
     intelligence: plane(s.planes.intelligence),
   },
   recommendation: recommendationBody(s.recommendation),
-  last_key: s.lastKey ? { ...snakeKeys(s.lastKey as unknown as Record<string, unknown>), status: lower(s.lastKey.status) } : null,
+  last_key: s.lastKey ? { ...snakeKeys(s.lastKey), status: lower(s.lastKey.status) } : null,
 });
 
 /** A query-string integer, checked as the GraphQL argument would be. */
@@ -198,23 +248,21 @@ const pathVariable = (p: RestPath) => ({
 });
 
 export const bondingRoutes: readonly RestRoute[] = [
-  defineRoute<undefined, undefined, undefined, { bondingOverview: Record<string, number | string> }>({
+  defineRoute<undefined, undefined, undefined, { bondingOverview: OverviewData }>({
     method: 'GET',
     path: '/health',
     summary: 'Backend health: open sessions by state and how keys are made',
     operation: 'query BondingHealth { bondingOverview { openSessions negotiating bonded degraded down keySource tickMs simulatedSecondsPerTick } }',
     variables: () => ({}),
-    result: (d) => {
-      const o = d.bondingOverview;
-      return {
-        status: 'ok',
-        service: 'bonding',
-        version: '1.0',
-        sessions: { open: o['openSessions'], negotiating: o['negotiating'], bonded: o['bonded'], degraded: o['degraded'], down: o['down'] },
-        key_source: o['keySource'],
-        link_model: { tick_ms: o['tickMs'], simulated_seconds_per_tick: o['simulatedSecondsPerTick'] },
-      };
-    },
+    result: ({ bondingOverview: o }): BondingHealth => ({
+      status: 'ok',
+      service: 'bonding',
+      version: '1.0',
+      sessions: { open: o.openSessions, negotiating: o.negotiating, bonded: o.bonded, degraded: o.degraded, down: o.down },
+      key_source: o.keySource,
+      link_model: { tick_ms: o.tickMs, simulated_seconds_per_tick: o.simulatedSecondsPerTick },
+    }),
+    response: bondingHealth,
   }),
   defineRoute<undefined, { user_id?: string | undefined; session_id?: string | undefined }, undefined, { currentBondingSession: SessionData | null }>({
     method: 'GET',
@@ -227,6 +275,8 @@ export const bondingRoutes: readonly RestRoute[] = [
       if (!d.currentBondingSession) throw domainError('NOT_FOUND', 'No bonding session found: start one with POST /bonding/api/bonding/start');
       return sessionBody(d.currentBondingSession);
     },
+    response: bondingSession,
+    errors: ['NOT_FOUND'],
   }),
   defineRoute<undefined, { user_id?: string | undefined; seed?: number | undefined }, undefined, { startBondingSession: SessionData }>({
     method: 'POST',
@@ -236,6 +286,8 @@ export const bondingRoutes: readonly RestRoute[] = [
     query: z.object({ user_id: userId.optional(), seed: queryInt(seed).optional() }),
     variables: ({ query }) => ({ userId: query.user_id ?? null, seed: query.seed ?? null }),
     result: (d) => sessionBody(d.startBondingSession),
+    response: bondingSession,
+    errors: ['CONFLICT'],
   }),
   defineRoute<undefined, { session_id: string }, undefined, { closeBondingSession: SessionData }>({
     method: 'POST',
@@ -246,6 +298,8 @@ export const bondingRoutes: readonly RestRoute[] = [
     variables: ({ query }) => ({ id: query.session_id }),
     fieldNames: { id: 'session_id' },
     result: (d) => sessionBody(d.closeBondingSession),
+    response: bondingSession,
+    errors: ['NOT_FOUND', 'CONFLICT'],
   }),
   defineRoute<OptimizeBody, undefined, undefined, { recommendPaths: RecommendationData }>({
     method: 'POST',
@@ -267,6 +321,7 @@ export const bondingRoutes: readonly RestRoute[] = [
       riskGroups: body.risk_groups?.map((g) => ({ id: g.id, outageProbability: g.outage_probability })) ?? null,
     }),
     result: (d) => recommendationBody(d.recommendPaths),
+    response: bondingRecommendation,
   }),
   defineRoute<QkdBody, undefined, undefined, { generateQuantumKey: KeyData }>({
     method: 'POST',
@@ -283,9 +338,8 @@ export const bondingRoutes: readonly RestRoute[] = [
         seed: body.seed ?? null,
       },
     }),
-    result: (d) => {
-      const k = snakeKeys(d.generateQuantumKey);
-      return { ...k, status: lower(d.generateQuantumKey.status) };
-    },
+    result: (d): BondingKey => ({ ...snakeKeys(d.generateQuantumKey), status: lower(d.generateQuantumKey.status) }),
+    response: bondingKey,
+    errors: ['NOT_FOUND', 'CONFLICT'],
   }),
 ];

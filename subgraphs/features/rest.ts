@@ -5,12 +5,37 @@ import { instantProblem } from '../../platform/scalars.js';
 import { text } from '../../platform/validate.js';
 import { chunked, csvCell, parseEntityCsv } from './csv.js';
 import { MAX_ENTITY_ROWS, MAX_LABEL_SET_ROWS, MAX_VIEWS } from './inputs.js';
+import {
+  featuresFrame,
+  featuresHealth,
+  featuresImportance,
+  featuresLeakageAudit,
+  featuresMaterialization,
+  featuresOnlineClaim,
+  featuresOnlinePolicy,
+  featuresViews,
+  type FeaturesFrame,
+  type FeaturesHealth,
+  type FeaturesImportance,
+  type FeaturesLeakageAudit,
+  type FeaturesMaterialization,
+  type FeaturesOnlineClaim,
+  type FeaturesViews,
+} from './rest-schemas.js';
 
 /*
  * The documented REST paths of the feature service (under /features), each run as a GraphQL operation
- * through the gateway; answers are snake_case. POST /pit-training also takes text/csv and answers CSV by
- * Accept; a frame is written as a stream in both representations.
+ * through the gateway; answers are snake_case, typed by their documented schemas (rest-schemas.ts).
+ * POST /pit-training also takes text/csv and answers CSV by Accept; a frame is written as a stream in both
+ * representations.
  */
+
+type Engine = 'DUCKDB' | 'TYPESCRIPT' | 'BOTH';
+type ModelName = 'UNDERWRITING' | 'PRICING' | 'FRAUD';
+type FeatureType = 'FLOAT' | 'INT' | 'BOOL';
+type Metric = 'roc_auc' | 'r2_log1p';
+type OnlineStoreKind = 'database' | 'redis';
+const lower = <S extends string>(s: S) => s.toLowerCase() as Lowercase<S>;
 
 const timestamp = text().superRefine((value, ctx) => {
   const problem = instantProblem(value);
@@ -49,12 +74,12 @@ const pitQuery = z.object({
 type PitQuery = z.infer<typeof pitQuery>;
 
 interface FrameData {
-  engine: string;
+  engine: Engine;
   rowCount: number;
-  columns: { name: string; view: string; feature: string; type: string }[];
+  columns: { name: string; view: string; feature: string; type: FeatureType }[];
   rows: { policyId: string | null; claimId: string | null; machineId: string | null; eventTimestamp: string; label: number | null; values: (number | null)[] }[];
   matches: { view: string; matched: number; unmatched: number }[];
-  runs: { engine: string; milliseconds: number }[];
+  runs: { engine: Exclude<Engine, 'BOTH'>; milliseconds: number }[];
   comparison: { cellsCompared: number; mismatches: number; examples: string[] } | null;
 }
 
@@ -87,26 +112,37 @@ function frameCsv(d: FrameData) {
   });
 }
 
-function frameJson(d: FrameData) {
+/** The JSON answer's fields before its rows. */
+const frameHead = (d: FrameData): Omit<FeaturesFrame, 'rows'> => ({
+  engine: lower(d.engine),
+  row_count: d.rowCount,
+  columns: d.columns.map((c) => c.name),
+  column_types: Object.fromEntries(d.columns.map((c) => [c.name, lower(c.type)])),
+  matches: Object.fromEntries(d.matches.map((m) => [m.view, { matched: m.matched, unmatched: m.unmatched }])),
+  runs: d.runs.map((r) => ({ engine: lower(r.engine), milliseconds: r.milliseconds })),
+  comparison: d.comparison && { cells_compared: d.comparison.cellsCompared, mismatches: d.comparison.mismatches, examples: d.comparison.examples },
+});
+
+/** One JSON row: the key columns shown, then every feature column by name. */
+function frameRow(d: FrameData) {
   const keys = keyColumns(d);
-  const head = {
-    engine: d.engine.toLowerCase(),
-    row_count: d.rowCount,
-    columns: d.columns.map((c) => c.name),
-    column_types: Object.fromEntries(d.columns.map((c) => [c.name, c.type.toLowerCase()])),
-    matches: Object.fromEntries(d.matches.map((m) => [m.view, { matched: m.matched, unmatched: m.unmatched }])),
-    runs: d.runs.map((r) => ({ engine: r.engine.toLowerCase(), milliseconds: r.milliseconds })),
-    comparison: d.comparison && { cells_compared: d.comparison.cellsCompared, mismatches: d.comparison.mismatches, examples: d.comparison.examples },
+  return (r: FrameData['rows'][number]) => {
+    const row: Record<string, string | number | null> = {};
+    for (const k of keys) row[k.name] = k.get(r);
+    d.columns.forEach((c, j) => (row[c.name] = r.values[j] ?? null));
+    return row;
   };
+}
+
+/** The JSON answer as one value (what the stream below writes, chunk by chunk). */
+const frameBody = (d: FrameData) => ({ ...frameHead(d), rows: d.rows.map(frameRow(d)) });
+
+function frameJson(d: FrameData) {
+  const row = frameRow(d);
   return chunked(function* () {
-    yield `${JSON.stringify(head).slice(0, -1)},"rows":[`;
+    yield `${JSON.stringify(frameHead(d)).slice(0, -1)},"rows":[`;
     for (let i = 0; i < d.rows.length; i += ROWS_PER_CHUNK) {
-      const part = d.rows.slice(i, i + ROWS_PER_CHUNK).map((r) => {
-        const row: Record<string, string | number | null> = {};
-        for (const k of keys) row[k.name] = k.get(r);
-        d.columns.forEach((c, j) => (row[c.name] = r.values[j] ?? null));
-        return JSON.stringify(row);
-      });
+      const part = d.rows.slice(i, i + ROWS_PER_CHUNK).map((r) => JSON.stringify(row(r)));
       yield `${i > 0 ? ',' : ''}${part.join(',')}`;
     }
     yield ']}';
@@ -129,8 +165,8 @@ interface HealthData {
     seed: number;
     policies: number;
     claims: number | null;
-    onlineStore: string;
-    checks: { name: string; ok: boolean; detail: string; milliseconds: number }[];
+    onlineStore: OnlineStoreKind;
+    checks: { name: keyof FeaturesHealth['checks']; ok: boolean; detail: string; milliseconds: number }[];
   };
 }
 
@@ -142,8 +178,8 @@ interface OnlineData {
 }
 const ONLINE = 'entity id values { column value } views { view version materializationId materializedAt asOf featureTimestamp }';
 
-const onlineBody = (o: OnlineData, key: 'policy_id' | 'claim_id') => ({
-  [key]: o.id,
+/** The fields of an online answer besides its id. */
+const onlineBody = (o: OnlineData): Omit<FeaturesOnlineClaim, 'claim_id'> => ({
   features: Object.fromEntries(o.values.map((v) => [v.column, v.value])),
   materialized_at: o.views.map((v) => v.materializedAt).sort().at(-1) ?? null,
   views: o.views.map((v) => ({
@@ -162,12 +198,12 @@ interface MaterializationData {
   watermark: string | null;
   rowsWritten: number;
   views: { view: string; version: string; rowsWritten: number; watermark: string | null }[];
-  onlineStore: string;
+  onlineStore: OnlineStoreKind;
   materializedAt: string;
   milliseconds: number;
 }
 const MATERIALIZATION = 'id asOf watermark rowsWritten views { view version rowsWritten watermark } onlineStore materializedAt milliseconds';
-const materializationBody = (m: MaterializationData) => ({
+const materializationBody = (m: MaterializationData): FeaturesMaterialization => ({
   materialization_id: m.id,
   as_of: m.asOf,
   watermark: m.watermark,
@@ -181,18 +217,18 @@ const materializationBody = (m: MaterializationData) => ({
 
 interface AuditData {
   leakageAudit: {
-    labelSet: string;
+    labelSet: ModelName;
     labelRows: number;
     rowsWithFindings: number;
-    findings: { view: string; feature: string; column: string; severity: string; rows: number; rowsWithoutPitValue: number; medianLeadHours: number; separationGain: number }[];
-    evaluation: { metric: string; pointInTime: number; unguardedOffline: number; unguardedInProduction: number; inflation: number; trainRows: number; testRows: number; testFrom: string };
+    findings: { view: string; feature: string; column: string; severity: 'SEVERE' | 'MILD'; rows: number; rowsWithoutPitValue: number; medianLeadHours: number; separationGain: number }[];
+    evaluation: { metric: Metric; pointInTime: number; unguardedOffline: number; unguardedInProduction: number; inflation: number; trainRows: number; testRows: number; testFrom: string };
   };
 }
 
 interface ImportanceData {
   featureImportance: {
-    model: string;
-    metric: string;
+    model: ModelName;
+    metric: Metric;
     heldOut: number;
     trainRows: number;
     testRows: number;
@@ -202,7 +238,17 @@ interface ImportanceData {
 }
 
 interface ViewsData {
-  featureViews: { name: string; entity: string; description: string; source: string; ttl: string | null; version: string; rowCount: number; postOutcome: boolean; features: { name: string; column: string; type: string; description: string }[] }[];
+  featureViews: {
+    name: string;
+    entity: 'POLICY' | 'CLAIM' | 'MACHINE';
+    description: string;
+    source: string;
+    ttl: string | null;
+    version: string;
+    rowCount: number;
+    postOutcome: boolean;
+    features: { name: string; column: string; type: FeatureType; description: string }[];
+  }[];
 }
 
 export const featuresRoutes: readonly RestRoute[] = [
@@ -212,15 +258,17 @@ export const featuresRoutes: readonly RestRoute[] = [
     summary: 'Uptime and dependency checks (database, online store, DuckDB)',
     operation: `query FeaturesHealth { featureStoreHealth { ok uptimeSeconds seed policies claims onlineStore checks { name ok detail milliseconds } } }`,
     variables: () => ({}),
-    result: ({ featureStoreHealth: h }) => ({
+    result: ({ featureStoreHealth: h }): FeaturesHealth => ({
       status: h.ok ? 'ok' : 'degraded',
       service: 'features',
       version: '1.0',
       uptime_s: h.uptimeSeconds,
       online_store: h.onlineStore,
       world: { seed: h.seed, policies: h.policies, claims: h.claims },
-      checks: Object.fromEntries(h.checks.map((c) => [c.name, { ok: c.ok, detail: c.detail, ms: c.milliseconds }])),
+      // The three checks the service runs, by name.
+      checks: Object.fromEntries(h.checks.map((c) => [c.name, { ok: c.ok, detail: c.detail, ms: c.milliseconds }])) as FeaturesHealth['checks'],
     }),
+    response: featuresHealth,
   }),
   defineRoute<undefined, undefined, { policy_id: string }, { onlinePolicyFeatures: OnlineData | null }>({
     method: 'GET',
@@ -232,8 +280,10 @@ export const featuresRoutes: readonly RestRoute[] = [
     fieldNames: { id: 'policy_id' },
     result: (d) => {
       if (!d.onlinePolicyFeatures) throw domainError('NOT_FOUND', 'No online features for this policy (unknown, or not materialized)');
-      return onlineBody(d.onlinePolicyFeatures, 'policy_id');
+      return { policy_id: d.onlinePolicyFeatures.id, ...onlineBody(d.onlinePolicyFeatures) };
     },
+    response: featuresOnlinePolicy,
+    errors: ['NOT_FOUND'],
   }),
   defineRoute<undefined, undefined, { claim_id: string }, { onlineClaimFeatures: OnlineData | null }>({
     method: 'GET',
@@ -245,8 +295,10 @@ export const featuresRoutes: readonly RestRoute[] = [
     fieldNames: { id: 'claim_id' },
     result: (d) => {
       if (!d.onlineClaimFeatures) throw domainError('NOT_FOUND', 'No online features for this claim (unknown, or not materialized)');
-      return onlineBody(d.onlineClaimFeatures, 'claim_id');
+      return { claim_id: d.onlineClaimFeatures.id, ...onlineBody(d.onlineClaimFeatures) };
     },
+    response: featuresOnlineClaim,
+    errors: ['NOT_FOUND'],
   }),
   defineRoute<{ as_of?: string; views?: string[]; engine?: 'duckdb' | 'typescript' | 'both' }, undefined, undefined, { materialize: MaterializationData }>({
     method: 'POST',
@@ -257,6 +309,7 @@ export const featuresRoutes: readonly RestRoute[] = [
     variables: ({ body }) => ({ input: { asOf: body.as_of ?? null, views: body.views ?? null, engine: body.engine?.toUpperCase() ?? null } }),
     fieldNames: { asOf: 'as_of' },
     result: (d) => materializationBody(d.materialize),
+    response: featuresMaterialization,
   }),
   defineRoute<PitBody, PitQuery, undefined, { pitTraining: FrameData }>({
     method: 'POST',
@@ -286,7 +339,9 @@ export const featuresRoutes: readonly RestRoute[] = [
       },
     }),
     fieldNames: { labelSet: 'label_set' },
-    result: (d) => d.pitTraining,
+    result: (d) => frameBody(d.pitTraining),
+    response: featuresFrame,
+    representations: { 'text/csv': 'the key columns present, then the feature columns, one line per entity row' },
     represent: (d, accept) =>
       wantsCsv(accept) ? { contentType: 'text/csv; charset=utf-8', body: frameCsv(d.pitTraining) } : { contentType: 'application/json; charset=utf-8', body: frameJson(d.pitTraining) },
   }),
@@ -300,15 +355,15 @@ export const featuresRoutes: readonly RestRoute[] = [
     body: z.object({ label_set: models, views: views.optional(), test_from: timestamp.optional() }),
     variables: ({ body }) => ({ input: { labelSet: body.label_set.toUpperCase(), views: body.views ?? null, testFrom: body.test_from ?? null } }),
     fieldNames: { labelSet: 'label_set', testFrom: 'test_from' },
-    result: ({ leakageAudit: a }) => ({
-      label_set: a.labelSet.toLowerCase(),
+    result: ({ leakageAudit: a }): FeaturesLeakageAudit => ({
+      label_set: lower(a.labelSet),
       label_rows: a.labelRows,
       rows_with_findings: a.rowsWithFindings,
       findings: a.findings.map((f) => ({
         view: f.view,
         feature: f.feature,
         column: f.column,
-        severity: f.severity.toLowerCase(),
+        severity: lower(f.severity),
         rows: f.rows,
         rows_without_pit_value: f.rowsWithoutPitValue,
         median_lead_hours: f.medianLeadHours,
@@ -325,6 +380,7 @@ export const featuresRoutes: readonly RestRoute[] = [
         test_from: a.evaluation.testFrom,
       },
     }),
+    response: featuresLeakageAudit,
   }),
   defineRoute<undefined, undefined, undefined, ImportanceData>({
     method: 'GET',
@@ -332,9 +388,9 @@ export const featuresRoutes: readonly RestRoute[] = [
     summary: 'Permutation importance of the underwriting, pricing and fraud models (point-in-time frames)',
     operation: `query FeatureImportance { featureImportance { model metric heldOut trainRows testRows testFrom features { column importance rank } } }`,
     variables: () => ({}),
-    result: ({ featureImportance }) => ({
+    result: ({ featureImportance }): FeaturesImportance => ({
       models: featureImportance.map((m) => ({
-        model: m.model.toLowerCase(),
+        model: lower(m.model),
         metric: m.metric,
         held_out: m.heldOut,
         train_rows: m.trainRows,
@@ -343,6 +399,7 @@ export const featuresRoutes: readonly RestRoute[] = [
         features: m.features,
       })),
     }),
+    response: featuresImportance,
   }),
   defineRoute<undefined, undefined, undefined, ViewsData>({
     method: 'GET',
@@ -350,18 +407,19 @@ export const featuresRoutes: readonly RestRoute[] = [
     summary: 'The feature registry',
     operation: `query FeatureViews { featureViews { name entity description source ttl version rowCount postOutcome features { name column type description } } }`,
     variables: () => ({}),
-    result: ({ featureViews }) => ({
+    result: ({ featureViews }): FeaturesViews => ({
       views: featureViews.map((v) => ({
         name: v.name,
-        entity: v.entity.toLowerCase(),
+        entity: lower(v.entity),
         description: v.description,
         source: v.source,
         ttl: v.ttl,
         version: v.version,
         row_count: v.rowCount,
         post_outcome: v.postOutcome,
-        features: v.features.map((f) => ({ name: f.name, column: f.column, type: f.type.toLowerCase(), description: f.description })),
+        features: v.features.map((f) => ({ name: f.name, column: f.column, type: lower(f.type), description: f.description })),
       })),
     }),
+    response: featuresViews,
   }),
 ];

@@ -3,11 +3,22 @@ import { domainError } from '../../platform/errors.js';
 import { defineRoute, type RestRoute } from '../../platform/rest.js';
 import { text } from '../../platform/validate.js';
 import { MAX_RUNS_PAGE } from './inputs.js';
+import {
+  optimizationFleet,
+  optimizationHealth,
+  optimizationOverview,
+  optimizationRefined,
+  optimizationRun,
+  optimizationRuns,
+  optimizationStatus,
+  optimizationVerify,
+} from './rest-schemas.js';
 
 /*
  * The documented REST paths of the optimization service (under /optimization): all GET, no body, as the
  * specification lists them. Each runs a GraphQL operation through the gateway; answers are snake_case
- * with lower-case enum values.
+ * with lower-case enum values, converted generically (snake below), so each is held to its documented
+ * schema (rest-schemas.ts) by the check on every answer outside production rather than by its type.
  */
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -74,6 +85,7 @@ export const optimizationRoutes: RestRoute[] = [
     operation: 'query OptimizationHealth { optimizationHealth { status ready database fleetTick solverLoaded } }',
     variables: () => ({}),
     result: (d) => ({ service: 'optimization', version: '1.0', ...(snake(d.optimizationHealth) as object) }),
+    response: optimizationHealth,
   }),
   defineRoute<undefined, undefined, undefined, { optimizationStatus: unknown }>({
     method: 'GET',
@@ -82,6 +94,7 @@ export const optimizationRoutes: RestRoute[] = [
     operation: `query OptimizationStatus { optimizationStatus { ${STATUS} } }`,
     variables: () => ({}),
     result: (d) => snake(d.optimizationStatus),
+    response: optimizationStatus,
   }),
   defineRoute<undefined, undefined, undefined, { optimizationStatus: unknown; fleetSafety: unknown; vesselFleet: unknown; quantumRuns: RunsPage['quantumRuns']; latestRefinedResult: unknown }>({
     method: 'GET',
@@ -101,6 +114,7 @@ export const optimizationRoutes: RestRoute[] = [
       fleet: snake(d.vesselFleet),
       quantum: { ...runsBody(d.quantumRuns), latest_refined: snake(d.latestRefinedResult) },
     }),
+    response: optimizationOverview,
   }),
   defineRoute<undefined, { min_separation_m?: number | undefined }, undefined, { fleetSafety: unknown }>({
     method: 'GET',
@@ -118,6 +132,7 @@ export const optimizationRoutes: RestRoute[] = [
     variables: ({ query }) => ({ min: query.min_separation_m ?? null }),
     fieldNames: { minSeparationMeters: 'min_separation_m' },
     result: (d) => snake(d.fleetSafety),
+    response: optimizationVerify,
   }),
   defineRoute<undefined, undefined, undefined, { vesselFleet: unknown }>({
     method: 'GET',
@@ -126,6 +141,7 @@ export const optimizationRoutes: RestRoute[] = [
     operation: `query OptimizationFleet { vesselFleet { ${FLEET} } }`,
     variables: () => ({}),
     result: (d) => snake(d.vesselFleet),
+    response: optimizationFleet,
   }),
   defineRoute<undefined, { limit: number; cursor?: string | undefined }, undefined, RunsPage>({
     method: 'GET',
@@ -138,6 +154,7 @@ export const optimizationRoutes: RestRoute[] = [
     variables: ({ query }) => ({ first: query.limit, after: query.cursor ?? null }),
     fieldNames: { after: 'cursor', first: 'limit' },
     result: (d) => runsBody(d.quantumRuns),
+    response: optimizationRuns,
   }),
   defineRoute<undefined, undefined, { run_id: string }, { quantumRun: unknown }>({
     method: 'GET',
@@ -151,6 +168,8 @@ export const optimizationRoutes: RestRoute[] = [
       if (!d.quantumRun) throw domainError('NOT_FOUND', 'Quantum run not found');
       return snake(d.quantumRun);
     },
+    response: optimizationRun,
+    errors: ['NOT_FOUND'],
   }),
   defineRoute<undefined, undefined, undefined, { latestRefinedResult: unknown }>({
     method: 'GET',
@@ -162,5 +181,7 @@ export const optimizationRoutes: RestRoute[] = [
       if (!d.latestRefinedResult) throw domainError('NOT_FOUND', 'No quantum run has completed yet');
       return snake(d.latestRefinedResult);
     },
+    response: optimizationRefined,
+    errors: ['NOT_FOUND'],
   }),
 ];

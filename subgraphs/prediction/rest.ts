@@ -9,11 +9,29 @@ import {
   travelBatchBody,
   travelBody,
 } from './inputs.js';
+import {
+  coldChainMargin,
+  dwellBatch,
+  dwellForecast,
+  lockerBatch,
+  lockerForecast,
+  predictionHealth,
+  travelBatch,
+  travelForecast,
+  type ClassifierModel,
+  type ColdChainMargin,
+  type DwellForecast,
+  type LockerForecast,
+  type PredictionHealth,
+  type QuantileModel,
+  type TravelForecast,
+} from './rest-schemas.js';
 
 /*
  * The documented REST paths of the prediction service (under /prediction), each run as a GraphQL
  * operation through the gateway. Bodies carry the features by their snake_case names with integer codes
- * and 0/1 flags, as the specification's clients send them; answers are snake_case.
+ * and 0/1 flags, as the specification's clients send them; answers are snake_case, typed by their
+ * documented schemas (rest-schemas.ts).
  */
 
 type Features = Record<string, number>;
@@ -24,7 +42,7 @@ interface DwellData {
   q90Minutes: number;
   intervalWidthMinutes: number;
   worstCaseMarginMinutes: number;
-  risk: string;
+  risk: 'LOW' | 'MODERATE' | 'HIGH' | 'BREACH';
   interpretation: string;
   modelVersion: string;
 }
@@ -97,27 +115,29 @@ const QUANTILE_INFO = `version featureCount trees coverage80 meanWidthMinutes un
 const CLASSIFIER_INFO = `version featureCount trees rocAuc brierScore baselineBrierScore calibrationError baseRate
   oracleRocAuc specRocAuc testSize`;
 
-const dwellBodyOf = (d: DwellData) => ({
+const lower = <S extends string>(s: S) => s.toLowerCase() as Lowercase<S>;
+
+const dwellBodyOf = (d: DwellData): DwellForecast => ({
   q10_min: d.q10Minutes,
   q50_min: d.q50Minutes,
   q90_min: d.q90Minutes,
   interval_width_min: d.intervalWidthMinutes,
   interpretation: d.interpretation,
-  risk_level: d.risk.toLowerCase(),
+  risk_level: lower(d.risk),
   worst_case_margin_min: d.worstCaseMarginMinutes,
   model_version: d.modelVersion,
 });
-const transitBodyOf = (t: TransitData) => ({
+const transitBodyOf = (t: TransitData): TravelForecast => ({
   q10_min: t.q10Minutes,
   q50_min: t.q50Minutes,
   q90_min: t.q90Minutes,
   interval_width_min: t.intervalWidthMinutes,
   model_version: t.modelVersion,
 });
-const lockerBodyOf = (l: LockerData) => ({ success_probability: l.successProbability, model_version: l.modelVersion });
-const marginBodyOf = (m: MarginData) => ({ total_min: m.totalMinutes, margin_min: m.marginMinutes });
+const lockerBodyOf = (l: LockerData): LockerForecast => ({ success_probability: l.successProbability, model_version: l.modelVersion });
+const marginBodyOf = (m: MarginData): ColdChainMargin['best'] => ({ total_min: m.totalMinutes, margin_min: m.marginMinutes });
 
-const quantileInfoBody = (i: QuantileInfoData, trainedAt: string) => ({
+const quantileInfoBody = (i: QuantileInfoData, trainedAt: string): QuantileModel => ({
   ready: true,
   version: i.version,
   trained_at: trainedAt,
@@ -133,7 +153,7 @@ const quantileInfoBody = (i: QuantileInfoData, trainedAt: string) => ({
     test_size: i.testSize,
   },
 });
-const classifierInfoBody = (i: ClassifierInfoData, trainedAt: string) => ({
+const classifierInfoBody = (i: ClassifierInfoData, trainedAt: string): ClassifierModel => ({
   ready: true,
   version: i.version,
   trained_at: trainedAt,
@@ -159,7 +179,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     operation: `query PredictionHealth { predictionModels { ready seed trainedAt trainingSeconds data
       dwell { ${QUANTILE_INFO} } travel { ${QUANTILE_INFO} } locker { ${CLASSIFIER_INFO} } } }`,
     variables: () => ({}),
-    result: ({ predictionModels: m }) => ({
+    result: ({ predictionModels: m }): PredictionHealth => ({
       status: m.ready ? 'ok' : 'unavailable',
       service: 'prediction',
       version: '1.0',
@@ -174,6 +194,7 @@ export const predictionRoutes: readonly RestRoute[] = [
         locker: classifierInfoBody(m.locker, m.trainedAt),
       },
     }),
+    response: predictionHealth,
   }),
   defineRoute<Features, undefined, undefined, { predictDwell: DwellData }>({
     method: 'POST',
@@ -183,6 +204,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     body: dwellBody,
     variables: ({ body }) => ({ input: toGraphQLInput('dwell', body) }),
     result: (d) => dwellBodyOf(d.predictDwell),
+    response: dwellForecast,
   }),
   defineRoute<{ instances: Features[] }, undefined, undefined, { predictDwellBatch: DwellData[] }>({
     method: 'POST',
@@ -192,6 +214,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     body: dwellBatchBody,
     variables: ({ body }) => ({ inputs: body.instances.map((f) => toGraphQLInput('dwell', f)) }),
     result: (d) => ({ predictions: d.predictDwellBatch.map(dwellBodyOf) }),
+    response: dwellBatch,
   }),
   defineRoute<Features, undefined, undefined, { predictTravelTime: TransitData }>({
     method: 'POST',
@@ -201,6 +224,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     body: travelBody,
     variables: ({ body }) => ({ input: toGraphQLInput('travel', body) }),
     result: (d) => transitBodyOf(d.predictTravelTime),
+    response: travelForecast,
   }),
   defineRoute<{ instances: Features[] }, undefined, undefined, { predictTravelTimeBatch: TransitData[] }>({
     method: 'POST',
@@ -210,6 +234,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     body: travelBatchBody,
     variables: ({ body }) => ({ inputs: body.instances.map((f) => toGraphQLInput('travel', f)) }),
     result: (d) => ({ predictions: d.predictTravelTimeBatch.map(transitBodyOf) }),
+    response: travelBatch,
   }),
   defineRoute<Features, undefined, undefined, { predictLockerDiversion: LockerData }>({
     method: 'POST',
@@ -219,6 +244,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     body: lockerBody,
     variables: ({ body }) => ({ input: toGraphQLInput('locker', body) }),
     result: (d) => lockerBodyOf(d.predictLockerDiversion),
+    response: lockerForecast,
   }),
   defineRoute<{ instances: Features[] }, undefined, undefined, { predictLockerDiversionBatch: LockerData[] }>({
     method: 'POST',
@@ -228,6 +254,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     body: lockerBatchBody,
     variables: ({ body }) => ({ inputs: body.instances.map((f) => toGraphQLInput('locker', f)) }),
     result: (d) => ({ predictions: d.predictLockerDiversionBatch.map(lockerBodyOf) }),
+    response: lockerBatch,
   }),
   defineRoute<{ dwell: Features; travel: Features; ischaemic_remaining_min: number }, undefined, undefined, { coldChainMargin: ColdChainData }>({
     method: 'POST',
@@ -243,7 +270,7 @@ export const predictionRoutes: readonly RestRoute[] = [
       travel: toGraphQLInput('travel', body.travel),
       remaining: body.ischaemic_remaining_min,
     }),
-    result: ({ coldChainMargin: c }) => ({
+    result: ({ coldChainMargin: c }): ColdChainMargin => ({
       ischaemic_remaining_min: c.ischaemicRemainingMin,
       dwell: dwellBodyOf(c.dwell),
       travel: transitBodyOf(c.travel),
@@ -252,5 +279,6 @@ export const predictionRoutes: readonly RestRoute[] = [
       worst: marginBodyOf(c.worst),
       worst_case_breach: c.worstCaseBreach,
     }),
+    response: coldChainMargin,
   }),
 ];

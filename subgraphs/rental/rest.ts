@@ -4,11 +4,39 @@ import { defineRoute, type RestRoute } from '../../platform/rest.js';
 import { instantProblem } from '../../platform/scalars.js';
 import { text } from '../../platform/validate.js';
 import { bookingIdArg, confirmBookingInput, createQuoteInput } from './inputs.js';
+import {
+  confirmHeaders,
+  rentalBooking,
+  rentalBookingPage,
+  rentalFleetSummary,
+  rentalHealth,
+  rentalLocations,
+  rentalMachines,
+  rentalQuote,
+  rentalSigningKeys,
+  rentalTracking,
+  type RentalBooking,
+  type RentalBookingPage,
+  type RentalFleetSummary,
+  type RentalHealth,
+  type RentalLocations,
+  type RentalMachines,
+  type RentalPlace,
+  type RentalQuote,
+  type RentalSigningKeys,
+  type RentalTracking,
+} from './rest-schemas.js';
 
 /*
  * The documented REST paths of the rental service (under /rental), each run as a GraphQL operation
- * through the gateway. Bodies are snake_case as documented; enum values are lower-case.
+ * through the gateway. Bodies are snake_case as documented; enum values are lower-case. The data types
+ * below are what each operation selects; the answers they map to are typed by their documented schemas
+ * (rest-schemas.ts), so a mapping that strays from its schema does not compile.
  */
+
+type MachineStatus = 'AVAILABLE' | 'RESERVED' | 'IN_USE';
+type TrackingStatus = 'SCHEDULED' | 'DISPATCHED' | 'IN_TRANSIT' | 'ON_SITE' | 'COMPLETED';
+type MachineCategory = Uppercase<RentalMachines['machines'][number]['category']>;
 
 interface Coords {
   latitude: number;
@@ -30,14 +58,14 @@ interface SummaryData {
 interface MachineData {
   id: string;
   name: string;
-  category: string;
+  category: MachineCategory;
   hourlyRate: number;
-  status: string;
+  status: MachineStatus;
   depot: PlaceData;
 }
 interface QuoteData {
   id: string;
-  status: string;
+  status: 'ACTIVE' | 'CONFIRMED' | 'EXPIRED';
   machines: { id: string }[];
   location: { id: string };
   startTime: string;
@@ -51,13 +79,13 @@ interface QuoteData {
   subtotal: number;
   deliveryTotal: number;
   total: number;
-  currency: string;
+  currency: 'EUR';
   createdAt: string;
   expiresAt: string;
   signature: string;
 }
 interface BillData {
-  currency: string;
+  currency: 'EUR';
   quotedHours: number;
   actualHours: number | null;
   billableHours: number | null;
@@ -69,7 +97,7 @@ interface BillData {
 }
 interface BookingData {
   id: string;
-  status: string;
+  status: 'CONFIRMED' | 'COMPLETED';
   customerName: string;
   quote: { id: string };
   machines: { id: string }[];
@@ -83,7 +111,7 @@ interface BookingData {
 interface LegData {
   depot: { id: string };
   machines: { id: string }[];
-  status: string;
+  status: TrackingStatus;
   coordinates: Coords;
   distanceKm: number;
   distanceRemainingKm: number;
@@ -93,7 +121,7 @@ interface LegData {
 }
 interface TrackingData {
   bookingId: string;
-  status: string;
+  status: TrackingStatus;
   coordinates: Coords;
   eta: string;
   minutesRemaining: number;
@@ -116,12 +144,12 @@ const TRACKING = `bookingId status coordinates { latitude longitude } eta minute
   computedAt legs { depot { id } machines { id } status coordinates { latitude longitude } distanceKm
   distanceRemainingKm dispatchAt departAt eta }`;
 
-const lower = (s: string) => s.toLowerCase();
+const lower = <S extends string>(s: S) => s.toLowerCase() as Lowercase<S>;
 const ids = (list: { id: string }[]) => list.map((x) => x.id);
 const point = (c: Coords) => ({ lat: c.latitude, lon: c.longitude });
-const place = (p: PlaceData) => ({ id: p.id, name: p.name, coordinates: point(p.coordinates) });
+const place = (p: PlaceData): RentalPlace => ({ id: p.id, name: p.name, coordinates: point(p.coordinates) });
 
-const summaryBody = (s: SummaryData) => ({
+const summaryBody = (s: SummaryData): RentalFleetSummary => ({
   available: s.available,
   reserved: s.reserved,
   in_use: s.inUse,
@@ -130,7 +158,7 @@ const summaryBody = (s: SummaryData) => ({
   surge_multiplier: s.surgeMultiplier,
 });
 
-const quoteBody = (q: QuoteData) => ({
+const quoteBody = (q: QuoteData): RentalQuote => ({
   quote_id: q.id,
   status: lower(q.status),
   machine_ids: ids(q.machines),
@@ -164,7 +192,7 @@ const quoteBody = (q: QuoteData) => ({
   signature: q.signature,
 });
 
-const bookingBody = (b: BookingData) => ({
+const bookingBody = (b: BookingData): RentalBooking => ({
   booking_id: b.id,
   quote_id: b.quote.id,
   customer_name: b.customerName,
@@ -188,7 +216,7 @@ const bookingBody = (b: BookingData) => ({
   },
 });
 
-const trackingBody = (t: TrackingData) => ({
+const trackingBody = (t: TrackingData): RentalTracking => ({
   booking_id: t.bookingId,
   status: lower(t.status),
   coordinates: point(t.coordinates),
@@ -222,7 +250,8 @@ export const rentalRoutes: readonly RestRoute[] = [
     summary: 'Liveness indicator plus fleet summary',
     operation: `query RentalHealth { fleetSummary { ${SUMMARY} } }`,
     variables: () => ({}),
-    result: (d) => ({ status: 'ok', service: 'rental', version: '1.0', fleet: summaryBody(d.fleetSummary) }),
+    result: (d): RentalHealth => ({ status: 'ok', service: 'rental', version: '1.0', fleet: summaryBody(d.fleetSummary) }),
+    response: rentalHealth,
   }),
   defineRoute<undefined, undefined, undefined, { machines: MachineData[] }>({
     method: 'GET',
@@ -230,7 +259,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     summary: 'Machine catalogue with status',
     operation: `query RentalMachines { machines { ${MACHINE} } }`,
     variables: () => ({}),
-    result: (d) => ({
+    result: (d): RentalMachines => ({
       machines: d.machines.map((m) => ({
         id: m.id,
         name: m.name,
@@ -240,6 +269,7 @@ export const rentalRoutes: readonly RestRoute[] = [
         depot: place(m.depot),
       })),
     }),
+    response: rentalMachines,
   }),
   defineRoute<undefined, undefined, undefined, { locations: PlaceData[] }>({
     method: 'GET',
@@ -247,7 +277,8 @@ export const rentalRoutes: readonly RestRoute[] = [
     summary: 'Delivery sites',
     operation: `query RentalLocations { locations { ${PLACE} } }`,
     variables: () => ({}),
-    result: (d) => ({ locations: d.locations.map(place) }),
+    result: (d): RentalLocations => ({ locations: d.locations.map(place) }),
+    response: rentalLocations,
   }),
   defineRoute<undefined, undefined, undefined, { fleetSummary: SummaryData }>({
     method: 'GET',
@@ -256,6 +287,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     operation: `query RentalFleetSummary { fleetSummary { ${SUMMARY} } }`,
     variables: () => ({}),
     result: (d) => summaryBody(d.fleetSummary),
+    response: rentalFleetSummary,
   }),
   defineRoute<
     { machine_ids: string[]; location_id: string; start_time: string; duration_hours: number },
@@ -285,6 +317,8 @@ export const rentalRoutes: readonly RestRoute[] = [
       },
     }),
     result: (d) => quoteBody(d.createQuote),
+    response: rentalQuote,
+    errors: ['CONFLICT'],
   }),
   defineRoute<{ quote_id: string; customer_name: string }, undefined, undefined, { confirmBooking: BookingData }>({
     method: 'POST',
@@ -295,8 +329,11 @@ export const rentalRoutes: readonly RestRoute[] = [
       quote_id: confirmBookingInput.shape.quoteId,
       customer_name: confirmBookingInput.shape.customerName,
     }),
+    headers: confirmHeaders,
     variables: ({ body }) => ({ input: { quoteId: body.quote_id, customerName: body.customer_name } }),
     result: (d) => bookingBody(d.confirmBooking),
+    response: rentalBooking,
+    errors: ['NOT_FOUND', 'CONFLICT', 'GONE', 'IDEMPOTENCY_KEY_REUSED'],
   }),
   defineRoute<undefined, undefined, { booking_id: string }, { tracking: TrackingData | null }>({
     method: 'GET',
@@ -309,6 +346,8 @@ export const rentalRoutes: readonly RestRoute[] = [
       if (!d.tracking) throw domainError('NOT_FOUND', 'Booking not found');
       return trackingBody(d.tracking);
     },
+    response: rentalTracking,
+    errors: ['NOT_FOUND'],
   }),
   defineRoute<undefined, undefined, { booking_id: string }, { completeBooking: BookingData }>({
     method: 'POST',
@@ -318,6 +357,8 @@ export const rentalRoutes: readonly RestRoute[] = [
     params: bookingParams,
     variables: ({ params }) => ({ bookingId: params.booking_id }),
     result: (d) => bookingBody(d.completeBooking),
+    response: rentalBooking,
+    errors: ['NOT_FOUND', 'CONFLICT'],
   }),
   defineRoute<
     undefined,
@@ -342,13 +383,14 @@ export const rentalRoutes: readonly RestRoute[] = [
     }),
     variables: ({ query }) => ({ first: query.limit, after: query.cursor ?? null }),
     fieldNames: { after: 'cursor', first: 'limit' },
-    result: (d) => ({
+    result: (d): RentalBookingPage => ({
       bookings: d.bookings.edges.map((e) => bookingBody(e.node)),
       next_cursor: d.bookings.pageInfo.hasNextPage ? d.bookings.pageInfo.endCursor : null,
       total: d.bookings.totalCount,
     }),
+    response: rentalBookingPage,
   }),
-  defineRoute<undefined, undefined, undefined, { quoteSigningKeys: Record<string, string>[] }>({
+  defineRoute<undefined, undefined, undefined, { quoteSigningKeys: RentalSigningKeys['keys'] }>({
     method: 'GET',
     path: '/pricing/keys',
     summary: 'JWKS with the public keys that verify quote signatures',
@@ -356,6 +398,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     public: true,
     operation: 'query RentalSigningKeys { quoteSigningKeys { kid kty crv x alg use } }',
     variables: () => ({}),
-    result: (d) => ({ keys: d.quoteSigningKeys }),
+    result: (d): RentalSigningKeys => ({ keys: d.quoteSigningKeys }),
+    response: rentalSigningKeys,
   }),
 ];
