@@ -110,7 +110,7 @@ function routeConfig(module: RestModule, route: RestRoute, keysRequired: boolean
       200: {
         description: representations.length > 0 ? `JSON by default; ${representations.map(([t, d]) => `${t} (${d})`).join('; ')} by Accept` : 'Success',
         content: {
-          'application/json': { schema: route.response ?? z.unknown() },
+          'application/json': { schema: route.response },
           ...Object.fromEntries(representations.map(([type]) => [type, { schema: z.string() }])),
         },
       },

@@ -98,7 +98,7 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
         const other = route.represent?.(result.data ?? {}, request.headers.accept);
         if (other) return reply.code(200).type(other.contentType).send(other.body);
         const body = route.result(result.data ?? {});
-        if (options.checkAnswers && route.response) {
+        if (options.checkAnswers) {
           const checked = route.response.safeParse(body);
           if (!checked.success) throw new UndocumentedAnswerError(`${route.method} ${prefix}${route.path}`, checked.error.issues);
         }

@@ -38,9 +38,8 @@ export interface RestRoute<B = unknown, Q = unknown, P = unknown, D = unknown> {
   /**
    * The documented body of a 200 answer: the OpenAPI document's response schema, and, outside production,
    * checked against every answer `result` gives (a mismatch is a fault, so the suite keeps them in step).
-   * test/openapi.test.ts requires one on every route.
    */
-  response?: z.ZodType;
+  response: z.ZodType;
   /**
    * Domain codes this path answers besides those every path may (BAD_USER_INPUT for a path with input,
    * UNAUTHENTICATED, PAYLOAD_TOO_LARGE and UNSUPPORTED_MEDIA_TYPE for a body, UPSTREAM_UNAVAILABLE,
