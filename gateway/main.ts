@@ -6,9 +6,15 @@ async function main(): Promise<void> {
   const config = configOrExit();
   // Checked before the server's modules (Apollo, the subgraphs, their models) are even loaded.
   await assertPortFree(config.HOST, config.PORT);
+  // `npm ci` builds the dashboard (the package's prepare script); an install that skipped scripts has it built here.
+  const { buildDashboard, dashboardBuilt } = await import('./dashboard.js');
+  if (!dashboardBuilt()) {
+    console.log('ops-supergraph: building the dashboard (web/dist is missing)');
+    await buildDashboard();
+  }
   const { startServer } = await import('./server.js');
   const server = await startServer({ config });
-  server.app.log.info(`ops-supergraph serving GraphQL at ${server.url}/graphql and REST under ${server.url}/rental`);
+  server.app.log.info(`ops-supergraph serving the dashboard at ${server.url}/, GraphQL at ${server.url}/graphql and REST under ${server.url}/rental`);
   closeOnSignal(server, server.app.log);
 }
 
