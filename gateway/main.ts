@@ -14,7 +14,7 @@ async function main(): Promise<void> {
   }
   const { startServer } = await import('./server.js');
   const server = await startServer({ config });
-  server.app.log.info(`ops-supergraph serving the dashboard at ${server.url}/, GraphQL at ${server.url}/graphql and REST under ${server.url}/rental`);
+  server.app.log.info(`ops-supergraph serving GraphQL at ${server.url}/graphql, REST under ${server.url}/rental and the dashboard at ${server.url}/`);
   closeOnSignal(server, server.app.log);
 }
 
