@@ -131,7 +131,7 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
         { after: cursor },
       );
 
-      const context = await browser.newContext({ viewport: { width: 1440, height: 1000 } });
+      const context = await browser.newContext({ viewport: { width: 1440, height: 1000 }, reducedMotion: 'reduce' });
       const { page, errors } = await open(context);
       await page.goto(pageUrl);
       await live(page);
@@ -242,7 +242,7 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
 
   it('with API_KEYS set, asks for a key, keeps it for the tab and connects with it', async () => {
     const server = await startTestServer({ env: { API_KEYS: KEY } });
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, reducedMotion: 'reduce' });
     const { page, errors } = await open(context);
     await page.goto(`${server.url}/`);
     await waitFor(page, 'body[data-connection="unauthorized"]');
