@@ -18,6 +18,7 @@ import { acceptsGraphQLResponse } from './accept.js';
 import { createAuthenticator } from './auth.js';
 import { boundedVariableErrorsPlugin, skipRepeatedVariableValidation } from './bounded-errors.js';
 import { gatewayContextFrom, type GatewayContext } from './context.js';
+import { registerDashboard } from './dashboard.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
 import { READY_CHECK_TIMEOUT_MS, readyWithin } from './health.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
@@ -292,6 +293,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   app.get('/health/ready', { config: { public: true }, exposeHeadRoute: true }, health);
   // Liveness: the process serves requests (a database outage is not a reason to restart it).
   app.get('/health/live', { config: { public: true }, exposeHeadRoute: true }, async () => ({ status: 'ok', uptime_s: uptime() }));
+  // The operations dashboard at / (public files; its data comes over the GraphQL WebSocket, with a key when one is needed).
+  registerDashboard(app);
 
   await app.ready();
   const ws = attachGraphQLWebSocket({

@@ -1,0 +1,71 @@
+import type { Connection } from '../connection.js';
+import { fill } from '../dom.js';
+
+/**
+ * One subgraph's part of the page. `load` runs once per page (a cursor, the snapshot after it, the streams
+ * from that cursor) and again only if it did not finish, for example because the socket dropped midway;
+ * the streams themselves resume on every reconnect. `refresh` re-reads what has no stream, every `pollMs`
+ * and after a reconnect. A failure is shown in the panel's note and retried.
+ */
+export abstract class Source {
+  private loaded = false;
+  private running: Promise<void> | null = null;
+
+  constructor(
+    protected readonly connection: Connection,
+    private readonly note: HTMLElement,
+    pollMs: number | null,
+  ) {
+    if (pollMs !== null) setInterval(() => this.poll(), pollMs);
+  }
+
+  /** Returns the partial errors of its answers (a subgraph away while others answered). */
+  protected abstract load(): Promise<string[]>;
+
+  protected refresh(): Promise<string[]> {
+    return Promise.resolve([]);
+  }
+
+  /** After every (re)connect. */
+  connected(): void {
+    void this.run();
+  }
+
+  private poll(): void {
+    if (this.loaded && this.connection.state.kind === 'live') void this.run();
+  }
+
+  private run(): Promise<void> {
+    if (this.running) return this.running;
+    const running = this.attempt().finally(() => {
+      if (this.running === running) this.running = null;
+    });
+    this.running = running;
+    return running;
+  }
+
+  private async attempt(): Promise<void> {
+    try {
+      let partial: string[];
+      if (this.loaded) partial = await this.refresh();
+      else {
+        partial = await this.load();
+        this.loaded = true;
+      }
+      this.warn(partial);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      // A lost connection is shown by the banner, and the next connect runs this again.
+      if (this.connection.state.kind === 'live') {
+        this.warn([message]);
+        setTimeout(() => (this.loaded ? this.poll() : this.connected()), 5000);
+      }
+    }
+  }
+
+  /** Shows partial errors of an answer or a failure; none hides the note. */
+  private warn(messages: readonly string[]): void {
+    this.note.hidden = messages.length === 0;
+    fill(this.note, messages.join(' · '));
+  }
+}
