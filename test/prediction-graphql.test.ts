@@ -110,15 +110,24 @@ describe('prediction over GraphQL', () => {
 
   it('predictionModels shows versions, training time and held-out metrics', async () => {
     const res = await gql(url, `{ predictionModels { ready seed trainedAt data
-      dwell { version featureCount coverage80 pinballLoss baselinePinballLoss specCoverage80 }
-      travel { version featureCount coverage80 specCoverage80 }
-      locker { version featureCount rocAuc brierScore baselineBrierScore calibrationError baseRate oracleRocAuc specRocAuc } } }`);
+      dwell { version featureCount coverage80 pinballLoss baselinePinballLoss specCoverage80 baseline
+        coverageByDecile { feature groups { from to size coverage80 meanWidthMinutes } } }
+      travel { version featureCount coverage80 specCoverage80 coverageByDecile { feature groups { to coverage80 } } }
+      locker { version featureCount rocAuc brierScore baselineBrierScore calibrationError baseRate oracleRocAuc specRocAuc
+        calibrationByDecile { feature groups { size meanProbability observedRate } } } } }`);
     expect(res.errors).toBeUndefined();
     const m = res.data!['predictionModels'];
     expect(m).toMatchObject({ ready: true, seed: models.metrics.seed, trainedAt: models.metrics.trainedAt });
     expect(m.dwell).toMatchObject({ version: models.dwell.version, featureCount: 22, specCoverage80: 0.747 });
     expect(m.travel).toMatchObject({ featureCount: 12, specCoverage80: 0.771 });
     expect(m.locker).toMatchObject({ featureCount: 10, specRocAuc: 0.849 });
+    expect(m.dwell.coverageByDecile.map((c: { feature: string }) => c.feature)).toEqual(['floor_number', 'queue_length', 'distance_to_opc_km', 'hour_of_day']);
+    const floors = m.dwell.coverageByDecile[0].groups;
+    expect(floors.at(-1).to).toBe(60);
+    expect(floors.map((g: { size: number }) => g.size)).toEqual(models.metrics.dwell.coverageByDecile['floor_number']!.map((g) => g.n));
+    expect(m.travel.coverageByDecile[0].groups).toHaveLength(10);
+    expect(m.dwell.baseline).toContain('per handover');
+    expect(m.locker.calibrationByDecile.map((c: { feature: string }) => c.feature)).toEqual(['locker_distance_km', 'handoff_window_min', 'hour_of_day']);
   });
 
   it('one query returns a rental booking with its delivery-minute quantiles from the travel model', async () => {

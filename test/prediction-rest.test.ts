@@ -31,6 +31,23 @@ describe('prediction REST compatibility paths', () => {
     expect(locker).toMatchObject({ features: 10, metrics: { spec_roc_auc: 0.849 } });
     expect(locker.metrics.roc_auc).toBeGreaterThan(0.849);
     expect(locker.metrics.brier_score).toBeLessThan(locker.metrics.baseline_brier_score);
+
+    // Coverage by decile of the inputs that drive each answer, as metrics.json holds it.
+    expect(Object.keys(dwell.metrics.coverage_by_decile)).toEqual(['floor_number', 'queue_length', 'distance_to_opc_km', 'hour_of_day']);
+    expect(Object.keys(travel.metrics.coverage_by_decile)).toEqual(['distance_km', 'hour_of_day']);
+    const distance = travel.metrics.coverage_by_decile.distance_km;
+    expect(distance).toHaveLength(10);
+    expect(distance[9]).toMatchObject({ to: expect.any(Number), n: expect.any(Number), coverage_80: expect.any(Number), mean_width_min: expect.any(Number) });
+    expect(distance[9].to).toBeGreaterThan(1400);
+    for (const m of [dwell, travel]) {
+      for (const groups of Object.values(m.metrics.coverage_by_decile) as { n: number; coverage_80: number }[][]) {
+        expect(groups.reduce((sum, g) => sum + g.n, 0)).toBe(m.metrics.test_size);
+        for (const g of groups) expect(Math.abs(g.coverage_80 - 0.8)).toBeLessThanOrEqual(0.04);
+      }
+    }
+    expect(dwell.baseline).toContain('per floor');
+    expect(Object.keys(locker.metrics.calibration_by_decile)).toEqual(['locker_distance_km', 'handoff_window_min', 'hour_of_day']);
+    expect(locker.metrics.calibration_by_decile.locker_distance_km[0]).toMatchObject({ n: expect.any(Number), mean_probability: expect.any(Number), observed_rate: expect.any(Number) });
   });
 
   it('POST /prediction/predict/dwell_advanced answers ordered quantiles, the width and a risk sentence naming the margin', async () => {

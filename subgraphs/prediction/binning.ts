@@ -20,10 +20,15 @@ export function matrixOf(vectors: readonly Float64Array[]): Matrix {
   return { rows: vectors.length, width, values };
 }
 
+/** Cut points placed by rank (quantiles); the rest of the MAX_BINS - 1 are spaced evenly over the values. */
+export const QUANTILE_CUTS = 47;
+
 /**
  * Bin edges per feature: at most MAX_BINS - 1 increasing thresholds. A value x falls in bin
  * b = #{edges < x}, so "bin <= b" is "x <= edges[b]". Few distinct values get midpoints between them;
- * many get quantiles.
+ * many get QUANTILE_CUTS quantiles (resolution where the rows are) plus cuts spaced evenly between the
+ * smallest and largest value (resolution where they are not: quantile bins alone would lump a thin tail,
+ * the 20th to the 60th floor or 400 to 1,440 minutes, into one bin with one answer).
  */
 export function fitEdges(m: Matrix, significant = 6): number[][] {
   const edges: number[][] = [];
@@ -38,7 +43,12 @@ export function fitEdges(m: Matrix, significant = 6): number[][] {
       candidates = distinct.slice(1).map((v, i) => (v + distinct[i]!) / 2);
     } else {
       candidates = [];
-      for (let k = 1; k < MAX_BINS; k++) candidates.push(column[Math.floor((k * column.length) / MAX_BINS)]!);
+      for (let k = 1; k <= QUANTILE_CUTS; k++) candidates.push(column[Math.floor((k * column.length) / (QUANTILE_CUTS + 1))]!);
+      const lo = column[0]!;
+      const hi = column[column.length - 1]!;
+      const spaced = MAX_BINS - 1 - QUANTILE_CUTS;
+      for (let k = 1; k <= spaced; k++) candidates.push(lo + ((hi - lo) * k) / (spaced + 1));
+      candidates.sort((a, b) => a - b);
     }
     const rounded = candidates.map((v) => Number(v.toPrecision(significant)));
     edges.push(rounded.filter((v, i) => i === 0 || v > rounded[i - 1]!));

@@ -208,6 +208,17 @@ export const DERIVED_FEATURES: Readonly<Record<ModelName, readonly DerivedFeatur
   locker: [{ name: 'hour_of_day', sin: 'hour_sin', cos: 'hour_cos', period: 24 }],
 };
 
+/**
+ * The inputs that drive each model's answer most, in vector names: the held-out metrics report coverage
+ * (or calibration, for the locker) within each of their deciles, and the tests hold every decile to the
+ * target, so the intervals are right where users look and not only on average.
+ */
+export const SEGMENT_FEATURES: Readonly<Record<ModelName, readonly string[]>> = {
+  dwell: ['floor_number', 'queue_length', 'distance_to_opc_km', 'hour_of_day'],
+  travel: ['distance_km', 'hour_of_day'],
+  locker: ['locker_distance_km', 'handoff_window_min', 'hour_of_day'],
+};
+
 /** The angle of a sin/cos pair as a value in [0, period). */
 export function angleOf(sin: number, cos: number, period: number): number {
   const turns = Math.atan2(sin, cos) / (2 * Math.PI);

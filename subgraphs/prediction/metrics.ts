@@ -29,6 +29,76 @@ export function coverageByWidthTercile(predictions: readonly QuantileTriple[], o
   return [third(0), third(1), third(2)];
 }
 
+/**
+ * Rows grouped by deciles of one input: the cut points are the values at the 10%, 20%, ... 90% ranks, and
+ * every row with the same value lands in the same group, so an input whose one value spans several deciles
+ * (floor 0, an empty queue) gives fewer than ten groups. Groups in increasing order of the input.
+ */
+export function decileGroups(values: ArrayLike<number>, groups = 10): number[][] {
+  const n = values.length;
+  const sorted = Float64Array.from(values).sort();
+  const cuts: number[] = [];
+  for (let k = 1; k < groups; k++) {
+    const cut = sorted[Math.floor((k * n) / groups)]!;
+    if (cuts.length === 0 || cut > cuts[cuts.length - 1]!) cuts.push(cut);
+  }
+  // A row's group is the number of cuts below its value; the top cut's own rows join the group below it.
+  const out: number[][] = Array.from({ length: cuts.length + 1 }, () => []);
+  for (let i = 0; i < n; i++) {
+    const v = values[i]!;
+    let lo = 0;
+    let hi = cuts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (cuts[mid]! < v) lo = mid + 1;
+      else hi = mid;
+    }
+    out[lo]!.push(i);
+  }
+  return out.filter((g) => g.length > 0);
+}
+
+/** One decile group of a quantile model's test rows: the input's range in it, its size, coverage and width. */
+export interface CoverageGroup {
+  from: number;
+  to: number;
+  n: number;
+  coverage80: number;
+  meanWidthMin: number;
+}
+
+/** Coverage and mean width of the 80% interval within each decile group of one input. */
+export function coverageByDecile(values: ArrayLike<number>, predictions: readonly QuantileTriple[], outcome: ArrayLike<number>): CoverageGroup[] {
+  return decileGroups(values).map((rows) => {
+    const p = rows.map((i) => predictions[i]!);
+    const y = rows.map((i) => outcome[i]!);
+    const v = rows.map((i) => values[i]!);
+    return { from: Math.min(...v), to: Math.max(...v), n: rows.length, coverage80: intervalCoverage(p, y), meanWidthMin: meanWidth(p) };
+  });
+}
+
+/** One decile group of the classifier's test rows: mean predicted probability against the observed rate. */
+export interface CalibrationGroup {
+  from: number;
+  to: number;
+  n: number;
+  meanProbability: number;
+  observedRate: number;
+}
+
+export function calibrationByDecile(values: ArrayLike<number>, probability: ArrayLike<number>, label: ArrayLike<number>): CalibrationGroup[] {
+  return decileGroups(values).map((rows) => {
+    const v = rows.map((i) => values[i]!);
+    return {
+      from: Math.min(...v),
+      to: Math.max(...v),
+      n: rows.length,
+      meanProbability: mean(rows.map((i) => probability[i]!)),
+      observedRate: mean(rows.map((i) => label[i]!)),
+    };
+  });
+}
+
 export function meanWidth(predictions: readonly QuantileTriple[]): number {
   return predictions.reduce((sum, p) => sum + (p.q90 - p.q10), 0) / predictions.length;
 }
@@ -116,6 +186,9 @@ const triple = z.object({ q10: z.number(), q50: z.number(), q90: z.number() });
 const losses = triple.extend({ mean: z.number() });
 const splitSizes = z.object({ train: z.number().int(), validation: z.number().int(), calibration: z.number().int(), test: z.number().int() });
 
+const coverageGroup = z.object({ from: z.number(), to: z.number(), n: z.number().int(), coverage80: z.number(), meanWidthMin: z.number() });
+const calibrationGroup = z.object({ from: z.number(), to: z.number(), n: z.number().int(), meanProbability: z.number(), observedRate: z.number() });
+
 const quantileModelMetrics = z.object({
   version: z.string(),
   samples: splitSizes,
@@ -129,6 +202,11 @@ const quantileModelMetrics = z.object({
    * marginal, so this shows how evenly the intervals adapt to conditions.
    */
   coverageByWidthTercile: z.tuple([z.number(), z.number(), z.number()]),
+  /**
+   * Coverage and width within the deciles of the inputs that drive the answer (`SEGMENT_FEATURES`), by
+   * input name: where the marginal 80% holds is as important as that it holds on average.
+   */
+  coverageByDecile: z.record(z.string(), z.array(coverageGroup)),
   /** The same before the conformal shift (the raw quantile models). */
   uncalibratedCoverage80: z.number(),
   /** Log-scale conformal shifts of q10 (down) and q90 (up). */
@@ -156,6 +234,8 @@ const classifierMetrics = z.object({
   ece: z.number(),
   /** The boosted model before isotonic calibration. */
   uncalibrated: z.object({ rocAuc: z.number(), brier: z.number(), ece: z.number() }),
+  /** Mean predicted probability against the observed success rate within the deciles of the main inputs. */
+  calibrationByDecile: z.record(z.string(), z.array(calibrationGroup)),
   /** Success rate on the test split, and on the training split (the baseline predictor). */
   baseRate: z.number(),
   trainBaseRate: z.number(),

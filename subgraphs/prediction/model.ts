@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { BASELINES, vectorBaseline } from './baseline.js';
 import { applyIsotonic, type IsotonicCurve } from './calibration.js';
 import type { ConformalAdjustment } from './conformal.js';
 import { compileEnsemble, scoreEnsemble, type CompiledEnsemble, type EnsembleJson } from './gbm.js';
@@ -25,8 +26,10 @@ export interface QuantileArtifact {
   seed: number;
   /** Vector order: the input features, then the derived ones. */
   features: string[];
-  /** The ensembles predict quantiles of ln(minutes). */
-  target: 'ln_minutes';
+  /** The ensembles predict quantiles of ln(minutes / baseline minutes) (baseline.ts). */
+  target: 'ln_minutes_over_baseline';
+  /** The name of the baseline the ratio is taken to (`BASELINES[model].name`). */
+  baseline: string;
   depth: number;
   edges: number[][];
   quantiles: { q10: EnsembleJson; q50: EnsembleJson; q90: EnsembleJson };
@@ -63,10 +66,12 @@ export class QuantileModel {
   readonly version: string;
   private readonly ensembles: readonly [CompiledEnsemble, CompiledEnsemble, CompiledEnsemble];
   private readonly conformal: ConformalAdjustment;
+  private readonly baseline: (x: ArrayLike<number>) => number;
 
   constructor(readonly artifact: QuantileArtifact) {
     this.name = artifact.model;
     this.version = artifact.version;
+    this.baseline = vectorBaseline(artifact.model);
     const { q10, q50, q90 } = artifact.quantiles;
     this.ensembles = [q10, q50, q90].map((e) => compileEnsemble(e, artifact.edges, artifact.depth)) as unknown as [
       CompiledEnsemble,
@@ -76,10 +81,16 @@ export class QuantileModel {
     this.conformal = artifact.conformal;
   }
 
-  /** The three ensembles' ln-minute scores (q10, q50, q90 models), as they come. */
+  /** ln of the baseline minutes of an input vector: what the ensembles' ratios are added to. */
+  lnBaseline(x: ArrayLike<number>): number {
+    return Math.log(this.baseline(x));
+  }
+
+  /** The three ensembles' ln-minute quantiles (q10, q50, q90 models: baseline times ratio), as they come. */
   unsortedScores(x: ArrayLike<number>): [number, number, number] {
     const [a, b, c] = this.ensembles;
-    return [scoreEnsemble(a, x), scoreEnsemble(b, x), scoreEnsemble(c, x)];
+    const lnBase = this.lnBaseline(x);
+    return [lnBase + scoreEnsemble(a, x), lnBase + scoreEnsemble(b, x), lnBase + scoreEnsemble(c, x)];
   }
 
   /**
@@ -151,7 +162,8 @@ const quantileSchema = z.object({
   ...common,
   model: z.enum(['dwell', 'travel']),
   kind: z.literal('quantile'),
-  target: z.literal('ln_minutes'),
+  target: z.literal('ln_minutes_over_baseline'),
+  baseline: z.string(),
   quantiles: z.object({ q10: ensembleSchema, q50: ensembleSchema, q90: ensembleSchema }),
   conformal: z.object({ alpha: z.number(), lower: z.number(), upper: z.number(), calibrationSize: z.number().int() }),
 });
@@ -184,6 +196,9 @@ function checkFeatures(artifact: Artifact, model: ModelName): void {
 export function quantileModelOf(json: unknown, model: 'dwell' | 'travel'): QuantileModel {
   const artifact = quantileSchema.parse(json) as QuantileArtifact;
   if (artifact.model !== model) throw new Error(`expected the ${model} model, found ${artifact.model}`);
+  if (artifact.baseline !== BASELINES[model].name) {
+    throw new Error(`model ${model}: trained on baseline ${artifact.baseline}, the code computes ${BASELINES[model].name}`);
+  }
   checkFeatures(artifact, model);
   return new QuantileModel(artifact);
 }

@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import type { FieldProblem } from '../../platform/errors.js';
 import { DateTimeScalar, parseInstant } from '../../platform/scalars.js';
 import { checkInput, invalidInput, issuesAt, parseInput } from '../../platform/validate.js';
+import { BASELINES } from './baseline.js';
 import { MODEL_FEATURES } from './features.js';
 import { composeColdChain, deliveryTravelFeatures, readDwell } from './forecasts.js';
 import {
@@ -146,6 +147,12 @@ export const predictionResolvers = {
     baselinePinballLoss: (i: QuantileInfo) => i.metrics.baselinePinball.mean,
     specCoverage80: (i: QuantileInfo) => i.metrics.specCoverage80,
     testSize: (i: QuantileInfo) => i.metrics.samples.test,
+    coverageByDecile: (i: QuantileInfo) =>
+      Object.entries(i.metrics.coverageByDecile).map(([feature, groups]) => ({
+        feature,
+        groups: groups.map((g) => ({ from: g.from, to: g.to, size: g.n, coverage80: g.coverage80, meanWidthMinutes: g.meanWidthMin })),
+      })),
+    baseline: (i: QuantileInfo) => BASELINES[i.model.name].description,
   },
   ClassifierModelInfo: {
     version: (i: ClassifierInfo) => i.model.version,
@@ -159,6 +166,11 @@ export const predictionResolvers = {
     oracleRocAuc: (i: ClassifierInfo) => i.metrics.oracleRocAuc,
     specRocAuc: (i: ClassifierInfo) => i.metrics.specRocAuc,
     testSize: (i: ClassifierInfo) => i.metrics.samples.test,
+    calibrationByDecile: (i: ClassifierInfo) =>
+      Object.entries(i.metrics.calibrationByDecile).map(([feature, groups]) => ({
+        feature,
+        groups: groups.map((g) => ({ from: g.from, to: g.to, size: g.n, meanProbability: g.meanProbability, observedRate: g.observedRate })),
+      })),
   },
   Booking: {
     __resolveReference: (ref: BookingRepresentation) => ref,

@@ -81,6 +81,8 @@ interface QuantileInfoData {
   baselinePinballLoss: number;
   specCoverage80: number;
   testSize: number;
+  coverageByDecile: { feature: string; groups: { from: number; to: number; size: number; coverage80: number; meanWidthMinutes: number }[] }[];
+  baseline: string;
 }
 interface ClassifierInfoData {
   version: string;
@@ -94,6 +96,7 @@ interface ClassifierInfoData {
   oracleRocAuc: number;
   specRocAuc: number;
   testSize: number;
+  calibrationByDecile: { feature: string; groups: { from: number; to: number; size: number; meanProbability: number; observedRate: number }[] }[];
 }
 interface ModelsData {
   ready: boolean;
@@ -111,9 +114,10 @@ const TRANSIT = 'q10Minutes q50Minutes q90Minutes intervalWidthMinutes modelVers
 const LOCKER = 'successProbability modelVersion';
 const MARGIN = 'totalMinutes marginMinutes';
 const QUANTILE_INFO = `version featureCount trees coverage80 meanWidthMinutes uncalibratedCoverage80 pinballLoss
-  baselinePinballLoss specCoverage80 testSize`;
+  baselinePinballLoss specCoverage80 testSize baseline
+  coverageByDecile { feature groups { from to size coverage80 meanWidthMinutes } }`;
 const CLASSIFIER_INFO = `version featureCount trees rocAuc brierScore baselineBrierScore calibrationError baseRate
-  oracleRocAuc specRocAuc testSize`;
+  oracleRocAuc specRocAuc testSize calibrationByDecile { feature groups { from to size meanProbability observedRate } }`;
 
 const lower = <S extends string>(s: S) => s.toLowerCase() as Lowercase<S>;
 
@@ -151,7 +155,14 @@ const quantileInfoBody = (i: QuantileInfoData, trainedAt: string): QuantileModel
     baseline_pinball_loss: i.baselinePinballLoss,
     spec_coverage_80: i.specCoverage80,
     test_size: i.testSize,
+    coverage_by_decile: Object.fromEntries(
+      i.coverageByDecile.map((c) => [
+        c.feature,
+        c.groups.map((g) => ({ from: g.from, to: g.to, n: g.size, coverage_80: g.coverage80, mean_width_min: g.meanWidthMinutes })),
+      ]),
+    ),
   },
+  baseline: i.baseline,
 });
 const classifierInfoBody = (i: ClassifierInfoData, trainedAt: string): ClassifierModel => ({
   ready: true,
@@ -168,6 +179,12 @@ const classifierInfoBody = (i: ClassifierInfoData, trainedAt: string): Classifie
     oracle_roc_auc: i.oracleRocAuc,
     spec_roc_auc: i.specRocAuc,
     test_size: i.testSize,
+    calibration_by_decile: Object.fromEntries(
+      i.calibrationByDecile.map((c) => [
+        c.feature,
+        c.groups.map((g) => ({ from: g.from, to: g.to, n: g.size, mean_probability: g.meanProbability, observed_rate: g.observedRate })),
+      ]),
+    ),
   },
 });
 

@@ -1,15 +1,18 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { BASELINES, vectorBaseline } from './baseline.js';
 import { fitIsotonic } from './calibration.js';
 import { fitConformal } from './conformal.js';
-import { vectorNames, toVector, type ModelName } from './features.js';
+import { SEGMENT_FEATURES, vectorNames, toVector, type ModelName } from './features.js';
 import { binMatrix, fitEdges, matrixOf } from './binning.js';
 import { boost, logisticLoss, quantileLoss, quantileOf, type BoostParams, type EnsembleJson } from './gbm.js';
 import { generate, type Sample } from './generator.js';
 import {
   QUANTILES,
   brierScore,
+  calibrationByDecile,
+  coverageByDecile,
   coverageByWidthTercile,
   crossingRate,
   expectedCalibrationError,
@@ -121,6 +124,19 @@ function vectors(model: ModelName, samples: Sample[]) {
   return samples.map((s) => toVector(model, s.features));
 }
 
+/** Column `name` of a model's input vectors. */
+function column(model: ModelName, rows: readonly Float64Array[], name: string): Float64Array {
+  const j = vectorNames(model).indexOf(name);
+  if (j < 0) throw new Error(`${model} has no feature ${name}`);
+  return Float64Array.from(rows, (x) => x[j]!);
+}
+
+const r4Group = <G extends { from: number; to: number }>(g: G, round: (k: keyof G, v: number) => number): G => {
+  const out = { ...g };
+  for (const k of Object.keys(g) as (keyof G)[]) out[k] = round(k, g[k] as number) as G[keyof G];
+  return out;
+};
+
 interface Trained<A, M> {
   artifact: A;
   metrics: M;
@@ -135,12 +151,17 @@ export function trainQuantileModel(
   log: (line: string) => void,
 ): Trained<QuantileArtifact, QuantileModelMetrics> {
   const parts = split(samples, validationShare);
-  const fitX = matrixOf(vectors(model, parts.fit));
+  const fitVectors = vectors(model, parts.fit);
+  const validVectors = vectors(model, parts.validation);
+  const fitX = matrixOf(fitVectors);
   const edges = fitEdges(fitX);
   const fitBins = binMatrix(fitX, edges);
-  const validBins = binMatrix(matrixOf(vectors(model, parts.validation)), edges);
-  const lnY = Float64Array.from(parts.fit, (s) => Math.log(s.target));
-  const lnYValid = Float64Array.from(parts.validation, (s) => Math.log(s.target));
+  const validBins = binMatrix(matrixOf(validVectors), edges);
+  // The trees learn ln(minutes / baseline): the ratio to a physical estimate that keeps growing where the
+  // data thins out (baseline.ts).
+  const baselineOf = vectorBaseline(model);
+  const lnY = Float64Array.from(parts.fit, (s, i) => Math.log(s.target / baselineOf(fitVectors[i]!)));
+  const lnYValid = Float64Array.from(parts.validation, (s, i) => Math.log(s.target / baselineOf(validVectors[i]!)));
 
   const ensembles = {} as Record<keyof typeof QUANTILES, EnsembleJson>;
   const trees = { q10: 0, q50: 0, q90: 0 };
@@ -158,7 +179,8 @@ export function trainQuantileModel(
     version: '',
     seed,
     features: vectorNames(model),
-    target: 'ln_minutes',
+    target: 'ln_minutes_over_baseline',
+    baseline: BASELINES[model].name,
     depth: params.depth,
     edges,
     quantiles: ensembles,
@@ -199,6 +221,14 @@ export function trainQuantileModel(
     meanWidthMin: r2(meanWidth(predictions)),
     medianWidthMin: r2(quantileOf(widths, 0.5)),
     coverageByWidthTercile: coverageByWidthTercile(predictions, outcome).map(r4) as [number, number, number],
+    coverageByDecile: Object.fromEntries(
+      SEGMENT_FEATURES[model].map((name) => [
+        name,
+        coverageByDecile(column(model, testVectors, name), predictions, outcome).map((g) =>
+          r4Group(g, (k, v) => (k === 'n' ? v : k === 'meanWidthMin' ? r2(v) : r4(v))),
+        ),
+      ]),
+    ),
     uncalibratedCoverage80: r4(intervalCoverage(uncalibrated, outcome)),
     conformalShift: { lower: conformal.lower, upper: conformal.upper },
     pinball: roundLosses(pinballLosses(predictions, outcome)),
@@ -275,6 +305,12 @@ export function trainLockerModel(
       brier: r4(brierScore(rawProbability, label)),
       ece: r4(expectedCalibrationError(rawProbability, label)),
     },
+    calibrationByDecile: Object.fromEntries(
+      SEGMENT_FEATURES.locker.map((name) => [
+        name,
+        calibrationByDecile(column('locker', testVectors, name), probability, label).map((g) => r4Group(g, (k, v) => (k === 'n' ? v : r4(v)))),
+      ]),
+    ),
     baseRate: r4(mean(label)),
     trainBaseRate: r4(trainBaseRate),
     baselineBrier: r4(brierScore(constant, label)),

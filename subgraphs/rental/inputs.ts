@@ -74,8 +74,11 @@ export const bookingsPageArgs = z.object({
   after: text().nullish(),
 });
 
-/** Start-time window, relative to the pricing instant. */
-export const START_TIME_WINDOW = { pastMinutes: 15, futureDays: 365 } as const;
+/**
+ * How far ahead a rental may start, from the pricing instant. The earliest start is not a fixed window:
+ * it is when the quote's machines can be on site (tracking.ts `earliestStart`).
+ */
+export const START_TIME_WINDOW = { futureDays: 365 } as const;
 
 /** The Idempotency-Key header: printable, bounded. */
 export const idempotencyKey = z.string().trim().min(1).max(200).regex(/^[\x21-\x7e]+$/, 'must be printable ASCII');

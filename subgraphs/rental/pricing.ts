@@ -94,6 +94,15 @@ export function utilizationOf(counts: FleetCounts): number {
   return counts.total === 0 ? 0 : round4((counts.reserved + counts.inUse) / counts.total);
 }
 
+/** One truck run per depot the machines come from, with its road distance to the site; in depot order. */
+export function deliveryRuns(machines: readonly PricedMachine[], site: LatLon): { depotId: string; machineIds: string[]; distanceKm: number }[] {
+  const byDepot = new Map<string, PricedMachine[]>();
+  for (const m of [...machines].sort((a, b) => a.id.localeCompare(b.id))) byDepot.set(m.depotId, [...(byDepot.get(m.depotId) ?? []), m]);
+  return [...byDepot.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([depotId, group]) => ({ depotId, machineIds: group.map((m) => m.id), distanceKm: round2(roadKm(group[0]!.depot, site)) }));
+}
+
 /**
  * Prices a quote. `countsAfter` is the fleet with this quote's machines already reserved.
  */
@@ -118,23 +127,12 @@ export function priceQuote(args: {
     leadTimeFactor: leadFactor,
     amountCents: Math.round(m.hourlyRateCents * args.durationHours * surge * leadFactor),
   }));
-  const byDepot = new Map<string, PricedMachine[]>();
-  for (const m of machines) byDepot.set(m.depotId, [...(byDepot.get(m.depotId) ?? []), m]);
-  const deliveries = [...byDepot.entries()]
-    .sort(([a], [b]) => a.localeCompare(b))
-    .map(([depotId, group]) => {
-      const distanceKm = round2(roadKm(group[0]!.depot, args.site));
-      return {
-        depotId,
-        machineIds: group.map((m) => m.id),
-        distanceKm,
-        amountCents: Math.round(
-          PRICING.deliveryBaseCents +
-            PRICING.deliveryPerKmCents * distanceKm +
-            PRICING.deliveryExtraMachineCents * (group.length - 1),
-        ),
-      };
-    });
+  const deliveries = deliveryRuns(machines, args.site).map((run) => ({
+    ...run,
+    amountCents: Math.round(
+      PRICING.deliveryBaseCents + PRICING.deliveryPerKmCents * run.distanceKm + PRICING.deliveryExtraMachineCents * (run.machineIds.length - 1),
+    ),
+  }));
   const subtotalCents = lineItems.reduce((s, l) => s + l.amountCents, 0);
   const deliveryCents = deliveries.reduce((s, d) => s + d.amountCents, 0);
   return {

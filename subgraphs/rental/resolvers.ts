@@ -30,7 +30,7 @@ import {
 } from './records.js';
 import type { QuoteSigner } from './signing.js';
 import { TOPICS, type MachineStatusEvent, type RentalStore } from './store.js';
-import { trackingState, type LegState, type TrackingEventPayload, type TrackingState } from './tracking.js';
+import { earliestStart, trackingState, type LegState, type TrackingEventPayload, type TrackingState } from './tracking.js';
 
 export interface RentalContext {
   store: RentalStore;
@@ -214,15 +214,10 @@ export const rentalResolvers = {
   Mutation: {
     createQuote: async (_: unknown, args: { input: unknown }, ctx: RentalContext) => {
       const input = parseInput(createQuoteInput, args.input);
-      const earliest = ctx.now.getTime() - START_TIME_WINDOW.pastMinutes * 60_000;
+      // The lower bound is where the machines can be on site, which the store knows (their depots).
       const latest = ctx.now.getTime() + START_TIME_WINDOW.futureDays * 86_400_000;
-      if (input.startTime.getTime() < earliest || input.startTime.getTime() > latest) {
-        throw invalidInput([
-          {
-            field: 'startTime',
-            message: `must be between ${START_TIME_WINDOW.pastMinutes} minutes ago and ${START_TIME_WINDOW.futureDays} days ahead`,
-          },
-        ]);
+      if (input.startTime.getTime() > latest) {
+        throw invalidInput([{ field: 'startTime', message: `must be at most ${START_TIME_WINDOW.futureDays} days ahead` }]);
       }
       const quote = await ctx.store.createQuote({ ...input, now: ctx.now });
       ctx.loaders.quote.prime(quote.id, quote);
@@ -259,6 +254,7 @@ export const rentalResolvers = {
     deliveries: (q: QuoteRecord) => q.deliveries,
     subtotal: (q: QuoteRecord) => euros(q.subtotalCents),
     deliveryTotal: (q: QuoteRecord) => euros(q.deliveryCents),
+    earliestStart: (q: QuoteRecord) => earliestStart(q.deliveries, q.expiresAt),
     total: (q: QuoteRecord) => euros(q.totalCents),
     booking: (q: QuoteRecord, _: unknown, ctx: RentalContext) => ctx.loaders.bookingByQuote.load(q.id),
   },

@@ -74,6 +74,7 @@ interface QuoteData {
   surgeMultiplier: number;
   leadTimeHours: number;
   leadTimeFactor: number;
+  earliestStart: string;
   lineItems: { machine: { id: string }; hourlyRate: number; hours: number; surgeMultiplier: number; leadTimeFactor: number; amount: number }[];
   deliveries: { depot: { id: string }; machines: { id: string }[]; distanceKm: number; amount: number }[];
   subtotal: number;
@@ -134,7 +135,7 @@ const SUMMARY = 'available reserved inUse total utilization surgeMultiplier';
 const PLACE = 'id name coordinates { latitude longitude }';
 const MACHINE = `id name category hourlyRate status depot { ${PLACE} }`;
 const QUOTE = `id status machines { id } location { id } startTime durationHours utilization surgeMultiplier
-  leadTimeHours leadTimeFactor lineItems { machine { id } hourlyRate hours surgeMultiplier leadTimeFactor amount }
+  leadTimeHours leadTimeFactor earliestStart lineItems { machine { id } hourlyRate hours surgeMultiplier leadTimeFactor amount }
   deliveries { depot { id } machines { id } distanceKm amount } subtotal deliveryTotal total currency createdAt
   expiresAt signature`;
 const BOOKING = `id status customerName quote { id } machines { id } location { id } startTime durationHours
@@ -164,6 +165,7 @@ const quoteBody = (q: QuoteData): RentalQuote => ({
   machine_ids: ids(q.machines),
   location_id: q.location.id,
   start_time: q.startTime,
+  earliest_start: q.earliestStart,
   duration_hours: q.durationHours,
   utilization: q.utilization,
   surge_multiplier: q.surgeMultiplier,

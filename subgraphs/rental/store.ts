@@ -1,8 +1,9 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { GraphQLError } from 'graphql';
 import type { Database, Queryable } from '../../platform/db.js';
 import { domainError } from '../../platform/errors.js';
 import { appendEvents, lockCommitOrder, type OutboxEvent } from '../../platform/outbox.js';
-import { PRICING, closeBill, priceQuote, surgeMultiplier, utilizationOf, type FleetCounts } from './pricing.js';
+import { PRICING, closeBill, deliveryRuns, priceQuote, surgeMultiplier, utilizationOf, type FleetCounts } from './pricing.js';
 import type {
   BookingRecord,
   FleetSummaryRecord,
@@ -12,7 +13,16 @@ import type {
   QuoteRecord,
 } from './records.js';
 import type { QuoteSigner } from './signing.js';
-import { dueTrackingEvents, planLegs, trackingPayload, trackingState, type TrackingStatus } from './tracking.js';
+import {
+  DELIVERY,
+  dueTrackingEvents,
+  earliestStart,
+  planLegs,
+  roadMs,
+  trackingPayload,
+  trackingState,
+  type TrackingStatus,
+} from './tracking.js';
 
 export const TOPICS = {
   /** key: machine id */
@@ -54,6 +64,18 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 /** A confirm's payload as an Idempotency-Key remembers it: SHA-256 of its normalized fields. */
 export function confirmFingerprint(input: { quoteId: string; customerName: string }): string {
   return createHash('sha256').update(JSON.stringify(['confirmBooking', input.quoteId, input.customerName]), 'utf8').digest('hex');
+}
+
+/** A start before the machines can be on site: 400, stating the earliest start and what it is made of. */
+function startTooEarly(runs: readonly { depotId: string; distanceKm: number }[], earliest: Date): GraphQLError {
+  const farthest = runs.reduce((a, b) => (b.distanceKm > a.distanceKm ? b : a));
+  const roadMinutes = Math.round(roadMs(farthest.distanceKm) / 60_000);
+  const why =
+    `its machines can be on site no earlier (dispatched when the booking is confirmed, at the latest when the quote ` +
+    `expires, then ${DELIVERY.loadingMinutes} min loading and ${roadMinutes} min on the road from ${farthest.depotId})`;
+  return domainError('BAD_USER_INPUT', `The rental cannot start before ${earliest.toISOString()}: ${why}`, [
+    { field: 'startTime', message: `must be at or after ${earliest.toISOString()}: ${why}` },
+  ]);
 }
 
 const keyReused = () =>
@@ -264,13 +286,30 @@ export class RentalStore {
           { field: 'locationId', message: `unknown location "${input.locationId}"` },
         ]);
       }
-      const known = await tx.query<{ id: string }>('SELECT id FROM rental_machines WHERE id = ANY($1)', [input.machineIds]);
-      const unknown = input.machineIds.filter((id) => !known.rows.some((r) => r.id === id));
+      // Catalogue facts (rate, depot), fixed by migrations: read before any reservation is taken.
+      const catalogue = await tx.query<{ id: string; hourlyRateCents: number; depotId: string; latitude: number; longitude: number }>(
+        `SELECT m.id, m.hourly_rate_cents AS "hourlyRateCents", m.depot_id AS "depotId", d.latitude, d.longitude
+         FROM rental_machines m JOIN rental_depots d ON d.id = m.depot_id WHERE m.id = ANY($1)`,
+        [input.machineIds],
+      );
+      const unknown = input.machineIds.filter((id) => !catalogue.rows.some((r) => r.id === id));
       if (unknown.length > 0) {
         throw domainError('BAD_USER_INPUT', `Unknown machine${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`, [
           { field: 'machineIds', message: `unknown machine ids: ${unknown.join(', ')}` },
         ]);
       }
+      const machines = catalogue.rows.map((m) => ({
+        id: m.id,
+        hourlyRateCents: m.hourlyRateCents,
+        depotId: m.depotId,
+        depot: { latitude: m.latitude, longitude: m.longitude },
+      }));
+      // A rental starts when its machines can be on site: trucks leave when the booking is confirmed,
+      // at the latest when this quote expires.
+      const expiresAt = new Date(now.getTime() + this.options.quoteTtlSeconds * 1000);
+      const runs = deliveryRuns(machines, site);
+      const earliest = earliestStart(runs, expiresAt);
+      if (input.startTime.getTime() < earliest.getTime()) throw startTooEarly(runs, earliest);
       const quoteId = randomUUID();
       // Lock in id order so overlapping quotes cannot deadlock; rows taken meanwhile drop out of the filter.
       const reserved = await tx.query<{ id: string }>(
@@ -287,29 +326,18 @@ export class RentalStore {
         const list = taken.rows.map((r) => `${r.id} (${r.status})`).join(', ');
         throw domainError('CONFLICT', `Machine${taken.rows.length > 1 ? 's' : ''} not available: ${list}`);
       }
-      const priced = await tx.query<{ id: string; hourlyRateCents: number; depotId: string; latitude: number; longitude: number }>(
-        `SELECT m.id, m.hourly_rate_cents AS "hourlyRateCents", m.depot_id AS "depotId", d.latitude, d.longitude
-         FROM rental_machines m JOIN rental_depots d ON d.id = m.depot_id WHERE m.id = ANY($1)`,
-        [input.machineIds],
-      );
       // Priced in commit order: under the lock, every quote committed before this one is counted, so
       // concurrent quotes see utilization climb one after another instead of all seeing the same fleet.
       await lockCommitOrder(tx);
       const countsAfter = await fleetCounts(tx);
       const price = priceQuote({
-        machines: priced.rows.map((m) => ({
-          id: m.id,
-          hourlyRateCents: m.hourlyRateCents,
-          depotId: m.depotId,
-          depot: { latitude: m.latitude, longitude: m.longitude },
-        })),
+        machines,
         site,
         startTime: input.startTime,
         durationHours: input.durationHours,
         countsAfter,
         pricedAt: now,
       });
-      const expiresAt = new Date(now.getTime() + this.options.quoteTtlSeconds * 1000);
       const machineIds = [...input.machineIds].sort();
       const signature = await this.signer.sign({
         quote_id: quoteId,

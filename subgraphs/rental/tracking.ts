@@ -22,6 +22,28 @@ export interface PlannedLeg {
   arriveAt: string;
 }
 
+/** Road time of a truck run, milliseconds: the distance at the low-loader's average speed. */
+export const roadMs = (distanceKm: number) => (distanceKm / DELIVERY.speedKmh) * 3_600_000;
+
+/**
+ * When every truck run is on site if all are dispatched at `dispatchAt`: loading at the depot, then the
+ * road time. The same figures `planLegs` schedules with, so a quote's promise and its tracking agree.
+ */
+export function earliestArrival(deliveries: readonly { distanceKm: number }[], dispatchAt: Date): Date {
+  const longest = Math.max(0, ...deliveries.map((d) => roadMs(d.distanceKm)));
+  return new Date(dispatchAt.getTime() + DELIVERY.loadingMinutes * 60_000 + longest);
+}
+
+/**
+ * The earliest start a quote can promise: trucks are dispatched when the booking is confirmed, and a quote
+ * can be confirmed until it expires, so its machines are on site by `earliestArrival(deliveries,
+ * expiresAt)`, rounded up to the whole minute. A start at or after it is always met by `planLegs`, whenever
+ * within the quote's life the booking is confirmed.
+ */
+export function earliestStart(deliveries: readonly { distanceKm: number }[], expiresAt: Date): Date {
+  return new Date(Math.ceil(earliestArrival(deliveries, expiresAt).getTime() / 60_000) * 60_000);
+}
+
 /**
  * Plans one truck run per depot: dispatched so it arrives `arrivalBufferMinutes` before the start,
  * but never before the booking is confirmed.
@@ -32,7 +54,7 @@ export function planLegs(
   startTime: Date,
 ): PlannedLeg[] {
   return deliveries.map((d) => {
-    const travelMs = (d.distanceKm / DELIVERY.speedKmh) * 3_600_000;
+    const travelMs = roadMs(d.distanceKm);
     const loadMs = DELIVERY.loadingMinutes * 60_000;
     const idealDispatch = startTime.getTime() - DELIVERY.arrivalBufferMinutes * 60_000 - travelMs - loadMs;
     const dispatch = Math.max(confirmedAt.getTime(), idealDispatch);
