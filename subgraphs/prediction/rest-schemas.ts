@@ -94,7 +94,22 @@ const quantileModel = z
       baseline_pinball_loss: minutes('The same for the training-set quantiles (a constant forecast)'),
       spec_coverage_80: share('The coverage the specification reports for this model'),
       test_size: z.number().int().describe('Held-out rows the metrics are measured on'),
+      coverage_by_decile: z
+        .record(
+          z.string(),
+          z.array(
+            z.strictObject({
+              from: z.number().describe('Lowest value of the input in this group'),
+              to: z.number().describe('Highest value of the input in this group'),
+              n: z.number().int().describe('Held-out rows in the group'),
+              coverage_80: share('Share of the group inside [q10, q90]'),
+              mean_width_min: minutes('Mean width of the 80% interval in the group'),
+            }),
+          ),
+        )
+        .describe('Coverage by decile of each of the most important inputs (by input name)'),
     }),
+    baseline: z.string().describe('The physical baseline the model predicts a ratio to'),
   })
   .meta({ id: 'PredictionQuantileModel', description: 'A quantile model and its held-out (test split) metrics' });
 
@@ -110,6 +125,20 @@ const classifierModel = z
       oracle_roc_auc: share("ROC-AUC of the generator's true probabilities: the ceiling on this data"),
       spec_roc_auc: share('The ROC-AUC the specification reports'),
       test_size: z.number().int().describe('Held-out rows the metrics are measured on'),
+      calibration_by_decile: z
+        .record(
+          z.string(),
+          z.array(
+            z.strictObject({
+              from: z.number().describe('Lowest value of the input in this group'),
+              to: z.number().describe('Highest value of the input in this group'),
+              n: z.number().int().describe('Held-out rows in the group'),
+              mean_probability: share('Mean predicted success probability in the group'),
+              observed_rate: share('Observed success rate in the group'),
+            }),
+          ),
+        )
+        .describe('Calibration by decile of each of the most important inputs (by input name)'),
     }),
   })
   .meta({ id: 'PredictionClassifierModel', description: 'The locker classifier and its held-out (test split) metrics' });

@@ -60,6 +60,7 @@ export const rentalQuote = z
     machine_ids: machineIds,
     location_id: z.string().describe('The delivery site (LOC-001)'),
     start_time: instant(),
+    earliest_start: instant().describe('When the last machine can be on site if the quote is confirmed at its expiry (loading, then road time from its depot): the earliest start a quote may ask for'),
     duration_hours: z.number().describe('Rental length, hours'),
     utilization: z.number().min(0).max(1).describe('Fleet utilization after this reservation, the figure the surge was priced at'),
     surge_multiplier: z.number().min(1).describe('m(u), rounded to 4 decimals before use'),
