@@ -23,13 +23,14 @@ describe('a flood of hostile requests', () => {
     });
     expect(unexpected).toEqual([]);
     expect(result.requests).toBeGreaterThan(requests.length);
-    // The target is p99 under 100 ms, met by `npm run bench -- flood` on an otherwise idle machine (the README
-    // gives the figures; about 50 ms here when this file runs alone, about 110 ms beside another suite file).
-    // The suite runs two files at once on two cores (one may drive a browser), beside this test's own flood
-    // thread, and a descheduled thread counts as loop delay, so the bound leaves room for that; it stays far
-    // below what one unrefused hostile document costs (seconds to minutes: the bench's second run).
+    // The target, p99 under 100 ms, is a performance figure: `npm run bench -- flood` measures it on an
+    // otherwise idle machine (the README gives the figures; about 50 ms here when this file runs alone,
+    // about 110 ms beside another suite file, 320 ms on a machine at load average 8). A descheduled thread
+    // counts as loop delay, so this test holds a bound no busy machine reaches but any request that is
+    // expensive before it is refused does (one such document holds the loop for seconds to minutes: the
+    // bench's second run); that operations take turns is held by test/admission.test.ts.
     console.log(`flood: ${result.requests} requests in ${result.seconds} s; loop delay p50 ${result.loopDelay.p50} ms, p99 ${result.loopDelay.p99} ms, max ${result.loopDelay.max} ms; /health ${result.health.ok}/${result.health.asked}, slowest ${Math.round(result.health.maxMs)} ms`);
-    expect(result.loopDelay.p99, JSON.stringify(result)).toBeLessThan(250);
+    expect(result.loopDelay.p99, JSON.stringify(result)).toBeLessThan(1000);
     expect(result.health.asked).toBeGreaterThan(0);
     expect(result.health.ok).toBe(result.health.asked);
   }, 180_000);
