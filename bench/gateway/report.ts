@@ -13,8 +13,8 @@ import type { ProfileSummary } from './profile.js';
 export interface WorkloadResult {
   name: string;
   title: string;
-  /** Requests whose answers were compared across gateways before measuring. */
-  verified: number;
+  /** What was compared across the targets before measuring. */
+  verified: string;
   /** Peak RSS is this workload's own (reset before its warm-up), not the process's lifetime's. */
   peakRssPerWorkload: boolean;
   cells: CellResult[];
@@ -53,7 +53,7 @@ function rows(w: WorkloadResult) {
     'gateway CPU ms/req': fmt(c.gatewayCpuMs, 2),
     'subgraphs CPU ms/req': fmt(c.subgraphsCpuMs, 2),
     'peak RSS MiB': fmt(c.peakRssMiB, 0),
-    ...(c.rowsPerSecond !== null ? { 'rows/s': fmt(c.rowsPerSecond, 0) } : {}),
+    ...(c.rowsPerSecond !== null ? { 'rows/s': fmt(c.rowsPerSecond, 0), 's per 1M rows': fmt(1e6 / c.rowsPerSecond, 0) } : {}),
   }));
 }
 
@@ -147,9 +147,10 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
     `Load: autocannon in a process of its own, ${o.connections} connections, a ${o.warmup} s warm-up per target, then ${o.rounds} rounds`,
     `of ${o.seconds} s per target interleaved (A B C, A B C, ...); paging reads ${o.pagingRows.toLocaleString('en-US')} rows per target over its rounds.`,
     `Database: ${bench.database}. rps counts successful responses (2xx without GraphQL errors); p50/p99 are over every`,
-    'round; CPU ms per request is the process\'s user + system time over the rounds (/proc/<pid>/stat) divided by the',
-    'responses; for `npm start` the gateway process runs the subgraphs too. Peak RSS is VmHWM, reset before each workload.',
-    `Before measuring, every target answered each workload's operations with the same data (${bench.workloads.map((w) => `${w.name}: ${w.verified}`).join(', ')} requests compared).`,
+    "round; CPU ms per request is the process's user + system time over the rounds (/proc/<pid>/stat, read once the",
+    'servers are quiet again after each round) divided by the requests sent; for `npm start` the gateway process runs the',
+    'subgraphs too, and "subgraphs" is the five subgraph processes together. Peak RSS is VmHWM, reset before each workload.',
+    `Before measuring, every target answered each workload's operations with the same data (${bench.workloads.map((w) => `${w.name}: ${w.verified}`).join('; ')}).`,
     '',
     '## Goals',
     '',
@@ -171,8 +172,10 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
     lines.push('', '## Where the CPU goes', '');
     lines.push(
       `Each gateway below was started again with \`node --cpu-prof\` after the measured rounds and sent the federated query`,
-      `(${o.connections} connections) for ${String(bench.options['profileSeconds'])} s after a 2 s warm-up, in distributed mode. Self time, as a share of the`,
-      "process's busy (non-idle) time; the profiler itself adds some overhead.",
+      `(${o.connections} connections) for ${String(bench.options['profileSeconds'])} s after a 2 s warm-up, in distributed mode, on the same subgraph processes.`,
+      "Self time, as a share of the process's busy (non-idle) samples of that stretch. V8 samples wall time, so on a",
+      'machine this busy the time a process waits for a core is charged to whatever it was running; the profiler adds',
+      'some overhead of its own.',
     );
     for (const p of bench.profiles) {
       lines.push('', `### ${p.target} (busy ${p.summary.busyMs.toLocaleString('en-US')} ms, idle ${p.summary.idleMs.toLocaleString('en-US')} ms)`, '', '| by package or folder | self ms | % |', '|---|---:|---:|');
