@@ -5,7 +5,8 @@ import { argv, env } from 'node:process';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { subgraphNames } from '../schema/subgraphs.js';
-import { LoadGenerator, measureRound, resetPeaks, summarize, type Cell, type CellResult, type Round, type Target } from './gateway/measure.js';
+import type { LoadResult } from './gateway/load.js';
+import { LoadGenerator, measureRound, resetPeaks, summarize, type Cell, type CellResult, type Round, type RunSettings, type Target } from './gateway/measure.js';
 import { summarizeProfile, type ProfileSummary } from './gateway/profile.js';
 import { freePort, peakRssMiB, startServer, stopServer, type ServerProcess } from './gateway/processes.js';
 import { printResults, writeResults, type BenchResults, type WorkloadResult } from './gateway/report.js';
@@ -156,11 +157,26 @@ export default async function gatewayBench(): Promise<void> {
     if (wanted('shallow')) checked['shallow'] = `${await verifySameData(endpoints, [graphql(SHALLOW_QUERY)])} operation`;
     if (wanted('mix')) checked['mix'] = `${await verifySameData(endpoints, mix)} operations`;
     if (wanted('rest')) checked['rest'] = `${await verifyRest(projectEndpoints, pairs)} answers, each REST body equal to its operation's GraphQL data mapped`;
-    if (wanted('paging')) checked['paging'] = `a whole walk of ${(await verifyPaging(endpoints)).toLocaleString('en-US')} rows`;
+    let pageStarts: (string | null)[] = [null];
+    if (wanted('paging')) {
+      const walk = await verifyPaging(endpoints);
+      checked['paging'] = `a whole walk of ${walk.rows.toLocaleString('en-US')} rows`;
+      pageStarts = walk.pageStarts;
+    }
 
     const everyTarget = (plan: Cell['plan']) => targets.map((target) => ({ target, variant: 'graphql', plan }));
     const pagesPerRound = Math.max(1, Math.round(options.pagingRows / PAGE_SIZE / options.rounds));
-    const workloads: { name: WorkloadName; title: string; cells: () => Cell[]; amount?: number }[] = [
+    const conns = options.connections;
+    const timed: RunSettings = { connections: conns, seconds: options.seconds };
+    const warm: RunSettings = { connections: conns, seconds: options.warmup };
+    const workloads: {
+      name: WorkloadName;
+      title: string;
+      cells: () => Cell[];
+      /** How a target is warmed up, and how much a round sends given what its warm-up did. */
+      warmup?: RunSettings;
+      round?: (warmup: LoadResult) => RunSettings;
+    }[] = [
       { name: 'federated', title: 'federated query: bookings(first: 20) with machines, bill, deliveryForecast', cells: () => everyTarget({ kind: 'cycle', requests: [graphql(FEDERATED_QUERY)] }) },
       { name: 'shallow', title: 'shallow query: fleetSummary', cells: () => everyTarget({ kind: 'cycle', requests: [graphql(SHALLOW_QUERY)] }) },
       { name: 'mix', title: `mix of ${mix.length} distinct queries over four subgraphs`, cells: () => everyTarget({ kind: 'cycle', requests: mix }) },
@@ -178,12 +194,17 @@ export default async function gatewayBench(): Promise<void> {
       {
         name: 'paging',
         title: `paging through the ledger, ${PAGE_SIZE} rows a page: ${options.pagingRows.toLocaleString('en-US')} rows per target (${options.bookings.toLocaleString('en-US')} bookings walked again and again)`,
-        cells: () => everyTarget({ kind: 'paging', query: PAGING_QUERY }),
-        amount: pagesPerRound,
+        // Each connection starts at its own page, spread over the ledger, so that concurrent requests differ.
+        cells: () => everyTarget({ kind: 'paging', query: PAGING_QUERY, starts: Array.from({ length: conns }, (_, i) => pageStarts[Math.floor((i * pageStarts.length) / conns)]!) }),
+        round: () => ({ connections: conns, amount: pagesPerRound }),
       },
       {
         name: 'mutations',
         title: 'mutation mix: createQuote, confirmBooking, completeBooking in turn, one machine per chain',
+        // Whole chains only (a stop in the middle would leave quotes holding machines): the warm-up is one chain per
+        // connection, a round as many chains per connection as the warm-up's pace fits in --seconds.
+        warmup: { connections: conns, amount: 3 * conns },
+        round: (w) => ({ connections: conns, amount: 3 * conns * Math.max(1, Math.round(((w.ok / w.seconds) * options.seconds) / (3 * conns))) }),
         cells: () =>
           targets.map((target, i) => ({
             target,
@@ -205,13 +226,14 @@ export default async function gatewayBench(): Promise<void> {
       const pids = [...new Set(cells.map((c) => c.target.server.child.pid!)), ...subgraphs.map((s) => s.child.pid!)];
       const peaksReset = resetPeaks(pids);
       loadAverages.push(loadavg()[0]!);
-      log(`${workload.name}: warm-up ${options.warmup} s per target`);
-      for (const cell of cells) await measureRound(load, cell, { connections: options.connections, seconds: options.warmup }, {}, serving(cell.target));
-      const rounds = new Map<Cell, Round[]>(cells.map((c) => [c, []]));
+      log(`${workload.name}: warm-up per target`);
+      const warmups = new Map<Cell, LoadResult>();
+      for (const cell of cells) warmups.set(cell, (await measureRound(load, cell, workload.warmup ?? warm, {}, serving(cell.target))).load);
+      const rounds = new Map<Cell, Round[]>(cells.map((cell) => [cell, []]));
       for (let r = 1; r <= options.rounds; r++) {
         log(`${workload.name}: round ${r} of ${options.rounds} (load average ${loadavg()[0]!.toFixed(2)})`);
         for (const cell of cells) {
-          const settings = workload.amount ? { connections: options.connections, amount: workload.amount } : { connections: options.connections, seconds: options.seconds };
+          const settings = workload.round?.(warmups.get(cell)!) ?? timed;
           rounds.get(cell)!.push(await measureRound(load, cell, settings, { ...processes, gateway: cell.target.server.child.pid! }, serving(cell.target)));
         }
       }

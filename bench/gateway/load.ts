@@ -101,7 +101,7 @@ function toRequest(spec: RequestSpec): autocannon.Request {
 
 /** Walkers follow the ledger's cursors; a walker is held by one connection for one request at a time. */
 function pagingRequests(plan: Extract<LoadPlan, { kind: 'paging' }>, counters: Counters): Request[] {
-  const ready: { after: string | null }[] = [];
+  const ready: { after: string | null }[] = plan.starts.map((after) => ({ after }));
   return [
     {
       method: 'POST',

@@ -106,13 +106,18 @@ export async function verifyRest(endpoints: Endpoint[], pairs: RestPair[]): Prom
   return pairs.length * endpoints.length * 2;
 }
 
-/** A whole walk of the ledger on each endpoint: the same rows in the same order; returns the rows of one walk. */
-export async function verifyPaging(endpoints: Endpoint[]): Promise<number> {
+/**
+ * A whole walk of the ledger on each endpoint: the same rows in the same order (cursors included); returns
+ * the rows of one walk and the cursor that starts each page (null for the first).
+ */
+export async function verifyPaging(endpoints: Endpoint[]): Promise<{ rows: number; pageStarts: (string | null)[] }> {
   const walk = async (endpoint: Endpoint) => {
     const hash = createHash('sha256');
     let after: string | null = null;
     let rows = 0;
+    const pageStarts: (string | null)[] = [];
     for (let page = 0; page < 100_000; page++) {
+      pageStarts.push(after);
       const data = (await graphqlData(endpoint, graphql(PAGING_QUERY, { after }))) as {
         bookings: { edges: unknown[]; pageInfo: { hasNextPage: boolean; endCursor: string | null } };
       };
@@ -121,11 +126,11 @@ export async function verifyPaging(endpoints: Endpoint[]): Promise<number> {
       if (!data.bookings.pageInfo.hasNextPage) break;
       after = data.bookings.pageInfo.endCursor;
     }
-    return { name: endpoint.name, value: { rows, digest: hash.digest('hex') } };
+    return { name: endpoint.name, value: { rows, digest: hash.digest('hex') }, pageStarts };
   };
   const walks = await Promise.all(endpoints.map(walk));
   assertSame('a walk of the whole ledger', walks);
-  return (walks[0]!.value as { rows: number }).rows;
+  return { rows: walks[0]!.value.rows, pageStarts: walks[0]!.pageStarts };
 }
 
 /**

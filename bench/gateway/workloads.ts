@@ -17,12 +17,13 @@ export interface RequestSpec {
  * What the load generator sends on each of its connections:
  * - `cycle`: the requests in turn, one shared sequence across connections (concurrent requests differ
  *   whenever the list has more than one);
- * - `paging`: each walker follows `endCursor` until the last page, then starts again at the first;
+ * - `paging`: one walker per connection, each starting at its own page (`starts`, spread over the ledger, so
+ *   that concurrent requests differ), follows `endCursor` to the last page, then starts again at the first;
  * - `mutations`: quote one machine of the pool, confirm the quote, complete the booking; then again.
  */
 export type LoadPlan =
   | { kind: 'cycle'; requests: RequestSpec[] }
-  | { kind: 'paging'; query: string }
+  | { kind: 'paging'; query: string; starts: (string | null)[] }
   | { kind: 'mutations'; pool: string[]; poolKey: string };
 
 export function graphql(query: string, variables?: Record<string, unknown>): RequestSpec {
