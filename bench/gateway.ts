@@ -1,6 +1,6 @@
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { argv, env } from 'node:process';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -268,7 +268,7 @@ export default async function gatewayBench(): Promise<void> {
     const bench: BenchResults = {
       date: started.toISOString(),
       seconds: Math.round((Date.now() - started.getTime()) / 1000),
-      options: { ...options, only: options.only ? [...options.only] : null },
+      options: { ...options, only: options.only ? [...options.only] : null, out: options.out ? relative(root, options.out) : null },
       database: postgres ? 'PostgreSQL (subgraph processes and npm start on PostgreSQL share one schema)' : 'PGlite (a data directory per process)',
       loadAverages,
       targets: targets.map((t) => ({ key: t.key, label: t.label })),

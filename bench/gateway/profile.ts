@@ -57,7 +57,7 @@ export function summarizeProfile(file: string, root: string, window: { fromUs: n
     }
     busyUs += us;
     const place = placeOf(frame.url, root);
-    const name = frame.url ? `${frame.functionName || '(anonymous)'} ${place === 'node internals' ? shortUrl(frame.url) : fileOf(frame.url, root)}:${frame.lineNumber + 1}` : frame.functionName;
+    const name = frame.url ? `${frame.functionName || '(anonymous)'} ${place.startsWith('node: ') ? shortUrl(frame.url) : fileOf(frame.url, root)}:${frame.lineNumber + 1}` : frame.functionName;
     functions.set(name, (functions.get(name) ?? 0) + us);
     places.set(frame.url ? place : frame.functionName, (places.get(frame.url ? place : frame.functionName) ?? 0) + us);
   }
@@ -69,9 +69,9 @@ export function summarizeProfile(file: string, root: string, window: { fromUs: n
   return { busyMs: Math.round(busyUs / 1000), idleMs: Math.round(idleUs / 1000), functions: rank(functions), places: rank(places) };
 }
 
-/** `node_modules/<package>` (scoped names whole), a project folder, or Node's internals. */
+/** `node_modules/<package>` (scoped names whole), a project folder, or a part of Node's internals. */
 function placeOf(url: string, root: string): string {
-  if (url.startsWith('node:')) return 'node internals';
+  if (url.startsWith('node:')) return nodePart(url.slice('node:'.length));
   const path = url.replace(/^file:\/\//, '');
   const modules = path.lastIndexOf('/node_modules/');
   if (modules >= 0) {
@@ -80,6 +80,16 @@ function placeOf(url: string, root: string): string {
   }
   const inProject = relative(root, path);
   return inProject.startsWith('..') ? path : `project ${inProject.split('/').slice(0, -1).join('/') || '.'}/`;
+}
+
+/** Node's internals in the parts a gateway leans on. */
+function nodePart(module: string): string {
+  if (module.includes('undici')) return 'node: fetch (undici)';
+  if (/abort_controller|event_target|js_transferable|^events$|internal\/events/.test(module)) return 'node: abort signals, events';
+  if (/^_http|^http|^net$|stream|^internal\/(http|net|dns)/.test(module)) return 'node: http, net, streams';
+  if (/modules|bootstrap|^vm$/.test(module)) return 'node: module loading';
+  if (/timers|task_queues|async_hooks/.test(module)) return 'node: timers, task queues';
+  return 'node: other';
 }
 
 function fileOf(url: string, root: string): string {

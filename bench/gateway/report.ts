@@ -181,7 +181,7 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
     );
     for (const p of bench.profiles) {
       lines.push('', `### ${p.target} (busy ${p.summary.busyMs.toLocaleString('en-US')} ms, idle ${p.summary.idleMs.toLocaleString('en-US')} ms)`, '', '| by package or folder | self ms | % |', '|---|---:|---:|');
-      for (const f of p.summary.places.slice(0, 12)) lines.push(`| ${f.name} | ${fmt(f.ms, 0)} | ${fmt(f.percent, 1)} |`);
+      for (const f of p.summary.places.slice(0, 16)) lines.push(`| ${f.name} | ${fmt(f.ms, 0)} | ${fmt(f.percent, 1)} |`);
       lines.push('', '| by function | self ms | % |', '|---|---:|---:|');
       for (const f of p.summary.functions) lines.push(`| \`${f.name}\` | ${fmt(f.ms, 0)} | ${fmt(f.percent, 1)} |`);
     }
