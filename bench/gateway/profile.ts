@@ -72,6 +72,8 @@ export function summarizeProfile(file: string, root: string, window: { fromUs: n
 /** `node_modules/<package>` (scoped names whole), a project folder, or a part of Node's internals. */
 function placeOf(url: string, root: string): string {
   if (url.startsWith('node:')) return nodePart(url.slice('node:'.length));
+  // WebAssembly in a gateway process: the HTTP parser (llhttp) of Node's fetch.
+  if (url.startsWith('wasm:')) return 'wasm (llhttp, for fetch)';
   const path = url.replace(/^file:\/\//, '');
   const modules = path.lastIndexOf('/node_modules/');
   if (modules >= 0) {
