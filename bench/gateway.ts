@@ -1,0 +1,332 @@
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { argv, env } from 'node:process';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { subgraphNames } from '../schema/subgraphs.js';
+import type { LoadResult } from './gateway/load.js';
+import { LoadGenerator, measureRound, resetPeaks, summarize, type Cell, type CellResult, type Round, type RunSettings, type Target } from './gateway/measure.js';
+import { summarizeProfile, type ProfileSummary } from './gateway/profile.js';
+import { freePort, peakRssMiB, startServer, stopServer, type ServerProcess } from './gateway/processes.js';
+import { printResults, writeResults, type BenchResults, type WorkloadResult } from './gateway/report.js';
+import { machineId, POOL_FIRST_MACHINE, seedDatabase } from './gateway/seed.js';
+import { verifyMutations, verifyPaging, verifyRest, verifySameData, type Endpoint } from './gateway/verify.js';
+import { FEDERATED_QUERY, graphql, mixRequests, PAGE_SIZE, PAGING_QUERY, restPairs, SHALLOW_QUERY } from './gateway/workloads.js';
+import { hiveGatewayArgs } from './peers/hive.js';
+
+/*
+ * npm run bench -- gateway [--quick] [--seconds N] [--warmup N] [--rounds N] [--connections N]
+ *                          [--paging-rows N] [--only w1,w2] [--profile-seconds N] [--out DIR]
+ *
+ * The five subgraphs start once, as processes of their own, on PostgreSQL (BENCH_DATABASE_URL, or the
+ * local postgres://postgres@127.0.0.1:5432/test when it answers; a schema of this run's own, dropped
+ * afterwards) or else on PGlite. In front of them, each its own process: the project's gateway
+ * (distributed mode), stock @apollo/gateway + @apollo/server and Hive Gateway, all on the checked-in
+ * supergraph (pointed at this run's subgraph ports); beside them the project's one-process server
+ * (`npm start`) on PGlite and on PostgreSQL. The load generator (autocannon) is a process of its own.
+ *
+ * Every workload is first checked: each gateway must answer its operations with the same data. Then each
+ * target is warmed up, and the rounds interleave the targets (A B C, A B C, ...) so that the machine's
+ * drift falls on all of them alike. Written to bench/results/gateway.{md,json} (a full run) with the date,
+ * the machine's load average and the commit.
+ */
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const LOCAL_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
+
+export interface Options {
+  quick: boolean;
+  seconds: number;
+  warmup: number;
+  rounds: number;
+  connections: number;
+  /** Rows the paging workload reads per target, over all rounds (by default 200,000: a million over five targets). */
+  pagingRows: number;
+  bookings: number;
+  only: Set<string> | null;
+  profileSeconds: number;
+  out: string | null;
+}
+
+const WORKLOADS = ['federated', 'shallow', 'mix', 'rest', 'paging', 'mutations'] as const;
+type WorkloadName = (typeof WORKLOADS)[number];
+
+function parseOptions(args: string[]): Options {
+  const value = (flag: string) => {
+    const i = args.indexOf(flag);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
+  const number = (flag: string, fallback: number) => {
+    const raw = value(flag);
+    if (raw === undefined) return fallback;
+    const n = Number(raw);
+    if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} wants a positive number, not ${raw}`);
+    return n;
+  };
+  const quick = args.includes('--quick');
+  const only = value('--only')?.split(',');
+  for (const name of only ?? []) if (!(WORKLOADS as readonly string[]).includes(name)) throw new Error(`--only: no workload ${name} (${WORKLOADS.join(', ')})`);
+  return {
+    quick,
+    seconds: number('--seconds', quick ? 3 : 5),
+    warmup: number('--warmup', quick ? 2 : 2),
+    rounds: number('--rounds', quick ? 1 : 3),
+    connections: number('--connections', 50),
+    pagingRows: number('--paging-rows', quick ? 20_000 : 200_000),
+    bookings: quick ? 2_000 : 10_000,
+    only: only ? new Set(only) : null,
+    profileSeconds: number('--profile-seconds', quick ? 3 : 8),
+    out: value('--out') ?? (quick ? null : join(root, 'bench', 'results')),
+  };
+}
+
+export default async function gatewayBench(): Promise<void> {
+  const options = parseOptions(argv.slice(3));
+  const tmp = mkdtempSync(join(tmpdir(), 'ops-supergraph-bench-gateway-'));
+  const servers: ServerProcess[] = [];
+  let postgres: { url: string; schema: string } | null = null;
+  let load: LoadGenerator | null = null;
+  const started = new Date();
+  const loadAverages: number[] = [loadavg()[0]!];
+  try {
+    const url = await postgresUrl();
+    postgres = url ? { url, schema: `bench_gateway_${Date.now().toString(36)}` } : null;
+    const plan = { bookings: options.bookings, poolMachines: 5 * POOL_PER_TARGET };
+    log(`seeding ${plan.bookings} bookings and ${plan.poolMachines} pool machines: PGlite${postgres ? ` and PostgreSQL schema ${postgres.schema}` : ''}`);
+    const template = join(tmp, 'pglite-template');
+    await seedDatabase({ dataDir: template }, plan);
+    if (postgres) await seedDatabase(postgres, plan);
+    const copyOfTemplate = (name: string) => {
+      const dir = join(tmp, `data-${name}`);
+      cpSync(template, dir, { recursive: true });
+      return dir;
+    };
+    const baseEnv = serverEnv();
+    const database = (name: string): Record<string, string> =>
+      postgres ? { DATABASE_URL: postgres.url, DATABASE_SCHEMA: postgres.schema } : { DATA_DIR: copyOfTemplate(name) };
+    const logDir = join(tmp, 'logs');
+    mkdirSync(logDir);
+    const start = async (name: string, args: string[], extra: Record<string, string>) => {
+      const port = extra['PORT'] ? Number(extra['PORT']) : await freePort();
+      const server = await startServer({ name, args, env: { ...baseEnv, ...extra, PORT: String(port) }, port, cwd: root, logDir, startTimeoutMs: 240_000 });
+      servers.push(server);
+      return server;
+    };
+
+    log(`starting the subgraphs (${subgraphNames.join(', ')}) on ${postgres ? 'PostgreSQL' : 'PGlite'}`);
+    const subgraphs = await Promise.all(subgraphNames.map((name) => start(`subgraph-${name}`, ['--import', 'tsx', 'gateway/subgraph-main.ts', name], database(`subgraph-${name}`))));
+    const subgraphUrls = Object.fromEntries(subgraphNames.map((name, i) => [name, `${subgraphs[i]!.url}/graphql`]));
+    const supergraphFile = join(tmp, 'supergraph.graphql');
+    writeFileSync(
+      supergraphFile,
+      readFileSync(join(root, 'schema', 'supergraph.graphql'), 'utf8').replace(/@join__graph\(name: "(\w+)", url: "[^"]*"\)/g, (m, name: string) =>
+        subgraphUrls[name] ? `@join__graph(name: "${name}", url: "${subgraphUrls[name]}")` : m,
+      ),
+    );
+
+    log('starting the gateways');
+    const urls = subgraphNames.map((name) => `${name}=${subgraphUrls[name]}`).join(',');
+    const hivePort = await freePort();
+    const specs: { key: string; label: string; args: string[]; env: Record<string, string>; remoteSubgraphs: boolean; project: boolean }[] = [
+      { key: 'project', label: 'project gateway (distributed)', args: ['--import', 'tsx', 'gateway/main.ts'], env: { SUBGRAPH_URLS: urls }, remoteSubgraphs: true, project: true },
+      { key: 'stock', label: 'stock @apollo/gateway', args: ['--import', 'tsx', 'bench/peers/apollo-stock.ts'], env: { SUPERGRAPH_FILE: supergraphFile }, remoteSubgraphs: true, project: false },
+      { key: 'hive', label: 'Hive Gateway', args: hiveGatewayArgs(supergraphFile, hivePort), env: { PORT: String(hivePort) }, remoteSubgraphs: true, project: false },
+      { key: 'one-process-pglite', label: 'npm start (PGlite)', args: ['--import', 'tsx', 'gateway/main.ts'], env: { DATA_DIR: copyOfTemplate('one-process') }, remoteSubgraphs: false, project: true },
+      ...(postgres
+        ? [{ key: 'one-process-postgres', label: 'npm start (PostgreSQL)', args: ['--import', 'tsx', 'gateway/main.ts'], env: { DATABASE_URL: postgres.url, DATABASE_SCHEMA: postgres.schema }, remoteSubgraphs: false, project: true }]
+        : []),
+    ];
+    const targets: Target[] = await Promise.all(
+      specs.map(async ({ key, label, args, env: extra, ...shape }) => ({ key, label, server: await start(key, args, extra), ...shape })),
+    );
+    load = new LoadGenerator(root);
+    const processes: Record<string, number> = Object.fromEntries(subgraphNames.map((name, i) => [name, subgraphs[i]!.child.pid!]));
+    processes['load generator'] = load.pid;
+
+    /** The processes that serve a target's requests: its gateway and, in distributed mode, the subgraphs. */
+    const serving = (target: Target) => [target.server.child.pid!, ...(target.remoteSubgraphs ? subgraphs.map((s) => s.child.pid!) : [])];
+    const wanted = (w: WorkloadName) => !options.only || options.only.has(w);
+    const endpoints: Endpoint[] = targets.map((t) => ({ name: t.label, url: t.server.url }));
+    const projectEndpoints = endpoints.filter((_, i) => targets[i]!.project);
+    const mix = mixRequests(options.bookings);
+    const pairs = restPairs();
+    log('checking that every gateway answers the same data');
+    const checked: Record<string, string> = {};
+    if (wanted('federated')) checked['federated'] = `${await verifySameData(endpoints, [graphql(FEDERATED_QUERY)])} operation`;
+    if (wanted('shallow')) checked['shallow'] = `${await verifySameData(endpoints, [graphql(SHALLOW_QUERY)])} operation`;
+    if (wanted('mix')) checked['mix'] = `${await verifySameData(endpoints, mix)} operations`;
+    if (wanted('rest')) checked['rest'] = `${await verifyRest(projectEndpoints, pairs)} answers, each REST body equal to its operation's GraphQL data mapped`;
+    let pageStarts: (string | null)[] = [null];
+    if (wanted('paging')) {
+      const walk = await verifyPaging(endpoints);
+      checked['paging'] = `a whole walk of ${walk.rows.toLocaleString('en-US')} rows`;
+      pageStarts = walk.pageStarts;
+    }
+
+    const everyTarget = (plan: Cell['plan']) => targets.map((target) => ({ target, variant: 'graphql', plan }));
+    const pagesPerRound = Math.max(1, Math.round(options.pagingRows / PAGE_SIZE / options.rounds));
+    const conns = options.connections;
+    const timed: RunSettings = { connections: conns, seconds: options.seconds };
+    const warm: RunSettings = { connections: conns, seconds: options.warmup };
+    const workloads: {
+      name: WorkloadName;
+      title: string;
+      cells: () => Cell[];
+      /** How a target is warmed up, and how much a round sends given what its warm-up did. */
+      warmup?: RunSettings;
+      round?: (warmup: LoadResult) => RunSettings;
+    }[] = [
+      { name: 'federated', title: 'federated query: bookings(first: 20) with machines, bill, deliveryForecast', cells: () => everyTarget({ kind: 'cycle', requests: [graphql(FEDERATED_QUERY)] }) },
+      { name: 'shallow', title: 'shallow query: fleetSummary', cells: () => everyTarget({ kind: 'cycle', requests: [graphql(SHALLOW_QUERY)] }) },
+      { name: 'mix', title: `mix of ${mix.length} distinct queries over four subgraphs`, cells: () => everyTarget({ kind: 'cycle', requests: mix }) },
+      {
+        name: 'rest',
+        title: 'REST GET /rental/bookings?limit=20 and /rental/fleet/summary in turn, against the same operations as GraphQL POST',
+        cells: () =>
+          targets
+            .filter((t) => t.project)
+            .flatMap((target) => [
+              { target, variant: 'rest', plan: { kind: 'cycle' as const, requests: pairs.map((p) => p.rest) } },
+              { target, variant: 'graphql', plan: { kind: 'cycle' as const, requests: pairs.map((p) => p.graphql) } },
+            ]),
+      },
+      {
+        name: 'paging',
+        title: `paging through the ledger, ${PAGE_SIZE} rows a page: ${options.pagingRows.toLocaleString('en-US')} rows per target (${options.bookings.toLocaleString('en-US')} bookings walked again and again)`,
+        // Each connection starts at its own page, spread over the ledger, so that concurrent requests differ.
+        cells: () => everyTarget({ kind: 'paging', query: PAGING_QUERY, starts: Array.from({ length: conns }, (_, i) => pageStarts[Math.floor((i * pageStarts.length) / conns)]!) }),
+        round: () => ({ connections: conns, amount: pagesPerRound }),
+      },
+      {
+        name: 'mutations',
+        title: 'mutation mix: createQuote, confirmBooking, completeBooking in turn, one machine per chain',
+        // Whole chains only (a stop in the middle would leave quotes holding machines): the warm-up is one chain per
+        // connection, a round as many chains per connection as the warm-up's pace fits in --seconds.
+        warmup: { connections: conns, amount: 3 * conns },
+        round: (w) => ({ connections: conns, amount: 3 * conns * Math.max(1, Math.round(((w.ok / w.seconds) * options.seconds) / (3 * conns))) }),
+        cells: () =>
+          targets.map((target, i) => ({
+            target,
+            variant: 'graphql',
+            plan: { kind: 'mutations' as const, poolKey: target.key, pool: poolOf(i).slice(1) },
+          })),
+      },
+    ];
+
+    const results: WorkloadResult[] = [];
+    for (const workload of workloads) {
+      if (!wanted(workload.name)) continue;
+      if (workload.name === 'mutations') {
+        log('checking that every gateway answers quote, confirm and complete alike');
+        await verifyMutations(targets.map((t, i) => ({ name: t.label, url: t.server.url, machine: poolOf(i)[0]! })));
+        checked['mutations'] = 'a quote, confirm and complete each, ids left out';
+      }
+      const cells = workload.cells();
+      const pids = [...new Set(cells.map((c) => c.target.server.child.pid!)), ...subgraphs.map((s) => s.child.pid!)];
+      const peaksReset = resetPeaks(pids);
+      loadAverages.push(loadavg()[0]!);
+      log(`${workload.name}: warm-up per target`);
+      const warmups = new Map<Cell, LoadResult>();
+      for (const cell of cells) warmups.set(cell, (await measureRound(load, cell, workload.warmup ?? warm, {}, serving(cell.target))).load);
+      const rounds = new Map<Cell, Round[]>(cells.map((cell) => [cell, []]));
+      for (let r = 1; r <= options.rounds; r++) {
+        log(`${workload.name}: round ${r} of ${options.rounds} (load average ${loadavg()[0]!.toFixed(2)})`);
+        for (const cell of cells) {
+          const settings = workload.round?.(warmups.get(cell)!) ?? timed;
+          rounds.get(cell)!.push(await measureRound(load, cell, settings, { ...processes, gateway: cell.target.server.child.pid! }, serving(cell.target)));
+        }
+      }
+      const cellResults: CellResult[] = cells.map((cell) => summarize(cell, rounds.get(cell)!, subgraphNames, peakRssMiB(cell.target.server.child.pid!)));
+      results.push({ name: workload.name, title: workload.title, verified: checked[workload.name] ?? '', peakRssPerWorkload: peaksReset, cells: cellResults });
+      printResults([results[results.length - 1]!]);
+    }
+    loadAverages.push(loadavg()[0]!);
+
+    const profiles: { target: string; summary: ProfileSummary }[] = [];
+    if (options.profileSeconds > 0 && wanted('federated')) {
+      for (const [key, label, args, extra] of [
+        ['project', 'project gateway (distributed)', ['gateway/main.ts'], { SUBGRAPH_URLS: urls }],
+        ['stock', 'stock @apollo/gateway', ['bench/peers/apollo-stock.ts'], { SUPERGRAPH_FILE: supergraphFile }],
+      ] as const) {
+        log(`profiling the ${label} on the federated query for ${options.profileSeconds} s`);
+        const dir = join(tmp, `profile-${key}`);
+        const server = await start(`${key}-profiled`, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', ...args], extra);
+        const target: Target = { key, label, server, remoteSubgraphs: true, project: key === 'project' };
+        const cell: Cell = { target, variant: 'graphql', plan: { kind: 'cycle', requests: [graphql(FEDERATED_QUERY)] } };
+        await measureRound(load, cell, { connections: options.connections, seconds: 2 }, {}, serving(target));
+        // Only the samples of the measured stretch count: not the start, the warm-up or the shutdown.
+        const fromUs = Number(process.hrtime.bigint() / 1000n);
+        await measureRound(load, cell, { connections: options.connections, seconds: options.profileSeconds }, {}, serving(target));
+        const toUs = Number(process.hrtime.bigint() / 1000n);
+        await stopServer(server);
+        const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+        if (file) profiles.push({ target: label, summary: summarizeProfile(join(dir, file), root, { fromUs, toUs }) });
+      }
+    }
+
+    const bench: BenchResults = {
+      date: started.toISOString(),
+      seconds: Math.round((Date.now() - started.getTime()) / 1000),
+      options: { ...options, only: options.only ? [...options.only] : null, out: options.out ? relative(root, options.out) : null },
+      database: postgres ? 'PostgreSQL (subgraph processes and npm start on PostgreSQL share one schema)' : 'PGlite (a data directory per process)',
+      loadAverages,
+      targets: targets.map((t) => ({ key: t.key, label: t.label })),
+      workloads: results,
+      profiles,
+    };
+    printResults(results, bench);
+    if (options.out) {
+      const written = writeResults(bench, options.out, root);
+      log(`written: ${written.join(', ')}`);
+    }
+  } finally {
+    load?.close();
+    await Promise.all(servers.map(stopServer));
+    if (postgres) await dropSchema(postgres.url, postgres.schema).catch((e: unknown) => log(`could not drop schema ${postgres!.schema}: ${String(e)}`));
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** Machines per target for the mutation mix (each target quotes only its own). */
+const POOL_PER_TARGET = 150;
+
+function poolOf(index: number): string[] {
+  return Array.from({ length: POOL_PER_TARGET }, (_, k) => machineId(POOL_FIRST_MACHINE + index * POOL_PER_TARGET + k));
+}
+
+/** The environment of every server: as `npm start` runs, with the project's own settings left at their defaults. */
+function serverEnv(): Record<string, string> {
+  const setting = /^(PORT|HOST|DATA_DIR|DATABASE_|QUOTE_|API_KEYS|LOG_LEVEL|BODY_LIMIT|BONDING_|FEATURES_|REDIS_URL|FLEET_|OPTIMIZATION_|SUBGRAPH_|TRACKING_|WS_|HTTP_|GRAPHQL_|SUPERGRAPH_)/;
+  const base = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && !setting.test(e[0])));
+  return { ...base, NODE_ENV: env['NODE_ENV'] ?? 'production', HOST: '127.0.0.1', LOG_LEVEL: 'warn', APOLLO_TELEMETRY_DISABLED: 'true' };
+}
+
+async function postgresUrl(): Promise<string | null> {
+  const url = env['BENCH_DATABASE_URL'] ?? LOCAL_POSTGRES;
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return url;
+  } catch (error) {
+    if (env['BENCH_DATABASE_URL']) throw new Error(`BENCH_DATABASE_URL does not answer: ${String(error)}`);
+    return null;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function dropSchema(url: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
+
+function log(message: string): void {
+  console.log(`[gateway bench ${new Date().toISOString().slice(11, 19)}] ${message}`);
+}

@@ -1,0 +1,132 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+
+/**
+ * A server the benchmark started as a process of its own, with its output in a log file: its CPU time and
+ * peak resident set are read from /proc by pid, so each process is measured apart from the others.
+ */
+export interface ServerProcess {
+  name: string;
+  url: string;
+  child: ChildProcess;
+  log: string;
+}
+
+/** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
+const TICKS_PER_SECOND = 100;
+
+export interface StartOptions {
+  name: string;
+  /** Arguments after the node executable (`--import tsx gateway/main.ts`, a script, its flags). */
+  args: string[];
+  env: Record<string, string | undefined>;
+  port: number;
+  cwd: string;
+  logDir: string;
+  /** How long the server may take to answer its first GraphQL request. */
+  startTimeoutMs: number;
+}
+
+/** Starts a server process and waits until `POST /graphql { __typename }` answers 200. */
+export async function startServer(options: StartOptions): Promise<ServerProcess> {
+  const log = join(options.logDir, `${options.name}.log`);
+  const out = createWriteStream(log);
+  const child = spawn(process.execPath, options.args, {
+    cwd: options.cwd,
+    env: options.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.pipe(out);
+  child.stderr!.pipe(out);
+  const url = `http://127.0.0.1:${options.port}`;
+  const server = { name: options.name, url, child, log };
+  const deadline = Date.now() + options.startTimeoutMs;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${options.name} exited with ${child.exitCode} while starting; see ${log}:\n${tail(log)}`);
+    if (await answersGraphql(url)) return server;
+    if (Date.now() > deadline) {
+      await stopServer(server);
+      throw new Error(`${options.name} did not answer within ${options.startTimeoutMs} ms; see ${log}:\n${tail(log)}`);
+    }
+    await sleep(200);
+  }
+}
+
+async function answersGraphql(url: string): Promise<boolean> {
+  try {
+    const res = await fetch(`${url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"query":"{ __typename }"}',
+      signal: AbortSignal.timeout(2000),
+    });
+    await res.arrayBuffer();
+    return res.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM, then SIGKILL after 10 s; resolves when the process has exited. */
+export function stopServer(server: { child: ChildProcess }): Promise<void> {
+  const { child } = server;
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const kill = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    child.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+/** CPU time (user + system) the process has used so far, in milliseconds. */
+export function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces) start at field 3; utime and stime are 14 and 15.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+}
+
+/** Peak resident set (VmHWM) since the start or the last `resetPeakRss`, in MiB. */
+export function peakRssMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? Number.NaN) / 1024;
+}
+
+/**
+ * Resets the peak resident set to the current one (Linux `clear_refs` value 5), so a workload's peak is
+ * its own; false where the kernel or permissions do not allow it (the peak is then the process's lifetime's).
+ */
+export function resetPeakRss(pid: number): boolean {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+function tail(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').split('\n').slice(-20).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

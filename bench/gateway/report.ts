@@ -1,0 +1,192 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join, relative } from 'node:path';
+import type { CellResult } from './measure.js';
+import type { ProfileSummary } from './profile.js';
+
+/*
+ * The benchmark's output: a table per workload on the console, and bench/results/gateway.md (tables,
+ * ratios, the goals, where the CPU goes) with bench/results/gateway.json (every round).
+ */
+
+export interface WorkloadResult {
+  name: string;
+  title: string;
+  /** What was compared across the targets before measuring. */
+  verified: string;
+  /** Peak RSS is this workload's own (reset before its warm-up), not the process's lifetime's. */
+  peakRssPerWorkload: boolean;
+  cells: CellResult[];
+}
+
+export interface BenchResults {
+  date: string;
+  seconds: number;
+  options: Record<string, unknown>;
+  database: string;
+  /** 1-minute load average at the start, before each workload and at the end. */
+  loadAverages: number[];
+  targets: { key: string; label: string }[];
+  workloads: WorkloadResult[];
+  profiles: { target: string; summary: ProfileSummary }[];
+}
+
+export interface Goal {
+  goal: string;
+  measured: string;
+  met: boolean;
+}
+
+const name = (w: WorkloadResult, c: CellResult) => (w.name === 'rest' ? `${c.label}, ${c.variant === 'rest' ? 'REST' : 'GraphQL POST'}` : c.label);
+const fmt = (x: number | null, digits = 1) => (x === null || Number.isNaN(x) ? '–' : x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
+const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}x` : '–');
+
+function rows(w: WorkloadResult) {
+  return w.cells.map((c) => ({
+    target: name(w, c),
+    'rps (rounds min-max)': `${fmt(c.rps)} (${fmt(c.rpsMin, 0)}-${fmt(c.rpsMax, 0)})`,
+    'p50 ms': fmt(c.p50, 1),
+    'p99 ms': fmt(c.p99, 1),
+    errors: c.errors,
+    timeouts: c.timeouts,
+    'gateway CPU ms/req': fmt(c.gatewayCpuMs, 2),
+    'subgraphs CPU ms/req': fmt(c.subgraphsCpuMs, 2),
+    'peak RSS MiB': fmt(c.peakRssMiB, 0),
+    ...(c.rowsPerSecond !== null ? { 'rows/s': fmt(c.rowsPerSecond, 0), 's per 1M rows': fmt(1e6 / c.rowsPerSecond, 0) } : {}),
+  }));
+}
+
+export function printResults(workloads: WorkloadResult[], bench?: BenchResults): void {
+  for (const w of workloads) {
+    console.log(`\n${w.name}: ${w.title}`);
+    console.table(rows(w));
+    for (const c of w.cells) if (c.samples.length > 0) console.log(`  ${name(w, c)} errors, first: ${c.samples[0]}`);
+  }
+  if (!bench) return;
+  for (const w of bench.workloads) {
+    console.log(`\n${w.name}: rps ratio, row / column`);
+    console.table(Object.fromEntries(w.cells.map((a) => [name(w, a), Object.fromEntries(w.cells.map((b) => [name(w, b), ratio(a.rps, b.rps)]))])));
+  }
+  console.log('\ngoals:');
+  console.table(goals(bench.workloads));
+  for (const p of bench.profiles) {
+    console.log(`\nself time of the ${p.target} on the federated query (busy ${p.summary.busyMs} ms), top entries:`);
+    console.table(p.summary.functions.slice(0, 15).map((f) => ({ function: f.name, ms: f.ms, '%': f.percent })));
+  }
+}
+
+/** The goals the project holds itself to, judged on this run's figures. */
+export function goals(workloads: WorkloadResult[]): Goal[] {
+  const find = (w: string, target: string, variant = 'graphql') => workloads.find((x) => x.name === w)?.cells.find((c) => c.target === target && c.variant === variant);
+  const out: Goal[] = [];
+  for (const w of ['federated', 'mix']) {
+    const project = find(w, 'project');
+    const hive = find(w, 'hive');
+    const stock = find(w, 'stock');
+    const pglite = find(w, 'one-process-pglite');
+    if (project && hive) out.push({ goal: `${w}: distributed mode ahead of Hive Gateway`, measured: `${fmt(project.rps)} vs ${fmt(hive.rps)} rps (${ratio(project.rps, hive.rps)})`, met: project.rps > hive.rps });
+    if (project && stock) out.push({ goal: `${w}: distributed mode at least 2x stock @apollo/gateway`, measured: `${fmt(project.rps)} vs ${fmt(stock.rps)} rps (${ratio(project.rps, stock.rps)})`, met: project.rps >= 2 * stock.rps });
+    if (pglite && hive) out.push({ goal: `${w}: npm start (PGlite) ahead of Hive Gateway`, measured: `${fmt(pglite.rps)} vs ${fmt(hive.rps)} rps (${ratio(pglite.rps, hive.rps)})`, met: pglite.rps > hive.rps });
+  }
+  for (const w of workloads) {
+    const project = find(w.name, 'project');
+    const stock = find(w.name, 'stock');
+    if (project && stock) {
+      out.push({
+        goal: `${w.name}: gateway CPU per request at or below stock's`,
+        measured: `${fmt(project.gatewayCpuMs, 2)} vs ${fmt(stock.gatewayCpuMs, 2)} ms (${ratio(project.gatewayCpuMs, stock.gatewayCpuMs)})`,
+        met: project.gatewayCpuMs <= stock.gatewayCpuMs,
+      });
+    }
+  }
+  const pgliteCells = workloads.flatMap((w) => w.cells.filter((c) => c.target === 'one-process-pglite'));
+  if (pgliteCells.length > 0) {
+    const timeouts = pgliteCells.reduce((s, c) => s + c.timeouts, 0);
+    out.push({ goal: 'npm start (PGlite): no timeouts at 50 connections', measured: `${timeouts} timeouts over ${pgliteCells.length} workloads`, met: timeouts === 0 });
+  }
+  for (const target of ['project', 'one-process-pglite', 'one-process-postgres']) {
+    const rest = find('rest', target, 'rest');
+    const post = find('rest', target, 'graphql');
+    if (rest && post) {
+      out.push({ goal: `REST p99 within 1.2x of the same operations over GraphQL POST (${rest.label})`, measured: `${fmt(rest.p99)} vs ${fmt(post.p99)} ms (${ratio(rest.p99, post.p99)})`, met: rest.p99 <= 1.2 * post.p99 });
+    }
+  }
+  return out;
+}
+
+function commit(root: string): string {
+  try {
+    const sha = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: root, encoding: 'utf8' }).trim();
+    return dirty ? `${sha} (with uncommitted changes)` : sha;
+  } catch {
+    return 'unknown';
+  }
+}
+
+export function writeResults(bench: BenchResults, dir: string, root: string): string[] {
+  mkdirSync(dir, { recursive: true });
+  const machine = { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version };
+  const sha = commit(root);
+  const goalList = goals(bench.workloads);
+  const json = join(dir, 'gateway.json');
+  writeFileSync(json, `${JSON.stringify({ ...bench, commit: sha, machine, goals: goalList }, null, 2)}\n`);
+  const o = bench.options as { connections: number; warmup: number; rounds: number; seconds: number; pagingRows: number };
+  const la = bench.loadAverages;
+  const lines: string[] = [
+    '# Gateway benchmark: the project against its peers',
+    '',
+    `\`npm run bench -- gateway\`, run ${bench.date.slice(0, 16).replace('T', ' ')} UTC at commit ${sha}, ${Math.round(bench.seconds / 60)} min.`,
+    `Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Node ${machine.node}; shared with other work while it ran:`,
+    `1-minute load average ${fmt(Math.min(...la), 2)} to ${fmt(Math.max(...la), 2)} (at the start ${fmt(la[0]!, 2)}, before each workload ${la.slice(1, -1).map((x) => fmt(x, 2)).join(', ')}, at the end ${fmt(la[la.length - 1]!, 2)}).`,
+    'The gateways, the subgraphs, PostgreSQL and the load generator share the two cores, so the figures are noisy: the',
+    'spread of each target across its rounds is shown beside its rate, and ratios within one workload (measured in',
+    'interleaved rounds) are more trustworthy than absolute figures.',
+    '',
+    `Load: autocannon in a process of its own, ${o.connections} connections, a ${o.warmup} s warm-up per target, then ${o.rounds} rounds`,
+    `of ${o.seconds} s per target interleaved (A B C, A B C, ...). Paging sends a fixed number of pages per round (${o.pagingRows.toLocaleString('en-US')} rows per`,
+    'target over its rounds); the mutation mix sends whole quote-confirm-complete chains, as many per connection as the',
+    "target's warm-up pace fits in a round, so no quote is left holding a machine.",
+    `Database: ${bench.database}. rps counts successful responses (2xx without GraphQL errors); p50/p99 are over every`,
+    "round; CPU ms per request is the process's user + system time over the rounds (/proc/<pid>/stat, read once the",
+    'servers are quiet again after each round) divided by the requests sent; for `npm start` the gateway process runs the',
+    'subgraphs too, and "subgraphs" is the five subgraph processes together. Peak RSS is VmHWM, reset before each workload.',
+    `Before measuring, every target answered each workload's operations with the same data (${bench.workloads.map((w) => `${w.name}: ${w.verified}`).join('; ')}).`,
+    '',
+    '## Goals',
+    '',
+    '| goal | measured | met |',
+    '|---|---|---|',
+    ...goalList.map((g) => `| ${g.goal} | ${g.measured} | ${g.met ? 'yes' : '**no**'} |`),
+  ];
+  for (const w of bench.workloads) {
+    const table = rows(w);
+    const headers = Object.keys(table[0] ?? {});
+    lines.push('', `## ${w.name}: ${w.title}`, '', `| ${headers.join(' | ')} |`, `|---|${headers.slice(1).map(() => '---:').join('|')}|`);
+    for (const r of table) lines.push(`| ${Object.values(r).join(' | ')} |`);
+    const errored = w.cells.filter((c) => c.samples.length > 0);
+    for (const c of errored) lines.push('', `${name(w, c)}, first error: \`${c.samples[0]!.replace(/`/g, "'").slice(0, 200)}\``);
+    lines.push('', 'rps ratio, row / column:', '', `| | ${w.cells.map((c) => name(w, c)).join(' | ')} |`, `|---|${w.cells.map(() => '---:').join('|')}|`);
+    for (const a of w.cells) lines.push(`| ${name(w, a)} | ${w.cells.map((b) => ratio(a.rps, b.rps)).join(' | ')} |`);
+  }
+  if (bench.profiles.length > 0) {
+    lines.push('', '## Where the CPU goes', '');
+    lines.push(
+      `Each gateway below was started again with \`node --cpu-prof\` after the measured rounds and sent the federated query`,
+      `(${o.connections} connections) for ${String(bench.options['profileSeconds'])} s after a 2 s warm-up, in distributed mode, on the same subgraph processes.`,
+      "Self time, as a share of the process's busy (non-idle) samples of that stretch. V8 samples wall time, so on a",
+      'machine this busy the time a process waits for a core is charged to whatever it was running; the profiler adds',
+      'some overhead of its own.',
+    );
+    for (const p of bench.profiles) {
+      lines.push('', `### ${p.target} (busy ${p.summary.busyMs.toLocaleString('en-US')} ms, idle ${p.summary.idleMs.toLocaleString('en-US')} ms)`, '', '| by package or folder | self ms | % |', '|---|---:|---:|');
+      for (const f of p.summary.places.slice(0, 16)) lines.push(`| ${f.name} | ${fmt(f.ms, 0)} | ${fmt(f.percent, 1)} |`);
+      lines.push('', '| by function | self ms | % |', '|---|---:|---:|');
+      for (const f of p.summary.functions) lines.push(`| \`${f.name}\` | ${fmt(f.ms, 0)} | ${fmt(f.percent, 1)} |`);
+    }
+  }
+  const md = join(dir, 'gateway.md');
+  writeFileSync(md, `${lines.join('\n')}\n`);
+  return [relative(root, md), relative(root, json)];
+}
