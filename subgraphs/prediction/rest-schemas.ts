@@ -83,6 +83,22 @@ const modelHead = {
 };
 const share = (what: string) => z.number().min(0).max(1).describe(what);
 
+/** Held-out figures by decile of each of a model's most important inputs, keyed by input name. */
+const byDecile = <F extends z.ZodRawShape>(what: string, figures: F) =>
+  z
+    .record(
+      z.string(),
+      z.array(
+        z.strictObject({
+          from: z.number().describe('Lowest value of the input in this group'),
+          to: z.number().describe('Highest value of the input in this group'),
+          n: z.number().int().describe('Held-out rows in the group'),
+          ...figures,
+        }),
+      ),
+    )
+    .describe(`${what} by decile of each of the most important inputs (by input name)`);
+
 const quantileModel = z
   .strictObject({
     ...modelHead,
@@ -94,20 +110,10 @@ const quantileModel = z
       baseline_pinball_loss: minutes('The same for the training-set quantiles (a constant forecast)'),
       spec_coverage_80: share('The coverage the specification reports for this model'),
       test_size: z.number().int().describe('Held-out rows the metrics are measured on'),
-      coverage_by_decile: z
-        .record(
-          z.string(),
-          z.array(
-            z.strictObject({
-              from: z.number().describe('Lowest value of the input in this group'),
-              to: z.number().describe('Highest value of the input in this group'),
-              n: z.number().int().describe('Held-out rows in the group'),
-              coverage_80: share('Share of the group inside [q10, q90]'),
-              mean_width_min: minutes('Mean width of the 80% interval in the group'),
-            }),
-          ),
-        )
-        .describe('Coverage by decile of each of the most important inputs (by input name)'),
+      coverage_by_decile: byDecile('Coverage', {
+        coverage_80: share('Share of the group inside [q10, q90]'),
+        mean_width_min: minutes('Mean width of the 80% interval in the group'),
+      }),
     }),
     baseline: z.string().describe('The physical baseline the model predicts a ratio to'),
   })
@@ -125,20 +131,10 @@ const classifierModel = z
       oracle_roc_auc: share("ROC-AUC of the generator's true probabilities: the ceiling on this data"),
       spec_roc_auc: share('The ROC-AUC the specification reports'),
       test_size: z.number().int().describe('Held-out rows the metrics are measured on'),
-      calibration_by_decile: z
-        .record(
-          z.string(),
-          z.array(
-            z.strictObject({
-              from: z.number().describe('Lowest value of the input in this group'),
-              to: z.number().describe('Highest value of the input in this group'),
-              n: z.number().int().describe('Held-out rows in the group'),
-              mean_probability: share('Mean predicted success probability in the group'),
-              observed_rate: share('Observed success rate in the group'),
-            }),
-          ),
-        )
-        .describe('Calibration by decile of each of the most important inputs (by input name)'),
+      calibration_by_decile: byDecile('Calibration', {
+        mean_probability: share('Mean predicted success probability in the group'),
+        observed_rate: share('Observed success rate in the group'),
+      }),
     }),
   })
   .meta({ id: 'PredictionClassifierModel', description: 'The locker classifier and its held-out (test split) metrics' });
