@@ -69,8 +69,7 @@ function layers(maxQubits: number): void {
     for (let r = 0; r < reps; r++) {
       state.resetPlus();
       let t = performance.now();
-      state.applyPhase(0.6, diag, levels);
-      state.applyMixer(0.39);
+      state.applyLayer(0.6, 0.39, diag, levels);
       fast.push(performance.now() - t);
       const a = state.expectation(diag);
       state.resetPlus();

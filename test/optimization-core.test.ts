@@ -68,9 +68,9 @@ describe('state-vector simulator: cases computed by hand', () => {
     expect(diff).toBeLessThan(1e-12);
   });
 
-  it('the mixer on high qubits (two at a time) equals RX applied qubit by qubit', () => {
-    // Against a plain single-qubit reference on a random state of 15 qubits (blocks of 12 + 3 high qubits).
-    const n = 15;
+  // 15 qubits: one high group of 3 (tile 256 < stride); 19: groups of 4 and 3; 20: 4 and 4 (tiles of the
+  // group's stride 4,096); a fused layer must equal the phase followed by the mixer.
+  it.each([15, 19, 20])('the tiled mixer on %i qubits equals RX applied qubit by qubit, and a fused layer equals phase then mixer', (n) => {
     const s = new StateVector(n);
     const rng = new Rng(3);
     for (let k = 0; k < s.size; k++) {
@@ -94,10 +94,26 @@ describe('state-vector simulator: cases computed by hand', () => {
         im[b] = c * bi - si * ar;
       }
     }
+    const start = { re: Float64Array.from(s.re), im: Float64Array.from(s.im) };
     s.applyMixer(beta);
     let diff = 0;
     for (let k = 0; k < s.size; k++) diff = Math.max(diff, Math.abs(s.re[k]! - re[k]!), Math.abs(s.im[k]! - im[k]!));
     expect(diff).toBeLessThan(1e-12);
+
+    const diag = objectiveDiagonal(maxCutProblem(n, random3Regular(n % 2 === 0 ? n : n - 1, 5)));
+    for (const levels of [costLevels(diag), null]) {
+      const fused = new StateVector(n);
+      fused.re.set(start.re);
+      fused.im.set(start.im);
+      fused.applyLayer(0.8, beta, diag, levels);
+      s.re.set(start.re);
+      s.im.set(start.im);
+      s.applyPhase(0.8, diag, levels);
+      s.applyMixer(beta);
+      diff = 0;
+      for (let k = 0; k < s.size; k++) diff = Math.max(diff, Math.abs(s.re[k]! - fused.re[k]!), Math.abs(s.im[k]! - fused.im[k]!));
+      expect(diff).toBeLessThan(1e-12);
+    }
   });
 
   it('shots follow the Born rule (chi-square over the 4 outcomes of a 2-qubit state)', () => {

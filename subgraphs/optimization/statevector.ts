@@ -13,54 +13,181 @@ export const MAX_QUBITS = 24;
 /** Qubits below this are rotated inside cache-sized blocks, all of them per block. */
 const BLOCK_QUBITS = 12;
 
-/** [c, -is; -is, c] on every pair (a, a + stride) of [from, to). */
-function rotate(re: Float64Array, im: Float64Array, stride: number, c: number, s: number, from: number, to: number): void {
-  for (let base = from; base < to; base += 2 * stride) {
-    const end = base + stride;
-    for (let a = base; a < end; a++) {
-      const b = a + stride;
-      const ar = re[a]!;
-      const ai = im[a]!;
-      const br = re[b]!;
-      const bi = im[b]!;
-      re[a] = c * ar + s * bi;
-      im[a] = c * ai - s * br;
-      re[b] = c * br + s * ai;
-      im[b] = c * bi - s * ar;
+/** [c, -is; -is, c] on the pairs (a, a + stride) for a in [from, from + len). */
+function single(re: Float64Array, im: Float64Array, from: number, len: number, stride: number, c: number, s: number): void {
+  const end = from + len;
+  for (let a = from; a < end; a++) {
+    const b = a + stride;
+    const ar = re[a]!;
+    const ai = im[a]!;
+    const br = re[b]!;
+    const bi = im[b]!;
+    re[a] = c * ar + s * bi;
+    im[a] = c * ai - s * br;
+    re[b] = c * br + s * ai;
+    im[b] = c * bi - s * ar;
+  }
+}
+
+/**
+ * RX on two qubits with strides s1 < s2 at once, for the groups (a, a + s1, a + s2, a + s1 + s2) with a in
+ * [from, from + len): the four amplitudes of a group are loaded and stored once for both rotations.
+ */
+function double(re: Float64Array, im: Float64Array, from: number, len: number, s1: number, s2: number, c: number, s: number): void {
+  const end = from + len;
+  for (let a = from; a < end; a++) {
+    const b = a + s1;
+    const d = a + s2;
+    const e = d + s1;
+    // First qubit: pairs (a, b) and (d, e).
+    const ar = c * re[a]! + s * im[b]!;
+    const ai = c * im[a]! - s * re[b]!;
+    const br = c * re[b]! + s * im[a]!;
+    const bi = c * im[b]! - s * re[a]!;
+    const dr = c * re[d]! + s * im[e]!;
+    const di = c * im[d]! - s * re[e]!;
+    const er = c * re[e]! + s * im[d]!;
+    const ei = c * im[e]! - s * re[d]!;
+    // Second qubit: pairs (a, d) and (b, e).
+    re[a] = c * ar + s * di;
+    im[a] = c * ai - s * dr;
+    re[d] = c * dr + s * ai;
+    im[d] = c * di - s * ar;
+    re[b] = c * br + s * ei;
+    im[b] = c * bi - s * er;
+    re[e] = c * er + s * bi;
+    im[e] = c * ei - s * br;
+  }
+}
+
+/** RX on qubits 0 and 1 of [from, to): four neighbouring amplitudes at a time. */
+function lowestTwo(re: Float64Array, im: Float64Array, from: number, to: number, c: number, s: number): void {
+  for (let a = from; a < to; a += 4) {
+    const b = a + 1;
+    const d = a + 2;
+    const e = a + 3;
+    const ar = c * re[a]! + s * im[b]!;
+    const ai = c * im[a]! - s * re[b]!;
+    const br = c * re[b]! + s * im[a]!;
+    const bi = c * im[b]! - s * re[a]!;
+    const dr = c * re[d]! + s * im[e]!;
+    const di = c * im[d]! - s * re[e]!;
+    const er = c * re[e]! + s * im[d]!;
+    const ei = c * im[e]! - s * re[d]!;
+    re[a] = c * ar + s * di;
+    im[a] = c * ai - s * dr;
+    re[d] = c * dr + s * ai;
+    im[d] = c * di - s * ar;
+    re[b] = c * br + s * ei;
+    im[b] = c * bi - s * er;
+    re[e] = c * er + s * bi;
+    im[e] = c * ei - s * br;
+  }
+}
+
+/** RX on qubits 0..low-1 of the block [from, to) (to - from = 2^low): two qubits per pass. */
+function rotateBlock(re: Float64Array, im: Float64Array, low: number, from: number, to: number, c: number, s: number): void {
+  let q = 0;
+  if (low >= 2) {
+    lowestTwo(re, im, from, to, c, s);
+    q = 2;
+  }
+  for (; q + 1 < low; q += 2) {
+    const s1 = 2 ** q;
+    const s2 = 2 * s1;
+    for (let hi = from; hi < to; hi += 2 * s2) {
+      for (let mid = hi; mid < hi + s2; mid += 2 * s1) double(re, im, mid, s1, s1, s2, c, s);
+    }
+  }
+  if (q < low) {
+    const s1 = 2 ** q;
+    for (let base = from; base < to; base += 2 * s1) single(re, im, base, s1, s1, c, s);
+  }
+}
+
+/** High qubits are rotated in groups of up to this many per sweep of memory. */
+const GROUP_QUBITS = 6;
+/** Contiguous amplitudes per tile: a group's 2^k tiles (re and im) take 2^k * TILE * 16 bytes (256 KiB). */
+const TILE = 256;
+
+/**
+ * RX on the k consecutive qubits q0..q0+k-1 in one sweep: for each tile of TILE contiguous amplitudes below
+ * stride 2^q0, the 2^k tiles that differ only in those qubits are loaded into cache once and every rotation
+ * of the group (two qubits per pass) is applied to them before the next tile: one pass over memory instead of k.
+ */
+function rotateGroup(re: Float64Array, im: Float64Array, q0: number, k: number, c: number, s: number): void {
+  const size = re.length;
+  const s0 = 2 ** q0;
+  const span = s0 * 2 ** k;
+  const members = 2 ** k;
+  const tile = Math.min(TILE, s0);
+  for (let hi = 0; hi < size; hi += span) {
+    for (let lo = 0; lo < s0; lo += tile) {
+      const origin = hi + lo;
+      let j = 0;
+      for (; j + 1 < k; j += 2) {
+        const both = 3 << j;
+        for (let i = 0; i < members; i++) {
+          if (i & both) continue;
+          double(re, im, origin + i * s0, tile, s0 << j, s0 << (j + 1), c, s);
+        }
+      }
+      if (j < k) {
+        const bit = 1 << j;
+        for (let i = 0; i < members; i++) {
+          if (i & bit) continue;
+          single(re, im, origin + i * s0, tile, s0 << j, c, s);
+        }
+      }
     }
   }
 }
 
-/** RX on qubits with strides s1 < s2 at once: the four amplitudes of each group stay in registers. */
-function rotatePair(re: Float64Array, im: Float64Array, s1: number, s2: number, c: number, s: number): void {
-  const size = re.length;
-  for (let hi = 0; hi < size; hi += 2 * s2) {
-    for (let mid = hi; mid < hi + s2; mid += 2 * s1) {
-      for (let a = mid; a < mid + s1; a++) {
-        const b = a + s1;
-        const d = a + s2;
-        const e = d + s1;
-        // First qubit: pairs (a, b) and (d, e).
-        const ar = c * re[a]! + s * im[b]!;
-        const ai = c * im[a]! - s * re[b]!;
-        const br = c * re[b]! + s * im[a]!;
-        const bi = c * im[b]! - s * re[a]!;
-        const dr = c * re[d]! + s * im[e]!;
-        const di = c * im[d]! - s * re[e]!;
-        const er = c * re[e]! + s * im[d]!;
-        const ei = c * im[e]! - s * re[d]!;
-        // Second qubit: pairs (a, d) and (b, e).
-        re[a] = c * ar + s * di;
-        im[a] = c * ai - s * dr;
-        re[d] = c * dr + s * ai;
-        im[d] = c * di - s * ar;
-        re[b] = c * br + s * ei;
-        im[b] = c * bi - s * er;
-        re[e] = c * er + s * bi;
-        im[e] = c * ei - s * br;
-      }
+/** exp(-i gamma C) on the amplitudes [from, to). */
+function phaseRange(
+  re: Float64Array,
+  im: Float64Array,
+  from: number,
+  to: number,
+  gamma: number,
+  diag: Float64Array,
+  table: { level: Uint16Array; cos: Float64Array; sin: Float64Array } | null,
+): void {
+  if (table) {
+    const { level, cos, sin } = table;
+    for (let k = from; k < to; k++) {
+      const l = level[k]!;
+      const c = cos[l]!;
+      const s = sin[l]!;
+      const r = re[k]!;
+      const i = im[k]!;
+      re[k] = r * c + i * s;
+      im[k] = i * c - r * s;
     }
+    return;
   }
+  for (let k = from; k < to; k++) {
+    const a = gamma * diag[k]!;
+    const c = Math.cos(a);
+    const s = Math.sin(a);
+    const r = re[k]!;
+    const i = im[k]!;
+    re[k] = r * c + i * s;
+    im[k] = i * c - r * s;
+  }
+}
+
+/** cos and sin of gamma times each level: one pair per level instead of per amplitude. */
+function levelTable(gamma: number, levels: CostLevels | null): { level: Uint16Array; cos: Float64Array; sin: Float64Array } | null {
+  if (!levels) return null;
+  const count = levels.values.length;
+  const cos = new Float64Array(count);
+  const sin = new Float64Array(count);
+  for (let l = 0; l < count; l++) {
+    cos[l] = Math.cos(gamma * levels.values[l]!);
+    sin[l] = Math.sin(gamma * levels.values[l]!);
+  }
+  return { level: levels.level, cos, sin };
 }
 
 /**
@@ -128,53 +255,46 @@ export class StateVector {
 
   /** exp(-i gamma C) for the diagonal C. */
   applyPhase(gamma: number, diag: Float64Array, levels: CostLevels | null = null): void {
-    const { re, im, size } = this;
-    if (levels) {
-      const count = levels.values.length;
-      const cos = new Float64Array(count);
-      const sin = new Float64Array(count);
-      for (let l = 0; l < count; l++) {
-        cos[l] = Math.cos(gamma * levels.values[l]!);
-        sin[l] = Math.sin(gamma * levels.values[l]!);
-      }
-      const level = levels.level;
-      for (let k = 0; k < size; k++) {
-        const l = level[k]!;
-        const c = cos[l]!;
-        const s = sin[l]!;
-        const r = re[k]!;
-        const i = im[k]!;
-        re[k] = r * c + i * s;
-        im[k] = i * c - r * s;
-      }
-      return;
-    }
-    for (let k = 0; k < size; k++) {
-      const a = gamma * diag[k]!;
-      const c = Math.cos(a);
-      const s = Math.sin(a);
-      const r = re[k]!;
-      const i = im[k]!;
-      re[k] = r * c + i * s;
-      im[k] = i * c - r * s;
-    }
+    phaseRange(this.re, this.im, 0, this.size, gamma, diag, levelTable(gamma, levels));
   }
 
   /** exp(-i beta sum_q X_q): RX(2 beta) on every qubit. */
   applyMixer(beta: number): void {
+    this.layer(null, beta);
+  }
+
+  /**
+   * One QAOA layer, exp(-i beta B) exp(-i gamma C), in 1 + ceil((n - 12) / 6) sweeps of memory: the phase and
+   * the 12 low qubits' rotations per cache-sized block, then the high qubits in tiled groups of up to 6;
+   * rotations go two qubits at a time, so each amplitude is loaded and stored once per pair of qubits.
+   */
+  applyLayer(gamma: number, beta: number, diag: Float64Array, levels: CostLevels | null = null): void {
+    this.layer({ gamma, diag, table: levelTable(gamma, levels) }, beta);
+  }
+
+  private layer(
+    phase: { gamma: number; diag: Float64Array; table: ReturnType<typeof levelTable> } | null,
+    beta: number,
+  ): void {
     const c = Math.cos(beta);
     const s = Math.sin(beta);
     const { n, re, im, size } = this;
     const low = Math.min(n, BLOCK_QUBITS);
     const block = 2 ** low;
-    // Low qubits: every rotation applied to one cache-sized block before the next block is touched.
+    // Low qubits: the phase and every rotation applied to one cache-sized block before the next is touched.
     for (let start = 0; start < size; start += block) {
-      for (let q = 0; q < low; q++) rotate(re, im, 2 ** q, c, s, start, start + block);
+      if (phase) phaseRange(re, im, start, start + block, phase.gamma, phase.diag, phase.table);
+      rotateBlock(re, im, low, start, start + block, c, s);
     }
-    // High qubits two at a time: one sweep of memory per pair instead of one per qubit.
+    // High qubits in groups of balanced size, one sweep of memory per group.
+    const high = n - low;
+    const groups = Math.ceil(high / GROUP_QUBITS);
     let q = low;
-    for (; q + 1 < n; q += 2) rotatePair(re, im, 2 ** q, 2 ** (q + 1), c, s);
-    if (q < n) rotate(re, im, 2 ** q, c, s, 0, size);
+    for (let g = 0; g < groups; g++) {
+      const k = Math.ceil((n - q) / (groups - g));
+      rotateGroup(re, im, q, k, c, s);
+      q += k;
+    }
   }
 
   /** sum_k |a_k|^2 */
@@ -235,8 +355,5 @@ export function prepareQaoa(
   betas: readonly number[],
 ): void {
   state.resetPlus();
-  for (let l = 0; l < gammas.length; l++) {
-    state.applyPhase(gammas[l]!, diag, levels);
-    state.applyMixer(betas[l]!);
-  }
+  for (let l = 0; l < gammas.length; l++) state.applyLayer(gammas[l]!, betas[l]!, diag, levels);
 }
