@@ -144,6 +144,11 @@ const envSchema = z.object({
   FEATURES_SEED: intFrom('FEATURES_SEED', 0, 2 ** 31 - 1).default(20_261_123),
   /** Policies in the generated insurance world (claims and label rows follow from them). @default 3000 */
   FEATURES_POLICIES: intFrom('FEATURES_POLICIES', 20, 200_000).default(3000),
+  /**
+   * Folder of the features subgraph's offline store (the generated world as Parquet files, written on first
+   * use and read on later starts); `:memory:` keeps the world in memory only. @default ./features-data
+   */
+  FEATURES_DATA_DIR: z.string().trim().min(1).default('./features-data'),
   /** Redis for the online feature store (shared by every instance); unset: the database holds it. */
   REDIS_URL: z
     .string()

@@ -23,7 +23,8 @@ type Column = { name: string; type: 'int' | 'double'; get(i: number): number | n
  */
 export class DuckDbEngine {
   private constructor(
-    private readonly instance: DuckDBInstance,
+    /** The in-memory database (also used to read and write the world's Parquet files). */
+    readonly instance: DuckDBInstance,
     private readonly views: Map<string, ViewData>,
   ) {}
 
@@ -65,8 +66,7 @@ export class DuckDbEngine {
     return `WITH ${ctes.join(',\n')}
       SELECT l.row_id, ${selects.join(', ')}
       FROM ${labelTable} l
-      ${joins.join('\n      ')}
-      ORDER BY l.row_id`;
+      ${joins.join('\n      ')}`;
   }
 
   /** Joins the label rows with each named view; `ttl` overrides a view's TTL (null: none). */

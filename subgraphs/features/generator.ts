@@ -10,6 +10,12 @@ import { DAY_MS, HOUR_MS } from './frame.js';
  * - severe: `claim_settlement` rows (settlement amount, investigation flag) only exist after the outcome.
  */
 
+/**
+ * The generator's version: part of the stored world's folder name, so files written by an older generator
+ * are never read as this one's world. Raise it with every change to what generateWorld produces.
+ */
+export const GENERATOR_VERSION = 2;
+
 export const WORLD_START = Date.UTC(2022, 0, 1);
 export const WORLD_END = Date.UTC(2026, 0, 1);
 const YEAR_MS = 365 * DAY_MS;
@@ -157,7 +163,7 @@ export function generateWorld({ seed, policies }: WorldOptions): World {
         addVersion(termStart, 'renewal');
       }
       // A mid-term change: a move to another region or a new vehicle.
-      const changeAt = termStart + rng.uniform(30, 330) * DAY_MS;
+      const changeAt = termStart + Math.floor((rng.uniform(30, 330) * DAY_MS) / 60_000) * 60_000;
       const hasChange = rng.bernoulli(0.3) && changeAt < WORLD_END;
       const lambda =
         0.11 *

@@ -24,7 +24,8 @@ export const features: SubgraphModule = {
     const store = new FeaturesStore(db);
     const online = config.REDIS_URL ? await redisOnlineStore(config.REDIS_URL, config.FEATURES_REDIS_PREFIX, store) : databaseOnlineStore(store);
     const options = { seed: config.FEATURES_SEED, policies: config.FEATURES_POLICIES };
-    const service = new FeatureService(() => OfflineStore.open(options), online, store, clock, options);
+    const dir = config.FEATURES_DATA_DIR === ':memory:' ? null : config.FEATURES_DATA_DIR;
+    const service = new FeatureService(() => OfflineStore.open({ ...options, dir }), online, store, clock, options);
     const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('features')), resolvers: resolverMap });
     return {
       schema,

@@ -62,17 +62,43 @@ export class OfflineStore {
   private constructor(
     readonly world: World,
     readonly duck: DuckDbEngine,
+    /** Where the world came from: its Parquet folder (read, or written at this start), or memory only. */
+    readonly storage: { kind: 'parquet-read' | 'parquet-written' | 'memory'; folder: string | null },
   ) {}
 
-  static async open(options: { seed: number; policies: number }): Promise<OfflineStore> {
-    const world = generateWorld(options);
+  /**
+   * @param options.dir the folder of the world's Parquet files (FEATURES_DATA_DIR): read when the world of
+   *   this seed and size is there, else generated and written there; null keeps it in memory only.
+   */
+  static async open(options: { seed: number; policies: number; dir?: string | null }): Promise<OfflineStore> {
     // The native DuckDB library is loaded on first use, not when the gateway imports the subgraph.
     const { DuckDbEngine } = await import('./duckdb-engine.js');
     const duck = await DuckDbEngine.open([]);
-    const store = new OfflineStore(world, duck);
-    for (const view of worldViews(world, store.dicts)) await store.put(view);
+    let found: { world: World; storage: OfflineStore['storage'] };
+    try {
+      found = await OfflineStore.world(duck, options);
+    } catch (error) {
+      duck.close();
+      throw error;
+    }
+    const store = new OfflineStore(found.world, duck, found.storage);
+    for (const view of worldViews(found.world, store.dicts)) await store.put(view);
     await store.setMachineEvents([]);
     return store;
+  }
+
+  private static async world(
+    duck: DuckDbEngine,
+    options: { seed: number; policies: number; dir?: string | null },
+  ): Promise<{ world: World; storage: OfflineStore['storage'] }> {
+    if (!options.dir) return { world: generateWorld(options), storage: { kind: 'memory', folder: null } };
+    const { loadWorld, saveWorld, worldFolder } = await import('./world-files.js');
+    const folder = worldFolder(options.dir, options.seed, options.policies);
+    const stored = await loadWorld(duck.instance, options.dir, options.seed, options.policies);
+    if (stored) return { world: stored, storage: { kind: 'parquet-read', folder } };
+    const world = generateWorld(options);
+    await saveWorld(duck.instance, options.dir, world, options.policies);
+    return { world, storage: { kind: 'parquet-written', folder } };
   }
 
   private async put(view: ViewData): Promise<void> {

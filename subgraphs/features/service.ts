@@ -203,7 +203,8 @@ export class FeatureService {
         const offline = await this.builtOffline();
         if (!offline) return 'not started yet (starts on first use)';
         if (!(await offline.duck.ping())) throw new Error('unexpected answer');
-        return 'in-process, in-memory';
+        const { kind, folder } = offline.storage;
+        return kind === 'memory' ? 'in-process, in-memory; world generated in memory' : `in-process, in-memory; world ${kind === 'parquet-read' ? 'read from' : 'written to'} ${folder}`;
       }),
     ]);
     return { ok: checks.every((c) => c.ok), checks };

@@ -30,6 +30,7 @@ export async function startFeaturesServer(options: { backend: Backend; mode: Mod
     PORT: '0',
     HOST: '127.0.0.1',
     DATA_DIR: ':memory:',
+    FEATURES_DATA_DIR: ':memory:',
     LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'silent',
     ...(schema ? { DATABASE_URL: TEST_DATABASE_URL!, DATABASE_SCHEMA: schema } : {}),
     ...options.env,

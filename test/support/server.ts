@@ -134,6 +134,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     PORT: '0',
     HOST: '127.0.0.1',
     DATA_DIR: ':memory:',
+    FEATURES_DATA_DIR: ':memory:',
     LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'silent',
     ...(backend === 'postgres' ? { DATABASE_URL: TEST_DATABASE_URL, DATABASE_SCHEMA: schema } : {}),
     ...options.env,
