@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { rest } from './support/http.js';
 import { startFeaturesServer } from './support/features.js';
-import { TEST_DATABASE_URL } from './support/server.js';
+import { dropSchema, TEST_DATABASE_URL } from './support/server.js';
+import { until } from './support/wait.js';
 
 if (!TEST_DATABASE_URL) console.log('features online-store race test: skipped, TEST_DATABASE_URL is not set (PGlite runs one transaction at a time)');
 
@@ -53,5 +54,44 @@ describe.runIf(TEST_DATABASE_URL)('materializations racing readers on PostgreSQL
     const final = await rest(url, 'GET', '/features/online/policy/P-000007');
     expect(final.body['views'][0].materialization_id).toBe(last['materialization_id']);
     expect(seenAsOf.size).toBeGreaterThanOrEqual(1);
+  }, 120_000);
+
+  it('another instance on the same database serves a materialization once its outbox event arrives, whole', async () => {
+    const schema = `t_shared_${Date.now().toString(36)}`;
+    const env = { FEATURES_SEED: '5', FEATURES_POLICIES: '300', DATABASE_SCHEMA: schema };
+    const a = await startFeaturesServer({ backend: 'postgres', mode: 'one-process', env });
+    const b = await startFeaturesServer({ backend: 'postgres', mode: 'one-process', env });
+    try {
+      const views = ['policy_profile', 'policy_claims_history'];
+      // B has loaded its copy (nothing materialized yet) before A writes.
+      expect((await rest(b.url, 'GET', '/features/online/policy/P-000007')).status).toBe(404);
+      for (const as_of of ['2024-06-01T00:00:00Z', '2025-12-01T00:00:00Z']) {
+        const made = await rest(a.url, 'POST', '/features/offline', { as_of, views });
+        expect(made.status).toBe(200);
+        const id = made.body['materialization_id'];
+        // A answers from the new materialization at once (it reloads before it answers).
+        const fromA = await rest(a.url, 'GET', '/features/online/policy/P-000007');
+        expect(fromA.body['views'].map((v: { materialization_id: string }) => v.materialization_id)).toEqual([id, id]);
+        let fromB: Record<string, any> = {};
+        await until(
+          async () => {
+            const res = await rest(b.url, 'GET', '/features/online/policy/P-000007');
+            fromB = res.body;
+            if (res.status === 404) return false;
+            const ids = new Set(res.body['views'].map((v: { materialization_id: string }) => v.materialization_id));
+            // Never a mix: every answer comes from one materialization.
+            expect(ids.size).toBe(1);
+            return ids.has(id);
+          },
+          `instance B serving materialization ${id}`,
+          { detail: () => fromB },
+        );
+        expect(fromB['features']).toEqual(fromA.body['features']);
+      }
+    } finally {
+      await b.close();
+      await a.close();
+      await dropSchema(schema);
+    }
   }, 120_000);
 });

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityType } from './frame.js';
 import { VIEW_DEFINITIONS } from './registry.js';
-import type { FeaturesStore, MaterializationRecord, OnlineRow, StoredOnlineRow } from './store.js';
+import type { EventHub } from '../../platform/event-hub.js';
+import { MATERIALIZED_TOPIC, onlineKey, type FeaturesStore, type MaterializationRecord, type OnlineRow, type StoredOnlineRow } from './store.js';
 
 /**
  * The online store: what GET /features/online/... serves. The database by default (shared by every
- * instance on the same PostgreSQL); Redis when REDIS_URL is set. Either way a materialization becomes
+ * instance on the same PostgreSQL, served from memory); Redis when REDIS_URL is set. Either way a materialization becomes
  * visible whole, in one step, or not at all, and the database records every materialization.
  */
 export interface OnlineStore {
@@ -17,15 +18,81 @@ export interface OnlineStore {
   close(): Promise<void>;
 }
 
-export function databaseOnlineStore(store: FeaturesStore): OnlineStore {
+/**
+ * The database store: the rows live in `features_online` (replaced whole per view in the transaction that
+ * records the materialization) and are served from an in-memory copy of the whole table, swapped in one
+ * step. The copy is loaded on first read and reloaded after every materialization: at once by the
+ * instance that made it (before it answers), and by every other instance on the same database when the
+ * `features.materialized` outbox event reaches it (NOTIFY, or the hub's poll). A reload that fails marks
+ * the copy stale: the next read reloads it or fails (503), never answering from a copy known to be old.
+ */
+export function databaseOnlineStore(store: FeaturesStore, events: EventHub): OnlineStore {
+  let copy: Map<string, StoredOnlineRow[]> | null = null;
+  let stale = true;
+  let loading: Promise<void> | null = null;
+  let again = false;
+  let closed = false;
+
+  /** Loads the table; a call during a load makes that load run once more, so it sees every commit before the call. */
+  const reload = (): Promise<void> => {
+    if (loading) {
+      again = true;
+      return loading;
+    }
+    loading = (async () => {
+      do {
+        again = false;
+        try {
+          copy = await store.allOnlineRows();
+          stale = false;
+        } catch (error) {
+          stale = true;
+          throw error;
+        }
+      } while (again);
+    })().finally(() => {
+      loading = null;
+    });
+    return loading;
+  };
+
+  let stream: AsyncIterableIterator<unknown> | null = null;
+  void (async () => {
+    // A stream that fails (an overflow) is opened again; the reload after it catches up whatever was missed.
+    while (!closed) {
+      stream = events.stream(MATERIALIZED_TOPIC);
+      try {
+        for await (const event of stream) {
+          void event;
+          stale = true;
+          await reload().catch(() => undefined);
+        }
+      } catch {
+        stale = true;
+      }
+    }
+  })();
+
   return {
     kind: 'database',
-    publish: (m, rows, at) => store.recordMaterialization({ ...m, onlineStore: 'database' }, rows, at),
-    read: (entityType, id) => store.onlineRows(entityType, id),
+    async publish(m, rows, at) {
+      const record = await store.recordMaterialization({ ...m, onlineStore: 'database' }, rows, at);
+      stale = true;
+      await reload();
+      return record;
+    },
+    async read(entityType, id) {
+      if (stale || !copy) await reload();
+      return copy!.get(onlineKey(entityType, id)) ?? [];
+    },
     ping: async () => {
       await store.ping();
     },
-    close: async () => undefined,
+    close: async () => {
+      closed = true;
+      await stream?.return?.();
+      await loading?.catch(() => undefined);
+    },
   };
 }
 

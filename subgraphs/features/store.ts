@@ -1,4 +1,5 @@
 import type { Database, Queryable } from '../../platform/db.js';
+import { appendEvents } from '../../platform/outbox.js';
 import type { EntityType } from './frame.js';
 import type { MachineEvent } from './offline.js';
 
@@ -42,6 +43,9 @@ export interface StoredOnlineRow {
   values: (number | null)[];
 }
 
+/** The outbox topic of a committed materialization (no key; payload: its id and views). */
+export const MATERIALIZED_TOPIC = 'features.materialized';
+
 /** Serializes writers of the database online store: each replaces whole views. */
 const ONLINE_LOCK = 7_231_004_411;
 const INSERT_BATCH = 5000;
@@ -59,6 +63,29 @@ type MaterializationRow = {
 };
 
 const date = (v: Date | string) => (v instanceof Date ? v : new Date(v));
+
+/** The key of an entity's rows in the in-memory copy of the online store. */
+export const onlineKey = (entityType: EntityType, entityId: string) => `${entityType}:${entityId}`;
+
+type OnlineRowRecord = {
+  view: string;
+  version: string;
+  materialization_id: string;
+  materialized_at: Date | string;
+  as_of: Date | string;
+  feature_ts: Date | string;
+  vals: (number | null)[];
+};
+
+const storedRowOf = (r: OnlineRowRecord): StoredOnlineRow => ({
+  view: r.view,
+  version: r.version,
+  materializationId: r.materialization_id,
+  materializedAt: date(r.materialized_at),
+  asOf: date(r.as_of),
+  featureTs: date(r.feature_ts),
+  values: r.vals,
+});
 
 function recordOf(r: MaterializationRow): MaterializationRecord {
   return {
@@ -101,6 +128,9 @@ export class FeaturesStore {
       const record = recordOf(inserted.rows[0]!);
       if (rows) await replaceOnlineRows(tx, record.id, m.views.map((v) => v.view), rows);
       if (beforeCommit) await beforeCommit(record.id);
+      // Every instance's in-memory copy of the online rows reloads on this event (appended last: its lock
+      // is held until commit).
+      await appendEvents(tx, [{ topic: MATERIALIZED_TOPIC, payload: { materializationId: record.id, views: m.views.map((v) => v.view) } }]);
       return record;
     });
   }
@@ -110,30 +140,31 @@ export class FeaturesStore {
     return res.rows.map(recordOf);
   }
 
+  /** Every online row of the database store, keyed `entity_type:entity_id`, each key's rows by view. */
+  async allOnlineRows(): Promise<Map<string, StoredOnlineRow[]>> {
+    const res = await this.db.query<OnlineRowRecord & { entity_type: string; entity_id: string }>(
+      `SELECT o.entity_type, o.entity_id, o.view, o.version, o.materialization_id::text AS materialization_id, m.materialized_at, m.as_of, o.feature_ts, o.vals
+       FROM features_online o JOIN features_materializations m ON m.id = o.materialization_id
+       ORDER BY o.entity_type, o.entity_id, o.view`,
+    );
+    const out = new Map<string, StoredOnlineRow[]>();
+    for (const r of res.rows) {
+      const key = onlineKey(r.entity_type as EntityType, r.entity_id);
+      let rows = out.get(key);
+      if (!rows) out.set(key, (rows = []));
+      rows.push(storedRowOf(r));
+    }
+    return out;
+  }
+
   async onlineRows(entityType: EntityType, entityId: string): Promise<StoredOnlineRow[]> {
-    const res = await this.db.query<{
-      view: string;
-      version: string;
-      materialization_id: string;
-      materialized_at: Date | string;
-      as_of: Date | string;
-      feature_ts: Date | string;
-      vals: (number | null)[];
-    }>(
+    const res = await this.db.query<OnlineRowRecord>(
       `SELECT o.view, o.version, o.materialization_id::text AS materialization_id, m.materialized_at, m.as_of, o.feature_ts, o.vals
        FROM features_online o JOIN features_materializations m ON m.id = o.materialization_id
        WHERE o.entity_type = $1 AND o.entity_id = $2 ORDER BY o.view`,
       [entityType, entityId],
     );
-    return res.rows.map((r) => ({
-      view: r.view,
-      version: r.version,
-      materializationId: r.materialization_id,
-      materializedAt: date(r.materialized_at),
-      asOf: date(r.as_of),
-      featureTs: date(r.feature_ts),
-      values: r.vals,
-    }));
+    return res.rows.map(storedRowOf);
   }
 
   /**
