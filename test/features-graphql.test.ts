@@ -169,4 +169,23 @@ describe.runIf(redisUp)('the online store on Redis (REDIS_URL)', () => {
     expect(after).toHaveLength(1);
     expect(after[0]).not.toBe(hashes[0]);
   });
+
+  it('a second instance sharing the Redis store serves each new materialization at once (its pointers are re-read when stale)', async () => {
+    // Its own database (PGlite): no outbox event reaches it, so only Redis itself can tell it what changed.
+    const other = await startFeaturesServer({ backend: 'pglite', mode: 'one-process', env: { ...ENV, REDIS_URL, FEATURES_REDIS_PREFIX: prefix } });
+    try {
+      const before = await rest(other.url, 'GET', '/features/online/policy/P-000003');
+      expect(before.status).toBe(200);
+      for (const as_of of ['2024-06-01T00:00:00Z', '2025-09-01T00:00:00Z']) {
+        const made = await rest(url, 'POST', '/features/offline', { as_of, views: ['policy_profile'] });
+        expect(made.status).toBe(200);
+        const seen = await rest(other.url, 'GET', '/features/online/policy/P-000003');
+        expect(seen.status).toBe(200);
+        expect(seen.body['views'][0]).toMatchObject({ materialization_id: made.body['materialization_id'], as_of: new Date(as_of).toISOString() });
+        expect(seen.body['features']).toEqual((await rest(url, 'GET', '/features/online/policy/P-000003')).body['features']);
+      }
+    } finally {
+      await other.close();
+    }
+  });
 });

@@ -22,7 +22,7 @@ export const features: SubgraphModule = {
   migrations: [{ owner: 'features', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
   async start({ db, config, clock, events }) {
     const store = new FeaturesStore(db);
-    const online = config.REDIS_URL ? await redisOnlineStore(config.REDIS_URL, config.FEATURES_REDIS_PREFIX, store) : databaseOnlineStore(store, events);
+    const online = config.REDIS_URL ? await redisOnlineStore(config.REDIS_URL, config.FEATURES_REDIS_PREFIX, store, events) : databaseOnlineStore(store, events);
     const options = { seed: config.FEATURES_SEED, policies: config.FEATURES_POLICIES };
     const dir = config.FEATURES_DATA_DIR === ':memory:' ? null : config.FEATURES_DATA_DIR;
     const service = new FeatureService(() => OfflineStore.open({ ...options, dir }), online, store, clock, options);

@@ -31,7 +31,6 @@ export function databaseOnlineStore(store: FeaturesStore, events: EventHub): Onl
   let stale = true;
   let loading: Promise<void> | null = null;
   let again = false;
-  let closed = false;
 
   /** Loads the table; a call during a load makes that load run once more, so it sees every commit before the call. */
   const reload = (): Promise<void> => {
@@ -56,22 +55,10 @@ export function databaseOnlineStore(store: FeaturesStore, events: EventHub): Onl
     return loading;
   };
 
-  let stream: AsyncIterableIterator<unknown> | null = null;
-  void (async () => {
-    // A stream that fails (an overflow) is opened again; the reload after it catches up whatever was missed.
-    while (!closed) {
-      stream = events.stream(MATERIALIZED_TOPIC);
-      try {
-        for await (const event of stream) {
-          void event;
-          stale = true;
-          await reload().catch(() => undefined);
-        }
-      } catch {
-        stale = true;
-      }
-    }
-  })();
+  const stopWatching = onMaterialized(events, async () => {
+    stale = true;
+    await reload().catch(() => undefined);
+  });
 
   return {
     kind: 'database',
@@ -89,10 +76,36 @@ export function databaseOnlineStore(store: FeaturesStore, events: EventHub): Onl
       await store.ping();
     },
     close: async () => {
-      closed = true;
-      await stream?.return?.();
+      await stopWatching();
       await loading?.catch(() => undefined);
     },
+  };
+}
+
+/**
+ * Calls `changed` for every `features.materialized` event this instance's outbox reader delivers (from any
+ * instance on the database), one at a time; a stream that fails (an overflow) is opened again and `changed`
+ * called, so nothing missed stays unseen. Returns the function that stops watching.
+ */
+function onMaterialized(events: EventHub, changed: () => Promise<void>): () => Promise<void> {
+  let closed = false;
+  let stream: AsyncIterableIterator<unknown> | null = null;
+  void (async () => {
+    while (!closed) {
+      stream = events.stream(MATERIALIZED_TOPIC);
+      try {
+        for await (const event of stream) {
+          void event;
+          await changed();
+        }
+      } catch {
+        await changed();
+      }
+    }
+  })();
+  return async () => {
+    closed = true;
+    await stream?.return?.();
   };
 }
 
@@ -112,7 +125,7 @@ const HSET_BATCH = 2000;
  * A materialization fills fresh hashes first, then swaps every pointer in one MULTI/EXEC (inside the
  * database transaction that records it), then unlinks the hashes it replaced.
  */
-export async function redisOnlineStore(url: string, prefix: string, store: FeaturesStore): Promise<OnlineStore> {
+export async function redisOnlineStore(url: string, prefix: string, store: FeaturesStore, events: EventHub): Promise<OnlineStore> {
   // Loaded only when configured: a gateway without REDIS_URL never pays for the client's import.
   const { createClient } = await import('redis');
   const client = createClient({ url, socket: { connectTimeout: 2000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 2000) } });
@@ -122,21 +135,33 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
   await client.connect();
   const current = `${prefix}:current`;
 
+  // The pointers, kept in memory: a lookup is then one round trip (the value, and whether its hash still
+  // exists). Dropped after every materialization (here, or on another instance: the outbox event); a pointer
+  // to a hash that is gone, or no pointer for any view asked, makes the lookup read them again from Redis.
+  let pointers: Map<string, Pointer> | null = null;
+  const loadPointers = async (): Promise<Map<string, Pointer>> => {
+    const all = await client.hGetAll(current);
+    const fresh = new Map(Object.entries(all).map(([view, raw]) => [view, JSON.parse(raw) as Pointer] as const));
+    pointers = fresh;
+    return fresh;
+  };
+  const stopWatching = onMaterialized(events, async () => {
+    pointers = null;
+  });
+
   const read = async (entityType: EntityType, id: string, attempt = 0): Promise<StoredOnlineRow[]> => {
-    const views = VIEW_DEFINITIONS.filter((v) => v.entity === entityType).map((v) => v.name);
-    const pointers = await client.hmGet(current, views);
+    const known = attempt > 0 || !pointers ? await loadPointers() : pointers;
+    const live = VIEW_DEFINITIONS.filter((v) => v.entity === entityType && known.has(v.name)).map((v) => ({ view: v.name, pointer: known.get(v.name)! }));
+    if (live.length === 0 && attempt === 0) return read(entityType, id, 1);
     const rows: StoredOnlineRow[] = [];
     const found = await Promise.all(
-      pointers.map(async (raw, i) => {
-        if (typeof raw !== 'string') return null;
-        const pointer = JSON.parse(raw) as Pointer;
+      live.map(async ({ view, pointer }) => {
         const [exists, value] = await Promise.all([client.exists(pointer.key), client.hGet(pointer.key, id)]);
-        return { view: views[i]!, pointer, exists: exists === 1, value };
+        return { view, pointer, exists: exists === 1, value };
       }),
     );
     for (const f of found) {
-      if (!f) continue;
-      // The hash was replaced between reading the pointer and the value: read again from the new pointers.
+      // The hash was replaced since its pointer was read: read again from the new pointers.
       if (!f.exists && attempt < 2) return read(entityType, id, attempt + 1);
       if (typeof f.value !== 'string') continue;
       const [featureTs, ...values] = JSON.parse(f.value) as [number, ...(number | null)[]];
@@ -177,6 +202,7 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
           }
           await client.multi().hSet(current, swap).exec();
         });
+        pointers = null;
         if (replaced.length > 0) await client.unlink(replaced);
         return record;
       } catch (error) {
@@ -192,6 +218,7 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
       await client.ping();
     },
     async close() {
+      await stopWatching();
       await client.close().catch(() => client.destroy());
     },
   };
