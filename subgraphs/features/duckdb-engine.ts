@@ -16,10 +16,11 @@ const IDENT = /^[a-z][a-z0-9_]*$/;
 type Column = { name: string; type: 'int' | 'double'; get(i: number): number | null };
 
 /**
- * The DuckDB engine: every feature view is a table (entity, ts, created, seq); a join loads the label rows
- * into a temporary table of its own connection and runs one SQL statement, `ASOF LEFT JOIN` per view after
- * keeping, per (entity, feature_timestamp), only the row with the latest created_timestamp (then the
- * greatest seq), with the TTL applied to the matched row. Answers, per view, the matched row's seq.
+ * The DuckDB engine: every feature view is a table (entity, ts, created, seq) and, made when it is loaded, its
+ * deduplicated table keeping per (entity, feature_timestamp) only the row with the latest created_timestamp
+ * (then the greatest seq); a join loads the label rows into a temporary table of its own connection and runs
+ * one SQL statement, `ASOF LEFT JOIN` per view on the deduplicated table, with the TTL applied to the matched
+ * row. Answers, per view, the matched row's seq.
  */
 export class DuckDbEngine {
   private constructor(
@@ -47,24 +48,30 @@ export class DuckDbEngine {
         { name: 'created', type: 'double', get: (i) => view.created[i]! },
         { name: 'seq', type: 'int', get: (i) => i },
       ]);
+      // The dedup does not depend on the label rows: done once per loaded view, not per join.
+      await conn.run(DuckDbEngine.dedupSql(view.name));
     } finally {
       conn.closeSync();
     }
     this.views.set(view.name, view);
   }
 
-  /** The SQL of one join (documented in docs/features.md). */
+  /**
+   * Per view, one row per (entity, feature_timestamp): the latest created_timestamp, then the greatest seq
+   * (ASOF alone would pick an arbitrary row among equal timestamps). Run when the view is loaded.
+   */
+  static dedupSql(view: string): string {
+    return `CREATE OR REPLACE TABLE fd_${view} AS SELECT entity, ts, seq FROM fv_${view}
+      QUALIFY row_number() OVER (PARTITION BY entity, ts ORDER BY created DESC, seq DESC) = 1`;
+  }
+
+  /** The SQL of one join over the deduplicated views (documented in docs/features.md). */
   static sql(views: readonly { name: string; entity: EntityType; ttlMs: number | null }[], labelTable: string): string {
-    const ctes = views.map(
-      (v, i) => `d${i} AS (SELECT entity, ts, seq FROM fv_${v.name}
-        QUALIFY row_number() OVER (PARTITION BY entity, ts ORDER BY created DESC, seq DESC) = 1)`,
-    );
     const selects = views.map((v, i) =>
       v.ttlMs === null ? `d${i}.seq AS m${i}` : `CASE WHEN d${i}.ts >= l.ts - ${v.ttlMs} THEN d${i}.seq END AS m${i}`,
     );
-    const joins = views.map((v, i) => `ASOF LEFT JOIN d${i} ON l.${v.entity} = d${i}.entity AND l.ts >= d${i}.ts`);
-    return `WITH ${ctes.join(',\n')}
-      SELECT l.row_id, ${selects.join(', ')}
+    const joins = views.map((v, i) => `ASOF LEFT JOIN fd_${v.name} d${i} ON l.${v.entity} = d${i}.entity AND l.ts >= d${i}.ts`);
+    return `SELECT l.row_id, ${selects.join(', ')}
       FROM ${labelTable} l
       ${joins.join('\n      ')}`;
   }
