@@ -30,59 +30,39 @@ function single(re: Float64Array, im: Float64Array, from: number, len: number, s
 }
 
 /**
- * RX on two qubits with strides s1 < s2 at once, for the groups (a, a + s1, a + s2, a + s1 + s2) with a in
- * [from, from + len): the four amplitudes of a group are loaded and stored once for both rotations.
+ * RX on two qubits at once on the four amplitudes a, b = a + s1, d = a + s2, e = d + s1: loaded and stored
+ * once for both rotations (small enough for V8 to inline into the loops below).
  */
+function quad(re: Float64Array, im: Float64Array, a: number, b: number, d: number, e: number, c: number, s: number): void {
+  // First qubit: pairs (a, b) and (d, e).
+  const ar = c * re[a]! + s * im[b]!;
+  const ai = c * im[a]! - s * re[b]!;
+  const br = c * re[b]! + s * im[a]!;
+  const bi = c * im[b]! - s * re[a]!;
+  const dr = c * re[d]! + s * im[e]!;
+  const di = c * im[d]! - s * re[e]!;
+  const er = c * re[e]! + s * im[d]!;
+  const ei = c * im[e]! - s * re[d]!;
+  // Second qubit: pairs (a, d) and (b, e).
+  re[a] = c * ar + s * di;
+  im[a] = c * ai - s * dr;
+  re[d] = c * dr + s * ai;
+  im[d] = c * di - s * ar;
+  re[b] = c * br + s * ei;
+  im[b] = c * bi - s * er;
+  re[e] = c * er + s * bi;
+  im[e] = c * ei - s * br;
+}
+
+/** RX on two qubits with strides s1 < s2 for the groups starting at a in [from, from + len). */
 function double(re: Float64Array, im: Float64Array, from: number, len: number, s1: number, s2: number, c: number, s: number): void {
   const end = from + len;
-  for (let a = from; a < end; a++) {
-    const b = a + s1;
-    const d = a + s2;
-    const e = d + s1;
-    // First qubit: pairs (a, b) and (d, e).
-    const ar = c * re[a]! + s * im[b]!;
-    const ai = c * im[a]! - s * re[b]!;
-    const br = c * re[b]! + s * im[a]!;
-    const bi = c * im[b]! - s * re[a]!;
-    const dr = c * re[d]! + s * im[e]!;
-    const di = c * im[d]! - s * re[e]!;
-    const er = c * re[e]! + s * im[d]!;
-    const ei = c * im[e]! - s * re[d]!;
-    // Second qubit: pairs (a, d) and (b, e).
-    re[a] = c * ar + s * di;
-    im[a] = c * ai - s * dr;
-    re[d] = c * dr + s * ai;
-    im[d] = c * di - s * ar;
-    re[b] = c * br + s * ei;
-    im[b] = c * bi - s * er;
-    re[e] = c * er + s * bi;
-    im[e] = c * ei - s * br;
-  }
+  for (let a = from; a < end; a++) quad(re, im, a, a + s1, a + s2, a + s1 + s2, c, s);
 }
 
 /** RX on qubits 0 and 1 of [from, to): four neighbouring amplitudes at a time. */
 function lowestTwo(re: Float64Array, im: Float64Array, from: number, to: number, c: number, s: number): void {
-  for (let a = from; a < to; a += 4) {
-    const b = a + 1;
-    const d = a + 2;
-    const e = a + 3;
-    const ar = c * re[a]! + s * im[b]!;
-    const ai = c * im[a]! - s * re[b]!;
-    const br = c * re[b]! + s * im[a]!;
-    const bi = c * im[b]! - s * re[a]!;
-    const dr = c * re[d]! + s * im[e]!;
-    const di = c * im[d]! - s * re[e]!;
-    const er = c * re[e]! + s * im[d]!;
-    const ei = c * im[e]! - s * re[d]!;
-    re[a] = c * ar + s * di;
-    im[a] = c * ai - s * dr;
-    re[d] = c * dr + s * ai;
-    im[d] = c * di - s * ar;
-    re[b] = c * br + s * ei;
-    im[b] = c * bi - s * er;
-    re[e] = c * er + s * bi;
-    im[e] = c * ei - s * br;
-  }
+  for (let a = from; a < to; a += 4) quad(re, im, a, a + 1, a + 2, a + 3, c, s);
 }
 
 /** RX on qubits 0..low-1 of the block [from, to) (to - from = 2^low): two qubits per pass. */
