@@ -1,52 +1,18 @@
+import { Sfc32 } from '../../platform/random.js';
+
 /**
- * A seeded pseudo-random source (sfc32, seeded through splitmix32) with the distributions the data
- * generator draws from. The same seed gives the same sequence on every platform.
+ * A seeded pseudo-random source (sfc32, `platform/random.ts`) with the distributions the data generator
+ * draws from. The same seed gives the same sequence on every platform.
  */
-export class Random {
-  private a: number;
-  private b: number;
-  private c: number;
-  private d: number;
+export class Random extends Sfc32 {
   private spareNormal: number | null = null;
 
   constructor(seed: number, stream = '') {
-    let state = (seed ^ hashString(stream)) >>> 0;
-    const next = () => {
-      state = (state + 0x9e3779b9) >>> 0;
-      let z = state;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
-      return (z ^ (z >>> 16)) >>> 0;
-    };
-    this.a = next();
-    this.b = next();
-    this.c = next();
-    this.d = next();
-    for (let i = 0; i < 12; i++) this.uint32();
-  }
-
-  uint32(): number {
-    const t = (((this.a + this.b) >>> 0) + this.d) >>> 0;
-    this.d = (this.d + 1) >>> 0;
-    this.a = this.b ^ (this.b >>> 9);
-    this.b = (this.c + (this.c << 3)) >>> 0;
-    this.c = ((this.c << 21) | (this.c >>> 11)) >>> 0;
-    this.c = (this.c + t) >>> 0;
-    return t;
-  }
-
-  /** Uniform in [0, 1). */
-  next(): number {
-    return this.uint32() / 4294967296;
+    super(Sfc32.seedState(seed, stream));
   }
 
   uniform(min: number, max: number): number {
     return min + (max - min) * this.next();
-  }
-
-  /** An integer in [0, n). */
-  int(n: number): number {
-    return Math.floor(this.next() * n);
   }
 
   bernoulli(p: number): boolean {
@@ -116,10 +82,4 @@ export class Random {
     }
     return k;
   }
-}
-
-function hashString(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193) >>> 0;
-  return h;
 }

@@ -1,0 +1,67 @@
+/**
+ * sfc32, seeded through splitmix32: a small, fast pseudo-random source whose whole state is four 32-bit
+ * words, so a sequence can be stored and resumed exactly. The same seed and stream give the same sequence on
+ * every platform. Not for secrets (key material comes from node:crypto). The subgraphs extend it with the
+ * distributions they draw from.
+ */
+export type Sfc32State = [number, number, number, number];
+
+export class Sfc32 {
+  private a: number;
+  private b: number;
+  private c: number;
+  private d: number;
+
+  protected constructor(state: Sfc32State) {
+    [this.a, this.b, this.c, this.d] = [state[0] >>> 0, state[1] >>> 0, state[2] >>> 0, state[3] >>> 0];
+  }
+
+  /**
+   * The state for a seed and a named stream (different streams of one seed are independent): four words of
+   * splitmix32 from seed XOR hash(stream), then 12 draws discarded. Seeds above 2^32 mix in their high part.
+   */
+  protected static seedState(seed: number, stream: string): Sfc32State {
+    let s = (Math.floor(seed) ^ Math.floor(seed / 4294967296) ^ hashString(stream)) >>> 0;
+    const next = () => {
+      s = (s + 0x9e3779b9) >>> 0;
+      let z = s;
+      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
+      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
+      return (z ^ (z >>> 16)) >>> 0;
+    };
+    const warm = new Sfc32([next(), next(), next(), next()]);
+    for (let i = 0; i < 12; i++) warm.uint32();
+    return warm.state();
+  }
+
+  state(): Sfc32State {
+    return [this.a, this.b, this.c, this.d];
+  }
+
+  uint32(): number {
+    const t = (((this.a + this.b) >>> 0) + this.d) >>> 0;
+    this.d = (this.d + 1) >>> 0;
+    this.a = this.b ^ (this.b >>> 9);
+    this.b = (this.c + (this.c << 3)) >>> 0;
+    this.c = ((this.c << 21) | (this.c >>> 11)) >>> 0;
+    this.c = (this.c + t) >>> 0;
+    return t;
+  }
+
+  /** Uniform in [0, 1). */
+  next(): number {
+    return this.uint32() / 4294967296;
+  }
+
+  /** An integer in [0, n). */
+  int(n: number): number {
+    return Math.floor(this.next() * n);
+  }
+}
+
+/** FNV-1a of a string, 32 bits. */
+export function hashString(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193) >>> 0;
+  return h >>> 0;
+}
