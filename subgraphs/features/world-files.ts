@@ -132,16 +132,22 @@ async function writeTable<R>(conn: DuckDBConnection, path: string, columns: read
 }
 
 async function readTable<R>(conn: DuckDBConnection, path: string, columns: readonly ColumnSpec<R>[]): Promise<R[]> {
-  const reader = await conn.runAndReadAll(`SELECT ${columns.map(fromFile).join(', ')} FROM read_parquet(${quote(path)})`);
-  const data = reader.getColumnsJS();
+  // Chunk by chunk, value by value from the vectors: no intermediate array of DuckDB values per column.
+  const result = await conn.stream(`SELECT ${columns.map(fromFile).join(', ')} FROM read_parquet(${quote(path)})`);
   const rows: R[] = [];
-  for (let r = 0; r < reader.currentRowCount; r++) {
-    const row: Partial<R> = {};
+  for (;;) {
+    const chunk = await result.fetchChunk();
+    if (!chunk || chunk.rowCount === 0) break;
+    const vectors = columns.map((_, i) => chunk.getColumnVector(i));
+    const start = rows.length;
+    for (let r = 0; r < chunk.rowCount; r++) rows.push({} as R);
     columns.forEach((c, i) => {
-      const v = data[i]![r];
-      c.set(row, v === null || v === undefined ? null : typeof v === 'string' || typeof v === 'number' ? v : Number(v));
+      const vector = vectors[i]!;
+      for (let r = 0; r < chunk.rowCount; r++) {
+        const v = vector.getItem(r);
+        c.set(rows[start + r]!, v === null ? null : typeof v === 'string' || typeof v === 'number' ? v : Number(v));
+      }
     });
-    rows.push(row as R);
   }
   return rows;
 }
