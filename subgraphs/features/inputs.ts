@@ -88,7 +88,13 @@ export const leakageAuditInput = z.object({
   testFrom: instant.nullish(),
 });
 
-export const idArg = (key: keyof typeof ID_PATTERNS) => z.object({ id: entityId(key) });
+const ID_ARGS = {
+  policyId: z.object({ id: entityId('policyId') }),
+  claimId: z.object({ id: entityId('claimId') }),
+  machineId: z.object({ id: entityId('machineId') }),
+};
+/** The `{ id }` argument of an entity (schemas built once: zod compiles each on its first parse). */
+export const idArg = (key: keyof typeof ID_PATTERNS) => ID_ARGS[key];
 export const asOfArg = z.object({ asOf: instant.nullish() });
 export const firstArg = z.object({ first: z.number().int().min(1).max(100).nullish() });
 export const viewNameArg = z.object({ name: text() });

@@ -180,6 +180,8 @@ export class OptimizationStore {
       'SELECT mmsi, name, type, track FROM optimization_vessels ORDER BY mmsi',
     );
     store.specs = rows.rows;
+    // Speed profiles are cached by track; building them here keeps the first tick from stalling the loop.
+    for (const spec of store.specs) positionAt(spec, now);
     return store;
   }
 
