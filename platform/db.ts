@@ -2,6 +2,7 @@ import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { lockDataDir } from './data-dir-lock.js';
 import { classifyDatabaseError, connectivityFailure, DatabaseUnavailableError, guarded, redactDatabaseUrl } from './db-errors.js';
+import { ReadCache } from './read-cache.js';
 import { StartupError } from './startup-error.js';
 
 export interface QueryResult<R> {
@@ -34,6 +35,8 @@ export interface Database extends Queryable {
   readonly retries: RetryCounts;
   /** Runs a script of several statements (migrations). */
   exec(sql: string): Promise<void>;
+  /** PGlite with its read cache (platform/read-cache.ts): reads answered from it, and reads that ran; null otherwise. */
+  readCacheStats(): { hits: number; misses: number; entries: number } | null;
   /** PostgreSQL: the pool's connections (open, idle) and the queries waiting for one; null on PGlite. */
   poolStats(): { total: number; idle: number; waiting: number } | null;
   /** Subscribes to NOTIFY on a channel; resolves to an unsubscribe function. */
@@ -61,10 +64,15 @@ export interface DatabaseOptions {
    * unavailable. @default 15000
    */
   queryTimeoutMs?: number;
+  /**
+   * PGlite: answer repeated reads from memory until the next write (platform/read-cache.ts). Rows of a
+   * read are then frozen and shared by its callers. @default true
+   */
+  readCache?: boolean;
 }
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
-  return options.url ? openPostgres(options.url, options) : openPglite(options.dataDir);
+  return options.url ? openPostgres(options.url, options) : openPglite(options.dataDir, options.readCache ?? true);
 }
 
 /** Type oid of int8 (bigint, bigserial, count(*)). */
@@ -87,7 +95,7 @@ export function parseInt8(text: string): number {
  * The embedded database. A data directory has one writer: its lock is taken before PGlite opens it and
  * released after PGlite has closed it. Every call fails as DatabaseUnavailableError once PGlite is closed.
  */
-async function openPglite(dataDir: string | undefined): Promise<Database> {
+async function openPglite(dataDir: string | undefined, readCache: boolean): Promise<Database> {
   const lock = dataDir ? await lockDataDir(dataDir) : null;
   const options = { parsers: { [INT8_OID]: parseInt8 } };
   let db: PGlite;
@@ -103,16 +111,34 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
     // PGlite reports affectedRows 0 for a SELECT, and no rows for an UPDATE without RETURNING.
     rowCount: Math.max(res.rows.length, res.affectedRows ?? 0),
   });
+  const cache = readCache ? new ReadCache() : null;
+  /** Runs a statement that may change the data: nothing read before it, or while it ran, is kept. */
+  const writing = async <T>(run: () => Promise<T>): Promise<T> => {
+    cache?.changed();
+    try {
+      return await run();
+    } finally {
+      cache?.changed();
+    }
+  };
+  const run = async <R>(sql: string, params?: readonly unknown[]) => toResult(await guarded(() => db.query<R>(sql, params ? [...params] : undefined)));
   return {
     kind: 'pglite',
     poolStats: () => null,
+    readCacheStats: () => (cache ? { hits: cache.hits, misses: cache.misses, entries: cache.size } : null),
     retries: { deadlock: 0, serialization: 0 },
     async query<R>(sql: string, params?: readonly unknown[]) {
-      return toResult(await guarded(() => db.query<R>(sql, params ? [...params] : undefined)));
+      const key = cache?.keyOf(sql, params) ?? null;
+      // A closed database answers nothing, not even what it answered before.
+      if (cache === null || key === null || db.closed) return writing(() => run<R>(sql, params));
+      const kept = cache.get<R>(key);
+      if (kept) return kept;
+      const token = cache.begin();
+      return cache.put(key, token, await run<R>(sql, params));
     },
     // PGlite runs one connection: transactions are serialized, never concurrent.
     transaction<T>(fn: (tx: Queryable) => Promise<T>) {
-      return guarded(() =>
+      return writing(() => guarded(() =>
         db.transaction(async (tx) =>
           fn({
             async query<R>(sql: string, params?: readonly unknown[]) {
@@ -120,10 +146,10 @@ async function openPglite(dataDir: string | undefined): Promise<Database> {
             },
           }),
         ),
-      );
+      ));
     },
     async exec(sql: string) {
-      await guarded(() => db.exec(sql));
+      await writing(() => guarded(() => db.exec(sql)));
     },
     async listen(channel, onPayload) {
       const stop = await guarded(() => db.listen(channel, onPayload));
@@ -267,6 +293,7 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
     kind: 'postgres',
     retries,
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    readCacheStats: () => null,
     query: (sql, params) => run(pool, sql, params),
     async transaction<T>(fn: (tx: Queryable) => Promise<T>) {
       for (let attempt = 1; ; attempt++) {

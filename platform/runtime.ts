@@ -34,6 +34,7 @@ export async function startSubgraphRuntime(args: {
     dataDir: config.DATA_DIR === ':memory:' ? undefined : config.DATA_DIR,
     schema: config.DATABASE_SCHEMA,
     queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
+    readCache: config.EMBEDDED_READ_CACHE,
   });
   const events = new EventHub(db, args.onError ? { onError: args.onError } : {});
   const instances = new Map<string, SubgraphInstance>();
