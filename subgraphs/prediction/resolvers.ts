@@ -63,6 +63,26 @@ function parseArgs<T extends Record<string, unknown>>(checks: { [K in keyof T]: 
   return out;
 }
 
+/**
+ * Delivery forecasts by leg (distance, planned departure), per travel model: the forecast is a pure
+ * function of the two and the model, so a booking's forecast is computed once per model, not on every
+ * read of the ledger. Bounded: the map is dropped whole when full.
+ */
+const deliveryForecasts = new WeakMap<ModelSet['travel'], Map<string, TransitView>>();
+const MAX_KEPT_FORECASTS = 20_000;
+
+function deliveryForecast(models: ModelSet, distanceKm: number, departAt: Date): TransitView {
+  let kept = deliveryForecasts.get(models.travel);
+  if (!kept) deliveryForecasts.set(models.travel, (kept = new Map()));
+  const key = `${distanceKm}|${departAt.getTime()}`;
+  const hit = kept.get(key);
+  if (hit) return hit;
+  const view = Object.freeze(transitView(models, deliveryTravelFeatures(distanceKm, departAt), departAt));
+  if (kept.size >= MAX_KEPT_FORECASTS) kept.clear();
+  kept.set(key, view);
+  return view;
+}
+
 const arrival = (t: TransitView, minutes: number) => (t.departAt ? new Date(t.departAt.getTime() + minutes * 60_000) : null);
 const r1 = (x: number) => Math.round(x * 10) / 10;
 
@@ -181,7 +201,7 @@ export const predictionResolvers = {
         // The gateway always sends the @requires fields; without them the supergraph itself is broken.
         throw new Error(`Booking ${b.id} representation lacks deliveryDistanceKm or deliveryDepartAt`);
       }
-      return transitView(ctx.models, deliveryTravelFeatures(distance, departAt), departAt);
+      return deliveryForecast(ctx.models, distance, departAt);
     },
   },
 } satisfies Resolvers;
