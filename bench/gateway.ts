@@ -248,11 +248,12 @@ export default async function gatewayBench(): Promise<void> {
       for (const [key, label, args, extra] of [
         ['project', 'project gateway (distributed)', ['gateway/main.ts'], { SUBGRAPH_URLS: urls }],
         ['stock', 'stock @apollo/gateway', ['bench/peers/apollo-stock.ts'], { SUPERGRAPH_FILE: supergraphFile }],
+        ['one-process-pglite', 'npm start (PGlite)', ['gateway/main.ts'], { DATA_DIR: copyOfTemplate('one-process-profiled') }],
       ] as const) {
         log(`profiling the ${label} on the federated query for ${options.profileSeconds} s`);
         const dir = join(tmp, `profile-${key}`);
         const server = await start(`${key}-profiled`, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', ...args], extra);
-        const target: Target = { key, label, server, remoteSubgraphs: true, project: key === 'project' };
+        const target: Target = { key, label, server, remoteSubgraphs: key !== 'one-process-pglite', project: key !== 'stock' };
         const cell: Cell = { target, variant: 'graphql', plan: { kind: 'cycle', requests: [graphql(FEDERATED_QUERY)] } };
         await measureRound(load, cell, { connections: options.connections, seconds: 2 }, {}, serving(target));
         // Only the samples of the measured stretch count: not the start, the warm-up or the shutdown.
@@ -262,6 +263,8 @@ export default async function gatewayBench(): Promise<void> {
         await stopServer(server);
         const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
         if (file) profiles.push({ target: label, summary: summarizeProfile(join(dir, file), root, { fromUs, toUs }) });
+        // The whole profile, for a closer look (Chrome DevTools, speedscope), when asked for.
+        if (file && env['BENCH_PROFILE_DIR']) cpSync(join(dir, file), join(env['BENCH_PROFILE_DIR'], `${key}.cpuprofile`));
       }
     }
 
