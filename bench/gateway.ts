@@ -17,7 +17,7 @@ import { hiveGatewayArgs } from './peers/hive.js';
 
 /*
  * npm run bench -- gateway [--quick] [--seconds N] [--warmup N] [--rounds N] [--connections N]
- *                          [--paging-rows N] [--only w1,w2] [--profile-seconds N] [--out DIR]
+ *                          [--paging-rows N] [--only w1,w2] [--profile-seconds N] [--profile-mix] [--out DIR]
  *
  * The five subgraphs start once, as processes of their own, on PostgreSQL (BENCH_DATABASE_URL, or the
  * local postgres://postgres@127.0.0.1:5432/test when it answers; a schema of this run's own, dropped
@@ -46,6 +46,8 @@ export interface Options {
   bookings: number;
   only: Set<string> | null;
   profileSeconds: number;
+  /** Profile on the mix of distinct queries instead of the federated query. */
+  profileMix: boolean;
   out: string | null;
 }
 
@@ -77,6 +79,7 @@ function parseOptions(args: string[]): Options {
     bookings: quick ? 2_000 : 10_000,
     only: only ? new Set(only) : null,
     profileSeconds: number('--profile-seconds', quick ? 3 : 8),
+    profileMix: args.includes('--profile-mix'),
     out: value('--out') ?? (quick ? null : join(root, 'bench', 'results')),
   };
 }
@@ -244,17 +247,17 @@ export default async function gatewayBench(): Promise<void> {
     loadAverages.push(loadavg()[0]!);
 
     const profiles: { target: string; summary: ProfileSummary }[] = [];
-    if (options.profileSeconds > 0 && wanted('federated')) {
+    if (options.profileSeconds > 0 && wanted(options.profileMix ? 'mix' : 'federated')) {
       for (const [key, label, args, extra] of [
         ['project', 'project gateway (distributed)', ['gateway/main.ts'], { SUBGRAPH_URLS: urls }],
         ['stock', 'stock @apollo/gateway', ['bench/peers/apollo-stock.ts'], { SUPERGRAPH_FILE: supergraphFile }],
         ['one-process-pglite', 'npm start (PGlite)', ['gateway/main.ts'], { DATA_DIR: copyOfTemplate('one-process-profiled') }],
       ] as const) {
-        log(`profiling the ${label} on the federated query for ${options.profileSeconds} s`);
+        log(`profiling the ${label} on the ${options.profileMix ? "mix" : "federated query"} for ${options.profileSeconds} s`);
         const dir = join(tmp, `profile-${key}`);
         const server = await start(`${key}-profiled`, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', ...args], extra);
         const target: Target = { key, label, server, remoteSubgraphs: key !== 'one-process-pglite', project: key !== 'stock' };
-        const cell: Cell = { target, variant: 'graphql', plan: { kind: 'cycle', requests: [graphql(FEDERATED_QUERY)] } };
+        const cell: Cell = { target, variant: 'graphql', plan: { kind: 'cycle', requests: options.profileMix ? mix : [graphql(FEDERATED_QUERY)] } };
         await measureRound(load, cell, { connections: options.connections, seconds: 2 }, {}, serving(target));
         // Only the samples of the measured stretch count: not the start, the warm-up or the shutdown.
         const fromUs = Number(process.hrtime.bigint() / 1000n);

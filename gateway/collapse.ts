@@ -51,7 +51,8 @@ export function collapsing(source: GraphQLDataSource<GatewayContext>, onCollapse
       flight.response = source.process(options).then(
         (response) => {
           inFlight.delete(key);
-          if (flight.joiners > 0) flight.pristine = structuredClone(response);
+          // The answer's HTTP envelope (already read by the data source) is not copied, only what it said.
+          if (flight.joiners > 0) flight.pristine = structuredClone({ ...response, http: undefined });
           return response;
         },
         (error: unknown) => {

@@ -1,6 +1,8 @@
 import { RemoteGraphQLDataSource, type GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { parse, type GraphQLFormattedError } from 'graphql';
+import { STATUS_CODES } from 'node:http';
+import { Pool } from 'undici';
 import { FORWARDED_HEADERS, type GatewayContext } from './context.js';
 import { unavailableErrors } from './subgraph-errors.js';
 import { injectTrace } from './tracing.js';
@@ -14,14 +16,23 @@ type Fetcher = RemoteGraphQLDataSource['fetcher'];
  * fields it owns, and the rest of the query still resolves.
  */
 export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
+  /** Keep-alive connections to the subgraph server. */
+  private readonly pool: Pool;
+
   constructor(
     private readonly service: string,
     url: string,
     private readonly options: { timeoutMs: number; apiKey: string | undefined; onFailure: (error: unknown) => void },
   ) {
-    const fetcher = ((input: string, init?: RequestInit) =>
-      fetch(input, { ...init, signal: AbortSignal.timeout(options.timeoutMs) })) as unknown as Fetcher;
-    super({ url, fetcher });
+    const target = new URL(url);
+    const pool = new Pool(target.origin, { connections: 64, keepAliveTimeout: 30_000 });
+    super({ url, fetcher: leanFetcher(pool, `${target.pathname}${target.search}`, options.timeoutMs) });
+    this.pool = pool;
+  }
+
+  /** Closes the kept-alive connections. */
+  close(): Promise<void> {
+    return this.pool.close();
   }
 
   override willSendRequest(options: GraphQLDataSourceProcessOptions<GatewayContext>): void {
@@ -48,6 +59,60 @@ export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
       this.options.onFailure(error);
       return { errors: unavailableErrors(this.service, parse(options.request.query ?? '{ __typename }'), options.request.variables ?? {}) };
     }
+  }
+}
+
+/**
+ * The fetch the data source calls, on undici's request API: the same contract for the library (status,
+ * headers, a JSON or text body), with less work per request than the global fetch (no web streams, no
+ * Request or Response objects); the body is read as one buffer. Each request is given up after `timeoutMs`.
+ */
+function leanFetcher(pool: Pool, path: string, timeoutMs: number): Fetcher {
+  const fetcher = async (url: string, init?: { method?: string; headers?: Record<string, string>; body?: string }) => {
+    const answer = await pool.request({
+      method: (init?.method ?? 'POST') as 'POST',
+      path,
+      headers: init?.headers ?? {},
+      body: init?.body ?? null,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    return new LeanResponse(url, answer.statusCode, answer.headers, await answer.body.text());
+  };
+  return fetcher as unknown as Fetcher;
+}
+
+/** What the data source reads of an answer; its methods live on the prototype, so a copy of a result skips them. */
+class LeanResponse {
+  readonly ok: boolean;
+  readonly statusText: string;
+  readonly headers: { get(name: string): string | null };
+
+  constructor(
+    readonly url: string,
+    readonly status: number,
+    raw: Record<string, string | string[] | undefined>,
+    private readonly body: string,
+  ) {
+    this.ok = status >= 200 && status <= 299;
+    this.statusText = STATUS_CODES[status] ?? '';
+    this.headers = new LeanHeaders(raw);
+  }
+
+  text(): Promise<string> {
+    return Promise.resolve(this.body);
+  }
+
+  json(): Promise<unknown> {
+    return Promise.resolve(JSON.parse(this.body) as unknown);
+  }
+}
+
+class LeanHeaders {
+  constructor(private readonly raw: Record<string, string | string[] | undefined>) {}
+
+  get(name: string): string | null {
+    const value = this.raw[name.toLowerCase()];
+    return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
   }
 }
 

@@ -146,6 +146,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   process.env['APOLLO_TELEMETRY_DISABLED'] ??= 'true';
   const supergraphSdl = readCheckedInSupergraph();
   const dataSources = new Map<string, GraphQLDataSource>();
+  const closeRemoteSources = async () => {
+    for (const source of dataSources.values()) if (source instanceof RemoteDataSource) await source.close();
+  };
   const gateway = new ApolloGateway({
     supergraphSdl,
     buildService: ({ name }) => {
@@ -329,6 +332,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await ws.close();
     await apollo.stop();
     await remote.close();
+    await closeRemoteSources();
     await runtime?.close();
     throw listenFailure(error, config.HOST, config.PORT);
   }
@@ -348,6 +352,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         await app.close();
         await apollo.stop();
         await remote.close();
+        await closeRemoteSources();
         await runtime?.close();
       })();
       return closing;
