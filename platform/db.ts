@@ -128,13 +128,14 @@ async function openPglite(dataDir: string | undefined, readCache: boolean): Prom
     readCacheStats: () => (cache ? { hits: cache.hits, misses: cache.misses, entries: cache.size } : null),
     retries: { deadlock: 0, serialization: 0 },
     async query<R>(sql: string, params?: readonly unknown[]) {
-      const key = cache?.keyOf(sql, params) ?? null;
       // A closed database answers nothing, not even what it answered before.
-      if (cache === null || key === null || db.closed) return writing(() => run<R>(sql, params));
-      const kept = cache.get<R>(key);
+      const statement = cache && !db.closed ? cache.classify(sql, params) : ({ kind: 'write' } as const);
+      if (statement.kind === 'write') return writing(() => run<R>(sql, params));
+      if (statement.kind === 'volatile') return run<R>(sql, params);
+      const kept = cache!.get<R>(statement.key);
       if (kept) return kept;
-      const token = cache.begin();
-      return cache.put(key, token, await run<R>(sql, params));
+      const token = cache!.begin();
+      return cache!.put(statement.key, token, await run<R>(sql, params));
     },
     // PGlite runs one connection: transactions are serialized, never concurrent.
     transaction<T>(fn: (tx: Queryable) => Promise<T>) {

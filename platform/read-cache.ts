@@ -15,14 +15,26 @@ import type { QueryResult } from './db.js';
  */
 
 /**
- * Statements that are not plain reads of stored data, or whose answer depends on more than the data:
- * anything that writes or locks, and the functions that read the clock, draw random numbers, advance
- * sequences, take advisory locks or read settings.
+ * Statements that write, lock or have an effect: anything but a plain read, and the functions that
+ * advance sequences, take advisory locks, notify or change settings. The cache is cleared around them.
  */
-const NOT_CACHEABLE =
-  /\b(insert|update|delete|merge|into|notify|listen|lock|for\s+(update|share|no\s+key\s+update|key\s+share)|now|current_date|current_time|current_timestamp|current_user|current_schema|current_setting|localtime|localtimestamp|clock_timestamp|statement_timestamp|transaction_timestamp|timeofday|age|random|setseed|gen_random_uuid|uuid_generate_\w+|nextval|currval|lastval|setval|set_config|pg_\w+|txid_\w+)\b/i;
+const WRITES =
+  /\b(insert|update|delete|merge|into|notify|listen|unlisten|lock|for\s+(update|share|no\s+key\s+update|key\s+share)|nextval|setval|set_config|pg_\w+|txid_\w+)\b/i;
+
+/** Reads whose answer depends on more than the data: the clock, random numbers, the session. */
+const VOLATILE =
+  /\b(now|current_date|current_time|current_timestamp|current_user|current_schema|current_setting|localtime|localtimestamp|clock_timestamp|statement_timestamp|transaction_timestamp|timeofday|age|random|setseed|gen_random_uuid|uuid_generate_\w+|currval|lastval)\b/i;
 
 const READ = /^\s*(select|with|values|table)\b/i;
+
+/** What a statement is to the cache. */
+export type Statement =
+  /** Changes (or may change) the data: the cache is dropped before and after it. */
+  | { kind: 'write' }
+  /** A read that must run every time, and is not kept. */
+  | { kind: 'volatile' }
+  /** A read answered from the cache under `key`. */
+  | { kind: 'read'; key: string };
 
 export interface ReadCacheOptions {
   /** Most answers kept; the whole cache is dropped when one more would exceed it. @default 2000 */
@@ -45,15 +57,17 @@ export class ReadCache {
     this.maxRows = options.maxRows ?? 5000;
   }
 
-  /** The key of a cacheable read, or null for a statement that writes or depends on more than the data. */
-  keyOf(sql: string, params: readonly unknown[] | undefined): string | null {
-    if (!READ.test(sql) || NOT_CACHEABLE.test(sql)) return null;
-    if (!params || params.length === 0) return sql;
+  /** How the cache treats a statement with these parameters. */
+  classify(sql: string, params: readonly unknown[] | undefined): Statement {
+    if (!READ.test(sql) || WRITES.test(sql)) return { kind: 'write' };
+    if (VOLATILE.test(sql)) return { kind: 'volatile' };
+    if (!params || params.length === 0) return { kind: 'read', key: sql };
     for (const p of params) {
-      // Only values with one exact text form: a Date is its instant, strings and numbers themselves.
-      if (!(p === null || typeof p === 'string' || typeof p === 'number' || typeof p === 'boolean' || p instanceof Date || isPlainArray(p))) return null;
+      // Only values with one exact text form. A Date is not a key: it is nearly always the clock's now,
+      // a read that would never be asked again and would only push others out.
+      if (!(p === null || typeof p === 'string' || typeof p === 'number' || typeof p === 'boolean' || isPlainArray(p))) return { kind: 'volatile' };
     }
-    return `${sql}\u0000${JSON.stringify(params)}`;
+    return { kind: 'read', key: `${sql}\u0000${JSON.stringify(params)}` };
   }
 
   /**

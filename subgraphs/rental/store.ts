@@ -240,11 +240,11 @@ export class RentalStore {
    * Run by the sweeper and before any operation whose answer depends on reservations.
    */
   async releaseExpired(now: Date): Promise<number> {
-    const due = await this.db.query(
-      `SELECT 1 FROM rental_quotes WHERE status = 'active' AND expires_at <= $1 LIMIT 1`,
-      [now],
-    );
-    if (due.rowCount === 0) return 0;
+    // The earliest expiry of an active quote does not depend on the clock, so on the embedded database it
+    // is read from memory until the next write (platform/read-cache.ts); the clock is compared here.
+    const due = await this.db.query<{ earliest: Date | string | null }>(`SELECT min(expires_at) AS earliest FROM rental_quotes WHERE status = 'active'`);
+    const earliest = due.rows[0]?.earliest;
+    if (earliest === null || earliest === undefined || new Date(earliest).getTime() > now.getTime()) return 0;
     return this.transact(async (tx) => {
       const released = await tx.query<{ machineId: string; quoteId: string }>(
         `WITH expired AS (
