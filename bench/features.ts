@@ -163,7 +163,9 @@ const redisAnswers = () =>
   });
 
 async function onlineLookups(): Promise<void> {
-  console.log('\nOnline lookups (3,000 policies materialized; sequential, warm; up to 3,000 calls or 5 s each)\n');
+  // As deployed: answers are not re-checked against their documented schema (a check for the test suites).
+  process.env['NODE_ENV'] ??= 'production';
+  console.log(`\nOnline lookups (3,000 policies materialized; sequential, warm; up to 3,000 calls or 5 s each; NODE_ENV=${process.env['NODE_ENV']})\n`);
   console.log('| store | path | calls | p50 ms | p99 ms |');
   console.log('|---|---|---:|---:|---:|');
   const stores: { name: string; env: Record<string, string> }[] = [{ name: 'database (PGlite)', env: {} }];
@@ -192,6 +194,8 @@ async function onlineLookups(): Promise<void> {
 export default async function run(): Promise<void> {
   const args = argv.slice(3).filter((a) => /^\d+:\d+$/.test(a));
   const sizes = args.length > 0 ? args.map((a) => a.split(':').map(Number) as [number, number]) : DEFAULT_SIZES;
-  await pitJoins(sizes);
+  // Lookups first, while the process holds nothing else: the joins leave a heap of hundreds of MiB whose
+  // collections would otherwise land in the lookups' tail.
   if (!argv.includes('--no-online')) await onlineLookups();
+  await pitJoins(sizes);
 }
