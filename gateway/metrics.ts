@@ -8,7 +8,7 @@ import type { GatewayContext } from './context.js';
  * Prometheus metrics at /metrics (prom-client): what an operator watches. Request counts and latency by
  * route template (never the raw URL, so label values stay few), subgraph fetch times and failures, the
  * WebSocket connections and operations open, slow-consumer closes, the outbox lag, the database pool,
- * requests waiting for their turn, and the process's own CPU, memory, GC and event-loop lag.
+ * the embedded database's read cache, requests waiting for their turn, and the process's own CPU, memory, GC and event-loop lag.
  */
 
 const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -18,6 +18,8 @@ export interface MetricSources {
   /** Outbox events not yet handed to this process's streams; null without an in-process hub. */
   outboxLag(): Promise<bigint | null>;
   pool(): { total: number; idle: number; waiting: number } | null;
+  /** The embedded database's read cache (platform/read-cache.ts); null on PostgreSQL or with it off. */
+  readCache(): { hits: number; misses: number; entries: number } | null;
   /** Requests waiting for their turn of the event loop (gateway/admission.ts). */
   queued(): number;
 }
@@ -72,6 +74,16 @@ export class GatewayMetrics {
       this.set({ state: 'open' }, stats.total);
       this.set({ state: 'idle' }, stats.idle);
       this.set({ state: 'waiting' }, stats.waiting);
+    } });
+    new Gauge({ name: 'db_read_cache_reads_total', help: 'PGlite reads answered from the read cache (hit) or run (miss), since start', labelNames: ['result'], registers, collect() {
+      const stats = sources.readCache();
+      if (!stats) return;
+      this.set({ result: 'hit' }, stats.hits);
+      this.set({ result: 'miss' }, stats.misses);
+    } });
+    new Gauge({ name: 'db_read_cache_entries', help: 'Answers kept by the PGlite read cache (all dropped at every write)', registers, collect() {
+      const stats = sources.readCache();
+      if (stats) this.set(stats.entries);
     } });
     new Gauge({ name: 'requests_waiting_for_turn', help: 'Body parses and operations waiting for their turn of the event loop', registers, collect() {
       this.set(sources.queued());

@@ -137,6 +137,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     ws: { connections: () => wsStats.connections(), operations: () => wsStats.operations(), slowConsumerCloses: () => wsStats.slowConsumerCloses() },
     outboxLag: async () => (runtime ? runtime.events.lag() : null),
     pool: () => runtime?.db.poolStats() ?? null,
+    readCache: () => runtime?.db.readCacheStats() ?? null,
     queued: () => turns.queued,
   });
   metrics.instrument(app);

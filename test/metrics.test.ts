@@ -43,7 +43,7 @@ describe.each(TEST_DATABASE_URL ? (['pglite', 'postgres'] as const) : (['pglite'
     const federated = await gql(server.url, '{ bookings(first: 5) { edges { node { id deliveryForecast { q50Minutes } } } } fleetSummary { total } }');
     expect(federated.errors).toBeUndefined();
 
-    const text = await scrape(server.url);
+    let text = await scrape(server.url);
     expect(sample(text, 'http_requests_total', { method: 'GET', route: '/rental/fleet/summary', status: '200' })).toBe(3);
     expect(sample(text, 'http_requests_total', { method: 'GET', route: 'unmatched', status: '404' })).toBe(1);
     expect(sample(text, 'http_requests_total', { method: 'POST', route: '/rental/pricing/quote', status: '200' })).toBe(1);
@@ -61,8 +61,19 @@ describe.each(TEST_DATABASE_URL ? (['pglite', 'postgres'] as const) : (['pglite'
       expect(sample(text, 'db_pool_connections', { state: 'idle' })).toBeLessThanOrEqual(open);
       // The scrape's own outbox query may be waiting for a connection as it is read.
       expect(sample(text, 'db_pool_connections', { state: 'waiting' })).toBeLessThanOrEqual(1);
+      expect(sample(text, 'db_read_cache_reads_total', { result: 'hit' })).toBeUndefined();
     } else {
       expect(sample(text, 'db_pool_connections', { state: 'open' })).toBeUndefined();
+      // A repeated read is answered from the read cache (a background write in between may drop it: try again).
+      const hits = () => sample(text, 'db_read_cache_reads_total', { result: 'hit' }) ?? 0;
+      const before = hits();
+      expect(sample(text, 'db_read_cache_reads_total', { result: 'miss' })).toBeGreaterThan(0);
+      for (let i = 0; i < 10 && hits() === before; i++) {
+        expect((await rest(server.url, 'GET', '/rental/fleet/summary')).status).toBe(200);
+        text = await scrape(server.url);
+      }
+      expect(hits()).toBeGreaterThan(before);
+      expect(sample(text, 'db_read_cache_entries')).toBeGreaterThanOrEqual(0);
     }
   });
 
