@@ -201,7 +201,9 @@ describe.each(targets)('optimization subgraph ($name)', ({ backend, mode }) => {
 
   it('bounds concurrent runs: of 4 started at once with a limit of 2, two run and two are refused (429)', async () => {
     await waitFor(async () => ((await rest(url, 'GET', '/optimization/status')).body['runs']['running'] === 0 ? true : null));
-    const input = { problem: 'REGULAR3_MAXCUT', size: 16, depth: 1, maxEvaluations: 10, shots: 100 };
+    // Runs long enough (about a second each at 20 qubits, depth 2) that none can finish while the four starts
+    // are still arriving: a finished run frees its slot, and a third start would then rightly be accepted.
+    const input = { problem: 'REGULAR3_MAXCUT', size: 20, depth: 2, maxEvaluations: 20, shots: 100 };
     const answers = await Promise.all([1, 2, 3, 4].map((seed) => startRun(url, { ...input, seed })));
     const ok = answers.filter((a) => !a.errors);
     const refused = answers.filter((a) => a.errors);
