@@ -41,6 +41,8 @@ export interface ReadCacheOptions {
   maxEntries?: number;
   /** Answers with more rows are not kept. @default 5000 */
   maxRows?: number;
+  /** Most rows kept over all answers; the whole cache is dropped when one more answer would exceed it. @default 100000 */
+  maxKeptRows?: number;
 }
 
 export class ReadCache {
@@ -48,6 +50,8 @@ export class ReadCache {
   private generation = 0;
   private readonly maxEntries: number;
   private readonly maxRows: number;
+  private readonly maxKeptRows: number;
+  private keptRows = 0;
   /** Reads answered from the cache, and reads that ran (cacheable or not). */
   hits = 0;
   misses = 0;
@@ -55,6 +59,7 @@ export class ReadCache {
   constructor(options: ReadCacheOptions = {}) {
     this.maxEntries = options.maxEntries ?? 2000;
     this.maxRows = options.maxRows ?? 5000;
+    this.maxKeptRows = options.maxKeptRows ?? 100_000;
   }
 
   /** How the cache treats a statement with these parameters. */
@@ -93,15 +98,21 @@ export class ReadCache {
   put<R>(key: string, token: number, result: QueryResult<R>): QueryResult<R> {
     if (token !== this.generation || result.rows.length > this.maxRows) return result;
     for (const row of result.rows) deepFreeze(row);
-    if (this.answers.size >= this.maxEntries) this.answers.clear();
+    if (this.answers.size >= this.maxEntries || this.keptRows + result.rows.length > this.maxKeptRows) this.drop();
     this.answers.set(key, result);
+    this.keptRows += result.rows.length;
     return copyOf(result);
   }
 
   /** A write begins or ends: everything kept may be out of date. */
   changed(): void {
     this.generation++;
+    this.drop();
+  }
+
+  private drop(): void {
     this.answers.clear();
+    this.keptRows = 0;
   }
 
   get size(): number {

@@ -116,6 +116,12 @@ describe('the embedded database read cache', () => {
     const big = 'big';
     cache.put(big, cache.begin(), { rows: [{}, {}, {}], rowCount: 3 });
     expect(cache.get(big)).toBeUndefined();
+    // The rows kept over all answers are bounded too.
+    const rows = new ReadCache({ maxRows: 10, maxKeptRows: 5 });
+    rows.put('a', rows.begin(), { rows: [{}, {}, {}], rowCount: 3 });
+    rows.put('b', rows.begin(), { rows: [{}, {}, {}], rowCount: 3 });
+    expect(rows.get('a')).toBeUndefined();
+    expect(rows.get('b')?.rowCount).toBe(3);
   });
 
   it('answers nothing once the database is closed, and is off when asked', async () => {
