@@ -253,7 +253,7 @@ export default async function gatewayBench(): Promise<void> {
         ['stock', 'stock @apollo/gateway', ['bench/peers/apollo-stock.ts'], { SUPERGRAPH_FILE: supergraphFile }],
         ['one-process-pglite', 'npm start (PGlite)', ['gateway/main.ts'], { DATA_DIR: copyOfTemplate('one-process-profiled') }],
       ] as const) {
-        log(`profiling the ${label} on the ${options.profileMix ? "mix" : "federated query"} for ${options.profileSeconds} s`);
+        log(`profiling the ${label} on the ${options.profileMix ? 'mix' : 'federated query'} for ${options.profileSeconds} s`);
         const dir = join(tmp, `profile-${key}`);
         const server = await start(`${key}-profiled`, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', ...args], extra);
         const target: Target = { key, label, server, remoteSubgraphs: key !== 'one-process-pglite', project: key !== 'stock' };

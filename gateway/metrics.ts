@@ -8,7 +8,8 @@ import type { GatewayContext } from './context.js';
  * Prometheus metrics at /metrics (prom-client): what an operator watches. Request counts and latency by
  * route template (never the raw URL, so label values stay few), subgraph fetch times and failures, the
  * WebSocket connections and operations open, slow-consumer closes, the outbox lag, the database pool,
- * the embedded database's read cache, requests waiting for their turn, and the process's own CPU, memory, GC and event-loop lag.
+ * the embedded database's read cache, requests waiting for their turn, and the process's own CPU,
+ * memory, GC and event-loop lag.
  */
 
 const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -75,7 +76,7 @@ export class GatewayMetrics {
       this.set({ state: 'idle' }, stats.idle);
       this.set({ state: 'waiting' }, stats.waiting);
     } });
-    new Gauge({ name: 'db_read_cache_reads_total', help: 'PGlite reads answered from the read cache (hit) or run (miss), since start', labelNames: ['result'], registers, collect() {
+    new Gauge({ name: 'db_read_cache_reads_total', help: 'Cacheable PGlite reads answered from the read cache (hit) or run (miss), since start', labelNames: ['result'], registers, collect() {
       const stats = sources.readCache();
       if (!stats) return;
       this.set({ result: 'hit' }, stats.hits);

@@ -107,10 +107,6 @@ const envSchema = z.object({
   /** Log level of the server log (pino levels). @default info */
   LOG_LEVEL: z.enum(logLevels).default('info'),
   /**
-   * Identical subgraph reads in flight at once are made once (gateway/collapse.ts); `false` makes every
-   * fetch on its own (to compare, or to rule it out). @default true
-   */
-  /**
    * PGlite: repeated reads answered from memory until the next write to the embedded database, which has
    * no other writer (platform/read-cache.ts); `false` runs every read. @default true
    */
@@ -118,6 +114,10 @@ const envSchema = z.object({
     .enum(['true', 'false'], { message: 'EMBEDDED_READ_CACHE must be true or false' })
     .default('true')
     .transform((v) => v === 'true'),
+  /**
+   * Identical subgraph reads in flight at once are made once (gateway/collapse.ts); `false` makes every
+   * fetch on its own (to compare, or to rule it out). @default true
+   */
   GATEWAY_COLLAPSE_FETCHES: z
     .enum(['true', 'false'], { message: 'GATEWAY_COLLAPSE_FETCHES must be true or false' })
     .default('true')

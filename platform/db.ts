@@ -35,7 +35,7 @@ export interface Database extends Queryable {
   readonly retries: RetryCounts;
   /** Runs a script of several statements (migrations). */
   exec(sql: string): Promise<void>;
-  /** PGlite with its read cache (platform/read-cache.ts): reads answered from it, and reads that ran; null otherwise. */
+  /** PGlite with its read cache (platform/read-cache.ts): cacheable reads answered from it or run, answers kept; null otherwise. */
   readCacheStats(): { hits: number; misses: number; entries: number } | null;
   /** PostgreSQL: the pool's connections (open, idle) and the queries waiting for one; null on PGlite. */
   poolStats(): { total: number; idle: number; waiting: number } | null;
@@ -129,25 +129,28 @@ async function openPglite(dataDir: string | undefined, readCache: boolean): Prom
     retries: { deadlock: 0, serialization: 0 },
     async query<R>(sql: string, params?: readonly unknown[]) {
       // A closed database answers nothing, not even what it answered before.
-      const statement = cache && !db.closed ? cache.classify(sql, params) : ({ kind: 'write' } as const);
+      if (!cache || db.closed) return run<R>(sql, params);
+      const statement = cache.classify(sql, params);
       if (statement.kind === 'write') return writing(() => run<R>(sql, params));
       if (statement.kind === 'volatile') return run<R>(sql, params);
-      const kept = cache!.get<R>(statement.key);
+      const kept = cache.get<R>(statement.key);
       if (kept) return kept;
-      const token = cache!.begin();
-      return cache!.put(statement.key, token, await run<R>(sql, params));
+      const token = cache.begin();
+      return cache.put(statement.key, token, await run<R>(sql, params));
     },
     // PGlite runs one connection: transactions are serialized, never concurrent.
     transaction<T>(fn: (tx: Queryable) => Promise<T>) {
-      return writing(() => guarded(() =>
-        db.transaction(async (tx) =>
-          fn({
-            async query<R>(sql: string, params?: readonly unknown[]) {
-              return toResult(await guarded(() => tx.query<R>(sql, params ? [...params] : undefined)));
-            },
-          }),
+      return writing(() =>
+        guarded(() =>
+          db.transaction(async (tx) =>
+            fn({
+              async query<R>(sql: string, params?: readonly unknown[]) {
+                return toResult(await guarded(() => tx.query<R>(sql, params ? [...params] : undefined)));
+              },
+            }),
+          ),
         ),
-      ));
+      );
     },
     async exec(sql: string) {
       await writing(() => guarded(() => db.exec(sql)));

@@ -52,7 +52,7 @@ export class ReadCache {
   private readonly maxRows: number;
   private readonly maxKeptRows: number;
   private keptRows = 0;
-  /** Reads answered from the cache, and reads that ran (cacheable or not). */
+  /** Cacheable reads answered from the cache (hits) and run (misses); volatile reads and writes are not counted. */
   hits = 0;
   misses = 0;
 
