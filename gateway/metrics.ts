@@ -1,6 +1,7 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import type { FastifyInstance } from 'fastify';
+import type { FetchCache } from './fetch-cache.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GatewayContext } from './context.js';
 
@@ -21,6 +22,8 @@ export interface MetricSources {
   pool(): { total: number; idle: number; waiting: number } | null;
   /** The embedded database's read cache (platform/read-cache.ts); null on PostgreSQL or with it off. */
   readCache(): { hits: number; misses: number; entries: number } | null;
+  /** Subgraph answers kept by the gateway (gateway/fetch-cache.ts). */
+  fetchCache(): FetchCache;
   /** Requests waiting for their turn of the event loop (gateway/admission.ts). */
   queued(): number;
 }
@@ -85,6 +88,14 @@ export class GatewayMetrics {
     new Gauge({ name: 'db_read_cache_entries', help: 'Answers kept by the PGlite read cache (all dropped at every write)', registers, collect() {
       const stats = sources.readCache();
       if (stats) this.set(stats.entries);
+    } });
+    new Gauge({ name: 'subgraph_fetch_cache_reads_total', help: 'Pure subgraph reads answered from the gateway fetch cache (hit) or fetched (miss), since start', labelNames: ['subgraph', 'result'], registers, collect() {
+      const { stats } = sources.fetchCache();
+      for (const [subgraph, n] of stats.hits) this.set({ subgraph, result: 'hit' }, n);
+      for (const [subgraph, n] of stats.misses) this.set({ subgraph, result: 'miss' }, n);
+    } });
+    new Gauge({ name: 'subgraph_fetch_cache_bytes', help: 'Memory held by the gateway fetch cache (keys and answers as text)', registers, collect() {
+      this.set(sources.fetchCache().snapshot().bytes);
     } });
     new Gauge({ name: 'requests_waiting_for_turn', help: 'Body parses and operations waiting for their turn of the event loop', registers, collect() {
       this.set(sources.queued());

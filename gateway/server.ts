@@ -31,6 +31,7 @@ import { RouteTable } from './route-table.js';
 import { TurnGate, turnGatePlugin } from './admission.js';
 import { registerApiReference } from './api-reference.js';
 import { collapsing } from './collapse.js';
+import { FetchCache } from './fetch-cache.js';
 import { GatewayMetrics, type MetricSources } from './metrics.js';
 import { exposeRequestId, requestIdOf } from './request-id.js';
 import { nameSpansByRoute, tracedServerFactory, tracingEnabled } from './tracing.js';
@@ -131,6 +132,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const auth = createAuthenticator(config.API_KEYS);
   exposeRequestId(app);
   if (tracingEnabled()) nameSpansByRoute(app);
+  // Subgraph answers that are functions of the request alone, over all subgraphs (gateway/fetch-cache.ts).
+  const fetchCache = new FetchCache({ maxBytes: config.GATEWAY_FETCH_CACHE_MB * 1024 * 1024, maxAgeMs: config.GATEWAY_FETCH_CACHE_MAX_AGE_S * 1000 });
   // Sources are read at scrape time; the WebSocket server is attached further down.
   let wsStats: MetricSources['ws'] = { connections: () => 0, operations: () => 0, slowConsumerCloses: () => 0 };
   const metrics = new GatewayMetrics({
@@ -138,6 +141,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     outboxLag: async () => (runtime ? runtime.events.lag() : null),
     pool: () => runtime?.db.poolStats() ?? null,
     readCache: () => runtime?.db.readCacheStats() ?? null,
+    fetchCache: () => fetchCache,
     queued: () => turns.queued,
   });
   metrics.instrument(app);
@@ -168,9 +172,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         throw new Error(`subgraph ${name} is in the supergraph but neither running here nor in SUBGRAPH_URLS`);
       }
       dataSources.set(name, source);
-      // Timed as made; identical reads in flight collapsed before that (gateway/collapse.ts).
+      // Timed as made; identical reads in flight collapsed before that (gateway/collapse.ts); answers that
+      // are functions of the request alone kept before that (gateway/fetch-cache.ts).
       const measured = metrics.measured(name, source);
-      return config.GATEWAY_COLLAPSE_FETCHES ? collapsing(measured, metrics.collapsedFetch(name)) : measured;
+      const collapsed = config.GATEWAY_COLLAPSE_FETCHES ? collapsing(measured, metrics.collapsedFetch(name)) : measured;
+      return fetchCache.wrap(name, modules.find((m) => m.name === name)?.pure, collapsed);
     },
     logger: app.log,
   });

@@ -122,6 +122,16 @@ const envSchema = z.object({
     .enum(['true', 'false'], { message: 'GATEWAY_COLLAPSE_FETCHES must be true or false' })
     .default('true')
     .transform((v) => v === 'true'),
+  /**
+   * Memory for subgraph answers that are functions of the request alone (gateway/fetch-cache.ts), in MiB;
+   * 0 fetches every one. @default 64
+   */
+  GATEWAY_FETCH_CACHE_MB: intFrom('GATEWAY_FETCH_CACHE_MB', 0, 4096).default(64),
+  /**
+   * Seconds a kept answer is served before it is fetched again: how long a subgraph redeployed with other
+   * models can still be answered by the old ones. @default 300
+   */
+  GATEWAY_FETCH_CACHE_MAX_AGE_S: intFrom('GATEWAY_FETCH_CACHE_MAX_AGE_S', 1, 86_400).default(300),
   /** Largest accepted request body in bytes. @default 1048576 */
   BODY_LIMIT_BYTES: intFrom('BODY_LIMIT_BYTES', 1024, 64 * 1024 * 1024).default(1024 * 1024),
   /** Lexical tokens a GraphQL document may have; the parser stops there. @default 1000 */

@@ -42,7 +42,21 @@ export interface SubgraphModule {
    */
   routes: readonly RestRoute[];
   migrations: MigrationSet[];
+  /**
+   * Reads whose answers are functions of the request's document and variables alone, and of what the
+   * subgraph loaded at its start (trained models): no state, no clock, no caller. The gateway keeps such
+   * answers (gateway/fetch-cache.ts). `query`: the root Query fields, or 'all'; `entities`: the entity types
+   * whose fields this subgraph resolves from the representation alone; `except`: field names that make a
+   * document impure wherever they are selected (a measured time). @default none
+   */
+  pure?: PureReads;
   start(deps: SubgraphDeps): Promise<SubgraphInstance>;
+}
+
+export interface PureReads {
+  query: readonly string[] | 'all';
+  entities: readonly string[];
+  except?: readonly string[];
 }
 
 const schemaDir = fileURLToPath(new URL('../schema/', import.meta.url));

@@ -17,6 +17,9 @@ export const bonding: SubgraphModule = {
   restPrefix: '/bonding',
   routes: bondingRoutes,
   migrations: [{ owner: 'bonding', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
+  // A recommendation is a function of the paths, constraints and risk groups given (no session state);
+  // its elapsedMs is a measurement of one computation, so a document selecting it is fetched every time.
+  pure: { query: ['recommendPaths'], entities: [], except: ['elapsedMs'] },
   async start({ db, config, clock, events }) {
     const store = new BondingStore(db, {
       tickMs: config.BONDING_TICK_MS,

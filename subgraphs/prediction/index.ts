@@ -15,6 +15,9 @@ export const prediction: SubgraphModule = {
   restPrefix: '/prediction',
   routes: predictionRoutes,
   migrations: [],
+  // Every answer is a function of its inputs and the models loaded at start (a Booking's forecast, of the
+  // representation's distance and departure time).
+  pure: { query: 'all', entities: ['Booking'] },
   async start() {
     // A missing or malformed artifact stops the start with a message naming the file.
     const models = loadModels();
