@@ -175,3 +175,24 @@ describe.skipIf(!TEST_DATABASE_URL)('two instances on one PostgreSQL', () => {
     for (const r of rejected) expect((r.reason as { extensions?: { code?: string } }).extensions?.code).toBe('CONFLICT');
   });
 });
+
+describe('the link model with no open session', () => {
+  it('writes nothing, so the embedded read cache keeps its answers; with a session it steps it', async () => {
+    const db = await openDatabase({ dataDir: undefined });
+    try {
+      await migrate(db, [{ owner: 'platform', dir: fileURLToPath(new URL('../platform/migrations/', import.meta.url)) }, ...bonding.migrations]);
+      const store = new BondingStore(db, { tickMs: 20, simSecondsPerTick: 60, sessionTtlSeconds: 3600, maxOpenSessionsPerUser: 3 });
+      const read = () => db.query(`SELECT count(*)::int AS n FROM bonding_sessions`);
+      await read();
+      const before = db.readCacheStats()!;
+      for (let tick = 1; tick <= 3; tick++) expect(await store.runLinkModel(new Date(Date.now() + tick * 1000))).toBe(0);
+      await read();
+      expect(db.readCacheStats()!.hits).toBeGreaterThan(before.hits);
+      const session = await store.startSession({ userId: 'idle', seed: 9, paths: DEFAULT_TOPOLOGY, now: new Date() });
+      expect(await store.runLinkModel(new Date(Date.now() + 60_000))).toBe(1);
+      expect((await storedSession(db, session.id)).tick).toBe(1);
+    } finally {
+      await db.close();
+    }
+  });
+});
