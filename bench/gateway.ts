@@ -27,8 +27,9 @@ import { hiveGatewayArgs } from './peers/hive.js';
  * (`npm start`) on PGlite and on PostgreSQL. The load generator (autocannon) is a process of its own.
  *
  * Every workload is first checked: each gateway must answer its operations with the same data. Then each
- * target is warmed up, and the rounds interleave the targets (A B C, A B C, ...) so that the machine's
- * drift falls on all of them alike. Written to bench/results/gateway.{md,json} (a full run) with the date,
+ * target is warmed up, and the rounds interleave the targets, in turn forwards and backwards (A B C,
+ * C B A, ...), so that the machine's drift falls on all of them alike, and so does going first after
+ * another server's turn (its leftover work, cold caches). Written to bench/results/gateway.{md,json} (a full run) with the date,
  * the machine's load average and the commit.
  */
 
@@ -73,7 +74,8 @@ function parseOptions(args: string[]): Options {
     quick,
     seconds: number('--seconds', quick ? 3 : 5),
     warmup: number('--warmup', quick ? 2 : 2),
-    rounds: number('--rounds', quick ? 1 : 3),
+    // An even count, so every target goes as often forwards as backwards.
+    rounds: number('--rounds', quick ? 1 : 4),
     connections: number('--connections', 50),
     pagingRows: number('--paging-rows', quick ? 20_000 : 200_000),
     bookings: quick ? 2_000 : 10_000,
@@ -235,7 +237,7 @@ export default async function gatewayBench(): Promise<void> {
       const rounds = new Map<Cell, Round[]>(cells.map((cell) => [cell, []]));
       for (let r = 1; r <= options.rounds; r++) {
         log(`${workload.name}: round ${r} of ${options.rounds} (load average ${loadavg()[0]!.toFixed(2)})`);
-        for (const cell of cells) {
+        for (const cell of r % 2 === 1 ? cells : [...cells].reverse()) {
           const settings = workload.round?.(warmups.get(cell)!) ?? timed;
           rounds.get(cell)!.push(await measureRound(load, cell, settings, { ...processes, gateway: cell.target.server.child.pid! }, serving(cell.target)));
         }

@@ -145,7 +145,7 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
     'interleaved rounds) are more trustworthy than absolute figures.',
     '',
     `Load: autocannon in a process of its own, ${o.connections} connections, a ${o.warmup} s warm-up per target, then ${o.rounds} rounds`,
-    `of ${o.seconds} s per target interleaved (A B C, A B C, ...). Paging sends a fixed number of pages per round (${o.pagingRows.toLocaleString('en-US')} rows per`,
+    `of ${o.seconds} s per target interleaved, in turn forwards and backwards (A B C, C B A, ...). Paging sends a fixed number of pages per round (${o.pagingRows.toLocaleString('en-US')} rows per`,
     'target over its rounds); the mutation mix sends whole quote-confirm-complete chains, as many per connection as the',
     "target's warm-up pace fits in a round, so no quote is left holding a machine.",
     `Database: ${bench.database}. rps counts successful responses (2xx without GraphQL errors); p50/p99 are over every`,
