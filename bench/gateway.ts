@@ -6,10 +6,10 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { subgraphNames } from '../schema/subgraphs.js';
 import type { LoadResult } from './gateway/load.js';
-import { LoadGenerator, measureRound, resetPeaks, summarize, type Cell, type CellResult, type Round, type RunSettings, type Target } from './gateway/measure.js';
+import { LoadGenerator, measurePaired, measureRound, pairedSide, resetPeaks, summarize, type Cell, type CellResult, type Round, type RunSettings, type Target } from './gateway/measure.js';
 import { summarizeProfile, type ProfileSummary } from './gateway/profile.js';
 import { freePort, peakRssMiB, startServer, stopServer, type ServerProcess } from './gateway/processes.js';
-import { printResults, writeResults, type BenchResults, type WorkloadResult } from './gateway/report.js';
+import { printResults, writeResults, type BenchResults, type PairedResult, type WorkloadResult } from './gateway/report.js';
 import { machineId, POOL_FIRST_MACHINE, seedDatabase } from './gateway/seed.js';
 import { verifyMutations, verifyPaging, verifyRest, verifySameData, type Endpoint } from './gateway/verify.js';
 import { FEDERATED_QUERY, graphql, mixRequests, PAGE_SIZE, PAGING_QUERY, restPairs, SHALLOW_QUERY } from './gateway/workloads.js';
@@ -243,7 +243,26 @@ export default async function gatewayBench(): Promise<void> {
         }
       }
       const cellResults: CellResult[] = cells.map((cell) => summarize(cell, rounds.get(cell)!, subgraphNames, peakRssMiB(cell.target.server.child.pid!)));
-      results.push({ name: workload.name, title: workload.title, verified: checked[workload.name] ?? '', peakRssPerWorkload: peaksReset, cells: cellResults });
+      // REST against GraphQL once more, both sent at the same time to each project target (half the connections
+      // each), so that their tails meet the same moments of the machine.
+      const paired: PairedResult[] = [];
+      if (workload.name === 'rest') {
+        const projectTargets = targets.filter((t) => t.project);
+        const runs = new Map(projectTargets.map((t) => [t, { rest: [] as LoadResult[], graphql: [] as LoadResult[] }]));
+        const each = { connections: Math.max(1, Math.floor(conns / 2)), seconds: options.seconds };
+        for (let r = 1; r <= options.rounds; r++) {
+          log(`rest: REST and GraphQL at once, round ${r} of ${options.rounds}`);
+          for (const target of r % 2 === 1 ? projectTargets : [...projectTargets].reverse()) {
+            const [rest, post] = await measurePaired(load, target, [{ kind: 'cycle', requests: pairs.map((p) => p.rest) }, { kind: 'cycle', requests: pairs.map((p) => p.graphql) }], each, serving(target));
+            runs.get(target)!.rest.push(rest);
+            runs.get(target)!.graphql.push(post);
+          }
+        }
+        for (const [target, { rest, graphql: post }] of runs) {
+          paired.push({ target: target.key, label: target.label, connectionsEach: each.connections, seconds: each.seconds * options.rounds, rest: pairedSide(rest), graphql: pairedSide(post) });
+        }
+      }
+      results.push({ name: workload.name, title: workload.title, verified: checked[workload.name] ?? '', peakRssPerWorkload: peaksReset, cells: cellResults, ...(paired.length > 0 ? { paired } : {}) });
       printResults([results[results.length - 1]!]);
     }
     loadAverages.push(loadavg()[0]!);

@@ -141,6 +141,33 @@ export async function measureRound(
   return { load: result, cpuMs: cpu, loadAverage: loadavg()[0]! };
 }
 
+/**
+ * Sends two plans to one target at the same time, `connections` each (REST paths and the same operations as
+ * GraphQL POST): both meet the same moments of the machine, so their latencies compare directly.
+ */
+export async function measurePaired(
+  load: LoadGenerator,
+  target: Target,
+  plans: [Cell['plan'], Cell['plan']],
+  settings: { connections: number; seconds: number },
+  serving: number[],
+): Promise<[LoadResult, LoadResult]> {
+  const [a, b] = await Promise.all(plans.map((plan) => load.run({ url: target.server.url, timeoutSeconds: 10, plan, ...settings })));
+  await quiet(serving);
+  return [a!, b!];
+}
+
+/** Successes, errors and p50 / p99 over the runs of one side of a pair. */
+export function pairedSide(runs: LoadResult[]): { ok: number; errors: number; p50: number; p99: number } {
+  const latencies = runs.flatMap((r) => r.latencies).sort((x, y) => x - y);
+  return {
+    ok: runs.reduce((s, r) => s + r.ok, 0),
+    errors: runs.reduce((s, r) => s + r.non2xx + r.graphqlErrors + r.errors, 0),
+    p50: round(quantile(latencies, 0.5), 1),
+    p99: round(quantile(latencies, 0.99), 1),
+  };
+}
+
 /** Waits until the processes together use under 10% of a core over 300 ms (at most 30 s). */
 async function quiet(pids: number[]): Promise<void> {
   const total = () => pids.reduce((s, pid) => s + cpuMs(pid), 0);

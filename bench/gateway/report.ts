@@ -18,6 +18,18 @@ export interface WorkloadResult {
   /** Peak RSS is this workload's own (reset before its warm-up), not the process's lifetime's. */
   peakRssPerWorkload: boolean;
   cells: CellResult[];
+  /** rest: REST and GraphQL POST sent to the same server at the same time, latencies kept apart. */
+  paired?: PairedResult[];
+}
+
+/** One target's REST paths and their GraphQL operations under load together (half the connections each). */
+export interface PairedResult {
+  target: string;
+  label: string;
+  connectionsEach: number;
+  seconds: number;
+  rest: { ok: number; errors: number; p50: number; p99: number };
+  graphql: { ok: number; errors: number; p50: number; p99: number };
 }
 
 export interface BenchResults {
@@ -42,6 +54,19 @@ const name = (w: WorkloadResult, c: CellResult) => (w.name === 'rest' ? `${c.lab
 const fmt = (x: number | null, digits = 1) => (x === null || Number.isNaN(x) ? '–' : x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
 const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}x` : '–');
 
+function pairedRows(paired: PairedResult[]) {
+  return paired.map((p) => ({
+    target: p.label,
+    'REST p50 ms': fmt(p.rest.p50),
+    'REST p99 ms': fmt(p.rest.p99),
+    'GraphQL p50 ms': fmt(p.graphql.p50),
+    'GraphQL p99 ms': fmt(p.graphql.p99),
+    'p99 REST / GraphQL': ratio(p.rest.p99, p.graphql.p99),
+    'answers REST / GraphQL': `${p.rest.ok.toLocaleString('en-US')} / ${p.graphql.ok.toLocaleString('en-US')}`,
+    errors: p.rest.errors + p.graphql.errors,
+  }));
+}
+
 function rows(w: WorkloadResult) {
   return w.cells.map((c) => ({
     target: name(w, c),
@@ -62,6 +87,10 @@ export function printResults(workloads: WorkloadResult[], bench?: BenchResults):
     console.log(`\n${w.name}: ${w.title}`);
     console.table(rows(w));
     for (const c of w.cells) if (c.samples.length > 0) console.log(`  ${name(w, c)} errors, first: ${c.samples[0]}`);
+    if (w.paired?.length) {
+      console.log(`\n${w.name}: REST and GraphQL POST sent at the same time to the same server`);
+      console.table(pairedRows(w.paired));
+    }
   }
   if (!bench) return;
   for (const w of bench.workloads) {
@@ -105,7 +134,17 @@ export function goals(workloads: WorkloadResult[]): Goal[] {
     const timeouts = pgliteCells.reduce((s, c) => s + c.timeouts, 0);
     out.push({ goal: 'npm start (PGlite): no timeouts at 50 connections', measured: `${timeouts} timeouts over ${pgliteCells.length} workloads`, met: timeouts === 0 });
   }
-  for (const target of ['project', 'one-process-pglite', 'one-process-postgres']) {
+  // REST against GraphQL is judged on the paired runs (both at once on one server, so the machine's moments
+  // fall on both alike) when there are any.
+  const paired = workloads.find((x) => x.name === 'rest')?.paired ?? [];
+  for (const p of paired) {
+    out.push({
+      goal: `REST p99 within 1.2x of the same operations over GraphQL POST, sent at the same time (${p.label})`,
+      measured: `${fmt(p.rest.p99)} vs ${fmt(p.graphql.p99)} ms (${ratio(p.rest.p99, p.graphql.p99)})`,
+      met: p.rest.p99 <= 1.2 * p.graphql.p99,
+    });
+  }
+  for (const target of paired.length > 0 ? [] : ['project', 'one-process-pglite', 'one-process-postgres']) {
     const rest = find('rest', target, 'rest');
     const post = find('rest', target, 'graphql');
     if (rest && post) {
@@ -169,6 +208,20 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
     for (const c of errored) lines.push('', `${name(w, c)}, first error: \`${c.samples[0]!.replace(/`/g, "'").slice(0, 200)}\``);
     lines.push('', 'rps ratio, row / column:', '', `| | ${w.cells.map((c) => name(w, c)).join(' | ')} |`, `|---|${w.cells.map(() => '---:').join('|')}|`);
     for (const a of w.cells) lines.push(`| ${name(w, a)} | ${w.cells.map((b) => ratio(a.rps, b.rps)).join(' | ')} |`);
+    if (w.paired?.length) {
+      const p0 = w.paired[0]!;
+      const table2 = pairedRows(w.paired);
+      const h2 = Object.keys(table2[0]!);
+      lines.push(
+        '',
+        `REST and GraphQL POST sent at the same time to the same server (${p0.connectionsEach} connections each, ${fmt(p0.seconds, 0)} s per target over the`,
+        'rounds): both meet the same moments of the machine, so their tails compare directly. The REST p99 goal is judged here.',
+        '',
+        `| ${h2.join(' | ')} |`,
+        `|---|${h2.slice(1).map(() => '---:').join('|')}|`,
+      );
+      for (const r of table2) lines.push(`| ${Object.values(r).join(' | ')} |`);
+    }
   }
   if (bench.profiles.length > 0) {
     lines.push('', '## Where the CPU goes', '');
