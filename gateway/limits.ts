@@ -97,26 +97,51 @@ export interface Limiter {
 /** Declared sizes and costs of the supergraph's fields, read once from its `@cost`, `@listSize` and `@maxItems`. */
 export function createLimiter(supergraphSdl: string, limits: RequestLimits): Limiter {
   const schema = buildASTSchema(parse(supergraphSdl), { assumeValidSDL: true });
+  // A verdict depends on the document, the operation name and the variables alone, and clients send the same
+  // few again and again: each is reached once (parse, directive count, walk) and kept, least recently used
+  // first out.
+  const verdicts = new Map<string, Verdict>();
   return {
     limits,
     check(query, variables, operationName) {
-      let document: DocumentNode;
-      try {
-        document = parse(query, { maxTokens: limits.maxTokens });
-      } catch (error) {
-        if (error instanceof GraphQLError && /Document contains more tha[nt] \d+ tokens/.test(error.message)) {
-          return { error: limitError('tokens', limits.maxTokens, `The document has more than ${limits.maxTokens} tokens; the limit is ${limits.maxTokens} (${LIMIT_VARIABLES.tokens})`) };
-        }
-        if (error instanceof GraphQLError) {
-          return { error: new GraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, extensions: { code: 'GRAPHQL_PARSE_FAILED' } }) };
-        }
-        throw error;
+      const given = JSON.stringify(variables ?? {});
+      if (query.length + given.length > MAX_KEPT_KEY_LENGTH) return judge(query, variables, operationName);
+      const key = `${operationName ?? ''}\u0000${given}\u0000${query}`;
+      const kept = verdicts.get(key);
+      if (kept) {
+        verdicts.delete(key);
+        verdicts.set(key, kept);
+        return kept;
       }
-      const refused = checkDocument(schema, document, limits, variables ?? {}, operationName ?? undefined);
-      return refused ? { error: refused } : { document };
+      const verdict = judge(query, variables, operationName);
+      if (verdicts.size >= MAX_KEPT_VERDICTS) verdicts.delete(verdicts.keys().next().value!);
+      verdicts.set(key, verdict);
+      return verdict;
     },
   };
+
+  function judge(query: string, variables: Readonly<Record<string, unknown>> | null | undefined, operationName?: string | null): Verdict {
+    let document: DocumentNode;
+    try {
+      document = parse(query, { maxTokens: limits.maxTokens });
+    } catch (error) {
+      if (error instanceof GraphQLError && /Document contains more tha[nt] \d+ tokens/.test(error.message)) {
+        return { error: limitError('tokens', limits.maxTokens, `The document has more than ${limits.maxTokens} tokens; the limit is ${limits.maxTokens} (${LIMIT_VARIABLES.tokens})`) };
+      }
+      if (error instanceof GraphQLError) {
+        return { error: new GraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, extensions: { code: 'GRAPHQL_PARSE_FAILED' } }) };
+      }
+      throw error;
+    }
+    const refused = checkDocument(schema, document, limits, variables ?? {}, operationName ?? undefined);
+    return refused ? { error: refused } : { document };
+  }
 }
+
+type Verdict = { document: DocumentNode } | { error: GraphQLError };
+const MAX_KEPT_VERDICTS = 2000;
+/** Longer documents and variables (batches of inputs) are judged every time rather than kept. */
+const MAX_KEPT_KEY_LENGTH = 16_384;
 
 function checkDocument(
   schema: GraphQLSchema,

@@ -79,6 +79,21 @@ describe('request limits', () => {
     expect('error' in over && over.error.message).toBe("predictTravelTimeBatch(inputs:) has 1,001 items; the limit is 1000 (the argument's @maxItems)");
   });
 
+  it('a verdict is kept per document, operation name and variables: the same request gets the same one, other variables their own', () => {
+    const limiter = createLimiter(readCheckedInSupergraph(), requestLimitsOf(loadConfig({})));
+    const query = 'query Page($first: Int!) { bookings(first: $first) { edges { node { machines { depot { id } } } } } }';
+    const small = limiter.check(query, { first: 10 }, 'Page');
+    expect('document' in small).toBe(true);
+    expect(limiter.check(query, { first: 10 }, 'Page')).toBe(small);
+    // The same document whose slicing argument makes it cost more than the limit allows.
+    const costly = `{ ${Array.from({ length: 6 }, (_, i) => `b${i}: bookings(first: $first) { edges { node { machines { depot { id } } } } }`).join(' ')} }`.replace('{', 'query Many($first: Int!) {');
+    expect('document' in limiter.check(costly, { first: 1 }, 'Many')).toBe(true);
+    const over = limiter.check(costly, { first: 100 }, 'Many');
+    expect('error' in over && over.error.extensions['code']).toBe('COST_LIMIT_EXCEEDED');
+    expect(limiter.check(costly, { first: 100 }, 'Many')).toBe(over);
+    expect('document' in limiter.check(costly, { first: 1 }, 'Many')).toBe(true);
+  });
+
   it('GET /graphql is held to the same limits', async () => {
     const query = `{ machines { ${'id '.repeat(250)} } }`;
     const res = await fetch(`${url}/graphql?query=${encodeURIComponent(query)}`, { headers: { accept: 'application/json' } });
