@@ -64,7 +64,9 @@ export class FetchCache {
         const query = options.request.query ?? '';
         // Health checks carry no incoming request; they must reach the subgraph.
         if (!('incomingRequestContext' in options) || !isPure(query)) return source.process(options);
-        const key = `${subgraph}\u0000${options.request.operationName ?? ''}\u0000${query}\u0000${JSON.stringify(options.request.variables ?? {})}`;
+        const given = variablesKey(options.request.variables);
+        if (given === null) return source.process(options);
+        const key = `${subgraph}\u0000${options.request.operationName ?? ''}\u0000${query}\u0000${given}`;
         const kept = this.read(key);
         if (kept !== undefined) {
           count(this.stats.hits);
@@ -110,6 +112,15 @@ export class FetchCache {
       this.entries.delete(oldest);
       this.bytes -= entry.bytes;
     }
+  }
+}
+
+/** The variables as key text; null when they cannot be written (then the fetch is made and not kept). */
+function variablesKey(variables: Record<string, unknown> | undefined): string | null {
+  try {
+    return JSON.stringify(variables ?? {});
+  } catch {
+    return null;
   }
 }
 
