@@ -3,6 +3,7 @@ import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { BREAK, Kind, parse, visit, type SelectionSetNode } from 'graphql';
 import type { PureReads } from '../platform/subgraph.js';
 import type { GatewayContext } from './context.js';
+import { jsonKey } from './json-key.js';
 
 /*
  * Subgraph answers that are functions of the request alone are kept and served again. A subgraph declares
@@ -64,7 +65,7 @@ export class FetchCache {
         const query = options.request.query ?? '';
         // Health checks carry no incoming request; they must reach the subgraph.
         if (!('incomingRequestContext' in options) || !isPure(query)) return source.process(options);
-        const given = variablesKey(options.request.variables);
+        const given = jsonKey(options.request.variables);
         if (given === null) return source.process(options);
         const key = `${subgraph}\u0000${options.request.operationName ?? ''}\u0000${query}\u0000${given}`;
         const kept = this.read(key);
@@ -112,15 +113,6 @@ export class FetchCache {
       this.entries.delete(oldest);
       this.bytes -= entry.bytes;
     }
-  }
-}
-
-/** The variables as key text; null when they cannot be written (then the fetch is made and not kept). */
-function variablesKey(variables: Record<string, unknown> | undefined): string | null {
-  try {
-    return JSON.stringify(variables ?? {});
-  } catch {
-    return null;
   }
 }
 

@@ -26,6 +26,7 @@ import {
   type ValueNode,
 } from 'graphql';
 import type { ErrorCode } from '../platform/errors.js';
+import { jsonKey } from './json-key.js';
 
 /**
  * Request limits, enforced on every GraphQL document before it is validated, planned or executed (HTTP and
@@ -104,7 +105,7 @@ export function createLimiter(supergraphSdl: string, limits: RequestLimits): Lim
   return {
     limits,
     check(query, variables, operationName) {
-      const given = keyOf(variables);
+      const given = jsonKey(variables);
       if (given === null || query.length + given.length > MAX_KEPT_KEY_LENGTH) return judge(query, variables, operationName);
       const key = `${operationName ?? ''}\u0000${given}\u0000${query}`;
       const kept = verdicts.get(key);
@@ -139,15 +140,6 @@ export function createLimiter(supergraphSdl: string, limits: RequestLimits): Lim
 }
 
 type Verdict = { document: DocumentNode } | { error: GraphQLError };
-
-/** The variables as key text; null when they cannot be (nested past the stack: the walk refuses them). */
-function keyOf(variables: Readonly<Record<string, unknown>> | null | undefined): string | null {
-  try {
-    return JSON.stringify(variables ?? {});
-  } catch {
-    return null;
-  }
-}
 const MAX_KEPT_VERDICTS = 2000;
 /** Longer documents and variables (batches of inputs) are judged every time rather than kept. */
 const MAX_KEPT_KEY_LENGTH = 16_384;
