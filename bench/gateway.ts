@@ -237,7 +237,7 @@ export default async function gatewayBench(): Promise<void> {
       const rounds = new Map<Cell, Round[]>(cells.map((cell) => [cell, []]));
       for (let r = 1; r <= options.rounds; r++) {
         log(`${workload.name}: round ${r} of ${options.rounds} (load average ${loadavg()[0]!.toFixed(2)})`);
-        for (const cell of r % 2 === 1 ? cells : [...cells].reverse()) {
+        for (const cell of inRoundOrder(cells, r)) {
           const settings = workload.round?.(warmups.get(cell)!) ?? timed;
           rounds.get(cell)!.push(await measureRound(load, cell, settings, { ...processes, gateway: cell.target.server.child.pid! }, serving(cell.target)));
         }
@@ -252,7 +252,7 @@ export default async function gatewayBench(): Promise<void> {
         const each = { connections: Math.max(1, Math.floor(conns / 2)), seconds: options.seconds };
         for (let r = 1; r <= options.rounds; r++) {
           log(`rest: REST and GraphQL at once, round ${r} of ${options.rounds}`);
-          for (const target of r % 2 === 1 ? projectTargets : [...projectTargets].reverse()) {
+          for (const target of inRoundOrder(projectTargets, r)) {
             const [rest, post] = await measurePaired(load, target, [{ kind: 'cycle', requests: pairs.map((p) => p.rest) }, { kind: 'cycle', requests: pairs.map((p) => p.graphql) }], each, serving(target));
             runs.get(target)!.rest.push(rest);
             runs.get(target)!.graphql.push(post);
@@ -313,6 +313,11 @@ export default async function gatewayBench(): Promise<void> {
     if (postgres) await dropSchema(postgres.url, postgres.schema).catch((e: unknown) => log(`could not drop schema ${postgres!.schema}: ${String(e)}`));
     rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+/** The targets of round `r` (from 1): forwards in odd rounds, backwards in even ones. */
+function inRoundOrder<T>(list: readonly T[], r: number): readonly T[] {
+  return r % 2 === 1 ? list : [...list].reverse();
 }
 
 /** Machines per target for the mutation mix (each target quotes only its own). */

@@ -157,8 +157,16 @@ export async function measurePaired(
   return [a!, b!];
 }
 
+/** One side of a pair (REST or GraphQL POST) over its runs. */
+export interface PairedSide {
+  ok: number;
+  errors: number;
+  p50: number;
+  p99: number;
+}
+
 /** Successes, errors and p50 / p99 over the runs of one side of a pair. */
-export function pairedSide(runs: LoadResult[]): { ok: number; errors: number; p50: number; p99: number } {
+export function pairedSide(runs: LoadResult[]): PairedSide {
   const latencies = runs.flatMap((r) => r.latencies).sort((x, y) => x - y);
   return {
     ok: runs.reduce((s, r) => s + r.ok, 0),

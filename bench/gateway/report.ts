@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join, relative } from 'node:path';
-import type { CellResult } from './measure.js';
+import type { CellResult, PairedSide } from './measure.js';
 import type { ProfileSummary } from './profile.js';
 
 /*
@@ -28,8 +28,8 @@ export interface PairedResult {
   label: string;
   connectionsEach: number;
   seconds: number;
-  rest: { ok: number; errors: number; p50: number; p99: number };
-  graphql: { ok: number; errors: number; p50: number; p99: number };
+  rest: PairedSide;
+  graphql: PairedSide;
 }
 
 export interface BenchResults {
@@ -53,6 +53,12 @@ export interface Goal {
 const name = (w: WorkloadResult, c: CellResult) => (w.name === 'rest' ? `${c.label}, ${c.variant === 'rest' ? 'REST' : 'GraphQL POST'}` : c.label);
 const fmt = (x: number | null, digits = 1) => (x === null || Number.isNaN(x) ? '–' : x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
 const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}x` : '–');
+
+/** A table's lines: the first column left-aligned (names), the others right-aligned (figures). */
+function markdownTable(table: Record<string, string | number>[]): string[] {
+  const headers = Object.keys(table[0] ?? {});
+  return [`| ${headers.join(' | ')} |`, `|---|${headers.slice(1).map(() => '---:').join('|')}|`, ...table.map((r) => `| ${Object.values(r).join(' | ')} |`)];
+}
 
 function pairedRows(paired: PairedResult[]) {
   return paired.map((p) => ({
@@ -200,27 +206,20 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
     ...goalList.map((g) => `| ${g.goal} | ${g.measured} | ${g.met ? 'yes' : '**no**'} |`),
   ];
   for (const w of bench.workloads) {
-    const table = rows(w);
-    const headers = Object.keys(table[0] ?? {});
-    lines.push('', `## ${w.name}: ${w.title}`, '', `| ${headers.join(' | ')} |`, `|---|${headers.slice(1).map(() => '---:').join('|')}|`);
-    for (const r of table) lines.push(`| ${Object.values(r).join(' | ')} |`);
+    lines.push('', `## ${w.name}: ${w.title}`, '', ...markdownTable(rows(w)));
     const errored = w.cells.filter((c) => c.samples.length > 0);
     for (const c of errored) lines.push('', `${name(w, c)}, first error: \`${c.samples[0]!.replace(/`/g, "'").slice(0, 200)}\``);
     lines.push('', 'rps ratio, row / column:', '', `| | ${w.cells.map((c) => name(w, c)).join(' | ')} |`, `|---|${w.cells.map(() => '---:').join('|')}|`);
     for (const a of w.cells) lines.push(`| ${name(w, a)} | ${w.cells.map((b) => ratio(a.rps, b.rps)).join(' | ')} |`);
     if (w.paired?.length) {
       const p0 = w.paired[0]!;
-      const table2 = pairedRows(w.paired);
-      const h2 = Object.keys(table2[0]!);
       lines.push(
         '',
         `REST and GraphQL POST sent at the same time to the same server (${p0.connectionsEach} connections each, ${fmt(p0.seconds, 0)} s per target over the`,
         'rounds): both meet the same moments of the machine, so their tails compare directly. The REST p99 goal is judged here.',
         '',
-        `| ${h2.join(' | ')} |`,
-        `|---|${h2.slice(1).map(() => '---:').join('|')}|`,
+        ...markdownTable(pairedRows(w.paired)),
       );
-      for (const r of table2) lines.push(`| ${Object.values(r).join(' | ')} |`);
     }
   }
   if (bench.profiles.length > 0) {
