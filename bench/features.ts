@@ -7,7 +7,7 @@ import { DuckDbEngine } from '../subgraphs/features/duckdb-engine.js';
 import { DAY_MS, emptyLabels, type LabelRows, type ViewData } from '../subgraphs/features/frame.js';
 import type { FeaturesContext } from '../subgraphs/features/resolvers.js';
 import { sortView, tsAsOf } from '../subgraphs/features/ts-engine.js';
-import { Random } from '../subgraphs/prediction/random.js';
+import { Random } from '../platform/random.js';
 
 /*
  * `npm run bench -- features [labels:rows ...]`: the point-in-time join with both engines side by side on

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../subgraphs/features/duckdb-engine.js';
 import { DAY_MS, emptyLabels, type LabelRows, type ViewData } from '../subgraphs/features/frame.js';
 import { oracleAsOf } from '../subgraphs/features/oracle.js';
-import { Random } from '../subgraphs/prediction/random.js';
+import { Random } from '../platform/random.js';
 import { sortView, tsAsOf } from '../subgraphs/features/ts-engine.js';
 
 /**

@@ -8,7 +8,7 @@ import { composeColdChain, deliveryTravelFeatures, readDwell } from '../subgraph
 import { generate } from '../subgraphs/prediction/generator.js';
 import { expectedCalibrationError, rocAuc } from '../subgraphs/prediction/metrics.js';
 import { loadModels } from '../subgraphs/prediction/model.js';
-import { Random } from '../subgraphs/prediction/random.js';
+import { Random } from '../platform/random.js';
 
 const models = loadModels();
 

@@ -3,7 +3,7 @@ import { MODEL_FEATURES, SEGMENT_FEATURES, angleOf, toVector, vectorNames, type 
 import { SATURATING_INPUTS, dwellMinutes, generate, lockerLogit, travelMinutes } from '../subgraphs/prediction/generator.js';
 import { coverageByDecile, intervalCoverage, type QuantileTriple } from '../subgraphs/prediction/metrics.js';
 import { loadModels } from '../subgraphs/prediction/model.js';
-import { Random } from '../subgraphs/prediction/random.js';
+import { Random } from '../platform/random.js';
 
 /*
  * The checked-in models over everything the API accepts, checked against the generator itself: its

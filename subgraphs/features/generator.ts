@@ -1,4 +1,4 @@
-import { Random } from '../prediction/random.js';
+import { Random } from '../../platform/random.js';
 import { DAY_MS, HOUR_MS } from './frame.js';
 
 /**

@@ -1,4 +1,4 @@
-import { Random } from '../prediction/random.js';
+import { Random } from '../../platform/random.js';
 
 /**
  * Small, dependable models for measuring what a frame is worth: L2-regularized logistic regression

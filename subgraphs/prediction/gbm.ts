@@ -1,5 +1,5 @@
 import { MAX_BINS, type Binned } from './binning.js';
-import type { Random } from './random.js';
+import type { Random } from '../../platform/random.js';
 
 /*
  * Histogram-binned gradient-boosted trees (the LightGBM / sklearn HistGradientBoosting recipe, small):

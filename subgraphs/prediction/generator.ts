@@ -1,5 +1,5 @@
 import { angleOf, encodeCyclic, type ModelName } from './features.js';
-import { Random } from './random.js';
+import { Random } from '../../platform/random.js';
 
 /*
  * The generative process of the synthetic training data (no public data set exists for organ-transport

@@ -37,7 +37,7 @@ import {
   type ClassifierArtifact,
   type QuantileArtifact,
 } from './model.js';
-import { Random } from './random.js';
+import { Random } from '../../platform/random.js';
 
 /*
  * `npm run train`: generates the synthetic data, splits each model's samples into train (of which the
