@@ -11,6 +11,12 @@ import { SPEED_ZONES, plane, type SpeedZone, type VesselPosition } from './fleet
 
 /** Default minimum separation: a quarter of a nautical mile. */
 export const DEFAULT_MIN_SEPARATION_M = 463;
+/**
+ * Violations an answer lists, of each kind: the closest pairs first, speed violations by vessel. Every one is
+ * still found and counted (`crossCheck`), and the proof covers them all; a fleet in disarray does not make
+ * an answer of unbounded size.
+ */
+export const MAX_LISTED_VIOLATIONS = 100;
 /** Up to this many vessels every pair goes to the solver; beyond it, only pairs a grid cannot rule out. */
 export const ALL_PAIRS_UP_TO = 150;
 
@@ -44,7 +50,9 @@ export interface Verification {
   pairs: number;
   /** Pairs given to the solver (all of them, or those in the same or adjacent grid cells). */
   solverPairs: number;
+  /** The MAX_LISTED_VIOLATIONS closest pairs under the threshold (crossCheck counts them all). */
   separationViolations: SeparationViolation[];
+  /** The first MAX_LISTED_VIOLATIONS, zone by zone (crossCheck counts them all). */
   speedViolations: SpeedViolation[];
   closest: SeparationViolation | null;
   proof: string;
@@ -244,8 +252,8 @@ async function verifyNow(vessels: readonly VesselPosition[], minSeparationM: num
     zones,
     pairs: (fixed.length * (fixed.length - 1)) / 2,
     solverPairs: pairs.length,
-    separationViolations: separationViolations.sort((a, b) => a.distanceM - b.distanceM || key(a).localeCompare(key(b))),
-    speedViolations,
+    separationViolations: separationViolations.sort((a, b) => a.distanceM - b.distanceM || key(a).localeCompare(key(b))).slice(0, MAX_LISTED_VIOLATIONS),
+    speedViolations: speedViolations.slice(0, MAX_LISTED_VIOLATIONS),
     closest,
     proof,
     solver: { name: 'z3', version: api.getVersionString(), queries },
