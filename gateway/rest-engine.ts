@@ -91,7 +91,7 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
       }
       const input = readInput(route, request);
       if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
-      const result = await execute(route.operation, route.variables(input.value), gatewayContextFrom(request.headers));
+      const result = await execute(route.operation, omitUndefined(route.variables(input.value)), gatewayContextFrom(request.headers));
       const failure = result.errors?.[0];
       if (failure) return sendProblem(reply, problemFromGraphQL(failure, result.errors ?? [], instance, route.fieldNames ?? {}));
       try {
@@ -109,6 +109,22 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
       }
     },
   };
+}
+
+/**
+ * The variables as JSON carries them: an optional the caller left out is absent, not null. graphql-js reads
+ * a variable present with the value undefined as null (a default would not apply), while over HTTP the same
+ * key is dropped; leaving it out makes both mean what a GraphQL client that omits it means.
+ */
+export function omitUndefined(variables: Record<string, unknown>): Record<string, unknown> {
+  const strip = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(strip);
+    if (value === null || typeof value !== 'object' || Object.getPrototypeOf(value) !== Object.prototype) return value;
+    const out: Record<string, unknown> = {};
+    for (const [key, v] of Object.entries(value)) if (v !== undefined) out[key] = strip(v);
+    return out;
+  };
+  return strip(variables) as Record<string, unknown>;
 }
 
 type Parsed = { value: { body: unknown; query: unknown; params: unknown } } | { problem: Problem };

@@ -27,6 +27,11 @@ export interface RestRoute<B = unknown, Q = unknown, P = unknown, D = unknown> {
   body?: z.ZodType<B>;
   query?: z.ZodType<Q>;
   params?: z.ZodType<P>;
+  /**
+   * The operation's variables. A parameter the caller left out stays undefined (the engine leaves it out of
+   * the request), never null: it must mean what it means to a GraphQL client that omits the argument, the
+   * schema's default (test/rest-equivalence.test.ts holds every route to that).
+   */
   variables(input: RestInput<B, Q, P>): Record<string, unknown>;
   /**
    * REST names of the operation's arguments where they differ from the snake_case of the GraphQL name

@@ -237,14 +237,14 @@ type QkdBody = z.infer<typeof qkdBody>;
 
 const pathVariable = (p: RestPath) => ({
   id: p.id,
-  kind: p.kind ? kindToEnum(p.kind as PathKind) : null,
+  kind: p.kind ? kindToEnum(p.kind as PathKind) : undefined,
   latencyMs: p.latency_ms,
-  jitterMs: p.jitter_ms ?? null,
+  jitterMs: p.jitter_ms,
   lossPct: p.loss_pct,
   capacityMbps: p.capacity_mbps,
-  up: p.up ?? null,
-  outageProbability: p.outage_probability ?? null,
-  sharedRisk: p.shared_risk ?? null,
+  up: p.up,
+  outageProbability: p.outage_probability,
+  sharedRisk: p.shared_risk,
 });
 
 export const bondingRoutes: readonly RestRoute[] = [
@@ -270,7 +270,7 @@ export const bondingRoutes: readonly RestRoute[] = [
     summary: "A session's state: ?session_id=, else the newest session of ?user_id= (default: the sandbox user)",
     operation: `query BondingStatus($userId: String, $sessionId: ID) { currentBondingSession(userId: $userId, sessionId: $sessionId) { ${SESSION} } }`,
     query: z.object({ user_id: userId.optional(), session_id: sessionId.optional() }),
-    variables: ({ query }) => ({ userId: query.user_id ?? null, sessionId: query.session_id ?? null }),
+    variables: ({ query }) => ({ userId: query.user_id, sessionId: query.session_id }),
     result: (d) => {
       if (!d.currentBondingSession) throw domainError('NOT_FOUND', 'No bonding session found: start one with POST /bonding/api/bonding/start');
       return sessionBody(d.currentBondingSession);
@@ -284,7 +284,7 @@ export const bondingRoutes: readonly RestRoute[] = [
     summary: 'Starts a bonding session for ?user_id= (default: the sandbox user); ?seed= makes its link model reproducible',
     operation: `mutation BondingStart($userId: String, $seed: Int) { startBondingSession(userId: $userId, seed: $seed) { ${SESSION} } }`,
     query: z.object({ user_id: userId.optional(), seed: queryInt(seed).optional() }),
-    variables: ({ query }) => ({ userId: query.user_id ?? null, seed: query.seed ?? null }),
+    variables: ({ query }) => ({ userId: query.user_id, seed: query.seed }),
     result: (d) => sessionBody(d.startBondingSession),
     response: bondingSession,
     errors: ['CONFLICT'],
@@ -312,13 +312,13 @@ export const bondingRoutes: readonly RestRoute[] = [
       paths: body.paths.map(pathVariable),
       constraints: body.constraints
         ? {
-            maxLatencyMs: body.constraints.max_latency_ms ?? null,
-            maxJitterMs: body.constraints.max_jitter_ms ?? null,
-            maxLossPct: body.constraints.max_loss_pct ?? null,
-            minCombinedCapacityMbps: body.constraints.min_combined_capacity_mbps ?? null,
+            maxLatencyMs: body.constraints.max_latency_ms,
+            maxJitterMs: body.constraints.max_jitter_ms,
+            maxLossPct: body.constraints.max_loss_pct,
+            minCombinedCapacityMbps: body.constraints.min_combined_capacity_mbps,
           }
-        : null,
-      riskGroups: body.risk_groups?.map((g) => ({ id: g.id, outageProbability: g.outage_probability })) ?? null,
+        : undefined,
+      riskGroups: body.risk_groups?.map((g) => ({ id: g.id, outageProbability: g.outage_probability })),
     }),
     result: (d) => recommendationBody(d.recommendPaths),
     response: bondingRecommendation,
@@ -333,9 +333,9 @@ export const bondingRoutes: readonly RestRoute[] = [
       input: {
         sessionId: body.session_id,
         bits: body.bits,
-        noise: body.noise ?? null,
-        interceptFraction: body.intercept_fraction ?? null,
-        seed: body.seed ?? null,
+        noise: body.noise,
+        interceptFraction: body.intercept_fraction,
+        seed: body.seed,
       },
     }),
     result: (d): BondingKey => ({ ...snakeKeys(d.generateQuantumKey), status: lower(d.generateQuantumKey.status) }),

@@ -104,7 +104,9 @@ export const featuresResolvers = {
         : await ctx.service.labelSet(lower(input.labelSet!) as ModelName, input.from?.getTime() ?? null, input.to?.getTime() ?? null, input.limit ?? null);
       if (input.entities) await checkEntities(ctx.service, rows, 'entities');
       if (input.views) checkViewKeys(rows, input.views);
-      const frame = await ctx.service.pitTraining({ rows, views: input.views ?? null, ttlMs: input.ttl, engine: input.engine ?? 'DUCKDB' });
+      // Omitted and null both leave each view its own TTL; NONE (parsed to null) turns TTLs off.
+      const ttlGiven = (args.input as { ttl?: unknown } | null)?.ttl != null;
+      const frame = await ctx.service.pitTraining({ rows, views: input.views ?? null, ttlMs: ttlGiven ? input.ttl : undefined, engine: input.engine ?? 'DUCKDB' });
       return { ...frame, rowCount: frame.rows.length, rows: frameRows(frame) };
     },
     onlinePolicyFeatures: (_: unknown, args: unknown, ctx: FeaturesContext) => online(ctx, 'policy', parseInput(idArg('policyId'), args).id),

@@ -129,7 +129,7 @@ export const optimizationRoutes: RestRoute[] = [
         .pipe(z.number().min(50, 'must be at least 50').max(5000, 'must be at most 5000'))
         .optional(),
     }),
-    variables: ({ query }) => ({ min: query.min_separation_m ?? null }),
+    variables: ({ query }) => ({ min: query.min_separation_m }),
     fieldNames: { minSeparationMeters: 'min_separation_m' },
     result: (d) => snake(d.fleetSafety),
     response: optimizationVerify,
@@ -151,7 +151,7 @@ export const optimizationRoutes: RestRoute[] = [
       quantumRuns(first: $first, after: $after) { edges { node { ${RUN} } } pageInfo { hasNextPage endCursor } totalCount }
     }`,
     query: z.object({ limit: limitQuery.default(20), cursor: text().min(1).optional() }),
-    variables: ({ query }) => ({ first: query.limit, after: query.cursor ?? null }),
+    variables: ({ query }) => ({ first: query.limit, after: query.cursor }),
     fieldNames: { after: 'cursor', first: 'limit' },
     result: (d) => runsBody(d.quantumRuns),
     response: optimizationRuns,

@@ -383,7 +383,7 @@ export const rentalRoutes: readonly RestRoute[] = [
         .default(20),
       cursor: text().min(1).optional(),
     }),
-    variables: ({ query }) => ({ first: query.limit, after: query.cursor ?? null }),
+    variables: ({ query }) => ({ first: query.limit, after: query.cursor }),
     fieldNames: { after: 'cursor', first: 'limit' },
     result: (d): RentalBookingPage => ({
       bookings: d.bookings.edges.map((e) => bookingBody(e.node)),
