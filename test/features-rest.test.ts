@@ -247,6 +247,42 @@ describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
     expect(e.train_rows + e.test_rows).toBe(a['label_rows']);
   });
 
+  it('POST /features/leakage-audit refuses a test_from that empties a split, naming both counts, and changes nothing', async () => {
+    const rows = world.labelRows('fraud');
+    for (const [testFrom, empty, train, test] of [
+      ['1900-01-01T00:00:00Z', 'training', 0, rows.length],
+      ['2999-01-01T00:00:00Z', 'test', rows.length, 0],
+    ] as const) {
+      const res = await post<Problem>('/leakage-audit', { label_set: 'fraud', test_from: testFrom });
+      expect(res.status).toBe(400);
+      expect(res.body.code).toBe('BAD_USER_INPUT');
+      expect(res.body.errors.map((e) => e.field)).toEqual(['test_from']);
+      expect(res.body.detail).toContain(`leaves the ${empty} split empty (training ${train} rows before it, test ${test} rows at or after it, of ${rows.length} label rows`);
+    }
+  });
+
+  it('POST /features/leakage-audit answers null metrics with the reason when the test split holds one class', async () => {
+    // The latest cutoff whose test split still has rows but no fraud: its metric (ROC AUC) is undefined.
+    const sorted = [...world.labelRows('fraud')].sort((a, b) => b.eventTs - a.eventTs);
+    const lastFraud = sorted.findIndex((r) => (r.label ?? 0) > 0);
+    expect(lastFraud).toBeGreaterThan(0);
+    const cutoff = sorted[lastFraud - 1]!.eventTs;
+    const testRows = sorted.filter((r) => r.eventTs >= cutoff).length;
+    const res = await post('/leakage-audit', { label_set: 'fraud', test_from: new Date(cutoff).toISOString() });
+    expect(res.status).toBe(200);
+    expect(res.body['evaluation']).toMatchObject({
+      metric: 'roc_auc',
+      point_in_time: null,
+      unguarded_offline: null,
+      unguarded_in_production: null,
+      inflation: null,
+      unavailable_reason: `the test split holds one class only (0 positive of ${testRows} rows)`,
+      test_rows: testRows,
+    });
+    // The findings do not depend on the split: they still stand.
+    expect((res.body['findings'] as unknown[]).length).toBeGreaterThan(0);
+  });
+
   it('GET /features/feature-importance ranks features of the three models against a held-out metric', async () => {
     const res = await rest(url, 'GET', '/features/feature-importance');
     expect(res.status).toBe(200);

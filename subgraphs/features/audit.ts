@@ -1,6 +1,7 @@
+import { domainError } from '../../platform/errors.js';
 import type { Matches } from './frame.js';
 import type { ModelName } from './generator.js';
-import { fit, metricName, metricOf, permutationImportance, rocAuc, type Task } from './learn.js';
+import { fit, metricName, metricOf, permutationImportance, rocAuc, undefinedOn, type Task } from './learn.js';
 import { labelSetRows, type OfflineStore } from './offline.js';
 import { viewDefinition } from './registry.js';
 
@@ -34,15 +35,18 @@ export interface LeakageFinding {
   rows: number;
   rowsWithoutPitValue: number;
   medianLeadHours: number;
-  separationGain: number;
+  /** Null where the label set holds one class only (AUC undefined). */
+  separationGain: number | null;
 }
 
+/** Metrics are null, with the reason, where a split cannot define them (one class, equal labels). */
 export interface ModelEvaluation {
   metric: string;
-  pointInTime: number;
-  unguardedOffline: number;
-  unguardedInProduction: number;
-  inflation: number;
+  pointInTime: number | null;
+  unguardedOffline: number | null;
+  unguardedInProduction: number | null;
+  inflation: number | null;
+  unavailableReason: string | null;
   trainRows: number;
   testRows: number;
   testFrom: Date;
@@ -57,6 +61,25 @@ export interface LeakageAudit {
 }
 
 const round4 = (x: number) => Math.round(x * 10_000) / 10_000;
+/** Rounded, or null for NaN (a metric the data leaves undefined). */
+const metricValue = (x: number): number | null => (Number.isNaN(x) ? null : round4(x));
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/**
+ * An out-of-time split that leaves one side empty is the caller's choice of cutoff, not a result:
+ * refused with both counts and the span of the label set's events.
+ */
+function requireBothSplits(rows: readonly { eventTs: number }[], cutoff: number, train: number, test: number): void {
+  if (train > 0 && test > 0) return;
+  const first = rows.reduce((m, r) => Math.min(m, r.eventTs), Infinity);
+  const last = rows.reduce((m, r) => Math.max(m, r.eventTs), -Infinity);
+  const span = rows.length > 0 ? `; its events run from ${iso(first)} to ${iso(last)}` : '';
+  const empty = train === 0 ? 'training' : 'test';
+  const message =
+    `test_from ${iso(cutoff)} leaves the ${empty} split empty (training ${train} rows before it, test ${test} rows at or after it, ` +
+    `of ${rows.length} label rows${span}): no model can be ${train === 0 ? 'trained' : 'scored'}`;
+  throw domainError('BAD_USER_INPUT', message, [{ field: 'testFrom', message }]);
+}
 
 function median(values: number[]): number {
   if (values.length === 0) return 0;
@@ -120,27 +143,34 @@ export async function leakageAudit(offline: OfflineStore, model: ModelName, view
           rows: count,
           rowsWithoutPitValue: withoutPit,
           medianLeadHours: Math.round(median(leads) * 10) / 10,
-          separationGain: round4(separation(rawCol, binary) - separation(pitCol, binary)),
+          separationGain: metricValue(separation(rawCol, binary) - separation(pitCol, binary)),
         });
       }
       column++;
     }
   }
-  findings.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'SEVERE' ? -1 : 1) || b.separationGain - a.separationGain || b.rows - a.rows);
+  findings.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'SEVERE' ? -1 : 1) || (b.separationGain ?? 0) - (a.separationGain ?? 0) || b.rows - a.rows);
 
   const cutoff = testFrom ?? spec.testFrom;
   const train = rows.map((_, i) => i).filter((i) => rows[i]!.eventTs < cutoff);
   const test = rows.map((_, i) => i).filter((i) => rows[i]!.eventTs >= cutoff);
+  requireBothSplits(rows, cutoff, train.length, test.length);
   const target = spec.task === 'classification' ? binary : Float64Array.from(y, Math.log1p);
   const pick = (cols: readonly Float64Array[], idx: number[]) => cols.map((c) => Float64Array.from(idx, (i) => c[i]!));
   const yTrain = Float64Array.from(train, (i) => target[i]!);
   const yTest = Float64Array.from(test, (i) => target[i]!);
-  const metric = metricOf(spec.task);
-  const pitModel = fit(spec.task, pick(pitFrame.values, train), yTrain);
-  const rawModel = fit(spec.task, pick(rawFrame.values, train), yTrain);
-  const pointInTime = metric(pitModel.predict(pick(pitFrame.values, test)), yTest);
-  const unguardedOffline = metric(rawModel.predict(pick(rawFrame.values, test)), yTest);
-  const unguardedInProduction = metric(rawModel.predict(pick(pitFrame.values, test)), yTest);
+  const unavailableReason = undefinedOn(spec.task, 'training', yTrain) ?? undefinedOn(spec.task, 'test', yTest);
+  let pointInTime = NaN;
+  let unguardedOffline = NaN;
+  let unguardedInProduction = NaN;
+  if (unavailableReason === null) {
+    const metric = metricOf(spec.task);
+    const pitModel = fit(spec.task, pick(pitFrame.values, train), yTrain);
+    const rawModel = fit(spec.task, pick(rawFrame.values, train), yTrain);
+    pointInTime = metric(pitModel.predict(pick(pitFrame.values, test)), yTest);
+    unguardedOffline = metric(rawModel.predict(pick(rawFrame.values, test)), yTest);
+    unguardedInProduction = metric(rawModel.predict(pick(pitFrame.values, test)), yTest);
+  }
   return {
     labelSet: model.toUpperCase() as Uppercase<ModelName>,
     labelRows: rows.length,
@@ -148,10 +178,11 @@ export async function leakageAudit(offline: OfflineStore, model: ModelName, view
     findings,
     evaluation: {
       metric: metricName(spec.task),
-      pointInTime: round4(pointInTime),
-      unguardedOffline: round4(unguardedOffline),
-      unguardedInProduction: round4(unguardedInProduction),
-      inflation: round4(unguardedOffline - pointInTime),
+      pointInTime: metricValue(pointInTime),
+      unguardedOffline: metricValue(unguardedOffline),
+      unguardedInProduction: metricValue(unguardedInProduction),
+      inflation: metricValue(unguardedOffline - pointInTime),
+      unavailableReason,
       trainRows: train.length,
       testRows: test.length,
       testFrom: new Date(cutoff),
@@ -162,11 +193,13 @@ export async function leakageAudit(offline: OfflineStore, model: ModelName, view
 export interface ModelImportance {
   model: Uppercase<ModelName>;
   metric: string;
-  heldOut: number;
+  /** Null, with the reason, where a split cannot define the metric (then every importance is null too). */
+  heldOut: number | null;
+  unavailableReason: string | null;
   trainRows: number;
   testRows: number;
   testFrom: Date;
-  features: { column: string; importance: number; rank: number }[];
+  features: { column: string; importance: number | null; rank: number }[];
 }
 
 /** Permutation importance of each model trained on its point-in-time frame, on the out-of-time period. */
@@ -180,19 +213,26 @@ export async function featureImportance(offline: OfflineStore): Promise<ModelImp
     const train = rows.map((_, i) => i).filter((i) => rows[i]!.eventTs < spec.testFrom);
     const test = rows.map((_, i) => i).filter((i) => rows[i]!.eventTs >= spec.testFrom);
     const pick = (idx: number[]) => frame.values.map((c) => Float64Array.from(idx, (i) => c[i]!));
+    const yTrain = Float64Array.from(train, (i) => y[i]!);
     const yTest = Float64Array.from(test, (i) => y[i]!);
-    const fitted = fit(spec.task, pick(train), Float64Array.from(train, (i) => y[i]!));
-    const testCols = pick(test);
-    const heldOut = metricOf(spec.task)(fitted.predict(testCols), yTest);
-    const importance = permutationImportance(fitted, spec.task, testCols, yTest);
+    const unavailableReason = undefinedOn(spec.task, 'training', yTrain) ?? undefinedOn(spec.task, 'test', yTest);
+    let heldOut = NaN;
+    let importance: number[] = frame.columns.map(() => NaN);
+    if (unavailableReason === null) {
+      const fitted = fit(spec.task, pick(train), yTrain);
+      const testCols = pick(test);
+      heldOut = metricOf(spec.task)(fitted.predict(testCols), yTest);
+      importance = permutationImportance(fitted, spec.task, testCols, yTest);
+    }
     const features = frame.columns
-      .map((c, j) => ({ column: c.name, importance: round4(importance[j]!) }))
-      .sort((a, b) => b.importance - a.importance)
+      .map((c, j) => ({ column: c.name, importance: metricValue(importance[j]!) }))
+      .sort((a, b) => (b.importance ?? -Infinity) - (a.importance ?? -Infinity) || 0)
       .map((f, i) => ({ ...f, rank: i + 1 }));
     out.push({
       model: model.toUpperCase() as Uppercase<ModelName>,
       metric: metricName(spec.task),
-      heldOut: round4(heldOut),
+      heldOut: metricValue(heldOut),
+      unavailableReason,
       trainRows: train.length,
       testRows: test.length,
       testFrom: new Date(spec.testFrom),

@@ -128,6 +128,7 @@ export function fit(task: Task, columns: readonly Float64Array[], y: ArrayLike<n
   };
 }
 
+/** ROC AUC; NaN where it is undefined (no positive or no negative label). */
 export function rocAuc(score: ArrayLike<number>, label: ArrayLike<number>): number {
   const order = Array.from({ length: score.length }, (_, i) => i).sort((a, b) => score[a]! - score[b]!);
   let rankSum = 0;
@@ -143,25 +144,46 @@ export function rocAuc(score: ArrayLike<number>, label: ArrayLike<number>): numb
     start = end + 1;
   }
   const negatives = order.length - positives;
-  if (positives === 0 || negatives === 0) return 0.5;
+  if (positives === 0 || negatives === 0) return NaN;
   return (rankSum - (positives * (positives + 1)) / 2) / (positives * negatives);
 }
 
+/** Coefficient of determination; NaN where it is undefined (no rows, or every label equal). */
 export function rSquared(prediction: ArrayLike<number>, y: ArrayLike<number>): number {
+  if (y.length === 0) return NaN;
   let mean = 0;
   for (let i = 0; i < y.length; i++) mean += y[i]!;
-  mean /= y.length || 1;
+  mean /= y.length;
   let ssRes = 0;
   let ssTot = 0;
   for (let i = 0; i < y.length; i++) {
     ssRes += (y[i]! - prediction[i]!) ** 2;
     ssTot += (y[i]! - mean) ** 2;
   }
-  return ssTot === 0 ? 0 : 1 - ssRes / ssTot;
+  return ssTot === 0 ? NaN : 1 - ssRes / ssTot;
 }
 
 export const metricOf = (task: Task) => (task === 'classification' ? rocAuc : rSquared);
 export const metricName = (task: Task) => (task === 'classification' ? 'roc_auc' : 'r2_log1p');
+
+/**
+ * Why the task's metric cannot be computed on, or a model fitted to, a split of labels (`y` as the
+ * model sees them: 0/1 for classification), or null when it can.
+ */
+export function undefinedOn(task: Task, split: 'training' | 'test', y: ArrayLike<number>): string | null {
+  if (y.length === 0) return `the ${split} split has no rows`;
+  let positives = 0;
+  const first = y[0]!;
+  let varies = false;
+  for (let i = 0; i < y.length; i++) {
+    if (y[i]! > 0) positives++;
+    if (y[i] !== first) varies = true;
+  }
+  if (task === 'classification' && (positives === 0 || positives === y.length))
+    return `the ${split} split holds one class only (${positives} positive of ${y.length} rows)`;
+  if (task === 'regression' && !varies) return `every label of the ${split} split is equal (${y.length} rows)`;
+  return null;
+}
 
 /** Held-out metric drop when each column is shuffled (mean of `repeats` seeded permutations). */
 export function permutationImportance(model: FittedModel, task: Task, columns: readonly Float64Array[], y: ArrayLike<number>, repeats = 3, seed = 7): number[] {

@@ -220,8 +220,15 @@ interface AuditData {
     labelSet: ModelName;
     labelRows: number;
     rowsWithFindings: number;
-    findings: { view: string; feature: string; column: string; severity: 'SEVERE' | 'MILD'; rows: number; rowsWithoutPitValue: number; medianLeadHours: number; separationGain: number }[];
-    evaluation: { metric: Metric; pointInTime: number; unguardedOffline: number; unguardedInProduction: number; inflation: number; trainRows: number; testRows: number; testFrom: string };
+    findings: { view: string; feature: string; column: string; severity: 'SEVERE' | 'MILD'; rows: number; rowsWithoutPitValue: number; medianLeadHours: number; separationGain: number | null }[];
+    evaluation: {
+      metric: Metric;
+      pointInTime: number | null;
+      unguardedOffline: number | null;
+      unguardedInProduction: number | null;
+      inflation: number | null;
+      unavailableReason: string | null;
+      trainRows: number; testRows: number; testFrom: string };
   };
 }
 
@@ -229,11 +236,12 @@ interface ImportanceData {
   featureImportance: {
     model: ModelName;
     metric: Metric;
-    heldOut: number;
+    heldOut: number | null;
+    unavailableReason: string | null;
     trainRows: number;
     testRows: number;
     testFrom: string;
-    features: { column: string; importance: number; rank: number }[];
+    features: { column: string; importance: number | null; rank: number }[];
   }[];
 }
 
@@ -351,7 +359,7 @@ export const featuresRoutes: readonly RestRoute[] = [
     summary: 'Temporal leakage findings of a label set, ranked by severity, and the AUC an unguarded join inflates',
     operation: `query LeakageAudit($input: LeakageAuditInput!) { leakageAudit(input: $input) { labelSet labelRows rowsWithFindings
       findings { view feature column severity rows rowsWithoutPitValue medianLeadHours separationGain }
-      evaluation { metric pointInTime unguardedOffline unguardedInProduction inflation trainRows testRows testFrom } } }`,
+      evaluation { metric pointInTime unguardedOffline unguardedInProduction inflation unavailableReason trainRows testRows testFrom } } }`,
     body: z.object({ label_set: models, views: views.optional(), test_from: timestamp.optional() }),
     variables: ({ body }) => ({ input: { labelSet: body.label_set.toUpperCase(), views: body.views, testFrom: body.test_from } }),
     fieldNames: { labelSet: 'label_set', testFrom: 'test_from' },
@@ -375,6 +383,7 @@ export const featuresRoutes: readonly RestRoute[] = [
         unguarded_offline: a.evaluation.unguardedOffline,
         unguarded_in_production: a.evaluation.unguardedInProduction,
         inflation: a.evaluation.inflation,
+        unavailable_reason: a.evaluation.unavailableReason,
         train_rows: a.evaluation.trainRows,
         test_rows: a.evaluation.testRows,
         test_from: a.evaluation.testFrom,
@@ -386,13 +395,14 @@ export const featuresRoutes: readonly RestRoute[] = [
     method: 'GET',
     path: '/feature-importance',
     summary: 'Permutation importance of the underwriting, pricing and fraud models (point-in-time frames)',
-    operation: `query FeatureImportance { featureImportance { model metric heldOut trainRows testRows testFrom features { column importance rank } } }`,
+    operation: `query FeatureImportance { featureImportance { model metric heldOut unavailableReason trainRows testRows testFrom features { column importance rank } } }`,
     variables: () => ({}),
     result: ({ featureImportance }): FeaturesImportance => ({
       models: featureImportance.map((m) => ({
         model: lower(m.model),
         metric: m.metric,
         held_out: m.heldOut,
+        unavailable_reason: m.unavailableReason,
         train_rows: m.trainRows,
         test_rows: m.testRows,
         test_from: m.testFrom,
