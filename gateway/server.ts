@@ -1,3 +1,4 @@
+import { lingerOnRefusedBodies } from './linger.js';
 import { ApolloGateway, type GraphQLDataSource } from '@apollo/gateway';
 import { ApolloServer, type GraphQLRequest } from '@apollo/server';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
@@ -102,6 +103,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     // HEAD is declared per route (REST GETs, /health); Apollo's /graphql does not serve it.
     exposeHeadRoutes: false,
   });
+  // A body refused unread (413) is answered and the connection closed without a reset (gateway/linger.ts).
+  lingerOnRefusedBodies(app);
   const routes = new RouteTable(app);
   // A busy port is reported before the slow part of the start (database, migrations, gateway).
   await assertPortFree(config.HOST, config.PORT);

@@ -1,3 +1,4 @@
+import { lingerOnRefusedBodies } from './linger.js';
 import { ApolloServer } from '@apollo/server';
 import { exposeRequestId, requestIdOf } from './request-id.js';
 import { nameSpansByRoute, tracedServerFactory, tracingEnabled } from './tracing.js';
@@ -54,6 +55,8 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
     // With tracing on, each request runs inside its server span, a child of the gateway's fetch.
     ...(tracingEnabled() ? { serverFactory: tracedServerFactory({}) } : {}),
   });
+  // A body refused unread (413) is answered and the connection closed without a reset (gateway/linger.ts).
+  lingerOnRefusedBodies(app);
   exposeRequestId(app);
   if (tracingEnabled()) nameSpansByRoute(app);
   const routes = new RouteTable(app);
