@@ -46,14 +46,32 @@ const SOCKET_ERRORS: Readonly<Record<string, string>> = {
   EHOSTDOWN: 'host down',
 };
 
-/** SQLSTATEs meaning the server cannot serve this connection now (besides class 08, connection exception). */
+/**
+ * SQLSTATEs meaning the server cannot serve this connection now, besides class 08 (connection exception)
+ * and class 53 (insufficient resources: too many clients, out of memory, disk full, a configuration limit).
+ */
 const SERVER_STATES: Readonly<Record<string, string>> = {
   '57P01': 'the server terminated the connection (admin shutdown)',
   '57P02': 'the server crashed (crash shutdown)',
-  '57P03': 'the server is not accepting connections yet',
-  '53300': 'the server has too many connections',
+  '57P03': 'the server is not accepting connections (starting up or shutting down)',
+  '57P04': 'the database was dropped',
+  '57P05': 'the server closed an idle session',
   '57014': 'the statement ran past DATABASE_QUERY_TIMEOUT_MS',
 };
+
+const RESOURCE_STATES: Readonly<Record<string, string>> = {
+  '53300': 'the server has too many connections',
+  '53100': 'the server is out of disk space',
+  '53200': 'the server is out of memory',
+  '53400': 'a server configuration limit was reached',
+};
+
+/**
+ * 55000 (object not in prerequisite state) is an outage only when the server raised it while admitting the
+ * connection: the database does not accept connections (ALTER DATABASE ... ALLOW_CONNECTIONS false). Raised
+ * anywhere else it is a fault of the statement, and stays one.
+ */
+const REFUSING_ROUTINES: ReadonlySet<string> = new Set(['CheckMyDatabase', 'InitPostgres']);
 
 /** Messages of node-postgres and pg-pool, and of PGlite, that carry no code. */
 const DRIVER_MESSAGES: readonly [RegExp, string][] = [
@@ -78,6 +96,8 @@ export function connectivityFailure(error: unknown): string | null {
     if (Object.hasOwn(SOCKET_ERRORS, code)) return SOCKET_ERRORS[code]!;
     if (Object.hasOwn(SERVER_STATES, code)) return SERVER_STATES[code]!;
     if (/^08[0-9A-Z]{3}$/.test(code)) return 'connection exception';
+    if (/^53[0-9A-Z]{3}$/.test(code)) return RESOURCE_STATES[code] ?? 'the server is out of resources';
+    if (code === '55000' && REFUSING_ROUTINES.has(String((error as { routine?: unknown }).routine))) return 'the database does not accept connections';
   }
   // Node's happy-eyeballs connect gives an AggregateError of one error per address tried.
   if (error instanceof AggregateError) {

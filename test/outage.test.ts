@@ -238,6 +238,14 @@ describe('classifying driver errors', () => {
     expect(connectivityFailure(withCode('ENOTFOUND'))).toBe('host not found');
     expect(connectivityFailure(withCode('57P01'))).toBe('the server terminated the connection (admin shutdown)');
     expect(connectivityFailure(withCode('08006'))).toBe('connection exception');
+    expect(connectivityFailure(withCode('53300'))).toBe('the server has too many connections');
+    expect(connectivityFailure(withCode('53000'))).toBe('the server is out of resources');
+    expect(connectivityFailure(withCode('57P03'))).toBe('the server is not accepting connections (starting up or shutting down)');
+    expect(connectivityFailure(withCode('57P05'))).toBe('the server closed an idle session');
+    // 55000 is an outage only where the server refused the connection, not from a statement.
+    expect(connectivityFailure(Object.assign(withCode('55000'), { routine: 'CheckMyDatabase' }))).toBe('the database does not accept connections');
+    expect(connectivityFailure(Object.assign(withCode('55000'), { routine: 'nextval_internal' }))).toBeNull();
+    expect(connectivityFailure(withCode('55000'))).toBeNull();
     expect(connectivityFailure(new AggregateError([withCode('ECONNREFUSED'), withCode('ECONNREFUSED')], 'connect'))).toBe('connection refused');
     expect(connectivityFailure(new Error('Connection terminated unexpectedly'))).toBe('connection closed');
     expect(connectivityFailure(new Error('timeout exceeded when trying to connect'))).toBe('timed out waiting for a database connection');
