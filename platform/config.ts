@@ -98,6 +98,11 @@ const envSchema = z.object({
   OPTIMIZATION_MAX_CONCURRENT_RUNS: intFrom('OPTIMIZATION_MAX_CONCURRENT_RUNS', 1, 64).default(2),
   /** A run whose estimated compute time is longer is refused before it starts. @default 120 */
   OPTIMIZATION_MAX_RUN_SECONDS: intFrom('OPTIMIZATION_MAX_RUN_SECONDS', 1, 3600).default(120),
+  /**
+   * Seconds a running quantum run's lease lasts; its process renews it every third of that. A run whose
+   * lease expires (its process died) is failed by the next sweep of any instance. @default 15
+   */
+  OPTIMIZATION_RUN_LEASE_S: intFrom('OPTIMIZATION_RUN_LEASE_S', 2, 600).default(15),
   /** Comma-separated API keys. Unset or empty: demo mode, no key needed. */
   API_KEYS: z
     .string()

@@ -161,6 +161,8 @@ describe.runIf(redisUp)('the online store on Redis (REDIS_URL)', () => {
     const hashes = await client.keys(`${prefix}:v:policy_profile:*`);
     expect(hashes).toHaveLength(1);
     expect(await client.hLen(hashes[0]!)).toBe(first.body['rows_written']);
+    // Made current by the swap: no longer on the lease that expires a dead materialization's hashes.
+    expect(await client.pTTL(hashes[0]!)).toBe(-1);
 
     const second = await rest(url, 'POST', '/features/offline', { as_of: '2025-06-01T00:00:00Z', views: ['policy_profile'] });
     const again = await rest(url, 'GET', '/features/online/policy/P-000003');

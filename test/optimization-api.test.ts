@@ -83,7 +83,7 @@ describe.each(targets)('optimization subgraph ($name)', ({ backend, mode }) => {
   }, 180_000);
 
   it('instances sharing the database record one fleet tick per interval, however many try at once', async () => {
-    const options = { seed: 7, size: 24, tickMs: 1, staleRunMs: 600_000, onEvents: () => undefined };
+    const options = { seed: 7, size: 24, tickMs: 1, leaseMs: 15_000, owner: 'test-store', onEvents: () => undefined };
     const stores = await Promise.all([1, 2, 3, 4].map(() => OptimizationStore.open(db, options, new Date())));
     // One instant, a second ahead of the server's own ticker (which resumes once real time passes it).
     const at = new Date(Date.now() + 1000);

@@ -118,6 +118,12 @@ interface Pointer {
 }
 
 const HSET_BATCH = 2000;
+/**
+ * A materialization's fresh hashes live on a lease until its swap makes them current (PERSIST in the swap's
+ * MULTI): if the process dies between filling them and the swap, nothing would ever unlink them, and they
+ * expire instead. Renewed with every batch and once more just before the swap.
+ */
+const FRESH_HASH_LEASE_MS = 5 * 60_000;
 
 /**
  * Redis layout (under a prefix): one hash per materialized view version, `<prefix>:v:<view>:<uuid>`,
@@ -188,9 +194,12 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
           for (let i = 0; i < entries.length; i += HSET_BATCH) {
             const batch: Record<string, string> = {};
             for (const r of entries.slice(i, i + HSET_BATCH)) batch[r.entityId] = JSON.stringify([r.featureTs, ...r.values]);
-            await client.hSet(key, batch);
+            await client.multi().hSet(key, batch).pExpire(key, FRESH_HASH_LEASE_MS).exec();
           }
         }
+        const renew = client.multi();
+        for (const key of keys.values()) renew.pExpire(key, FRESH_HASH_LEASE_MS);
+        await renew.exec();
         let replaced: string[] = [];
         const record = await store.recordMaterialization({ ...m, onlineStore: 'redis' }, null, at, async (id) => {
           const old = await client.hmGet(current, [...keys.keys()]);
@@ -200,7 +209,9 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
             const pointer: Pointer = { key: keys.get(v.view)!, materializationId: id, version: v.version, asOf: m.asOf.toISOString(), materializedAt: at.toISOString() };
             swap[v.view] = JSON.stringify(pointer);
           }
-          await client.multi().hSet(current, swap).exec();
+          const commit = client.multi().hSet(current, swap);
+          for (const key of keys.values()) commit.persist(key);
+          await commit.exec();
         });
         pointers = null;
         if (replaced.length > 0) await client.unlink(replaced);

@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { buildSubgraphSchema } from '@apollo/subgraph';
 import { parse } from 'graphql';
@@ -26,7 +28,8 @@ export const optimization: SubgraphModule = {
         seed: config.FLEET_SEED,
         size: config.FLEET_SIZE,
         tickMs: config.FLEET_TICK_MS,
-        staleRunMs: 2 * config.OPTIMIZATION_MAX_RUN_SECONDS * 1000 + 60_000,
+        leaseMs: config.OPTIMIZATION_RUN_LEASE_S * 1000,
+        owner: `${hostname()}:${process.pid}:${randomUUID()}`,
         onEvents: () => void events.wake(),
       },
       clock.now(),
@@ -71,6 +74,8 @@ export const optimization: SubgraphModule = {
       }
     };
     const ticker = periodic(() => store.tick(clock.now()), config.FLEET_TICK_MS);
+    // This process's runs keep their lease; any instance fails a run whose process died (its lease expired).
+    const leases = periodic(() => store.renewAndSweep(), Math.round((config.OPTIMIZATION_RUN_LEASE_S * 1000) / 3));
 
     return {
       schema,
@@ -81,6 +86,7 @@ export const optimization: SubgraphModule = {
       async close() {
         await ticker.stop();
         await runs.close();
+        await leases.stop();
       },
     };
   },

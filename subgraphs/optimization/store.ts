@@ -79,6 +79,22 @@ export interface PositionsEventPayload {
   positions: VesselPosition[];
 }
 
+/** Fails the RUNNING runs matching `where` (a condition on optimization_runs) and appends an event for each. */
+async function failWhere(tx: Queryable, where: string, params: unknown[], message: string): Promise<string[]> {
+  const res = await tx.query<{ id: string; completed_at: Date | string }>(
+    `UPDATE optimization_runs SET status = 'failed', error = $${params.length + 1}, completed_at = clock_timestamp(), lease_until = NULL
+     WHERE status = 'running' AND (${where}) RETURNING id::text AS id, completed_at`,
+    [...params, message],
+  );
+  if (res.rows.length > 0) {
+    await appendEvents(
+      tx,
+      res.rows.map((r) => ({ topic: TOPICS.run, key: r.id, payload: { runId: r.id, status: 'failed', at: iso(r.completed_at) } satisfies RunEventPayload })),
+    );
+  }
+  return res.rows.map((r) => r.id);
+}
+
 const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
 
 const VESSEL_COLUMNS = `v.mmsi, v.name, v.type, v.lane, p.latitude, p.longitude, p.sog, p.cog, p.heading, p.tick, p.at`;
@@ -146,8 +162,10 @@ export interface StoreOptions {
   seed: number;
   size: number;
   tickMs: number;
-  /** A run older than this while still RUNNING was lost with its process: it counts as failed. */
-  staleRunMs: number;
+  /** Milliseconds a run's lease lasts; its owner renews it (RunService), an expired one is failed. */
+  leaseMs: number;
+  /** This process, as the owner of the runs it computes. */
+  owner: string;
   onEvents: () => void;
 }
 
@@ -180,6 +198,9 @@ export class OptimizationStore {
       'SELECT mmsi, name, type, track FROM optimization_vessels ORDER BY mmsi',
     );
     store.specs = rows.rows;
+    // Embedded: the data directory has one writer, this process, so every run still RUNNING was lost
+    // with the process before it. Failed at once, not after a lease.
+    if (db.kind === 'pglite') await store.failRunsWhere(`status = 'running'`, [], 'interrupted: the process running it stopped (found at start)');
     // Speed profiles are cached by track; building them here keeps the first tick from stalling the loop.
     for (const spec of store.specs) positionAt(spec, now);
     return store;
@@ -258,12 +279,13 @@ export class OptimizationStore {
   async insertRun(run: NewRun, maxConcurrent: number, now: Date): Promise<RunRecord | null> {
     return this.db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [RUN_LOCK]);
-      await this.expireStale(tx, now);
+      await this.expireLeases(tx);
       const running = await tx.query<{ n: number }>(`SELECT count(*) AS n FROM optimization_runs WHERE status = 'running'`);
       if (running.rows[0]!.n >= maxConcurrent) return null;
       const res = await tx.query<RunRow>(
-        `INSERT INTO optimization_runs (id, status, problem, size, qubits, depth, shots, seed, max_evaluations, refine_top, fleet_tick, instance, backend, created_at)
-         VALUES ($1, 'running', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+        `INSERT INTO optimization_runs (id, status, problem, size, qubits, depth, shots, seed, max_evaluations, refine_top, fleet_tick, instance, backend, created_at,
+           owner, lease_until)
+         VALUES ($1, 'running', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, clock_timestamp() + make_interval(secs => $15::double precision / 1000.0))
          RETURNING ${RUN_COLUMNS}`,
         [
           randomUUID(),
@@ -279,18 +301,38 @@ export class OptimizationStore {
           JSON.stringify(run.instance),
           run.backend,
           now,
+          this.options.owner,
+          this.options.leaseMs,
         ],
       );
       return runOf(res.rows[0]!);
     });
   }
 
-  private async expireStale(tx: Queryable, now: Date): Promise<void> {
-    await tx.query(
-      `UPDATE optimization_runs SET status = 'failed', error = 'interrupted: the process running it stopped', completed_at = $1
-       WHERE status = 'running' AND created_at < $1::timestamptz - make_interval(secs => $2::double precision / 1000.0)`,
-      [now, this.options.staleRunMs],
-    );
+  /** Fails the RUNNING runs whose lease has expired (their process died), each with its event. */
+  private async expireLeases(tx: Queryable): Promise<string[]> {
+    return failWhere(tx, `status = 'running' AND lease_until < clock_timestamp()`, [], 'interrupted: the process running it stopped (its lease expired)');
+  }
+
+  /** Renews the lease of this process's RUNNING runs and fails every expired one; returns the ids failed. */
+  async renewAndSweep(): Promise<string[]> {
+    const failed = await this.db.transaction(async (tx) => {
+      await tx.query(
+        `UPDATE optimization_runs SET lease_until = clock_timestamp() + make_interval(secs => $2::double precision / 1000.0)
+         WHERE status = 'running' AND owner = $1`,
+        [this.options.owner, this.options.leaseMs],
+      );
+      return this.expireLeases(tx);
+    });
+    if (failed.length > 0) this.options.onEvents();
+    return failed;
+  }
+
+  /** Fails the RUNNING runs matching `where`, each with its event, in one transaction. */
+  async failRunsWhere(where: string, params: unknown[], message: string): Promise<string[]> {
+    const failed = await this.db.transaction((tx) => failWhere(tx, where, params, message));
+    if (failed.length > 0) this.options.onEvents();
+    return failed;
   }
 
   /** RUNNING -> COMPLETED with the result, and its event, in one transaction; false if it was not running. */
@@ -298,7 +340,7 @@ export class OptimizationStore {
     const done = await this.db.transaction(async (tx) => {
       const res = await tx.query(
         `UPDATE optimization_runs SET status = 'completed', result = $2, energy = $3, optimality_ratio = $4, refined_ratio = $5,
-           baseline_ratio = $6, duration_ms = $7, completed_at = $8
+           baseline_ratio = $6, duration_ms = $7, completed_at = $8, lease_until = NULL
          WHERE id = $1 AND status = 'running'`,
         [id, JSON.stringify(result), result.expectedValue, result.expectedRatio, result.refined.ratio, result.baseline.ratio, Math.round(result.timings.totalMs), now],
       );
@@ -314,7 +356,7 @@ export class OptimizationStore {
   async failRun(id: string, message: string, durationMs: number, now: Date): Promise<boolean> {
     const done = await this.db.transaction(async (tx) => {
       const res = await tx.query(
-        `UPDATE optimization_runs SET status = 'failed', error = $2, duration_ms = $3, completed_at = $4 WHERE id = $1 AND status = 'running'`,
+        `UPDATE optimization_runs SET status = 'failed', error = $2, duration_ms = $3, completed_at = $4, lease_until = NULL WHERE id = $1 AND status = 'running'`,
         [id, message, durationMs, now],
       );
       if (res.rowCount === 0) return false;
