@@ -78,14 +78,14 @@ async function pitJoins(sizes: [number, number][]): Promise<void> {
     const dedup = (performance.now() - t) / 1000;
     conn.closeSync();
     t = performance.now();
-    const fromDuck = (await duck.join(['bench'], labels)).get('bench')!;
+    const fromDuck = (await duck.join(['bench'], labels, 'AS_KNOWN')).get('bench')!;
     const duckJoin = (performance.now() - t) / 1000;
     duck.close();
     t = performance.now();
     const sorted = sortView(view);
     const sort = (performance.now() - t) / 1000;
     t = performance.now();
-    const fromTs = tsAsOf(sorted, labels);
+    const fromTs = tsAsOf(sorted, labels, view.ttlMs, 'AS_KNOWN');
     const tsJoin = (performance.now() - t) / 1000;
     let mismatches = 0;
     for (let i = 0; i < labelsN; i++) if (fromDuck[i] !== fromTs[i]) mismatches++;

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../subgraphs/features/duckdb-engine.js';
-import { DAY_MS, emptyLabels, type LabelRows, type ViewData } from '../subgraphs/features/frame.js';
+import { DAY_MS, emptyLabels, type Availability, type LabelRows, type ViewData } from '../subgraphs/features/frame.js';
 import { oracleAsOf } from '../subgraphs/features/oracle.js';
 import { Random } from '../platform/random.js';
 import { sortView, tsAsOf } from '../subgraphs/features/ts-engine.js';
@@ -59,9 +59,10 @@ function randomWorld(seed: number): { views: ViewData[]; labels: LabelRows } {
     labels.keys.claim[i] = rng.bernoulli(0.2) ? -1 : rng.int(entityCount);
     const pick = views[rng.int(3)]!;
     if (pick.length > 0 && rng.bernoulli(0.5)) {
-      // Exactly on a row's timestamp, or exactly its TTL later (the inclusive edges).
+      // Exactly on a row's timestamp or its created_timestamp, or exactly the TTL later (the inclusive edges).
       const r = rng.int(pick.length);
-      labels.ts[i] = pick.ts[r]! + (rng.bernoulli(0.5) && pick.ttlMs !== null ? pick.ttlMs : 0) + (rng.bernoulli(0.2) ? 1 : 0);
+      const at = rng.bernoulli(0.3) ? pick.created[r]! : pick.ts[r]!;
+      labels.ts[i] = at + (rng.bernoulli(0.5) && pick.ttlMs !== null ? pick.ttlMs : 0) + (rng.bernoulli(0.2) ? 1 : 0);
     } else {
       labels.ts[i] = rng.int(25) * grid * DAY_MS - grid * DAY_MS;
     }
@@ -70,10 +71,13 @@ function randomWorld(seed: number): { views: ViewData[]; labels: LabelRows } {
 }
 
 const engines: DuckDbEngine[] = [];
+const AVAILABILITIES: Availability[] = ['AS_KNOWN', 'EVENT_TIME'];
+/** Each rule's expected matches over all worlds, to show the rules differ. */
+const differing: Partial<Record<Availability, number[][]>> = {};
 afterAll(() => engines.forEach((e) => e.close()));
 
 describe('point-in-time engines', () => {
-  it('DuckDB, the TypeScript sort-merge join and the brute-force oracle agree on 400 random worlds', async () => {
+  it.each(AVAILABILITIES)('DuckDB, the TypeScript sort-merge join and the brute-force oracle agree on 400 random worlds (%s)', async (availability) => {
     const worlds = Array.from({ length: 400 }, (_, i) => randomWorld(i + 1));
     // Every world checked on its own against the oracle, then all of them at once (entities offset per world).
     let compared = 0;
@@ -83,8 +87,8 @@ describe('point-in-time engines', () => {
     const rowOffsets = TTLS.map(() => 0);
     for (const [w, { views, labels }] of worlds.entries()) {
       views.forEach((view, v) => {
-        const expected = oracleAsOf(view, labels);
-        expect([...tsAsOf(sortView(view), labels)], `world ${w + 1} view ${view.name} (TypeScript)`).toEqual([...expected]);
+        const expected = oracleAsOf(view, labels, availability);
+        expect([...tsAsOf(sortView(view), labels, view.ttlMs, availability)], `world ${w + 1} view ${view.name} (TypeScript)`).toEqual([...expected]);
         for (const m of expected) {
           expectedAll[v]!.push(m < 0 ? -1 : m + rowOffsets[v]!);
           if (m >= 0) matched++;
@@ -97,15 +101,24 @@ describe('point-in-time engines', () => {
     const all = concatWorlds(worlds);
     const duck = await DuckDbEngine.open(all.views, { threads: 1 });
     engines.push(duck);
-    const fromDuck = await duck.join(all.views.map((v) => v.name), all.labels);
+    const fromDuck = await duck.join(all.views.map((v) => v.name), all.labels, availability);
     all.views.forEach((view, v) => {
       expect([...fromDuck.get(view.name)!], `view ${view.name} (DuckDB)`).toEqual(expectedAll[v]);
-      expect([...tsAsOf(sortView(view), all.labels)], `view ${view.name} (TypeScript, batch)`).toEqual(expectedAll[v]);
+      expect([...tsAsOf(sortView(view), all.labels, view.ttlMs, availability)], `view ${view.name} (TypeScript, batch)`).toEqual(expectedAll[v]);
     });
     // The worlds exercise both outcomes, not just one.
     expect(compared).toBeGreaterThan(20_000);
     expect(matched).toBeGreaterThan(compared / 5);
     expect(nulls).toBeGreaterThan(compared / 10);
+    differing[availability] = expectedAll;
+  });
+
+  it('the two rules differ on the random worlds (late corrections and rows created after their timestamp)', () => {
+    const a = differing.AS_KNOWN!.flat();
+    const b = differing.EVENT_TIME!.flat();
+    expect(a.length).toBe(b.length);
+    const differ = a.filter((m, i) => m !== b[i]).length;
+    expect(differ).toBeGreaterThan(a.length / 50);
   });
 
   it('follows the rules on a hand-made case: inclusive bounds, ties by created_timestamp, TTL, missing keys', async () => {
@@ -121,9 +134,10 @@ describe('point-in-time engines', () => {
       created: Float64Array.from([0, 12, 11, 5, 30].map((d) => d * DAY_MS)),
       values: [Float64Array.from([1, 2, 3, 4, 5])],
     };
-    const labels = emptyLabels(7);
+    const labels = emptyLabels(8);
     const rows: [number, number][] = [
-      [0, 10], // ts 10 exactly: rows 1 and 2 tie, row 1 was created later
+      [0, 10], // ts 10 exactly: rows 1 and 2 tie, row 1 was created later (as known: neither exists yet)
+      [0, 11], // row 2 created at 11 exactly: as known it is the newest; by event time row 1 still wins
       [0, 20], // exactly the TTL after ts 10: still matches (inclusive)
       [0, 20.5], // past the TTL: null
       [0, -1], // before any row: null
@@ -135,12 +149,17 @@ describe('point-in-time engines', () => {
       labels.keys.policy[i] = k;
       labels.ts[i] = d * DAY_MS;
     });
-    const expected = [1, 1, -1, -1, 3, -1, -1];
-    expect([...oracleAsOf(view, labels)]).toEqual(expected);
-    expect([...tsAsOf(sortView(view), labels)]).toEqual(expected);
     const duck = await DuckDbEngine.open([view], { threads: 1 });
     engines.push(duck);
-    expect([...(await duck.join(['hand'], labels)).get('hand')!]).toEqual(expected);
+    const expected: Record<Availability, number[]> = {
+      EVENT_TIME: [1, 1, 1, -1, -1, 3, -1, -1],
+      AS_KNOWN: [0, 2, 1, -1, -1, 3, -1, -1],
+    };
+    for (const availability of AVAILABILITIES) {
+      expect([...oracleAsOf(view, labels, availability)], availability).toEqual(expected[availability]);
+      expect([...tsAsOf(sortView(view), labels, view.ttlMs, availability)], availability).toEqual(expected[availability]);
+      expect([...(await duck.join(['hand'], labels, availability)).get('hand')!], availability).toEqual(expected[availability]);
+    }
   });
 });
 

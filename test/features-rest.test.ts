@@ -27,7 +27,7 @@ function expected(view: string, feature: string, key: string | null, eventTs: nu
   const labels = world.toLabels([
     { policyId: v.entity === 'policy' ? key : null, claimId: v.entity === 'claim' ? key : null, machineId: null, eventTs, label: null },
   ]);
-  const m = oracleAsOf(v, labels)[0]!;
+  const m = oracleAsOf(v, labels, 'AS_KNOWN')[0]!;
   if (m < 0) return null;
   return v.values[v.features.indexOf(feature)]![m]!;
 }
@@ -65,8 +65,9 @@ describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
       { policy_id: 'P-000002', event_timestamp: '2025-06-01T12:00:00+02:00' },
       // Before the policy existed: every feature null, the row survives.
       { policy_id: 'P-000003', event_timestamp: '2019-01-01T00:00:00Z', label: 0 },
-      // Exactly at the claim's report: feature_timestamp == event_timestamp matches (inclusive).
-      { policy_id: claim.policyId, claim_id: claim.claimId, event_timestamp: new Date(claim.reportedAt).toISOString() },
+      // Exactly when the claim's report is recorded (an hour after the report): created_timestamp ==
+      // event_timestamp matches as known (inclusive); an instant earlier it does not exist yet.
+      { policy_id: claim.policyId, claim_id: claim.claimId, event_timestamp: new Date(claim.reportedAt + 3_600_000).toISOString() },
     ];
     const res = await post('/pit-training', { entities, engine: 'both' });
     expect(res.status).toBe(200);
@@ -245,6 +246,48 @@ describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
     expect(e.inflation).toBeCloseTo(e.unguarded_offline - e.point_in_time, 3);
     expect(e.unguarded_in_production).toBeLessThan(e.unguarded_offline);
     expect(e.train_rows + e.test_rows).toBe(a['label_rows']);
+  });
+
+  it('POST /features/pit-training joins as known by default: a late correction created after the event is not used for it', async () => {
+    // A claim report corrected later: the same feature_timestamp, created days after the original.
+    const view = world.views.get('claim_report')!;
+    let original = -1;
+    let correction = -1;
+    for (let a = 0; a < view.length && correction < 0; a++) {
+      for (let b = a + 1; b < Math.min(view.length, a + 50); b++) {
+        if (view.entityCode[a] === view.entityCode[b] && view.ts[a] === view.ts[b] && view.created[b]! > view.created[a]! + 3_600_000) {
+          [original, correction] = [a, b];
+          break;
+        }
+      }
+    }
+    expect(correction).toBeGreaterThan(0);
+    const amount = view.features.indexOf('reported_amount');
+    expect(view.values[amount]![original]).not.toBe(view.values[amount]![correction]);
+    const claimId = world.dicts.claim.ids[view.entityCode[original]!]!;
+    // After the original was written, before the correction was.
+    const at = new Date(view.created[original]! + 60_000).toISOString();
+    const entities = [{ claim_id: claimId, event_timestamp: at }];
+    const known = await post('/pit-training', { entities, views: ['claim_report'] });
+    const byEventTime = await post('/pit-training', { entities, views: ['claim_report'], availability: 'event_time' });
+    expect(known.status).toBe(200);
+    expect(known.body['availability']).toBe('as_known');
+    expect(byEventTime.body['availability']).toBe('event_time');
+    expect(known.body['rows'][0]['claim_report__reported_amount']).toBe(view.values[amount]![original]);
+    expect(byEventTime.body['rows'][0]['claim_report__reported_amount']).toBe(view.values[amount]![correction]);
+    expect(known.body['rows'][0]['claim_report__reported_amount']).toBe(expected('claim_report', 'reported_amount', claimId, Date.parse(at)));
+  });
+
+  it('POST /features/leakage-audit reports, per view, the rows and the metric the two availability rules differ by', async () => {
+    const res = await post('/leakage-audit', { label_set: 'fraud' });
+    const a = res.body['availability'];
+    expect(a.as_known).toBe(res.body['evaluation'].point_in_time);
+    expect(a.difference).toBeCloseTo(a.event_time - a.as_known, 3);
+    const byView = Object.fromEntries((a.views as { view: string; rows: number; event_time: number; difference: number }[]).map((v) => [v.view, v]));
+    expect(Object.keys(byView)).toEqual(['claim_report', 'policy_profile', 'policy_claims_history', 'claim_settlement']);
+    // Claim reports are corrected days after the report, which is the fraud label's event: they differ.
+    expect(byView['claim_report']!.rows).toBeGreaterThan(0);
+    for (const v of Object.values(byView)) if (v.rows === 0) expect(v.difference).toBe(0);
   });
 
   it('POST /features/leakage-audit refuses a test_from that empties a split, naming both counts, and changes nothing', async () => {

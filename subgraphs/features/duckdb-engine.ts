@@ -8,7 +8,7 @@ import {
   type DuckDBIntegerVector,
   type DuckDBType,
 } from '@duckdb/node-api';
-import type { EntityType, LabelRows, Matches, ViewData } from './frame.js';
+import type { Availability, EntityType, LabelRows, Matches, ViewData } from './frame.js';
 
 const CHUNK = 2048;
 const IDENT = /^[a-z][a-z0-9_]*$/;
@@ -18,9 +18,10 @@ type Column = { name: string; type: 'int' | 'double'; get(i: number): number | n
 /**
  * The DuckDB engine: every feature view is a table (entity, ts, created, seq) and, made when it is loaded, its
  * deduplicated table keeping per (entity, feature_timestamp) only the row with the latest created_timestamp
- * (then the greatest seq); a join loads the label rows into a temporary table of its own connection and runs
- * one SQL statement, `ASOF LEFT JOIN` per view on the deduplicated table, with the TTL applied to the matched
- * row. Answers, per view, the matched row's seq.
+ * (then the greatest seq), and its as-known table (below); a join loads the label rows into a temporary table
+ * of its own connection and runs one SQL statement, `ASOF LEFT JOIN` per view on the deduplicated table
+ * (EVENT_TIME) or on the as-known table (AS_KNOWN), with the TTL applied to the matched row. Answers, per
+ * view, the matched row's seq.
  */
 export class DuckDbEngine {
   private constructor(
@@ -50,6 +51,7 @@ export class DuckDbEngine {
       ]);
       // The dedup does not depend on the label rows: done once per loaded view, not per join.
       await conn.run(DuckDbEngine.dedupSql(view.name));
+      await conn.run(DuckDbEngine.asKnownSql(view.name));
     } finally {
       conn.closeSync();
     }
@@ -65,19 +67,37 @@ export class DuckDbEngine {
       QUALIFY row_number() OVER (PARTITION BY entity, ts ORDER BY created DESC, seq DESC) = 1`;
   }
 
-  /** The SQL of one join over the deduplicated views (documented in docs/features.md). */
-  static sql(views: readonly { name: string; entity: EntityType; ttlMs: number | null }[], labelTable: string): string {
+  /**
+   * Per view, for AS_KNOWN: a row may serve an event at t once t >= known = max(ts, created) (it is valid and
+   * has been written). Ordered by known, each entity's running greatest (ts, created, seq) is the answer for
+   * any t from that known on; ASOF on known then finds it. The frame takes every row with the same known
+   * (RANGE), so all of them carry the same answer and one per (entity, known) is kept.
+   */
+  static asKnownSql(view: string): string {
+    return `CREATE OR REPLACE TABLE fk_${view} AS SELECT entity, known, best.ts AS ts, best.seq AS seq FROM (
+      SELECT entity, greatest(ts, created) AS known,
+        max({ts: ts, created: created, seq: seq}) OVER (PARTITION BY entity ORDER BY greatest(ts, created) RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS best
+      FROM fv_${view})
+      QUALIFY row_number() OVER (PARTITION BY entity, known ORDER BY seq) = 1`;
+  }
+
+  /** The SQL of one join over the deduplicated (or as-known) views (documented in docs/features.md). */
+  static sql(views: readonly { name: string; entity: EntityType; ttlMs: number | null }[], labelTable: string, availability: Availability): string {
     const selects = views.map((v, i) =>
       v.ttlMs === null ? `d${i}.seq AS m${i}` : `CASE WHEN d${i}.ts >= l.ts - ${v.ttlMs} THEN d${i}.seq END AS m${i}`,
     );
-    const joins = views.map((v, i) => `ASOF LEFT JOIN fd_${v.name} d${i} ON l.${v.entity} = d${i}.entity AND l.ts >= d${i}.ts`);
+    const joins = views.map((v, i) =>
+      availability === 'AS_KNOWN'
+        ? `ASOF LEFT JOIN fk_${v.name} d${i} ON l.${v.entity} = d${i}.entity AND l.ts >= d${i}.known`
+        : `ASOF LEFT JOIN fd_${v.name} d${i} ON l.${v.entity} = d${i}.entity AND l.ts >= d${i}.ts`,
+    );
     return `SELECT l.row_id, ${selects.join(', ')}
       FROM ${labelTable} l
       ${joins.join('\n      ')}`;
   }
 
   /** Joins the label rows with each named view; `ttl` overrides a view's TTL (null: none). */
-  async join(viewNames: readonly string[], labels: LabelRows, ttl: ReadonlyMap<string, number | null> = new Map()): Promise<Map<string, Matches>> {
+  async join(viewNames: readonly string[], labels: LabelRows, availability: Availability, ttl: ReadonlyMap<string, number | null> = new Map()): Promise<Map<string, Matches>> {
     const views = viewNames.map((name) => {
       const view = this.views.get(name);
       if (!view) throw new Error(`view ${name} is not loaded`);
@@ -96,7 +116,7 @@ export class DuckDbEngine {
         { name: 'claim', type: 'int', get: key(labels.keys.claim) },
         { name: 'machine', type: 'int', get: key(labels.keys.machine) },
       ]);
-      const result = await conn.run(DuckDbEngine.sql(views, 'labels'));
+      const result = await conn.run(DuckDbEngine.sql(views, 'labels', availability));
       const out = views.map(() => new Int32Array(labels.length).fill(-1));
       for (;;) {
         const chunk = await result.fetchChunk();

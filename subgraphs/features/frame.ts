@@ -37,6 +37,18 @@ export interface LabelRows {
 /** For every label row, the index of the matched feature row of one view, or -1 (nulls). */
 export type Matches = Int32Array;
 
+/**
+ * Which rows a point-in-time join may use for an event at time t.
+ * - AS_KNOWN (the default): feature_timestamp <= t and created_timestamp <= t, the value as it was known at
+ *   t. A late correction created after the event is not used for it: production never saw it then.
+ * - EVENT_TIME: feature_timestamp <= t only (Feast's rule): a correction created after the event, for a
+ *   feature_timestamp before it, replaces the value the event saw.
+ * Either way the greatest (feature_timestamp, created_timestamp, row) of the rows allowed wins, and the
+ * TTL bounds the winner's feature_timestamp.
+ */
+export type Availability = 'AS_KNOWN' | 'EVENT_TIME';
+export const DEFAULT_AVAILABILITY: Availability = 'AS_KNOWN';
+
 export const DAY_MS = 86_400_000;
 export const HOUR_MS = 3_600_000;
 

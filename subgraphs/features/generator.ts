@@ -283,7 +283,8 @@ export function generateWorld({ seed, policies }: WorldOptions): World {
       world.claimReports.push({ ...row, createdTs: row.createdTs + Math.round(rng.uniform(1, 20) * 24) * HOUR_MS, reportedAmount: round2(row.reportedAmount * rng.uniform(0.8, 1.2)) });
     }
     if (claim.settledAt < WORLD_END) {
-      world.labels.fraud.push({ policyId: claim.policyId, claimId: claim.claimId, eventTs: claim.reportedAt, label: claim.fraud });
+      // Scored when the report is recorded (its row created): as known, the report exists from then on.
+      world.labels.fraud.push({ policyId: claim.policyId, claimId: claim.claimId, eventTs: row.createdTs, label: claim.fraud });
     }
   });
   return world;

@@ -55,6 +55,7 @@ export const entityRowInput = z
 
 export const modelName = z.enum(['UNDERWRITING', 'PRICING', 'FRAUD']);
 export const engineName = z.enum(['DUCKDB', 'TYPESCRIPT', 'BOTH']);
+export const availabilityName = z.enum(['AS_KNOWN', 'EVENT_TIME']);
 
 export const pitTrainingInput = z
   .object({
@@ -63,6 +64,7 @@ export const pitTrainingInput = z
     views: viewList.nullish(),
     ttl: ttlText.nullish(),
     engine: engineName.nullish(),
+    availability: availabilityName.nullish(),
     from: instant.nullish(),
     to: instant.nullish(),
     limit: z.number().int().min(1).max(MAX_LABEL_SET_ROWS).nullish(),

@@ -1,5 +1,5 @@
 import type { DuckDbEngine } from './duckdb-engine.js';
-import { columnName, emptyLabels, type EntityType, type LabelRows, type Matches, type ViewData } from './frame.js';
+import { columnName, DEFAULT_AVAILABILITY, emptyLabels, type Availability, type EntityType, type LabelRows, type Matches, type ViewData } from './frame.js';
 import { generateWorld, type LabelRow, type ModelName, type World } from './generator.js';
 import { buildView, EntityDictionary, VIEW_DEFINITIONS, viewDefinition, worldViews, type FeatureType } from './registry.js';
 import { sortView, tsAsOf, type SortedView } from './ts-engine.js';
@@ -24,6 +24,7 @@ export interface FrameColumn {
 
 export interface Frame {
   engine: EngineName;
+  availability: Availability;
   rows: readonly EntityRow[];
   columns: FrameColumn[];
   /** One column of values per frame column; NaN is null. */
@@ -172,18 +173,19 @@ export class OfflineStore {
     labels: LabelRows,
     engine: EngineName,
     ttl: ReadonlyMap<string, number | null> = new Map(),
+    availability: Availability = DEFAULT_AVAILABILITY,
   ): Promise<Pick<Frame, 'runs' | 'comparison'> & { matches: Map<string, Matches> }> {
     const runs: Frame['runs'] = [];
     let duck: Map<string, Matches> | null = null;
     let ts: Map<string, Matches> | null = null;
     if (engine !== 'TYPESCRIPT') {
       const t0 = performance.now();
-      duck = await this.duck.join(viewNames, labels, ttl);
+      duck = await this.duck.join(viewNames, labels, availability, ttl);
       runs.push({ engine: 'DUCKDB', milliseconds: round3(performance.now() - t0) });
     }
     if (engine !== 'DUCKDB') {
       const t0 = performance.now();
-      ts = new Map(viewNames.map((name) => [name, tsAsOf(this.sorted.get(name)!, labels, ttl.has(name) ? ttl.get(name)! : this.views.get(name)!.ttlMs)]));
+      ts = new Map(viewNames.map((name) => [name, tsAsOf(this.sorted.get(name)!, labels, ttl.has(name) ? ttl.get(name)! : this.views.get(name)!.ttlMs, availability)]));
       runs.push({ engine: 'TYPESCRIPT', milliseconds: round3(performance.now() - t0) });
     }
     let comparison: Frame['comparison'] = null;
@@ -205,10 +207,16 @@ export class OfflineStore {
   }
 
   /** The point-in-time frame of the entity rows. */
-  async frame(rows: readonly EntityRow[], viewNames: readonly string[], engine: EngineName, ttl: ReadonlyMap<string, number | null> = new Map()): Promise<Frame> {
+  async frame(
+    rows: readonly EntityRow[],
+    viewNames: readonly string[],
+    engine: EngineName,
+    ttl: ReadonlyMap<string, number | null> = new Map(),
+    availability: Availability = DEFAULT_AVAILABILITY,
+  ): Promise<Frame> {
     const labels = this.toLabels(rows);
-    const { matches, runs, comparison } = await this.match(viewNames, labels, engine, ttl);
-    return { ...this.gather(rows, viewNames, matches), engine, runs, comparison };
+    const { matches, runs, comparison } = await this.match(viewNames, labels, engine, ttl, availability);
+    return { ...this.gather(rows, viewNames, matches), engine, availability, runs, comparison };
   }
 
   /** Frame columns and values from per-view matches (shared by both engines and the unguarded join). */
@@ -240,7 +248,7 @@ export class OfflineStore {
    */
   latestValues(labels: LabelRows, viewNames: readonly string[]): Map<string, Matches> {
     const late = { ...labels, ts: new Float64Array(labels.length).fill(Number.MAX_SAFE_INTEGER) };
-    return new Map(viewNames.map((name) => [name, tsAsOf(this.sorted.get(name)!, late, null)]));
+    return new Map(viewNames.map((name) => [name, tsAsOf(this.sorted.get(name)!, late, null, 'EVENT_TIME')]));
   }
 
   close(): void {

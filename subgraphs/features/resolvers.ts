@@ -1,7 +1,7 @@
 import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
-import { columnName, type EntityType } from './frame.js';
+import { columnName, DEFAULT_AVAILABILITY, type EntityType } from './frame.js';
 import type { ModelName } from './generator.js';
 import { asOfArg, firstArg, idArg, leakageAuditInput, materializeInput, pitTrainingInput, viewNameArg } from './inputs.js';
 import type { EntityRow, Frame, OfflineStore } from './offline.js';
@@ -106,7 +106,10 @@ export const featuresResolvers = {
       if (input.views) checkViewKeys(rows, input.views);
       // Omitted and null both leave each view its own TTL; NONE (parsed to null) turns TTLs off.
       const ttlGiven = (args.input as { ttl?: unknown } | null)?.ttl != null;
-      const frame = await ctx.service.pitTraining({ rows, views: input.views ?? null, ttlMs: ttlGiven ? input.ttl : undefined, engine: input.engine ?? 'DUCKDB' });
+      const frame = await ctx.service.pitTraining({ rows, views: input.views ?? null, ttlMs: ttlGiven ? input.ttl : undefined,
+        engine: input.engine ?? 'DUCKDB',
+        availability: input.availability ?? DEFAULT_AVAILABILITY,
+      });
       return { ...frame, rowCount: frame.rows.length, rows: frameRows(frame) };
     },
     onlinePolicyFeatures: (_: unknown, args: unknown, ctx: FeaturesContext) => online(ctx, 'policy', parseInput(idArg('policyId'), args).id),

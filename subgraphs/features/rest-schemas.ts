@@ -76,6 +76,9 @@ export const featuresMaterialization = z
 export const featuresFrame = z
   .strictObject({
     engine,
+    availability: z
+      .enum(['as_known', 'event_time'])
+      .describe('The rule the join applied: as_known (feature and created timestamps at or before the event) or event_time (Feast)'),
     row_count: count(),
     columns: z.array(z.string()).describe('Feature columns (view__feature), in order'),
     column_types: z.record(z.string(), z.enum(['float', 'int', 'bool'])).describe('Type by feature column'),
@@ -135,6 +138,21 @@ export const featuresLeakageAudit = z.strictObject({
     test_rows: count(),
     test_from: instant().describe('Start of the out-of-time test period'),
   }),
+  availability: z
+    .strictObject({
+      as_known: z.number().nullable().describe('The point-in-time metric with every view joined as known (the default rule)'),
+      event_time: z.number().nullable().describe("The same with every view joined by event time (Feast's rule)"),
+      difference: z.number().nullable().describe('event_time - as_known'),
+      views: z.array(
+        z.strictObject({
+          view: z.string(),
+          rows: count().describe("Label rows where the view's values differ between the two rules"),
+          event_time: z.number().nullable().describe('The metric with this view joined by event time, the others as known'),
+          difference: z.number().nullable().describe('event_time - as_known'),
+        }),
+      ),
+    })
+    .describe('What the availability rule changes, overall and view by view (nulls with evaluation.unavailable_reason)'),
 });
 
 export const featuresImportance = z.strictObject({

@@ -43,6 +43,7 @@ const timestamp = text().superRefine((value, ctx) => {
 });
 const models = z.enum(['underwriting', 'pricing', 'fraud']);
 const engines = z.enum(['duckdb', 'typescript', 'both']);
+const availabilities = z.enum(['as_known', 'event_time']);
 const views = z.array(text()).max(MAX_VIEWS, `must name at most ${MAX_VIEWS} views`);
 
 const entityRow = z.object({
@@ -59,6 +60,7 @@ const pitBody = z.object({
   views: views.optional(),
   ttl: text().optional(),
   engine: engines.optional(),
+  availability: availabilities.optional(),
   from: timestamp.optional(),
   to: timestamp.optional(),
   limit: z.number().int().min(1).max(MAX_LABEL_SET_ROWS).optional(),
@@ -69,12 +71,14 @@ type PitBody = z.infer<typeof pitBody>;
 const pitQuery = z.object({
   views: text().optional(),
   engine: engines.optional(),
+  availability: availabilities.optional(),
   ttl: text().optional(),
 });
 type PitQuery = z.infer<typeof pitQuery>;
 
 interface FrameData {
   engine: Engine;
+  availability: 'AS_KNOWN' | 'EVENT_TIME';
   rowCount: number;
   columns: { name: string; view: string; feature: string; type: FeatureType }[];
   rows: { policyId: string | null; claimId: string | null; machineId: string | null; eventTimestamp: string; label: number | null; values: (number | null)[] }[];
@@ -83,7 +87,7 @@ interface FrameData {
   comparison: { cellsCompared: number; mismatches: number; examples: string[] } | null;
 }
 
-const FRAME = `engine rowCount columns { name view feature type }
+const FRAME = `engine availability rowCount columns { name view feature type }
   rows { policyId claimId machineId eventTimestamp label values }
   matches { view matched unmatched } runs { engine milliseconds } comparison { cellsCompared mismatches examples }`;
 
@@ -115,6 +119,7 @@ function frameCsv(d: FrameData) {
 /** The JSON answer's fields before its rows. */
 const frameHead = (d: FrameData): Omit<FeaturesFrame, 'rows'> => ({
   engine: lower(d.engine),
+  availability: lower(d.availability),
   row_count: d.rowCount,
   columns: d.columns.map((c) => c.name),
   column_types: Object.fromEntries(d.columns.map((c) => [c.name, lower(c.type)])),
@@ -228,7 +233,16 @@ interface AuditData {
       unguardedInProduction: number | null;
       inflation: number | null;
       unavailableReason: string | null;
-      trainRows: number; testRows: number; testFrom: string };
+      trainRows: number;
+      testRows: number;
+      testFrom: string;
+    };
+    availability: {
+      asKnown: number | null;
+      eventTime: number | null;
+      difference: number | null;
+      views: { view: string; rows: number; eventTime: number | null; difference: number | null }[];
+    };
   };
 }
 
@@ -341,6 +355,7 @@ export const featuresRoutes: readonly RestRoute[] = [
         views: body.views ?? query.views?.split(',').map((v) => v.trim()),
         ttl: body.ttl ?? query.ttl,
         engine: (body.engine ?? query.engine)?.toUpperCase(),
+        availability: (body.availability ?? query.availability)?.toUpperCase(),
         from: body.from,
         to: body.to,
         limit: body.limit,
@@ -359,7 +374,8 @@ export const featuresRoutes: readonly RestRoute[] = [
     summary: 'Temporal leakage findings of a label set, ranked by severity, and the AUC an unguarded join inflates',
     operation: `query LeakageAudit($input: LeakageAuditInput!) { leakageAudit(input: $input) { labelSet labelRows rowsWithFindings
       findings { view feature column severity rows rowsWithoutPitValue medianLeadHours separationGain }
-      evaluation { metric pointInTime unguardedOffline unguardedInProduction inflation unavailableReason trainRows testRows testFrom } } }`,
+      evaluation { metric pointInTime unguardedOffline unguardedInProduction inflation unavailableReason trainRows testRows testFrom }
+      availability { asKnown eventTime difference views { view rows eventTime difference } } } }`,
     body: z.object({ label_set: models, views: views.optional(), test_from: timestamp.optional() }),
     variables: ({ body }) => ({ input: { labelSet: body.label_set.toUpperCase(), views: body.views, testFrom: body.test_from } }),
     fieldNames: { labelSet: 'label_set', testFrom: 'test_from' },
@@ -387,6 +403,12 @@ export const featuresRoutes: readonly RestRoute[] = [
         train_rows: a.evaluation.trainRows,
         test_rows: a.evaluation.testRows,
         test_from: a.evaluation.testFrom,
+      },
+      availability: {
+        as_known: a.availability.asKnown,
+        event_time: a.availability.eventTime,
+        difference: a.availability.difference,
+        views: a.availability.views.map((v) => ({ view: v.view, rows: v.rows, event_time: v.eventTime, difference: v.difference })),
       },
     }),
     response: featuresLeakageAudit,

@@ -1,6 +1,6 @@
 import type { Clock } from '../../platform/clock.js';
 import { featureImportance, leakageAudit, type LeakageAudit, type ModelImportance } from './audit.js';
-import { columnName, emptyLabels, type EntityType } from './frame.js';
+import { columnName, emptyLabels, type Availability, type EntityType } from './frame.js';
 import type { ModelName } from './generator.js';
 import { defaultViews, labelSetRows, round3, type EngineName, type EntityRow, type Frame, type OfflineStore } from './offline.js';
 import type { OnlineStore } from './online-store.js';
@@ -13,6 +13,7 @@ export interface PitRequest {
   /** Overrides every requested view's TTL (null: none); undefined keeps each view's own. */
   ttlMs: number | null | undefined;
   engine: EngineName;
+  availability: Availability;
 }
 
 export interface OnlineValue {
@@ -69,7 +70,7 @@ export class FeatureService {
     const views = request.views ?? defaultViews(request.rows);
     const offline = await this.prepare(views);
     const ttl = new Map(request.ttlMs === undefined ? [] : views.map((v) => [v, request.ttlMs ?? null] as const));
-    return offline.frame(request.rows, views, request.engine, ttl);
+    return offline.frame(request.rows, views, request.engine, ttl, request.availability);
   }
 
   async labelSet(model: ModelName, from: number | null, to: number | null, limit: number | null): Promise<EntityRow[]> {

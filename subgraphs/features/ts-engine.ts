@@ -1,4 +1,4 @@
-import type { LabelRows, Matches, ViewData } from './frame.js';
+import type { Availability, LabelRows, Matches, ViewData } from './frame.js';
 
 /**
  * A feature view sorted for as-of lookups: rows bucketed by entity (counting sort, O(n)), each bucket
@@ -28,10 +28,14 @@ export function sortView(view: ViewData): SortedView {
 /**
  * The sort-merge as-of join: label rows are bucketed by entity and sorted by event time too, then each
  * entity's labels and feature rows are walked together once (a merge, no search). `ttlMs` overrides the
- * view's TTL.
+ * view's TTL. AS_KNOWN walks back from the event-time answer to the latest row already created at the
+ * event (rows are in (ts, created) order, so that row is the greatest allowed; a correction usually sits
+ * right behind it).
  */
-export function tsAsOf(sorted: SortedView, labels: LabelRows, ttlMs: number | null = sorted.view.ttlMs): Matches {
+export function tsAsOf(sorted: SortedView, labels: LabelRows, ttlMs: number | null, availability: Availability): Matches {
   const { view, start, order, sortedTs } = sorted;
+  const created = view.created;
+  const asKnown = availability === 'AS_KNOWN';
   const out = new Int32Array(labels.length).fill(-1);
   const keys = labels.keys[view.entity];
   // Labels whose key is outside the view's dictionary (or -1) never match: leave them out of the buckets.
@@ -52,9 +56,11 @@ export function tsAsOf(sorted: SortedView, labels: LabelRows, ttlMs: number | nu
       const label = labelBuckets.order[li]!;
       const t = lts[label]!;
       while (p + 1 < fEnd && sortedTs[p + 1]! <= t) p++;
-      if (p < start[e]!) continue;
-      if (ttl !== null && sortedTs[p]! < t - ttl) continue;
-      out[label] = order[p]!;
+      let q = p;
+      if (asKnown) while (q >= start[e]! && created[order[q]!]! > t) q--;
+      if (q < start[e]!) continue;
+      if (ttl !== null && sortedTs[q]! < t - ttl) continue;
+      out[label] = order[q]!;
     }
   }
   return out;
