@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { binaryEntropy, runBb84 } from '../subgraphs/bonding/bb84.js';
+import { binaryEntropy, planBlock, RAW_QUBIT_BUDGET, runBb84 } from '../subgraphs/bonding/bb84.js';
 import { cascade } from '../subgraphs/bonding/cascade.js';
 import { RiskModel } from '../subgraphs/bonding/correlation.js';
 import { HYBRID_SALT, hybridKey, mlKemExchange } from '../subgraphs/bonding/hybrid.js';
@@ -231,7 +231,8 @@ describe('BB84', () => {
     for (const noise of [0, 0.02, 0.04]) {
       const r = runBb84({ bits: 4096, noise, interceptFraction: 0, rng: Random.seeded(100 + noise * 100) });
       expect(r.status).toBe('completed');
-      expect(r.rawBits).toBeGreaterThan(40_000);
+      // At least two raw qubits per key bit (sifting keeps half), sized from the channel beyond that.
+      expect(r.rawBits).toBeGreaterThan(2 * 4096);
       expect(Math.abs(r.siftedBits / r.rawBits - 0.5)).toBeLessThan(0.02);
       expect(Math.abs(r.qber - noise)).toBeLessThan(0.01);
       expect(r.qberUpperBound).toBeGreaterThan(r.qber);
@@ -251,6 +252,51 @@ describe('BB84', () => {
     expect(r.eavesdropperDetected).toBe(true);
     expect(r.key).toBeNull();
     expect(r.reason).toMatch(/exceeds the 11% threshold/);
+  });
+
+  it('sizes the block from the channel: abort rates over 40 seeds at 0%, 5% and 25% (intercept-resend), and an honest reason', () => {
+    const rate = (noise: number, interceptFraction: number) => {
+      const runs = Array.from({ length: 40 }, (_, i) => runBb84({ bits: 256, noise, interceptFraction, rng: Random.seeded(7919 * (i + 1)) }));
+      return { aborted: runs.filter((r) => r.status === 'aborted'), runs };
+    };
+    const clean = rate(0, 0);
+    expect(clean.aborted).toHaveLength(0);
+    // 5% noise is well under the threshold: the block is sized so the bound stays under it too.
+    const noisy = rate(0.05, 0);
+    expect(noisy.aborted).toHaveLength(0);
+    for (const r of noisy.runs) {
+      expect(r.qberUpperBound).toBeLessThanOrEqual(0.11);
+      expect(r.finalBits).toBe(256);
+      expect(r.residualErrors).toBe(0);
+      // Larger than the clean channel's block, as the bound needs, and far inside the budget.
+      expect(r.rawBits).toBeGreaterThan(Math.max(...clean.runs.map((c) => c.rawBits)));
+      expect(r.rawBits).toBeLessThan(RAW_QUBIT_BUDGET / 20);
+    }
+    // Intercept-resend on every qubit: 25% measured, every run aborts as a channel that may be observed.
+    const observed = rate(0, 1);
+    expect(observed.aborted).toHaveLength(40);
+    for (const r of observed.aborted) {
+      expect(r.eavesdropperDetected).toBe(true);
+      expect(r.reason).toMatch(/may be observed/);
+      expect(Math.abs(r.qber - 0.25)).toBeLessThan(0.03);
+    }
+    // 10% noise is under the threshold, but no block within the budget bounds it there with a key left:
+    // the answer says so, and names no eavesdropper.
+    const edge = runBb84({ bits: 256, noise: 0.1, interceptFraction: 0, rng: Random.seeded(3) });
+    expect(edge.status).toBe('aborted');
+    expect(edge.eavesdropperDetected).toBe(false);
+    expect(edge.reason).toMatch(/^sample too small for this noise: at a QBER of \d+\.\d+% .* need (a block of about [\d,]+ raw qubits|more raw qubits than any block can give); [\d,]+ of the 4,194,304-qubit budget are left/);
+    expect(edge.reason).not.toMatch(/may be observed/);
+  });
+
+  it('plans the smallest block whose bound and secure length both hold, or none within the budget', () => {
+    const plan = planBlock(256, 0.05, 1.25 * binaryEntropy(0.05), RAW_QUBIT_BUDGET)!;
+    expect(plan.expectedBound).toBeLessThanOrEqual(0.11);
+    expect(plan.expectedSecureBits).toBeGreaterThanOrEqual(256);
+    // A block 5% smaller on the kept side fails one of the two conditions.
+    const smaller = planBlock(256, 0.05, 1.25 * binaryEntropy(0.05), Math.floor(plan.qubits * 0.95));
+    expect(smaller === null || smaller.qubits >= plan.qubits * 0.9).toBe(true);
+    expect(planBlock(256, 0.105, 1.25 * binaryEntropy(0.105), RAW_QUBIT_BUDGET)).toBeNull();
   });
 
   it('is deterministic with a seed; different seeds give different keys', () => {

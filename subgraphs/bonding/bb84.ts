@@ -8,6 +8,12 @@ import { toeplitzHash } from './toeplitz.js';
  * the qubits in random bases and resends what she saw, the channel flips Bob's outcome with probability
  * `noise`, and Bob measures in random bases. Then the classical post-processing a real link runs:
  *
+ * 0. a pilot block (PILOT_QUBITS, sifted and disclosed whole) estimates the channel's QBER; the block is then
+ *    sized for it (`planBlock`): the sample k and the undisclosed m are the smallest pair whose bound stays
+ *    under 11% and whose secure length reaches the bits asked, at the estimate's upper end, all within
+ *    RAW_QUBIT_BUDGET raw qubits counting the pilot and every retry. A measured QBER over 11% aborts as a
+ *    channel that may be observed; a channel under it whose block would not fit the budget aborts saying so
+ *    (sample too small for this noise, and the block it would need);
  * 1. sifting: bases are compared publicly, positions with different bases dropped (about half);
  * 2. estimation: a random sample of the sifted key is disclosed; its error rate Q and an upper bound Q_U
  *    that holds with probability 1 - EPSILON_PE for the undisclosed bits (Serfling's inequality for
@@ -25,9 +31,15 @@ export const EPSILON_PE = 1e-9;
 /** Distance from a uniform key allowed by privacy amplification. */
 export const EPSILON_PA = 1e-10;
 const VERIFY_TAG_BITS = 64;
-const MIN_SAMPLE = 10_000;
-const MAX_QUBITS = 1 << 22;
+/** Raw qubits one key request may send in all: the pilot, and every attempt. */
+export const RAW_QUBIT_BUDGET = 1 << 22;
+/** Raw qubits of the pilot (about 8,192 sifted bits: the QBER to about +-0.25 points at 5%). */
+export const PILOT_QUBITS = 16_384;
 const MAX_ATTEMPTS = 4;
+/** Cascade's disclosed parities per corrected bit, as a multiple of the Shannon limit h(Q), before one is measured. */
+const CASCADE_EFFICIENCY = 1.25;
+/** Standard deviations of margin on the QBER estimate and on the sample's own error count. */
+const MARGIN_SD = 3;
 
 export interface Bb84Options {
   /** Final key length wanted. */
@@ -90,36 +102,103 @@ export function qberUpperBound(errors: number, k: number, m: number): number {
   return Math.min(1, errors / k + (total / m) * t);
 }
 
-interface Planned {
+/** A block: k sifted bits disclosed for the estimate, m kept for the key; raw qubits to send for it. */
+export interface BlockPlan {
+  sample: number;
+  kept: number;
   qubits: number;
+  /** The bound and the secure length the plan expects at the planning QBER. */
+  expectedBound: number;
+  expectedSecureBits: number;
 }
 
-function plan(bits: number, assumedQber: number, leakPerBit: number): Planned | null {
-  const bound = Math.min(0.5, assumedQber + 0.05);
-  const rate = 1 - binaryEntropy(bound) - leakPerBit;
-  if (rate <= 0.01) return null;
-  const m = Math.ceil((bits + 2 * Math.log2(1 / EPSILON_PA) + VERIFY_TAG_BITS + 64) / rate);
-  const k = Math.max(MIN_SAMPLE, Math.ceil(m / 3));
-  return { qubits: Math.ceil(2.1 * (m + k)) };
+const secureLength = (m: number, bound: number, leakPerBit: number) =>
+  Math.floor(m * (1 - binaryEntropy(bound)) - m * leakPerBit - VERIFY_TAG_BITS - 2 * Math.log2(1 / EPSILON_PA));
+
+/**
+ * The smallest block (k + m sifted bits) for `bits` of key on a channel whose QBER is at most `qber`: the
+ * sample's error rate may come out MARGIN_SD deviations above it, and the bound on the kept bits must stay
+ * under the threshold with the secure length still at least `bits`. Searched over k on a geometric grid,
+ * with the least m for each k found by bisection (the bound falls and the secure length grows with m).
+ * Null when no block of at most `maxQubits` raw qubits does.
+ */
+export function planBlock(bits: number, qber: number, leakPerBit: number, maxQubits: number): BlockPlan | null {
+  let best: BlockPlan | null = null;
+  const maxSifted = Math.floor(maxQubits / 2.1);
+  for (let k = 256; k <= maxSifted; k = Math.ceil(k * 1.08)) {
+    const sampleRate = Math.min(0.5, qber + MARGIN_SD * Math.sqrt(Math.max(qber, 1e-4) * (1 - qber) / k));
+    const boundAt = (m: number) => qberUpperBound(sampleRate * k, k, m);
+    const fits = (m: number) => boundAt(m) <= QBER_ABORT_THRESHOLD && secureLength(m, boundAt(m), leakPerBit) >= bits;
+    if (!fits(maxSifted - k)) continue;
+    let lo = 1;
+    let hi = maxSifted - k;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (fits(mid)) hi = mid;
+      else lo = mid + 1;
+    }
+    const qubits = Math.ceil(2.1 * (k + lo));
+    if (qubits <= maxQubits && (!best || qubits < best.qubits)) {
+      best = { sample: k, kept: lo, qubits, expectedBound: boundAt(lo), expectedSecureBits: secureLength(lo, boundAt(lo), leakPerBit) };
+    }
+  }
+  return best;
+}
+
+/** What the smallest block for `bits` would be with no budget at all (for the answer that says it does not fit). */
+function blockWithoutBudget(bits: number, qber: number, leakPerBit: number): BlockPlan | null {
+  return planBlock(bits, qber, leakPerBit, 1 << 30);
 }
 
 export function runBb84(options: Bb84Options): Bb84Result {
   const { bits, noise, interceptFraction, rng } = options;
-  let planned = plan(bits, 0.03, 1.2 * binaryEntropy(0.03));
+  // The pilot: sifted and disclosed whole, for the QBER estimate the block is sized from.
+  const pilot = exchange(PILOT_QUBITS, noise, interceptFraction, rng);
+  let pilotErrors = 0;
+  for (const i of pilot.sifted) pilotErrors += pilot.alice[i]! ^ pilot.bob[i]!;
+  const pilotBits = pilot.sifted.length;
+  const estimate = pilotBits > 0 ? pilotErrors / pilotBits : 0;
+  let spent = PILOT_QUBITS;
+  const pilotOnly = (reason: string, eavesdropperDetected: boolean): Bb84Result => ({
+    ...emptyAbort(reason),
+    rawBits: PILOT_QUBITS,
+    siftedBits: pilotBits,
+    sampleBits: pilotBits,
+    sampleErrors: pilotErrors,
+    qber: estimate,
+    qberUpperBound: Math.min(1, estimate + MARGIN_SD * Math.sqrt((estimate * (1 - estimate)) / Math.max(pilotBits, 1))),
+    eavesdropperDetected,
+  });
+  // A measured error rate over the threshold is the channel itself: no block size helps.
+  if (estimate > QBER_ABORT_THRESHOLD) {
+    return pilotOnly(
+      `QBER ${(estimate * 100).toFixed(2)}% measured on a ${pilotBits}-bit pilot exceeds the ${QBER_ABORT_THRESHOLD * 100}% threshold: ` +
+        'the channel may be observed (an intercept-resend attack on every qubit gives 25%); no key was made',
+      true,
+    );
+  }
+  let planningQber = Math.min(0.5, estimate + MARGIN_SD * Math.sqrt((Math.max(estimate, 1e-4) * (1 - estimate)) / Math.max(pilotBits, 1)));
+  let leakPerBit = CASCADE_EFFICIENCY * binaryEntropy(Math.max(planningQber, 0.005));
   let last: Bb84Result | null = null;
-  for (let attempt = 1; attempt <= MAX_ATTEMPTS && planned; attempt++) {
-    const qubits = Math.min(MAX_QUBITS, planned.qubits);
-    const result = attemptOnce(qubits, bits, noise, interceptFraction, rng, attempt);
+  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+    const plan = planBlock(bits, planningQber, leakPerBit, RAW_QUBIT_BUDGET - spent);
+    if (!plan) {
+      const wanted = blockWithoutBudget(bits, planningQber, leakPerBit);
+      const need = wanted ? `a block of about ${wanted.qubits.toLocaleString('en')} raw qubits (${wanted.sample.toLocaleString('en')} sampled, ${wanted.kept.toLocaleString('en')} kept)` : 'more raw qubits than any block can give';
+      const reason =
+        `sample too small for this noise: at a QBER of ${(estimate * 100).toFixed(2)}% (planned at up to ${(planningQber * 100).toFixed(2)}%) a bound under ${QBER_ABORT_THRESHOLD * 100}% ` +
+        `and ${bits} secure bits need ${need}; ${(RAW_QUBIT_BUDGET - spent).toLocaleString('en')} of the ${RAW_QUBIT_BUDGET.toLocaleString('en')}-qubit budget are left; no key was made`;
+      return last ? { ...last, status: 'aborted', reason, key: null, finalBits: 0 } : pilotOnly(reason, false);
+    }
+    spent += plan.qubits;
+    const result = attemptOnce(plan, bits, noise, interceptFraction, rng, attempt);
     last = result.result;
     if (result.result.status === 'completed' || !result.retry) return result.result;
-    if (qubits >= MAX_QUBITS) break;
-    planned = plan(bits, result.result.qber, result.leakPerBit);
-    if (planned) planned.qubits = Math.max(planned.qubits, Math.ceil(qubits * 1.5));
+    // Plan the next block from what this one measured.
+    planningQber = Math.max(planningQber, Math.min(0.5, result.result.qber + MARGIN_SD * Math.sqrt((result.result.qber * (1 - result.result.qber)) / Math.max(result.result.sampleBits, 1))));
+    leakPerBit = Math.max(leakPerBit, result.leakPerBit);
   }
-  if (!last) {
-    return emptyAbort('the planned qubit budget is exhausted');
-  }
-  return { ...last, reason: last.reason || 'not enough secret key after error correction within the qubit budget' };
+  return last ?? emptyAbort('no attempt could be made');
 }
 
 function emptyAbort(reason: string): Bb84Result {
@@ -130,14 +209,8 @@ function emptyAbort(reason: string): Bb84Result {
   };
 }
 
-function attemptOnce(
-  qubits: number,
-  bits: number,
-  noise: number,
-  interceptFraction: number,
-  rng: Uint32Source,
-  attempt: number,
-): { result: Bb84Result; retry: boolean; leakPerBit: number } {
+/** Sends `qubits` through the channel: Alice's bits, Bob's outcomes, and the positions where their bases agreed. */
+function exchange(qubits: number, noise: number, interceptFraction: number, rng: Uint32Source): { alice: Uint8Array; bob: Uint8Array; sifted: number[] } {
   const noiseLimit = Math.floor(noise * 4294967296);
   const eveLimit = Math.floor(interceptFraction * 4294967296);
   const alice = new Uint8Array(qubits);
@@ -173,9 +246,22 @@ function attemptOnce(
     bob[i] = outcome;
     if (bobBasis === aliceBasis) sifted.push(i);
   }
+  return { alice, bob, sifted };
+}
+
+function attemptOnce(
+  plan: BlockPlan,
+  bits: number,
+  noise: number,
+  interceptFraction: number,
+  rng: Uint32Source,
+  attempt: number,
+): { result: Bb84Result; retry: boolean; leakPerBit: number } {
+  const qubits = plan.qubits;
+  const { alice, bob, sifted } = exchange(qubits, noise, interceptFraction, rng);
   const siftedBits = sifted.length;
-  // Disclose a random sample (a partial Fisher-Yates shuffle picks it).
-  const k = Math.min(Math.floor(siftedBits / 2), Math.max(MIN_SAMPLE, Math.ceil(siftedBits / 4)));
+  // Disclose a random sample, the plan's share of what was sifted (a partial Fisher-Yates shuffle picks it).
+  const k = Math.min(Math.floor(siftedBits / 2), Math.round((siftedBits * plan.sample) / (plan.sample + plan.kept)));
   for (let i = 0; i < k; i++) {
     const j = i + Math.floor((rng.uint32() / 4294967296) * (siftedBits - i));
     const t = sifted[i]!;
@@ -192,7 +278,7 @@ function attemptOnce(
     qberUpperBound: bound, errorsCorrected: 0, leakedBits: 0, secureBits: 0, finalBits: 0, residualErrors: 0,
     eavesdropperDetected: false, key: null,
   };
-  if (bound > QBER_ABORT_THRESHOLD) {
+  if (qber > QBER_ABORT_THRESHOLD) {
     return {
       result: {
         ...base,
@@ -201,6 +287,17 @@ function attemptOnce(
           'the channel may be observed (an intercept-resend attack on every qubit gives 25%); no key was made',
       },
       retry: false,
+      leakPerBit: 0,
+    };
+  }
+  if (bound > QBER_ABORT_THRESHOLD) {
+    // The measured rate is under the threshold but this sample cannot bound it there: a larger block can.
+    return {
+      result: {
+        ...base,
+        reason: `sample too small for this noise: QBER ${(qber * 100).toFixed(2)}% on ${k} sampled bits bounds the kept bits only at ${(bound * 100).toFixed(2)}%, over the ${QBER_ABORT_THRESHOLD * 100}% threshold; no key was made`,
+      },
+      retry: true,
       leakPerBit: 0,
     };
   }
