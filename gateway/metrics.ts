@@ -26,6 +26,8 @@ export interface MetricSources {
   fetchCache(): FetchCache;
   /** Requests waiting for their turn of the event loop (gateway/admission.ts). */
   queued(): number;
+  /** Readiness of each subgraph running in this process (its database, online store and the like answer). */
+  subgraphsReady(): Promise<Record<string, boolean>>;
 }
 
 export class GatewayMetrics {
@@ -96,6 +98,9 @@ export class GatewayMetrics {
     } });
     new Gauge({ name: 'subgraph_fetch_cache_bytes', help: 'Memory held by the gateway fetch cache (keys and answers as text)', registers, collect() {
       this.set(sources.fetchCache().snapshot().bytes);
+    } });
+    new Gauge({ name: 'subgraph_ready', help: 'Subgraphs in this process ready to serve (1) or degraded (0): a database down, an online store lost or unreachable', labelNames: ['subgraph'], registers, async collect() {
+      for (const [subgraph, ready] of Object.entries(await sources.subgraphsReady())) this.set({ subgraph }, ready ? 1 : 0);
     } });
     new Gauge({ name: 'requests_waiting_for_turn', help: 'Body parses and operations waiting for their turn of the event loop', registers, collect() {
       this.set(sources.queued());

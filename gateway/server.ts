@@ -146,6 +146,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     readCache: () => runtime?.db.readCacheStats() ?? null,
     fetchCache: () => fetchCache,
     queued: () => turns.queued,
+    subgraphsReady: async () => Object.fromEntries(await Promise.all([...byName].map(async ([name, s]) => [name, await s.ready().catch(() => false)] as const))),
   });
   metrics.instrument(app);
 

@@ -22,10 +22,15 @@ export const features: SubgraphModule = {
   migrations: [{ owner: 'features', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
   async start({ db, config, clock, events }) {
     const store = new FeaturesStore(db);
-    const online = config.REDIS_URL ? await redisOnlineStore(config.REDIS_URL, config.FEATURES_REDIS_PREFIX, store, events) : databaseOnlineStore(store, events);
+    const redis = config.REDIS_URL ? await redisOnlineStore(config.REDIS_URL, config.FEATURES_REDIS_PREFIX, store, events) : null;
+    const online = redis ?? databaseOnlineStore(store, events);
     const options = { seed: config.FEATURES_SEED, policies: config.FEATURES_POLICIES };
     const dir = config.FEATURES_DATA_DIR === ':memory:' ? null : config.FEATURES_DATA_DIR;
     const service = new FeatureService(() => OfflineStore.open({ ...options, dir }), online, store, clock, options);
+    // Redis that lost its values is refilled by re-running the materialization the database records last.
+    redis?.setRebuild((last) =>
+      service.materialize({ asOf: last.asOf.getTime(), views: last.views.map((v) => v.view), engine: last.engine === 'TYPESCRIPT' ? 'TYPESCRIPT' : 'DUCKDB' }),
+    );
     const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('features')), resolvers: resolverMap });
     return {
       schema,

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { domainError } from '../../platform/errors.js';
 import type { EntityType } from './frame.js';
 import { VIEW_DEFINITIONS } from './registry.js';
 import type { EventHub } from '../../platform/event-hub.js';
@@ -131,15 +132,85 @@ const FRESH_HASH_LEASE_MS = 5 * 60_000;
  * A materialization fills fresh hashes first, then swaps every pointer in one MULTI/EXEC (inside the
  * database transaction that records it), then unlinks the hashes it replaced.
  */
-export async function redisOnlineStore(url: string, prefix: string, store: FeaturesStore, events: EventHub): Promise<OnlineStore> {
+/** Milliseconds between two checks that Redis still holds the materialization the database records. */
+export const ONLINE_STORE_CHECK_MS = 1000;
+
+/**
+ * The Redis online store, with three guards around what Redis itself does not promise:
+ * - fail fast: commands are not queued while the client is disconnected (`disableOfflineQueue`): a lookup or
+ *   a materialization is answered 503 SERVICE_UNAVAILABLE at once, not after the reconnect gives up;
+ * - a marker (`<prefix>:materialization`, set in the swap's MULTI) names the materialization Redis holds.
+ *   Every ONLINE_STORE_CHECK_MS the store compares it with the newest materialization the database records
+ *   for Redis; when Redis has lost it (restarted empty, flushed, evicted) the store is degraded (health and
+ *   lookups answer 503, never 404 "not materialized") and rebuilt by re-running that materialization, by one
+ *   instance at a time (a lock key in Redis), without a restart;
+ * - `setRebuild` gives it the materialization to re-run (the service, once built).
+ */
+export async function redisOnlineStore(url: string, prefix: string, store: FeaturesStore, events: EventHub): Promise<OnlineStore & { setRebuild(rebuild: (last: MaterializationRecord) => Promise<unknown>): void }> {
   // Loaded only when configured: a gateway without REDIS_URL never pays for the client's import.
   const { createClient } = await import('redis');
-  const client = createClient({ url, socket: { connectTimeout: 2000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 2000) } });
+  const client = createClient({
+    url,
+    disableOfflineQueue: true,
+    socket: { connectTimeout: 2000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 2000) },
+  });
   client.on('error', () => {
     // Reconnects by itself; commands fail meanwhile and are answered as errors.
   });
   await client.connect();
   const current = `${prefix}:current`;
+  const marker = `${prefix}:materialization`;
+  const rebuildLock = `${prefix}:rebuilding`;
+  const instance = randomUUID();
+  let lost: string | null = null;
+  let rebuild: ((last: MaterializationRecord) => Promise<unknown>) | null = null;
+  const unavailable = (why: string) => domainError('SERVICE_UNAVAILABLE', `The online store is unavailable: ${why}; retry later`);
+  const UNREACHABLE = 'Redis cannot be reached';
+  /** Runs Redis commands; while the client is disconnected, or when it drops meanwhile, a 503. */
+  const guard = async <T>(call: () => Promise<T>): Promise<T> => {
+    if (!client.isReady) throw unavailable(UNREACHABLE);
+    try {
+      return await call();
+    } catch (error) {
+      if (!client.isReady) throw unavailable(UNREACHABLE);
+      throw error;
+    }
+  };
+
+  /** Is the materialization the database records for Redis still there? Returns it when it is lost. */
+  const detect = async (): Promise<MaterializationRecord | null> => {
+    if (!client.isReady) return null;
+    const last = await store.lastMaterialization('redis');
+    const held = last ? await client.get(marker) : null;
+    if (!last || (held !== null && BigInt(held) >= BigInt(last.id))) {
+      lost = null;
+      return null;
+    }
+    lost = `Redis lost the materialized values (it holds ${held === null ? 'none' : `materialization ${held}`}, the database records ${last.id}): they are being rebuilt`;
+    return last;
+  };
+  /** The watchdog's round: detect, and rebuild what was lost. */
+  const check = async (): Promise<void> => {
+    const last = await detect();
+    if (!last || !rebuild) return;
+    // One instance rebuilds; the others stay degraded until the marker is back.
+    if ((await client.set(rebuildLock, instance, { NX: true, PX: 10 * 60_000 })) !== 'OK') return;
+    try {
+      await rebuild(last);
+      lost = null;
+    } finally {
+      if ((await client.get(rebuildLock).catch(() => null)) === instance) await client.del(rebuildLock).catch(() => 0);
+    }
+  };
+  let checking: Promise<void> | null = null;
+  const watchdog = setInterval(() => {
+    checking ??= check()
+      .catch(() => undefined)
+      .finally(() => {
+        checking = null;
+      });
+  }, ONLINE_STORE_CHECK_MS);
+  watchdog.unref();
 
   // The pointers, kept in memory: a lookup is then one round trip (the value, and whether its hash still
   // exists). Dropped after every materialization (here, or on another instance: the outbox event); a pointer
@@ -156,9 +227,16 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
   });
 
   const read = async (entityType: EntityType, id: string, attempt = 0): Promise<StoredOnlineRow[]> => {
+    if (lost) throw unavailable(lost);
     const known = attempt > 0 || !pointers ? await loadPointers() : pointers;
     const live = VIEW_DEFINITIONS.filter((v) => v.entity === entityType && known.has(v.name)).map((v) => ({ view: v.name, pointer: known.get(v.name)! }));
     if (live.length === 0 && attempt === 0) return read(entityType, id, 1);
+    if (live.length === 0) {
+      // Nothing in Redis at all: a store never materialized, or one that lost its values (found now, not
+      // at the next watchdog round: the answer is 503, never 404).
+      await detect();
+      if (lost) throw unavailable(lost);
+    }
     const rows: StoredOnlineRow[] = [];
     const found = await Promise.all(
       live.map(async ({ view, pointer }) => {
@@ -184,9 +262,7 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
     return rows;
   };
 
-  return {
-    kind: 'redis',
-    async publish(m, rows, at) {
+  async function publish(m: Parameters<OnlineStore['publish']>[0], rows: readonly OnlineRow[], at: Date): Promise<MaterializationRecord> {
       const keys = new Map(m.views.map((v) => [v.view, `${prefix}:v:${v.view}:${randomUUID()}`]));
       try {
         for (const [view, key] of keys) {
@@ -209,7 +285,7 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
             const pointer: Pointer = { key: keys.get(v.view)!, materializationId: id, version: v.version, asOf: m.asOf.toISOString(), materializedAt: at.toISOString() };
             swap[v.view] = JSON.stringify(pointer);
           }
-          const commit = client.multi().hSet(current, swap);
+          const commit = client.multi().hSet(current, swap).set(marker, id);
           for (const key of keys.values()) commit.persist(key);
           await commit.exec();
         });
@@ -223,12 +299,23 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
         if (orphans.length > 0) await client.unlink(orphans).catch(() => undefined);
         throw error;
       }
-    },
-    read: (entityType, id) => read(entityType, id),
+  }
+
+  return {
+    kind: 'redis',
+    publish: (m, rows, at) => guard(() => publish(m, rows, at)),
+    read: (entityType, id) => guard(() => read(entityType, id)),
     async ping() {
+      if (!client.isReady) throw new Error(UNREACHABLE);
       await client.ping();
+      if (lost) throw new Error(lost);
+    },
+    setRebuild(fn) {
+      rebuild = fn;
     },
     async close() {
+      clearInterval(watchdog);
+      await checking;
       await stopWatching();
       await client.close().catch(() => client.destroy());
     },

@@ -1,3 +1,4 @@
+import { domainError } from '../../platform/errors.js';
 import type { Database, Queryable } from '../../platform/db.js';
 import { appendEvents } from '../../platform/outbox.js';
 import type { EntityType } from './frame.js';
@@ -48,6 +49,37 @@ export const MATERIALIZED_TOPIC = 'features.materialized';
 
 /** Serializes writers of the database online store: each replaces whole views. */
 const ONLINE_LOCK = 7_231_004_411;
+
+/**
+ * The online store only moves forward: a materialization is refused (409, nothing written) when, for a view
+ * it lists, its as_of is older than the one that view is served at, or it would leave a view that serves rows
+ * with none. Views it does not list keep serving as they are. Read under the materialization lock, in the
+ * transaction that records the new one.
+ */
+async function refuseRollback(tx: Queryable, m: Pick<MaterializationRecord, 'asOf' | 'views'>): Promise<void> {
+  const served = await tx.query<{ view: string; as_of: Date | string; rows: number; id: string }>(
+    `SELECT DISTINCT ON (v->>'view') v->>'view' AS view, m.as_of, (v->>'rowsWritten')::int AS rows, m.id::text AS id
+     FROM features_materializations m CROSS JOIN LATERAL jsonb_array_elements(m.views) v
+     WHERE v->>'view' = ANY($1::text[]) ORDER BY v->>'view', m.id DESC`,
+    [m.views.map((v) => v.view)],
+  );
+  const problems: string[] = [];
+  for (const s of served.rows) {
+    const asOf = new Date(s.as_of);
+    const next = m.views.find((v) => v.view === s.view)!;
+    if (m.asOf.getTime() < asOf.getTime()) {
+      problems.push(`${s.view} is served as of ${asOf.toISOString()} (materialization ${s.id}), newer than ${m.asOf.toISOString()}`);
+    } else if (s.rows > 0 && next.rowsWritten === 0) {
+      problems.push(`${s.view} serves ${s.rows} rows (materialization ${s.id}) and would be left with none`);
+    }
+  }
+  if (problems.length > 0) {
+    throw domainError(
+      'CONFLICT',
+      `The online store only moves forward: ${problems.join('; ')}. Materialize as of the served time or later; nothing was changed`,
+    );
+  }
+}
 const INSERT_BATCH = 5000;
 
 type MaterializationRow = {
@@ -120,6 +152,7 @@ export class FeaturesStore {
   ): Promise<MaterializationRecord> {
     return this.db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [ONLINE_LOCK]);
+      await refuseRollback(tx, m);
       const inserted = await tx.query<MaterializationRow>(
         `INSERT INTO features_materializations (as_of, watermark, rows_written, views, online_store, engine, milliseconds, materialized_at)
          VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8) RETURNING ${COLUMNS}`,
@@ -133,6 +166,15 @@ export class FeaturesStore {
       await appendEvents(tx, [{ topic: MATERIALIZED_TOPIC, payload: { materializationId: record.id, views: m.views.map((v) => v.view) } }]);
       return record;
     });
+  }
+
+  /** The newest materialization into the given store, or null (what a lost online store should hold). */
+  async lastMaterialization(onlineStore: 'database' | 'redis'): Promise<MaterializationRecord | null> {
+    const res = await this.db.query<MaterializationRow>(
+      `SELECT ${COLUMNS} FROM features_materializations WHERE online_store = $1 ORDER BY features_materializations.id DESC LIMIT 1`,
+      [onlineStore],
+    );
+    return res.rows[0] ? recordOf(res.rows[0]) : null;
   }
 
   async materializations(first: number): Promise<MaterializationRecord[]> {
