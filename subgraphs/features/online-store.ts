@@ -263,42 +263,42 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
   };
 
   async function publish(m: Parameters<OnlineStore['publish']>[0], rows: readonly OnlineRow[], at: Date): Promise<MaterializationRecord> {
-      const keys = new Map(m.views.map((v) => [v.view, `${prefix}:v:${v.view}:${randomUUID()}`]));
-      try {
-        for (const [view, key] of keys) {
-          const entries = rows.filter((r) => r.view === view);
-          for (let i = 0; i < entries.length; i += HSET_BATCH) {
-            const batch: Record<string, string> = {};
-            for (const r of entries.slice(i, i + HSET_BATCH)) batch[r.entityId] = JSON.stringify([r.featureTs, ...r.values]);
-            await client.multi().hSet(key, batch).pExpire(key, FRESH_HASH_LEASE_MS).exec();
-          }
+    const keys = new Map(m.views.map((v) => [v.view, `${prefix}:v:${v.view}:${randomUUID()}`]));
+    try {
+      for (const [view, key] of keys) {
+        const entries = rows.filter((r) => r.view === view);
+        for (let i = 0; i < entries.length; i += HSET_BATCH) {
+          const batch: Record<string, string> = {};
+          for (const r of entries.slice(i, i + HSET_BATCH)) batch[r.entityId] = JSON.stringify([r.featureTs, ...r.values]);
+          await client.multi().hSet(key, batch).pExpire(key, FRESH_HASH_LEASE_MS).exec();
         }
-        const renew = client.multi();
-        for (const key of keys.values()) renew.pExpire(key, FRESH_HASH_LEASE_MS);
-        await renew.exec();
-        let replaced: string[] = [];
-        const record = await store.recordMaterialization({ ...m, onlineStore: 'redis' }, null, at, async (id) => {
-          const old = await client.hmGet(current, [...keys.keys()]);
-          replaced = old.filter((o): o is string => typeof o === 'string').map((o) => (JSON.parse(o) as Pointer).key);
-          const swap: Record<string, string> = {};
-          for (const v of m.views) {
-            const pointer: Pointer = { key: keys.get(v.view)!, materializationId: id, version: v.version, asOf: m.asOf.toISOString(), materializedAt: at.toISOString() };
-            swap[v.view] = JSON.stringify(pointer);
-          }
-          const commit = client.multi().hSet(current, swap).set(marker, id);
-          for (const key of keys.values()) commit.persist(key);
-          await commit.exec();
-        });
-        pointers = null;
-        if (replaced.length > 0) await client.unlink(replaced);
-        return record;
-      } catch (error) {
-        // Nothing points at the fresh hashes unless the swap committed.
-        const live = new Set(((await client.hVals(current).catch(() => [])) as string[]).map((p) => (JSON.parse(p) as Pointer).key));
-        const orphans = [...keys.values()].filter((k) => !live.has(k));
-        if (orphans.length > 0) await client.unlink(orphans).catch(() => undefined);
-        throw error;
       }
+      const renew = client.multi();
+      for (const key of keys.values()) renew.pExpire(key, FRESH_HASH_LEASE_MS);
+      await renew.exec();
+      let replaced: string[] = [];
+      const record = await store.recordMaterialization({ ...m, onlineStore: 'redis' }, null, at, async (id) => {
+        const old = await client.hmGet(current, [...keys.keys()]);
+        replaced = old.filter((o): o is string => typeof o === 'string').map((o) => (JSON.parse(o) as Pointer).key);
+        const swap: Record<string, string> = {};
+        for (const v of m.views) {
+          const pointer: Pointer = { key: keys.get(v.view)!, materializationId: id, version: v.version, asOf: m.asOf.toISOString(), materializedAt: at.toISOString() };
+          swap[v.view] = JSON.stringify(pointer);
+        }
+        const commit = client.multi().hSet(current, swap).set(marker, id);
+        for (const key of keys.values()) commit.persist(key);
+        await commit.exec();
+      });
+      pointers = null;
+      if (replaced.length > 0) await client.unlink(replaced);
+      return record;
+    } catch (error) {
+      // Nothing points at the fresh hashes unless the swap committed.
+      const live = new Set(((await client.hVals(current).catch(() => [])) as string[]).map((p) => (JSON.parse(p) as Pointer).key));
+      const orphans = [...keys.values()].filter((k) => !live.has(k));
+      if (orphans.length > 0) await client.unlink(orphans).catch(() => undefined);
+      throw error;
+    }
   }
 
   return {
