@@ -151,27 +151,18 @@ describe.runIf(TEST_DATABASE_URL)('PostgreSQL refusing connections for real: a d
     }
   });
 
-  it('ALTER DATABASE ... ALLOW_CONNECTIONS false (55000), then true', async () => {
-    await admin.query(`ALTER DATABASE ${database} ALLOW_CONNECTIONS false`);
-    await terminate();
-    expect(await underRefusal(server, cursor)).toEqual(OUTAGE);
-    await admin.query(`ALTER DATABASE ${database} ALLOW_CONNECTIONS true`);
-    await recovered(server);
-  });
-
-  it('ALTER ROLE ... CONNECTION LIMIT 0 (53300, too many connections for role), then -1', async () => {
-    await admin.query(`ALTER ROLE ${role} CONNECTION LIMIT 0`);
-    await terminate();
-    expect(await underRefusal(server, cursor)).toEqual(OUTAGE);
-    await admin.query(`ALTER ROLE ${role} CONNECTION LIMIT -1`);
-    await recovered(server);
-  });
-
-  it('ALTER DATABASE ... CONNECTION LIMIT 0 (53300, too many connections for database), then -1', async () => {
-    await admin.query(`ALTER DATABASE ${database} CONNECTION LIMIT 0`);
-    await terminate();
-    expect(await underRefusal(server, cursor)).toEqual(OUTAGE);
-    await admin.query(`ALTER DATABASE ${database} CONNECTION LIMIT -1`);
-    await recovered(server);
-  });
+  const REAL_REFUSALS: readonly { what: string; refuse: () => string; accept: () => string }[] = [
+    { what: 'ALTER DATABASE ... ALLOW_CONNECTIONS false (55000), then true', refuse: () => `ALTER DATABASE ${database} ALLOW_CONNECTIONS false`, accept: () => `ALTER DATABASE ${database} ALLOW_CONNECTIONS true` },
+    { what: 'ALTER ROLE ... CONNECTION LIMIT 0 (53300, too many connections for role), then -1', refuse: () => `ALTER ROLE ${role} CONNECTION LIMIT 0`, accept: () => `ALTER ROLE ${role} CONNECTION LIMIT -1` },
+    { what: 'ALTER DATABASE ... CONNECTION LIMIT 0 (53300, too many connections for database), then -1', refuse: () => `ALTER DATABASE ${database} CONNECTION LIMIT 0`, accept: () => `ALTER DATABASE ${database} CONNECTION LIMIT -1` },
+  ];
+  for (const refusal of REAL_REFUSALS) {
+    it(refusal.what, async () => {
+      await admin.query(refusal.refuse());
+      await terminate();
+      expect(await underRefusal(server, cursor)).toEqual(OUTAGE);
+      await admin.query(refusal.accept());
+      await recovered(server);
+    });
+  }
 });

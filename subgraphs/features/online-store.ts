@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { domainError } from '../../platform/errors.js';
+import { periodic } from '../../platform/periodic.js';
 import type { EntityType } from './frame.js';
 import { VIEW_DEFINITIONS } from './registry.js';
 import type { EventHub } from '../../platform/event-hub.js';
@@ -202,15 +203,7 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
       if ((await client.get(rebuildLock).catch(() => null)) === instance) await client.del(rebuildLock).catch(() => 0);
     }
   };
-  let checking: Promise<void> | null = null;
-  const watchdog = setInterval(() => {
-    checking ??= check()
-      .catch(() => undefined)
-      .finally(() => {
-        checking = null;
-      });
-  }, ONLINE_STORE_CHECK_MS);
-  watchdog.unref();
+  const watchdog = periodic(check, ONLINE_STORE_CHECK_MS);
 
   // The pointers, kept in memory: a lookup is then one round trip (the value, and whether its hash still
   // exists). Dropped after every materialization (here, or on another instance: the outbox event); a pointer
@@ -314,8 +307,7 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
       rebuild = fn;
     },
     async close() {
-      clearInterval(watchdog);
-      await checking;
+      await watchdog.stop();
       await stopWatching();
       await client.close().catch(() => client.destroy());
     },
