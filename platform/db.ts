@@ -2,14 +2,11 @@ import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { lockDataDir } from './data-dir-lock.js';
 import { classifyDatabaseError, connectivityFailure, DatabaseUnavailableError, guarded, redactDatabaseUrl } from './db-errors.js';
+import type { QueryResult } from './query-result.js';
 import { ReadCache } from './read-cache.js';
 import { StartupError } from './startup-error.js';
 
-export interface QueryResult<R> {
-  rows: R[];
-  /** Rows changed by an INSERT/UPDATE/DELETE, or returned by a SELECT. */
-  rowCount: number;
-}
+export type { QueryResult };
 
 /** Anything SQL can be sent to: the database itself or an open transaction. */
 export interface Queryable {

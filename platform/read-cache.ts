@@ -1,4 +1,4 @@
-import type { QueryResult } from './db.js';
+import type { QueryResult } from './query-result.js';
 
 /*
  * Answers of reads on the embedded database (PGlite), kept until the next write.

@@ -77,6 +77,13 @@ describe('the layers', () => {
     expect(problems).toEqual([]);
   });
 
+  it('platform/ has no import loop: no two of its files import each other, type-only imports included', () => {
+    const platform = files.filter((f) => f.startsWith('platform/'));
+    const imports = new Map(platform.map((f) => [f, new Set(projectImports(f))]));
+    const loops = platform.flatMap((a) => [...imports.get(a)!].filter((b) => b > a && imports.get(b)?.has(a)).map((b) => `${a} <-> ${b}`));
+    expect(loops).toEqual([]);
+  });
+
   it('would catch a subgraph importing another', () => {
     expect(violation('subgraphs/features/generator.ts', 'subgraphs/prediction/random.ts')).toMatch(/only through platform/);
     expect(violation('platform/db.ts', 'gateway/server.ts')).toMatch(/imports nothing/);
