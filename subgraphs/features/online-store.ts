@@ -127,17 +127,16 @@ const HSET_BATCH = 2000;
  */
 const FRESH_HASH_LEASE_MS = 5 * 60_000;
 
+/** Milliseconds between two checks that Redis still holds the materialization the database records. */
+export const ONLINE_STORE_CHECK_MS = 1000;
+
 /**
  * Redis layout (under a prefix): one hash per materialized view version, `<prefix>:v:<view>:<uuid>`,
  * entity id -> JSON [feature_ts, ...values]; and `<prefix>:current`, view -> pointer to the live hash.
  * A materialization fills fresh hashes first, then swaps every pointer in one MULTI/EXEC (inside the
  * database transaction that records it), then unlinks the hashes it replaced.
- */
-/** Milliseconds between two checks that Redis still holds the materialization the database records. */
-export const ONLINE_STORE_CHECK_MS = 1000;
-
-/**
- * The Redis online store, with three guards around what Redis itself does not promise:
+ *
+ * Three guards around what Redis itself does not promise:
  * - fail fast: commands are not queued while the client is disconnected (`disableOfflineQueue`): a lookup or
  *   a materialization is answered 503 SERVICE_UNAVAILABLE at once, not after the reconnect gives up;
  * - a marker (`<prefix>:materialization`, set in the swap's MULTI) names the materialization Redis holds.
@@ -164,6 +163,8 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
   const rebuildLock = `${prefix}:rebuilding`;
   const instance = randomUUID();
   let lost: string | null = null;
+  /** The newest materialization id the database recorded for Redis, as last read (null: none yet, or unknown). */
+  let expected: bigint | null = null;
   let rebuild: ((last: MaterializationRecord) => Promise<unknown>) | null = null;
   const unavailable = (why: string) => domainError('SERVICE_UNAVAILABLE', `The online store is unavailable: ${why}; retry later`);
   const UNREACHABLE = 'Redis cannot be reached';
@@ -178,12 +179,22 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
     }
   };
 
-  /** Is the materialization the database records for Redis still there? Returns it when it is lost. */
+  /**
+   * Is the materialization the database records for Redis still there? Returns it when it is lost. A marker
+   * at or past the id last read answers without the database (newer materializations only move the marker
+   * forward); the database is read only when the marker is missing or behind.
+   */
   const detect = async (): Promise<MaterializationRecord | null> => {
     if (!client.isReady) return null;
+    const raw = await client.get(marker);
+    const held = raw === null ? null : BigInt(raw);
+    if (held !== null && expected !== null && held >= expected) {
+      lost = null;
+      return null;
+    }
     const last = await store.lastMaterialization('redis');
-    const held = last ? await client.get(marker) : null;
-    if (!last || (held !== null && BigInt(held) >= BigInt(last.id))) {
+    expected = last ? BigInt(last.id) : null;
+    if (!last || (held !== null && held >= BigInt(last.id))) {
       lost = null;
       return null;
     }

@@ -74,8 +74,10 @@ export const optimization: SubgraphModule = {
       }
     };
     const ticker = periodic(() => store.tick(clock.now()), config.FLEET_TICK_MS);
-    // This process's runs keep their lease; any instance fails a run whose process died (its lease expired).
-    const leases = periodic(() => store.renewAndSweep(), Math.round((config.OPTIMIZATION_RUN_LEASE_S * 1000) / 3));
+    // PostgreSQL, runs shared: this process's runs keep their lease, and any instance fails a run whose
+    // process died (its lease expired). Embedded there is one writer, which failed its predecessors' runs at
+    // start: no lease to renew (and no write every few seconds to drop the read cache).
+    const leases = db.kind === 'postgres' ? periodic(() => store.renewAndSweep(), Math.round((config.OPTIMIZATION_RUN_LEASE_S * 1000) / 3)) : null;
 
     return {
       schema,
@@ -86,7 +88,7 @@ export const optimization: SubgraphModule = {
       async close() {
         await ticker.stop();
         await runs.close();
-        await leases.stop();
+        await leases?.stop();
       },
     };
   },

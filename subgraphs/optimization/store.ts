@@ -79,12 +79,12 @@ export interface PositionsEventPayload {
   positions: VesselPosition[];
 }
 
-/** Fails the RUNNING runs matching `where` (a condition on optimization_runs) and appends an event for each. */
-async function failWhere(tx: Queryable, where: string, params: unknown[], message: string): Promise<string[]> {
+/** Fails the RUNNING runs (those whose lease expired, or all of them) and appends an event for each. */
+async function failRunning(tx: Queryable, which: 'expired' | 'all', message: string): Promise<string[]> {
   const res = await tx.query<{ id: string; completed_at: Date | string }>(
-    `UPDATE optimization_runs SET status = 'failed', error = $${params.length + 1}, completed_at = clock_timestamp(), lease_until = NULL
-     WHERE status = 'running' AND (${where}) RETURNING id::text AS id, completed_at`,
-    [...params, message],
+    `UPDATE optimization_runs SET status = 'failed', error = $1, completed_at = clock_timestamp(), lease_until = NULL
+     WHERE status = 'running' ${which === 'expired' ? 'AND lease_until < clock_timestamp()' : ''} RETURNING id::text AS id, completed_at`,
+    [message],
   );
   if (res.rows.length > 0) {
     await appendEvents(
@@ -200,7 +200,7 @@ export class OptimizationStore {
     store.specs = rows.rows;
     // Embedded: the data directory has one writer, this process, so every run still RUNNING was lost
     // with the process before it. Failed at once, not after a lease.
-    if (db.kind === 'pglite') await store.failRunsWhere(`status = 'running'`, [], 'interrupted: the process running it stopped (found at start)');
+    if (db.kind === 'pglite') await store.failRunsLeftRunning();
     // Speed profiles are cached by track; building them here keeps the first tick from stalling the loop.
     for (const spec of store.specs) positionAt(spec, now);
     return store;
@@ -279,7 +279,9 @@ export class OptimizationStore {
   async insertRun(run: NewRun, maxConcurrent: number, now: Date): Promise<RunRecord | null> {
     return this.db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [RUN_LOCK]);
-      await this.expireLeases(tx);
+      // Shared runs (PostgreSQL): a dead process's run must not hold a slot. Embedded, the one writer failed
+      // its predecessors' runs at start and renews no lease.
+      if (this.db.kind === 'postgres') await this.expireLeases(tx);
       const running = await tx.query<{ n: number }>(`SELECT count(*) AS n FROM optimization_runs WHERE status = 'running'`);
       if (running.rows[0]!.n >= maxConcurrent) return null;
       const res = await tx.query<RunRow>(
@@ -311,7 +313,7 @@ export class OptimizationStore {
 
   /** Fails the RUNNING runs whose lease has expired (their process died), each with its event. */
   private async expireLeases(tx: Queryable): Promise<string[]> {
-    return failWhere(tx, `status = 'running' AND lease_until < clock_timestamp()`, [], 'interrupted: the process running it stopped (its lease expired)');
+    return failRunning(tx, 'expired', 'interrupted: the process running it stopped (its lease expired)');
   }
 
   /** Renews the lease of this process's RUNNING runs and fails every expired one; returns the ids failed. */
@@ -328,9 +330,9 @@ export class OptimizationStore {
     return failed;
   }
 
-  /** Fails the RUNNING runs matching `where`, each with its event, in one transaction. */
-  async failRunsWhere(where: string, params: unknown[], message: string): Promise<string[]> {
-    const failed = await this.db.transaction((tx) => failWhere(tx, where, params, message));
+  /** Fails every RUNNING run, each with its event (embedded, at start: they were lost with the process before). */
+  async failRunsLeftRunning(): Promise<string[]> {
+    const failed = await this.db.transaction((tx) => failRunning(tx, 'all', 'interrupted: the process running it stopped (found at start)'));
     if (failed.length > 0) this.options.onEvents();
     return failed;
   }
