@@ -69,6 +69,11 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
     onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying'),
   });
   const instance = runtime.instances.get(module.name)!;
+  for (const peer of module.peers ?? []) {
+    if (!config.SUBGRAPH_URLS[peer]) {
+      app.log.warn(`subgraph ${module.name} asks ${peer}, which SUBGRAPH_URLS does not name: it answers with its fallback (see docs/rental.md)`);
+    }
+  }
   const auth = createAuthenticator(config.API_KEYS);
   const onInternalError = (error: unknown) => app.log.error({ err: error, subgraph: module.name }, 'subgraph fault');
 

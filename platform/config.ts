@@ -64,6 +64,11 @@ const envSchema = z.object({
     }),
   /** Time a call to a subgraph over the network may take before it counts as unavailable. @default 10000 */
   SUBGRAPH_TIMEOUT_MS: intFrom('SUBGRAPH_TIMEOUT_MS', 100, 600_000).default(10_000),
+  /**
+   * Time a subgraph waits for a peer subgraph's answer (rental asking prediction for a truck's travel
+   * forecast) before it uses its fallback. @default 2000
+   */
+  PEER_TIMEOUT_MS: intFrom('PEER_TIMEOUT_MS', 50, 60_000).default(2000),
   /** Lifetime of a signed quote and of its machine reservations. @default 120 */
   QUOTE_TTL_SECONDS: intFrom('QUOTE_TTL_SECONDS', 5, 3600).default(120),
   /** How often expired quotes are swept and their machines released. @default 1000 */

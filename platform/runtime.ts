@@ -4,6 +4,7 @@ import type { Config } from './config.js';
 import { openDatabase, type Database } from './db.js';
 import { EventHub } from './event-hub.js';
 import { migrate } from './migrate.js';
+import { createPeers } from './peers.js';
 import type { SubgraphInstance, SubgraphModule } from './subgraph.js';
 
 const platformMigrations = { owner: 'platform', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) };
@@ -38,6 +39,12 @@ export async function startSubgraphRuntime(args: {
   });
   const events = new EventHub(db, args.onError ? { onError: args.onError } : {});
   const instances = new Map<string, SubgraphInstance>();
+  const peers = createPeers({
+    local: () => instances,
+    urls: config.SUBGRAPH_URLS,
+    apiKey: config.API_KEYS[0],
+    timeoutMs: config.PEER_TIMEOUT_MS,
+  });
   const close = async () => {
     for (const instance of [...instances.values()].reverse()) await instance.close();
     await events.close();
@@ -46,7 +53,7 @@ export async function startSubgraphRuntime(args: {
   try {
     await migrate(db, [platformMigrations, ...modules.flatMap((m) => m.migrations)]);
     await events.start();
-    for (const module of modules) instances.set(module.name, await module.start({ db, config, clock, events }));
+    for (const module of modules) instances.set(module.name, await module.start({ db, config, clock, events, peers }));
   } catch (error) {
     await close();
     throw error;

@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import type { Database } from './db.js';
 import type { EventHub } from './event-hub.js';
 import type { MigrationSet } from './migrate.js';
+import type { Peers } from './peers.js';
 import type { RestRoute } from './rest.js';
 
 /** What a subgraph learns about the request that reached the gateway (forwarded as headers). */
@@ -19,6 +20,8 @@ export interface SubgraphDeps {
   clock: Clock;
   /** The outbox reader: subscription resolvers stream from it. */
   events: EventHub;
+  /** Other subgraphs, asked through their public schemas (platform/peers.ts). */
+  peers: Peers;
 }
 
 /** A running subgraph: transport-free; the gateway or a stand-alone server connects it to sockets. */
@@ -42,6 +45,11 @@ export interface SubgraphModule {
    */
   routes: readonly RestRoute[];
   migrations: MigrationSet[];
+  /**
+   * The subgraphs this one asks for answers (platform/peers.ts): in distributed mode they start first and
+   * its process names them in SUBGRAPH_URLS. @default none
+   */
+  peers?: readonly string[];
   /**
    * Reads whose answers are functions of the request's document and variables alone, and of what the
    * subgraph loaded at its start (trained models): no state, no clock, no caller. The gateway keeps such

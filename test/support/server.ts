@@ -153,7 +153,15 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const subgraphServers = new Map<string, RunningSubgraphServer>();
   if (options.mode === 'distributed') {
     // Subgraphs share one database as they would in production (PGlite: each its own).
-    for (const module of modules) subgraphServers.set(module.name, await startSubgraphServer({ config: loadConfig(await own()), module, ...clock }));
+    // A subgraph's peers start first, and its process names them in SUBGRAPH_URLS (rental asks prediction).
+    for (const module of peersFirst(modules)) {
+      const peerUrls = (module.peers ?? []).flatMap((peer) => {
+        const started = subgraphServers.get(peer);
+        return started ? [`${peer}=${started.graphqlUrl}`] : [];
+      });
+      const subgraphEnv = { ...(await own()), ...(peerUrls.length > 0 ? { SUBGRAPH_URLS: peerUrls.join(',') } : {}) };
+      subgraphServers.set(module.name, await startSubgraphServer({ config: loadConfig(subgraphEnv), module, ...clock }));
+    }
   }
   const urls = [...subgraphServers].map(([name, s]) => `${name}=${s.graphqlUrl}`).join(',');
   // In distributed mode the gateway runs no subgraph and opens no database.
@@ -178,6 +186,21 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const handle: TestServer = { ...server, db, events, subgraphs: instances, subgraphServers, close, live, ...(schema ? { schema } : {}) };
   running.add(handle);
   return handle;
+}
+
+/** The modules in an order where every subgraph comes after the peers it asks. */
+export function peersFirst<M extends { name: string; peers?: readonly string[] }>(modules: readonly M[]): M[] {
+  const ordered: M[] = [];
+  const visit = (m: M) => {
+    if (ordered.includes(m)) return;
+    for (const peer of m.peers ?? []) {
+      const found = modules.find((x) => x.name === peer);
+      if (found && found !== m) visit(found);
+    }
+    ordered.push(m);
+  };
+  modules.forEach(visit);
+  return ordered;
 }
 
 export async function dropSchema(schema: string): Promise<void> {

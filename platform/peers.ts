@@ -1,0 +1,99 @@
+import { execute, parse, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
+
+/**
+ * How one subgraph asks another for an answer (rental asks prediction for the travel forecast of a truck
+ * run). It speaks the peer's public GraphQL schema, never its code: in this process when the peer runs
+ * here, over HTTP when SUBGRAPH_URLS names it. A peer that runs nowhere this process can reach, fails, or
+ * does not answer within PEER_TIMEOUT_MS raises `PeerUnavailable`; the caller decides its fallback.
+ */
+export interface Peers {
+  query<T>(peer: string, document: string, variables: Record<string, unknown>): Promise<T>;
+}
+
+export class PeerUnavailable extends Error {
+  constructor(
+    readonly peer: string,
+    reason: string,
+  ) {
+    super(`subgraph ${peer} cannot answer: ${reason}`);
+    this.name = 'PeerUnavailable';
+  }
+}
+
+/** What a peer running in this process offers a caller: its schema and a context for a request. */
+export interface LocalPeer {
+  schema: GraphQLSchema;
+  context(request: { headers: Readonly<Record<string, string | undefined>> }): unknown;
+}
+
+export interface PeerOptions {
+  /** The subgraphs of this process, read at call time (a subgraph may start before its peers). */
+  local: () => ReadonlyMap<string, LocalPeer>;
+  /** Peers served by other processes: name -> GraphQL URL. */
+  urls: Readonly<Record<string, string>>;
+  /** Sent as `x-api-key` to remote peers (their servers check it as the gateway's). */
+  apiKey?: string | undefined;
+  timeoutMs: number;
+  /**
+   * After a failure, the peer counts as away for this long: calls fail at once instead of each waiting
+   * for a timeout. @default 1000
+   */
+  backoffMs?: number;
+  now?: () => number;
+}
+
+export function createPeers(options: PeerOptions): Peers {
+  const documents = new Map<string, DocumentNode>();
+  const awayUntil = new Map<string, number>();
+  const now = options.now ?? Date.now;
+  const backoffMs = options.backoffMs ?? 1000;
+
+  const parsed = (document: string) => {
+    let doc = documents.get(document);
+    if (!doc) documents.set(document, (doc = parse(document)));
+    return doc;
+  };
+
+  const local = async (instance: LocalPeer, document: string, variables: Record<string, unknown>) =>
+    (await execute({
+      schema: instance.schema,
+      document: parsed(document),
+      variableValues: variables,
+      contextValue: instance.context({ headers: {} }),
+    })) as ExecutionResult;
+
+  const remote = async (url: string, document: string, variables: Record<string, unknown>): Promise<ExecutionResult> => {
+    const response = await fetch(url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json',
+        ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}),
+      },
+      body: JSON.stringify({ query: document, variables }),
+      signal: AbortSignal.timeout(options.timeoutMs),
+    });
+    const body = (await response.json()) as ExecutionResult;
+    if (!response.ok && !body.errors) throw new Error(`HTTP ${response.status}`);
+    return body;
+  };
+
+  return {
+    async query<T>(peer: string, document: string, variables: Record<string, unknown>): Promise<T> {
+      if ((awayUntil.get(peer) ?? 0) > now()) throw new PeerUnavailable(peer, 'it failed moments ago');
+      const instance = options.local().get(peer);
+      const url = options.urls[peer];
+      if (!instance && !url) throw new PeerUnavailable(peer, 'it runs neither in this process nor in SUBGRAPH_URLS');
+      let result: ExecutionResult;
+      try {
+        result = instance ? await local(instance, document, variables) : await remote(url!, document, variables);
+        if (result.errors?.length || !result.data) throw new Error(result.errors?.map((e) => e.message).join('; ') ?? 'no data');
+      } catch (error) {
+        awayUntil.set(peer, now() + backoffMs);
+        throw new PeerUnavailable(peer, error instanceof Error ? error.message : String(error));
+      }
+      awayUntil.delete(peer);
+      return result.data as T;
+    },
+  };
+}
