@@ -120,8 +120,16 @@ export default async function gatewayBench(): Promise<void> {
     };
 
     log(`starting the subgraphs (${subgraphNames.join(', ')}) on ${postgres ? 'PostgreSQL' : 'PGlite'}`);
-    const subgraphs = await Promise.all(subgraphNames.map((name) => start(`subgraph-${name}`, ['--import', 'tsx', 'gateway/subgraph-main.ts', name], database(`subgraph-${name}`))));
-    const subgraphUrls = Object.fromEntries(subgraphNames.map((name, i) => [name, `${subgraphs[i]!.url}/graphql`]));
+    // Rental asks prediction for its trucks' travel forecasts: prediction starts first, and rental's
+    // process names it in SUBGRAPH_URLS.
+    const startSubgraph = (name: string, extra: Record<string, string> = {}) =>
+      start(`subgraph-${name}`, ['--import', 'tsx', 'gateway/subgraph-main.ts', name], { ...database(`subgraph-${name}`), ...extra });
+    const first = subgraphNames.filter((name) => name !== 'rental');
+    const firstServers = await Promise.all(first.map((name) => startSubgraph(name)));
+    const subgraphUrls: Record<string, string> = Object.fromEntries(first.map((name, i) => [name, `${firstServers[i]!.url}/graphql`]));
+    const rentalServer = await startSubgraph('rental', { SUBGRAPH_URLS: `prediction=${subgraphUrls['prediction']}` });
+    subgraphUrls['rental'] = `${rentalServer.url}/graphql`;
+    const subgraphs = subgraphNames.map((name) => (name === 'rental' ? rentalServer : firstServers[first.indexOf(name)]!));
     const supergraphFile = join(tmp, 'supergraph.graphql');
     writeFileSync(
       supergraphFile,
@@ -329,7 +337,7 @@ function poolOf(index: number): string[] {
 
 /** The environment of every server: as `npm start` runs, with the project's own settings left at their defaults. */
 function serverEnv(): Record<string, string> {
-  const setting = /^(PORT|HOST|DATA_DIR|DATABASE_|QUOTE_|API_KEYS|LOG_LEVEL|BODY_LIMIT|BONDING_|FEATURES_|REDIS_URL|FLEET_|OPTIMIZATION_|SUBGRAPH_|TRACKING_|WS_|HTTP_|GRAPHQL_|SUPERGRAPH_)/;
+  const setting = /^(PORT|HOST|DATA_DIR|DATABASE_|QUOTE_|API_KEYS|LOG_LEVEL|BODY_LIMIT|BONDING_|FEATURES_|REDIS_URL|FLEET_|OPTIMIZATION_|SUBGRAPH_|PEER_|TRACKING_|WS_|HTTP_|GRAPHQL_|SUPERGRAPH_)/;
   const base = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && !setting.test(e[0])));
   return { ...base, NODE_ENV: env['NODE_ENV'] ?? 'production', HOST: '127.0.0.1', LOG_LEVEL: 'warn', APOLLO_TELEMETRY_DISABLED: 'true' };
 }

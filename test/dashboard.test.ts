@@ -15,6 +15,9 @@ import { TcpProxy } from './support/tcp-proxy.js';
 import { until, WAIT_MS } from './support/wait.js';
 import { Collector, wsClient } from './support/ws.js';
 
+/** The time zone the page is shown in (its clock readings are compared with the API's instants). */
+const PAGE_TIME_ZONE = 'Europe/Amsterdam';
+
 /** Debian's `chromium` (.ci/run installs it when apt-get can), or CHROMIUM_PATH. */
 const CHROMIUM = process.env['CHROMIUM_PATH'] || '/usr/bin/chromium';
 const noBrowser = existsSync(CHROMIUM) ? null : `no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`;
@@ -131,7 +134,7 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
         { after: cursor },
       );
 
-      const context = await browser.newContext({ viewport: { width: 1440, height: 1000 }, reducedMotion: 'reduce' });
+      const context = await browser.newContext({ viewport: { width: 1440, height: 1000 }, reducedMotion: 'reduce', locale: 'en-GB', timezoneId: PAGE_TIME_ZONE });
       const { page, errors } = await open(context);
       await page.goto(pageUrl);
       await live(page);
@@ -160,12 +163,23 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
       await waitFor(page, '.tile[data-machine="EQ-002"][data-status="in_use"]');
       const delivery = page.locator(`.delivery[data-booking="${bookingId}"]`);
       await delivery.waitFor({ timeout: WAIT_MS });
-      const forecast = (await gql(server.url, 'query($id: ID!) { booking(id: $id) { tracking { eta } deliveryForecast { arrivalQ10 arrivalQ90 } } }', { id: bookingId })).data!['booking'];
+      // One ETA per truck: the page's ETA and band are the tracking's, which are the delivery forecast's.
+      const forecast = (
+        await gql(server.url, 'query($id: ID!) { booking(id: $id) { tracking { eta etaQ10 etaQ90 etaSource } deliveryForecast { arrivalQ10 arrivalQ50 arrivalQ90 } } }', { id: bookingId })
+      ).data!['booking'];
+      expect(forecast.tracking).toEqual({
+        eta: forecast.deliveryForecast.arrivalQ50,
+        etaQ10: forecast.deliveryForecast.arrivalQ10,
+        etaQ90: forecast.deliveryForecast.arrivalQ90,
+        etaSource: 'MODEL',
+      });
       const band = delivery.locator('[data-field="band"]');
+      expect(await band.getAttribute('data-source')).toBe('model');
       expect(await band.getAttribute('data-q10')).toBe(forecast.deliveryForecast.arrivalQ10);
       expect(await band.getAttribute('data-q90')).toBe(forecast.deliveryForecast.arrivalQ90);
       expect(await band.textContent()).toContain('q10–q90');
-      expect(await delivery.locator('[data-field="eta"]').textContent()).toMatch(/^ETA \d\d:\d\d$/);
+      const hhmm = (iso: string) => new Date(iso).toLocaleTimeString('en-GB', { hour: '2-digit', minute: '2-digit', hour12: false, timeZone: PAGE_TIME_ZONE });
+      expect(await delivery.locator('[data-field="eta"]').textContent()).toBe(`ETA ${hhmm(forecast.tracking.eta)}`);
       await waitFor(page, `.marker[data-booking="${bookingId}"]`);
 
       // On its way: the marker moves along the route (the server's clock is moved to the middle of the trip).

@@ -141,6 +141,73 @@ describe('distributed mode: the prediction subgraph down', () => {
   });
 });
 
+describe('distributed mode: tracking while prediction cannot answer', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ mode: 'distributed' });
+  });
+
+  it('ETAs come from the 45 km/h rule and say so; once prediction is back, the model\'s ETA is published', async () => {
+    const prediction = server.subgraphServers.get('prediction')!;
+    const port = new URL(prediction.graphqlUrl).port;
+    await prediction.close();
+
+    const q = await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-011'));
+    expect(q.status).toBe(200);
+    // The promise is the rule's: 15 min loading and the distance at 45 km/h from the quote's expiry.
+    const ruleStart = Math.ceil((Date.parse(q.body['expires_at']) + 15 * 60_000 + (q.body['deliveries'][0].distance_km / 45) * 3_600_000) / 60_000) * 60_000;
+    expect(q.body['earliest_start']).toBe(new Date(ruleStart).toISOString());
+    const b = await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Regel BV' });
+    expect(b.status).toBe(200);
+    const id = b.body['booking_id'] as string;
+    const track = async () => (await rest(server.url, 'GET', `/rental/booking/${id}/track`)).body;
+    const byRule = await track();
+    expect(byRule).toMatchObject({ eta_source: 'rule', eta_model_version: null });
+    expect(byRule.eta_q10).toBe(byRule.eta);
+    expect(byRule.eta_q90).toBe(byRule.eta);
+    const leg = byRule.legs[0];
+    expect((Date.parse(leg.eta) - Date.parse(leg.depart_at)) / 60_000).toBeCloseTo((leg.distance_km / 45) * 60, 3);
+
+    const c = wsClient(server.url);
+    const events = new Collector<{ trackingUpdated: { cursor: string; status: string; eta: string; etaQ90: string; etaSource: string } }>(
+      c.client,
+      'subscription ($id: ID!) { trackingUpdated(bookingId: $id, after: "0") { cursor status eta etaQ90 etaSource } }',
+      { id },
+    );
+    await events.count(1);
+    expect(events.data[0]!.trackingUpdated).toMatchObject({ status: 'SCHEDULED', eta: byRule.eta, etaSource: 'RULE' });
+
+    // Prediction back on the same port: rental's tracker forecasts the run again and publishes the update.
+    const again = await startSubgraphServer({
+      config: loadConfig({ PORT: port, HOST: '127.0.0.1', DATA_DIR: ':memory:', LOG_LEVEL: 'silent' }),
+      module: subgraphs.find((m) => m.name === 'prediction')!,
+    });
+    try {
+      await events.count(2);
+      const update = events.data[1]!.trackingUpdated;
+      expect(update).toMatchObject({ status: 'SCHEDULED', etaSource: 'MODEL' });
+      const byModel = await track();
+      expect(byModel).toMatchObject({ eta: update.eta, eta_q90: update.etaQ90, eta_source: 'model' });
+      expect(byModel.legs[0]).toMatchObject({ depart_at: leg.depart_at, eta_source: 'model' });
+      expect(Date.parse(byModel.eta_q90)).toBeGreaterThan(Date.parse(byModel.eta_q10));
+      // The same numbers as the delivery forecast the gateway reads from prediction.
+      const viaGateway = await gql(server.url, `query ($id: ID!) { booking(id: $id) { deliveryForecast { arrivalQ10 arrivalQ50 arrivalQ90 } } }`, { id });
+      expect(viaGateway.data!['booking'].deliveryForecast).toEqual({ arrivalQ10: byModel.eta_q10, arrivalQ50: byModel.eta, arrivalQ90: byModel.eta_q90 });
+      // The stored plan now runs on the model, so the tracker has nothing more to forecast: one update.
+      const db = server.subgraphServers.get('rental')!.runtime.db;
+      const stored = await db.query<{ legs: { forecast: { source: string } }[]; events: number }>(
+        `SELECT legs, (SELECT count(*)::int FROM outbox WHERE topic = 'rental.tracking' AND key = $1) AS events FROM rental_bookings WHERE id = $1`,
+        [id],
+      );
+      expect(stored.rows[0]!.legs.map((l) => l.forecast.source)).toEqual(['model']);
+      expect(stored.rows[0]!.events).toBe(2);
+    } finally {
+      await c.dispose();
+      await again.close();
+    }
+  });
+});
+
 interface GatewayProcess {
   url: string;
   child: ChildProcess;

@@ -6,6 +6,7 @@ import { migrate, type MigrationSet } from '../../platform/migrate.js';
 import { subgraphNames } from '../../schema/subgraphs.js';
 import { closeBill, priceQuote, type PricedMachine } from '../../subgraphs/rental/pricing.js';
 import { planLegs } from '../../subgraphs/rental/tracking.js';
+import { ruleForecast, type TravelForecaster } from '../../subgraphs/rental/travel.js';
 
 /*
  * The benchmark's data, the same rows on every database it runs against: completed bookings for the ledger
@@ -24,6 +25,9 @@ export interface SeedPlan {
 
 /** The first machine number of the mutation pool (the demo fleet is EQ-001 .. EQ-015). */
 export const POOL_FIRST_MACHINE = 100;
+
+/** Seeded history is planned by the rule (completed long ago; no workload reads its ETA band). */
+const byRule: TravelForecaster = async (runs) => runs.map((r) => ruleForecast(r.distanceKm));
 
 const ANCHOR = Date.parse('2026-01-05T07:00:00.000Z');
 const HOUR = 3_600_000;
@@ -164,7 +168,7 @@ async function seedRows(db: Database, plan: SeedPlan): Promise<void> {
       duration_hours: durationHours,
       confirmed_at: confirmedAt.toISOString(),
       completed_at: completedAt.toISOString(),
-      legs: planLegs(price.deliveries, confirmedAt, startTime),
+      legs: await planLegs({ runs: price.deliveries, confirmedAt, startTime, expiresAt: confirmedAt, forecast: byRule }),
       quoted_cents: price.totalCents,
       actual_hours: bill.actualHours,
       billable_hours: bill.billableHours,

@@ -7,6 +7,7 @@ import { createLoaders, resolverMap, type RentalContext } from './resolvers.js';
 import { rentalRoutes } from './rest.js';
 import { createQuoteSigner } from './signing.js';
 import { RentalStore } from './store.js';
+import { predictionForecaster } from './travel.js';
 import { periodic } from '../../platform/periodic.js';
 
 export const rental: SubgraphModule = {
@@ -14,12 +15,16 @@ export const rental: SubgraphModule = {
   restPrefix: '/rental',
   routes: rentalRoutes,
   migrations: [{ owner: 'rental', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
-  async start({ db, config, clock, events }) {
+  peers: ['prediction'],
+  async start({ db, config, clock, events, peers }) {
     const signer = await createQuoteSigner(db, config.QUOTE_SIGNING_KEY);
     const store = await RentalStore.open(db, signer, {
       quoteTtlSeconds: config.QUOTE_TTL_SECONDS,
       trackingTickMs: config.TRACKING_TICK_MS,
       onEvents: () => void events.wake(),
+      // Truck runs are forecast by the prediction subgraph's travel model, the one that answers
+      // Booking.deliveryForecast; the 45 km/h rule only while it cannot answer.
+      forecast: predictionForecaster(peers),
     });
     const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('rental')), resolvers: resolverMap });
 

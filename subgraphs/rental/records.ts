@@ -1,5 +1,6 @@
 import type { DeliveryCharge, LineItem } from './pricing.js';
 import type { PlannedLeg } from './tracking.js';
+import type { TravelForecast } from './travel.js';
 
 export type MachineStatus = 'available' | 'reserved' | 'in_use';
 export type QuoteStatus = 'active' | 'confirmed' | 'expired';
@@ -33,7 +34,8 @@ export interface QuoteRecord {
   leadTimeHours: number;
   leadTimeFactor: number;
   lineItems: LineItem[];
-  deliveries: DeliveryCharge[];
+  /** Each run with the forecast its earliest start was promised against (absent in older quotes). */
+  deliveries: (DeliveryCharge & { travel?: TravelForecast })[];
   subtotalCents: number;
   deliveryCents: number;
   totalCents: number;

@@ -30,7 +30,7 @@ import {
 } from './records.js';
 import type { QuoteSigner } from './signing.js';
 import { TOPICS, type MachineStatusEvent, type RentalStore } from './store.js';
-import { earliestStart, trackingState, type LegState, type TrackingEventPayload, type TrackingState } from './tracking.js';
+import { criticalLeg, earliestStart, trackingState, type LegState, type TrackingEventPayload, type TrackingState } from './tracking.js';
 
 export interface RentalContext {
   store: RentalStore;
@@ -85,8 +85,7 @@ function seqOfCursor(cursor: string): string {
 }
 
 /** The leg that arrives last: the booking is on site when it is. */
-const criticalLeg = (b: BookingRecord) =>
-  b.legs.reduce((a, l) => (Date.parse(l.arriveAt) > Date.parse(a.arriveAt) ? l : a));
+const lastLeg = (b: BookingRecord) => criticalLeg(b.legs);
 
 interface TrackingView {
   booking: BookingRecord;
@@ -210,6 +209,11 @@ export const rentalResolvers = {
     booking: (e: TrackingEventPayload, _: unknown, ctx: RentalContext) => ctx.loaders.booking.load(e.bookingId),
     status: (e: TrackingEventPayload) => upper(e.status),
     coordinates: (e: TrackingEventPayload) => ({ latitude: e.latitude, longitude: e.longitude }),
+    // Events published before forecasts carry the rule's ETA alone.
+    etaQ10: (e: TrackingEventPayload) => e.etaQ10 ?? e.eta,
+    etaQ90: (e: TrackingEventPayload) => e.etaQ90 ?? e.eta,
+    etaSource: (e: TrackingEventPayload) => upper(e.etaSource ?? 'rule'),
+    etaModelVersion: (e: TrackingEventPayload) => e.etaModelVersion ?? null,
   },
   Mutation: {
     createQuote: async (_: unknown, args: { input: unknown }, ctx: RentalContext) => {
@@ -286,14 +290,18 @@ export const rentalResolvers = {
       closedAt: b.completedAt,
     }),
     tracking: (b: BookingRecord, _: unknown, ctx: RentalContext) => trackingOf(b, ctx),
-    deliveryDistanceKm: (b: BookingRecord) => criticalLeg(b).distanceKm,
-    deliveryDepartAt: (b: BookingRecord) => criticalLeg(b).departAt,
+    deliveryDistanceKm: (b: BookingRecord) => lastLeg(b).distanceKm,
+    deliveryDepartAt: (b: BookingRecord) => lastLeg(b).departAt,
   },
   Tracking: {
     bookingId: (t: TrackingView) => t.booking.id,
     status: (t: TrackingView) => upper(t.state.status),
     coordinates: (t: TrackingView) => t.state.coordinates,
     eta: (t: TrackingView) => t.state.eta,
+    etaQ10: (t: TrackingView) => t.state.etaQ10,
+    etaQ90: (t: TrackingView) => t.state.etaQ90,
+    etaSource: (t: TrackingView) => upper(t.state.etaSource),
+    etaModelVersion: (t: TrackingView) => t.state.etaModelVersion,
     minutesRemaining: (t: TrackingView) => t.state.minutesRemaining,
     distanceRemainingKm: (t: TrackingView) => t.state.distanceRemainingKm,
     legs: (t: TrackingView) => t.state.legs,
@@ -306,7 +314,11 @@ export const rentalResolvers = {
     distanceKm: (l: LegState) => l.leg.distanceKm,
     dispatchAt: (l: LegState) => l.leg.dispatchAt,
     departAt: (l: LegState) => l.leg.departAt,
-    eta: (l: LegState) => l.leg.arriveAt,
+    eta: (l: LegState) => l.eta,
+    etaQ10: (l: LegState) => l.etaQ10,
+    etaQ90: (l: LegState) => l.etaQ90,
+    etaSource: (l: LegState) => upper(l.etaSource),
+    etaModelVersion: (l: LegState) => l.etaModelVersion,
   },
 } satisfies Resolvers;
 

@@ -129,13 +129,20 @@ export const rentalBooking = z
   .meta({ id: 'RentalBooking' });
 
 const trackingStatus = z.enum(['scheduled', 'dispatched', 'in_transit', 'on_site', 'completed']);
+const etaSource = z
+  .enum(['model', 'rule'])
+  .describe("model: the prediction subgraph's travel model (the booking's delivery forecast); rule: 45 km/h, only while prediction cannot answer");
 
 export const rentalTracking = z
   .strictObject({
     booking_id: z.string(),
     status: trackingStatus.describe('The status of the delivery that arrives last; coordinates are its truck\'s'),
     coordinates: rentalPoint,
-    eta: instant().describe('Arrival of the last delivery'),
+    eta: instant().describe("Arrival of the last delivery: its travel forecast's median (q50) for the road left"),
+    eta_q10: instant().describe("The last delivery's arrival at its forecast's q10 for the road left"),
+    eta_q90: instant().describe("The last delivery's arrival at its forecast's q90 for the road left"),
+    eta_source: etaSource,
+    eta_model_version: z.string().nullable().describe("The travel model's version; null under the rule"),
     minutes_remaining: z.number().min(0),
     distance_remaining_km: z.number().min(0),
     computed_at: instant(),
@@ -150,7 +157,11 @@ export const rentalTracking = z
           distance_remaining_km: z.number().min(0),
           dispatch_at: instant(),
           depart_at: instant().describe('Dispatch plus 15 minutes of loading'),
-          eta: instant(),
+          eta: instant().describe('The run\'s median arrival (q50 of its travel forecast)'),
+          eta_q10: instant(),
+          eta_q90: instant(),
+          eta_source: etaSource,
+          eta_model_version: z.string().nullable(),
         })
         .meta({ id: 'RentalDeliveryLeg', description: "One depot's truck run, planned at confirmation" }),
     ),

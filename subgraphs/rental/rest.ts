@@ -119,12 +119,20 @@ interface LegData {
   dispatchAt: string;
   departAt: string;
   eta: string;
+  etaQ10: string;
+  etaQ90: string;
+  etaSource: 'MODEL' | 'RULE';
+  etaModelVersion: string | null;
 }
 interface TrackingData {
   bookingId: string;
   status: TrackingStatus;
   coordinates: Coords;
   eta: string;
+  etaQ10: string;
+  etaQ90: string;
+  etaSource: 'MODEL' | 'RULE';
+  etaModelVersion: string | null;
   minutesRemaining: number;
   distanceRemainingKm: number;
   legs: LegData[];
@@ -141,9 +149,9 @@ const QUOTE = `id status machines { id } location { id } startTime durationHours
 const BOOKING = `id status customerName quote { id } machines { id } location { id } startTime durationHours
   confirmedAt completedAt bill { currency quotedHours actualHours billableHours quotedAmount overtimeAmount
   finalAmount closed closedAt }`;
-const TRACKING = `bookingId status coordinates { latitude longitude } eta minutesRemaining distanceRemainingKm
-  computedAt legs { depot { id } machines { id } status coordinates { latitude longitude } distanceKm
-  distanceRemainingKm dispatchAt departAt eta }`;
+const TRACKING = `bookingId status coordinates { latitude longitude } eta etaQ10 etaQ90 etaSource etaModelVersion
+  minutesRemaining distanceRemainingKm computedAt legs { depot { id } machines { id } status coordinates { latitude longitude }
+  distanceKm distanceRemainingKm dispatchAt departAt eta etaQ10 etaQ90 etaSource etaModelVersion }`;
 
 const lower = <S extends string>(s: S) => s.toLowerCase() as Lowercase<S>;
 const ids = (list: { id: string }[]) => list.map((x) => x.id);
@@ -223,6 +231,10 @@ const trackingBody = (t: TrackingData): RentalTracking => ({
   status: lower(t.status),
   coordinates: point(t.coordinates),
   eta: t.eta,
+  eta_q10: t.etaQ10,
+  eta_q90: t.etaQ90,
+  eta_source: lower(t.etaSource),
+  eta_model_version: t.etaModelVersion,
   minutes_remaining: t.minutesRemaining,
   distance_remaining_km: t.distanceRemainingKm,
   computed_at: t.computedAt,
@@ -236,6 +248,10 @@ const trackingBody = (t: TrackingData): RentalTracking => ({
     dispatch_at: l.dispatchAt,
     depart_at: l.departAt,
     eta: l.eta,
+    eta_q10: l.etaQ10,
+    eta_q90: l.etaQ90,
+    eta_source: lower(l.etaSource),
+    eta_model_version: l.etaModelVersion,
   })),
 });
 

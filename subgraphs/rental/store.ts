@@ -17,12 +17,19 @@ import {
   DELIVERY,
   dueTrackingEvents,
   earliestStart,
+  legState,
+  needsForecast,
   planLegs,
-  roadMs,
+  promiseDeparture,
+  reforecastLeg,
+  reforecastRun,
   trackingPayload,
   trackingState,
+  type PlannedLeg,
+  type QuotedRun,
   type TrackingStatus,
 } from './tracking.js';
+import { ruleForecast, type TravelForecaster } from './travel.js';
 
 export const TOPICS = {
   /** key: machine id */
@@ -67,12 +74,17 @@ export function confirmFingerprint(input: { quoteId: string; customerName: strin
 }
 
 /** A start before the machines can be on site: 400, stating the earliest start and what it is made of. */
-function startTooEarly(runs: readonly { depotId: string; distanceKm: number }[], earliest: Date): GraphQLError {
-  const farthest = runs.reduce((a, b) => (b.distanceKm > a.distanceKm ? b : a));
-  const roadMinutes = Math.round(roadMs(farthest.distanceKm) / 60_000);
+function startTooEarly(runs: readonly QuotedRun[], earliest: Date): GraphQLError {
+  const q90 = (r: QuotedRun) => (r.travel ?? ruleForecast(r.distanceKm)).q90;
+  const slowest = runs.reduce((a, b) => (q90(b) > q90(a) ? b : a));
+  const travel = slowest.travel ?? ruleForecast(slowest.distanceKm);
+  const road =
+    travel.source === 'model'
+      ? `${Math.round(travel.q90)} min on the road from ${slowest.depotId} at the travel model's q90`
+      : `${Math.round(travel.q90)} min on the road from ${slowest.depotId} at 45 km/h, the rule used while prediction cannot answer`;
   const why =
     `its machines can be on site no earlier (dispatched when the booking is confirmed, at the latest when the quote ` +
-    `expires, then ${DELIVERY.loadingMinutes} min loading and ${roadMinutes} min on the road from ${farthest.depotId})`;
+    `expires, then ${DELIVERY.loadingMinutes} min loading and ${road})`;
   return domainError('BAD_USER_INPUT', `The rental cannot start before ${earliest.toISOString()}: ${why}`, [
     { field: 'startTime', message: `must be at or after ${earliest.toISOString()}: ${why}` },
   ]);
@@ -81,12 +93,17 @@ function startTooEarly(runs: readonly { depotId: string; distanceKm: number }[],
 const keyReused = () =>
   domainError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request; send a new key for a new request');
 
+/** A booking on its way, with what the tracker last published for it. */
+type TrackedBooking = BookingRecord & { trackingStatus: TrackingStatus; trackingAt: Date };
+
 export interface RentalStoreOptions {
   quoteTtlSeconds: number;
   /** How often a booking in transit publishes its position. */
   trackingTickMs: number;
   /** Called after a transaction that wrote events has committed (wakes the local event hub). */
   onEvents?: () => void;
+  /** Travel forecasts of truck runs (prediction's model, the rule while it cannot answer). */
+  forecast: TravelForecaster;
 }
 
 export class RentalStore {
@@ -139,11 +156,16 @@ export class RentalStore {
    * conditional update on (tracking_status, tracking_at) lets one instance publish each update.
    */
   async publishTracking(now: Date): Promise<number> {
-    const active = await this.db.query<BookingRecord & { trackingStatus: TrackingStatus; trackingAt: Date }>(
-      `SELECT ${BOOKING_COLUMNS}, tracking_status AS "trackingStatus", tracking_at AS "trackingAt"
-       FROM rental_bookings WHERE status = 'confirmed' AND tracking_status <> 'on_site'`,
-    );
+    const readActive = () =>
+      this.db.query<TrackedBooking>(
+        `SELECT ${BOOKING_COLUMNS}, tracking_status AS "trackingStatus", tracking_at AS "trackingAt"
+         FROM rental_bookings WHERE status = 'confirmed' AND tracking_status <> 'on_site'`,
+      );
+    let active = await readActive();
     let published = 0;
+    const reforecast = await this.reforecastRuleLegs(active.rows, now);
+    if (reforecast.changed > 0) active = await readActive();
+    published += reforecast.published;
     for (const booking of active.rows) {
       const places = this.trackingPlaces(booking.locationId);
       const due = dueTrackingEvents({
@@ -168,6 +190,57 @@ export class RentalStore {
       if (won) published += due.events.length;
     }
     return published;
+  }
+
+  /**
+   * Runs planned by the rule while prediction could not answer, forecast again once it answers (before
+   * departure for the whole road, on the road for the distance left): the stored plan takes the model's
+   * arrival, and a tracking update carries the new ETA and its source. Conditional on the plan read, so
+   * one instance rewrites each plan.
+   */
+  private async reforecastRuleLegs(bookings: readonly TrackedBooking[], now: Date): Promise<{ changed: number; published: number }> {
+    const asks: { booking: TrackedBooking; leg: PlannedLeg; run: { distanceKm: number; departAt: Date } }[] = [];
+    for (const booking of bookings) {
+      const places = this.trackingPlaces(booking.locationId);
+      for (const leg of booking.legs) {
+        if (!needsForecast(leg, now)) continue;
+        const state = legState(leg, places.depot(leg.depotId), places.site, now, false);
+        asks.push({ booking, leg, run: reforecastRun(leg, state, now) });
+      }
+    }
+    if (asks.length === 0) return { changed: 0, published: 0 };
+    const forecasts = await this.options.forecast(asks.map((a) => a.run));
+    let changed = 0;
+    let published = 0;
+    for (const booking of new Set(asks.map((a) => a.booking))) {
+      const places = this.trackingPlaces(booking.locationId);
+      const legs = booking.legs.map((leg) => {
+        const i = asks.findIndex((a) => a.leg === leg);
+        const forecast = forecasts[i];
+        if (i < 0 || !forecast || forecast.source !== 'model') return leg;
+        return reforecastLeg(leg, legState(leg, places.depot(leg.depotId), places.site, now, false), now, forecast);
+      });
+      if (legs.every((leg, i) => leg === booking.legs[i])) continue;
+      const state = trackingState(legs, places, now, false);
+      // An update in the status last published; a status the plan has moved on to is announced, with
+      // the new ETA, by its own transition event.
+      const announce = state.status === booking.trackingStatus;
+      const won = await this.transact(async (tx) => {
+        const claimed = await tx.query(
+          `UPDATE rental_bookings SET legs = $2::jsonb, tracking_at = CASE WHEN $3::boolean THEN $4::timestamptz ELSE tracking_at END
+           WHERE id = $1 AND status = 'confirmed' AND legs = $5::jsonb`,
+          [booking.id, JSON.stringify(legs), announce, now, JSON.stringify(booking.legs)],
+        );
+        if (claimed.rowCount !== 1) return false;
+        if (announce) await appendEvents(tx, [{ topic: TOPICS.tracking, key: booking.id, payload: trackingPayload(booking.id, state, now) }]);
+        return true;
+      });
+      if (won) {
+        changed += 1;
+        if (announce) published += 1;
+      }
+    }
+    return { changed, published };
   }
 
   // ---- reads -------------------------------------------------------------------------------------
@@ -277,39 +350,43 @@ export class RentalStore {
   }): Promise<QuoteRecord> {
     await this.releaseExpired(input.now);
     const { now } = input;
+    // Reference data (sites, the catalogue's rates and depots), fixed by migrations: read and checked, and
+    // the runs forecast, before any transaction, so no transaction waits on the prediction subgraph.
+    const site = (
+      await this.db.query<Place>('SELECT id, name, latitude, longitude FROM rental_locations WHERE id = $1', [input.locationId])
+    ).rows[0];
+    if (!site) {
+      throw domainError('BAD_USER_INPUT', `Unknown location "${input.locationId}"`, [
+        { field: 'locationId', message: `unknown location "${input.locationId}"` },
+      ]);
+    }
+    const catalogue = await this.db.query<{ id: string; hourlyRateCents: number; depotId: string; latitude: number; longitude: number }>(
+      `SELECT m.id, m.hourly_rate_cents AS "hourlyRateCents", m.depot_id AS "depotId", d.latitude, d.longitude
+       FROM rental_machines m JOIN rental_depots d ON d.id = m.depot_id WHERE m.id = ANY($1)`,
+      [input.machineIds],
+    );
+    const unknown = input.machineIds.filter((id) => !catalogue.rows.some((r) => r.id === id));
+    if (unknown.length > 0) {
+      throw domainError('BAD_USER_INPUT', `Unknown machine${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`, [
+        { field: 'machineIds', message: `unknown machine ids: ${unknown.join(', ')}` },
+      ]);
+    }
+    const machines = catalogue.rows.map((m) => ({
+      id: m.id,
+      hourlyRateCents: m.hourlyRateCents,
+      depotId: m.depotId,
+      depot: { latitude: m.latitude, longitude: m.longitude },
+    }));
+    // A rental starts when its machines can be on site: trucks leave when the booking is confirmed, at the
+    // latest when this quote expires; each run is forecast for that departure.
+    const expiresAt = new Date(now.getTime() + this.options.quoteTtlSeconds * 1000);
+    const runs = deliveryRuns(machines, site);
+    const departAt = promiseDeparture(expiresAt);
+    const travel = await this.options.forecast(runs.map((r) => ({ distanceKm: r.distanceKm, departAt })));
+    const quoted: QuotedRun[] = runs.map((r, i) => ({ ...r, travel: travel[i]! }));
+    const earliest = earliestStart(quoted, expiresAt);
+    if (input.startTime.getTime() < earliest.getTime()) throw startTooEarly(quoted, earliest);
     return this.transact(async (tx) => {
-      const site = (
-        await tx.query<Place>('SELECT id, name, latitude, longitude FROM rental_locations WHERE id = $1', [input.locationId])
-      ).rows[0];
-      if (!site) {
-        throw domainError('BAD_USER_INPUT', `Unknown location "${input.locationId}"`, [
-          { field: 'locationId', message: `unknown location "${input.locationId}"` },
-        ]);
-      }
-      // Catalogue facts (rate, depot), fixed by migrations: read before any reservation is taken.
-      const catalogue = await tx.query<{ id: string; hourlyRateCents: number; depotId: string; latitude: number; longitude: number }>(
-        `SELECT m.id, m.hourly_rate_cents AS "hourlyRateCents", m.depot_id AS "depotId", d.latitude, d.longitude
-         FROM rental_machines m JOIN rental_depots d ON d.id = m.depot_id WHERE m.id = ANY($1)`,
-        [input.machineIds],
-      );
-      const unknown = input.machineIds.filter((id) => !catalogue.rows.some((r) => r.id === id));
-      if (unknown.length > 0) {
-        throw domainError('BAD_USER_INPUT', `Unknown machine${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`, [
-          { field: 'machineIds', message: `unknown machine ids: ${unknown.join(', ')}` },
-        ]);
-      }
-      const machines = catalogue.rows.map((m) => ({
-        id: m.id,
-        hourlyRateCents: m.hourlyRateCents,
-        depotId: m.depotId,
-        depot: { latitude: m.latitude, longitude: m.longitude },
-      }));
-      // A rental starts when its machines can be on site: trucks leave when the booking is confirmed,
-      // at the latest when this quote expires.
-      const expiresAt = new Date(now.getTime() + this.options.quoteTtlSeconds * 1000);
-      const runs = deliveryRuns(machines, site);
-      const earliest = earliestStart(runs, expiresAt);
-      if (input.startTime.getTime() < earliest.getTime()) throw startTooEarly(runs, earliest);
       const quoteId = randomUUID();
       // Lock in id order so overlapping quotes cannot deadlock; rows taken meanwhile drop out of the filter.
       const reserved = await tx.query<{ id: string }>(
@@ -365,7 +442,7 @@ export class RentalStore {
           price.leadTimeHours,
           price.leadTimeFactor,
           JSON.stringify(price.lineItems),
-          JSON.stringify(price.deliveries),
+          JSON.stringify(price.deliveries.map((d, i) => ({ ...d, travel: quoted[i]!.travel }))),
           price.subtotalCents,
           price.deliveryCents,
           price.totalCents,
@@ -404,6 +481,17 @@ export class RentalStore {
       ]);
     }
     await this.releaseExpired(now);
+    // The delivery plan is forecast before the transaction (no transaction waits on prediction), from the
+    // quote's fixed terms; the transaction decides whether this request confirms it.
+    const terms = (
+      await this.db.query<Pick<QuoteRecord, 'deliveries' | 'startTime' | 'expiresAt'>>(
+        `SELECT deliveries, start_time AS "startTime", expires_at AS "expiresAt" FROM rental_quotes WHERE id = $1 AND status = 'active'`,
+        [quoteId],
+      )
+    ).rows[0];
+    const planned = terms
+      ? await planLegs({ runs: terms.deliveries, confirmedAt: now, startTime: terms.startTime, expiresAt: terms.expiresAt, forecast: this.options.forecast })
+      : null;
     try {
       return await this.transact(async (tx) => {
         const replay = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint);
@@ -441,7 +529,8 @@ export class RentalStore {
         if (moved.rowCount !== quote.machineIds.length) {
           throw new Error(`quote ${quoteId} held ${moved.rowCount} of its ${quote.machineIds.length} machines`);
         }
-        const legs = planLegs(quote.deliveries, now, quote.startTime);
+        if (!planned) throw new Error(`quote ${quoteId} was confirmed without a delivery plan`);
+        const legs = planned;
         const tracking = trackingState(legs, this.trackingPlaces(quote.locationId), now, false);
         // The ledger pages by seq: draw it in commit order, so a client paging meanwhile never passes
         // over a booking whose number was drawn earlier but not yet committed.

@@ -1,16 +1,27 @@
 import { interpolate, type LatLon } from './geo.js';
+import { after, ruleForecast, type EtaSource, type TravelForecast, type TravelForecaster } from './travel.js';
 
-/** Delivery simulation constants. */
+/** Delivery planning constants. */
 export const DELIVERY = {
-  /** Average speed of a low-loader on regional roads. */
-  speedKmh: 45,
   /** Loading at the depot between dispatch and departure. */
   loadingMinutes: 15,
-  /** Trucks aim to arrive this long before the rental starts. */
+  /** Trucks are planned to be on site this long before the rental starts, at the forecast's q90. */
   arrivalBufferMinutes: 30,
 } as const;
 
+const LOAD_MS = DELIVERY.loadingMinutes * 60_000;
+const BUFFER_MS = DELIVERY.arrivalBufferMinutes * 60_000;
+
 export type TrackingStatus = 'scheduled' | 'dispatched' | 'in_transit' | 'on_site' | 'completed';
+
+/**
+ * The forecast a truck runs on: road minutes for `remainingKm` of road from the instant `from` (its
+ * departure, or the instant the run was forecast again on the road, see `reforecastLeg`).
+ */
+export interface LegForecast extends TravelForecast {
+  from: string;
+  remainingKm: number;
+}
 
 /** A planned truck run, fixed at confirmation and stored with the booking. */
 export interface PlannedLeg {
@@ -19,54 +30,124 @@ export interface PlannedLeg {
   distanceKm: number;
   dispatchAt: string;
   departAt: string;
+  /** The median arrival (the forecast's q50): when the truck is on site. */
   arriveAt: string;
+  /** Absent in plans stored before forecasts: the 45 km/h rule from the departure. */
+  forecast?: LegForecast;
 }
 
-/** Road time of a truck run, milliseconds: the distance at the low-loader's average speed. */
-export const roadMs = (distanceKm: number) => (distanceKm / DELIVERY.speedKmh) * 3_600_000;
-
-/**
- * When every truck run is on site if all are dispatched at `dispatchAt`: loading at the depot, then the
- * road time. The same figures `planLegs` schedules with, so a quote's promise and its tracking agree.
- */
-export function earliestArrival(deliveries: readonly { distanceKm: number }[], dispatchAt: Date): Date {
-  const longest = Math.max(0, ...deliveries.map((d) => roadMs(d.distanceKm)));
-  return new Date(dispatchAt.getTime() + DELIVERY.loadingMinutes * 60_000 + longest);
+/** A quote's delivery run, with the forecast its earliest start was promised against. */
+export interface QuotedRun {
+  depotId: string;
+  machineIds: string[];
+  distanceKm: number;
+  /**
+   * The run's forecast for a departure when the quote expires (the latest a confirmation can dispatch
+   * it). Absent in quotes stored before forecasts: the rule.
+   */
+  travel?: TravelForecast;
 }
+
+/** When a run leaves its depot if it is dispatched when the quote expires (the latest confirmation). */
+export const promiseDeparture = (expiresAt: Date) => new Date(expiresAt.getTime() + LOAD_MS);
 
 /**
  * The earliest start a quote can promise: trucks are dispatched when the booking is confirmed, and a quote
- * can be confirmed until it expires, so its machines are on site by `earliestArrival(deliveries,
- * expiresAt)`, rounded up to the whole minute. A start at or after it is always met by `planLegs`, whenever
- * within the quote's life the booking is confirmed.
+ * can be confirmed until it expires, so each run leaves at the latest at `promiseDeparture(expiresAt)`
+ * and is on site by its forecast's q90 from there; rounded up to the whole minute. A start at or after it
+ * is met by `planLegs` whenever within the quote's life the booking is confirmed.
  */
-export function earliestStart(deliveries: readonly { distanceKm: number }[], expiresAt: Date): Date {
-  return new Date(Math.ceil(earliestArrival(deliveries, expiresAt).getTime() / 60_000) * 60_000);
+export function earliestStart(runs: readonly QuotedRun[], expiresAt: Date): Date {
+  const depart = promiseDeparture(expiresAt).getTime();
+  const arrival = Math.max(depart, ...runs.map((r) => after(depart, (r.travel ?? ruleForecast(r.distanceKm)).q90)));
+  return new Date(Math.ceil(arrival / 60_000) * 60_000);
+}
+
+/** The forecast a stored leg runs on (a plan stored before forecasts: the rule from its departure). */
+export function legForecast(leg: PlannedLeg): LegForecast {
+  return leg.forecast ?? { ...ruleForecast(leg.distanceKm), from: leg.departAt, remainingKm: leg.distanceKm };
 }
 
 /**
- * Plans one truck run per depot: dispatched so it arrives `arrivalBufferMinutes` before the start,
- * but never before the booking is confirmed.
+ * Plans one truck run per depot from the runs' travel forecasts: each leaves so that it is on site
+ * `arrivalBufferMinutes` before the start at its q90, never before the booking is confirmed and loaded.
+ * The forecast depends on the departure (rush hours) and the departure on the forecast, so the departure
+ * is iterated to its fixed point (at most four forecasts, usually two). A run that cannot make the start
+ * when it leaves now (its median arrival after the start) leaves instead when the quote's promise has it
+ * leave, on the forecast the promise was made with: a start at or after the quote's earliest start is met
+ * whenever within the quote's life it is confirmed (when prediction answered the quote).
  */
-export function planLegs(
-  deliveries: { depotId: string; machineIds: string[]; distanceKm: number }[],
-  confirmedAt: Date,
-  startTime: Date,
-): PlannedLeg[] {
-  return deliveries.map((d) => {
-    const travelMs = roadMs(d.distanceKm);
-    const loadMs = DELIVERY.loadingMinutes * 60_000;
-    const idealDispatch = startTime.getTime() - DELIVERY.arrivalBufferMinutes * 60_000 - travelMs - loadMs;
-    const dispatch = Math.max(confirmedAt.getTime(), idealDispatch);
+export async function planLegs(args: {
+  runs: readonly QuotedRun[];
+  confirmedAt: Date;
+  startTime: Date;
+  expiresAt: Date;
+  forecast: TravelForecaster;
+}): Promise<PlannedLeg[]> {
+  const { runs, startTime } = args;
+  const start = startTime.getTime();
+  const target = start - BUFFER_MS;
+  const earliestDepart = args.confirmedAt.getTime() + LOAD_MS;
+  const departureFor = (f: TravelForecast) => Math.max(earliestDepart, Math.floor(target - f.q90 * 60_000));
+  const ask = (departs: number[]) => args.forecast(runs.map((r, i) => ({ distanceKm: r.distanceKm, departAt: new Date(departs[i]!) })));
+
+  let departs = runs.map((r) => departureFor(ruleForecast(r.distanceKm)));
+  let forecasts = await ask(departs);
+  for (let round = 0; round < 3; round++) {
+    const next = forecasts.map(departureFor);
+    if (next.every((t, i) => t === departs[i])) break;
+    departs = next;
+    forecasts = await ask(departs);
+  }
+  return runs.map((run, i) => {
+    let depart = departs[i]!;
+    let forecast = forecasts[i]!;
+    const promised = run.travel;
+    if (after(depart, forecast.q50) > start && promised?.source === 'model') {
+      const promisedDepart = promiseDeparture(args.expiresAt).getTime();
+      if (after(promisedDepart, promised.q50) <= start) {
+        depart = promisedDepart;
+        forecast = promised;
+      }
+    }
+    const departAt = new Date(depart).toISOString();
     return {
-      depotId: d.depotId,
-      machineIds: d.machineIds,
-      distanceKm: d.distanceKm,
-      dispatchAt: new Date(dispatch).toISOString(),
-      departAt: new Date(dispatch + loadMs).toISOString(),
-      arriveAt: new Date(dispatch + loadMs + travelMs).toISOString(),
+      depotId: run.depotId,
+      machineIds: run.machineIds,
+      distanceKm: run.distanceKm,
+      dispatchAt: new Date(depart - LOAD_MS).toISOString(),
+      departAt,
+      arriveAt: new Date(after(depart, forecast.q50)).toISOString(),
+      forecast: { ...forecast, from: departAt, remainingKm: run.distanceKm },
     };
   });
+}
+
+/** A run forecast by the rule, not yet on site at `now`: forecast again once prediction answers. */
+export function needsForecast(leg: PlannedLeg, now: Date): boolean {
+  return legForecast(leg).source === 'rule' && now.getTime() < Date.parse(leg.arriveAt);
+}
+
+/**
+ * The run forecast again at `now`: before its departure, for the whole road from the planned departure;
+ * on the road, for the distance left from where the truck is now. The truck keeps its place; its arrival
+ * becomes the new forecast's median.
+ */
+export function reforecastLeg(leg: PlannedLeg, state: LegState, now: Date, forecast: TravelForecast): PlannedLeg {
+  const departed = now.getTime() >= Date.parse(leg.departAt);
+  const from = departed ? now.getTime() : Date.parse(leg.departAt);
+  const remainingKm = departed ? state.distanceRemainingKm : leg.distanceKm;
+  return {
+    ...leg,
+    arriveAt: new Date(after(from, forecast.q50)).toISOString(),
+    forecast: { ...forecast, from: new Date(from).toISOString(), remainingKm },
+  };
+}
+
+/** Where a reforecast asks from: the distance and instant `reforecastLeg` will use. */
+export function reforecastRun(leg: PlannedLeg, state: LegState, now: Date): { distanceKm: number; departAt: Date } {
+  const departed = now.getTime() >= Date.parse(leg.departAt);
+  return departed ? { distanceKm: state.distanceRemainingKm, departAt: now } : { distanceKm: leg.distanceKm, departAt: new Date(leg.departAt) };
 }
 
 export interface LegState {
@@ -74,39 +155,85 @@ export interface LegState {
   status: TrackingStatus;
   coordinates: LatLon;
   distanceRemainingKm: number;
+  /** The median arrival. */
+  eta: Date;
+  /** The arrival at the forecast's q10 and q90 for the road left. */
+  etaQ10: Date;
+  etaQ90: Date;
+  etaSource: EtaSource;
+  etaModelVersion: string | null;
+}
+
+const km2 = (x: number) => Math.round(x * 100) / 100;
+
+/**
+ * Where a leg is at `now`: a pure function of the stored plan and time, so it survives restarts. With no
+ * telemetry, the truck covers its road at its forecast's median pace: the median ETA stands, and the
+ * q10-q90 band is the forecast's, scaled to the share of the road still ahead.
+ */
+export function legState(leg: PlannedLeg, depot: LatLon, site: LatLon, now: Date, completed: boolean): LegState {
+  const f = legForecast(leg);
+  const t = now.getTime();
+  const dispatch = Date.parse(leg.dispatchAt);
+  const depart = Date.parse(leg.departAt);
+  const from = Date.parse(f.from);
+  const arrive = Date.parse(leg.arriveAt);
+  const eta = new Date(arrive);
+  const source = { etaSource: f.source, etaModelVersion: f.version };
+  const band = (q10: number, q90: number) => ({ eta, etaQ10: new Date(q10), etaQ90: new Date(q90), ...source });
+  const waiting = (status: TrackingStatus): LegState => ({
+    leg,
+    status,
+    coordinates: depot,
+    distanceRemainingKm: leg.distanceKm,
+    ...band(after(from, f.q10), after(from, f.q90)),
+  });
+  if (completed || t >= arrive) {
+    return { leg, status: completed ? 'completed' : 'on_site', coordinates: site, distanceRemainingKm: 0, ...band(arrive, arrive) };
+  }
+  if (t < dispatch) return waiting('scheduled');
+  if (t < depart) return waiting('dispatched');
+  if (t < from) {
+    // On the road before the run was forecast again: the stretch it had covered by then, at an even pace.
+    const remainingKm = leg.distanceKm - (leg.distanceKm - f.remainingKm) * ((t - depart) / (from - depart));
+    return {
+      leg,
+      status: 'in_transit',
+      coordinates: interpolate(depot, site, leg.distanceKm > 0 ? 1 - remainingKm / leg.distanceKm : 1),
+      distanceRemainingKm: km2(remainingKm),
+      ...band(after(from, f.q10), after(from, f.q90)),
+    };
+  }
+  const ahead = arrive > from ? (arrive - t) / (arrive - from) : 0;
+  const remainingKm = f.remainingKm * ahead;
+  const progress = leg.distanceKm > 0 ? 1 - remainingKm / leg.distanceKm : 1;
+  return {
+    leg,
+    status: 'in_transit',
+    coordinates: interpolate(depot, site, progress),
+    distanceRemainingKm: km2(remainingKm),
+    ...band(Math.min(arrive, after(t, f.q10 * ahead)), Math.max(arrive, after(t, f.q90 * ahead))),
+  };
 }
 
 export interface TrackingState {
   status: TrackingStatus;
   coordinates: LatLon;
   eta: Date;
+  etaQ10: Date;
+  etaQ90: Date;
+  etaSource: EtaSource;
+  etaModelVersion: string | null;
   minutesRemaining: number;
   distanceRemainingKm: number;
   legs: LegState[];
 }
 
-/** Where a leg is at `now`: a pure function of the stored plan and time, so it survives restarts. */
-export function legState(leg: PlannedLeg, depot: LatLon, site: LatLon, now: Date, completed: boolean): LegState {
-  const t = now.getTime();
-  const dispatch = Date.parse(leg.dispatchAt);
-  const depart = Date.parse(leg.departAt);
-  const arrive = Date.parse(leg.arriveAt);
-  if (completed) return { leg, status: 'completed', coordinates: site, distanceRemainingKm: 0 };
-  if (t < dispatch) return { leg, status: 'scheduled', coordinates: depot, distanceRemainingKm: leg.distanceKm };
-  if (t < depart) return { leg, status: 'dispatched', coordinates: depot, distanceRemainingKm: leg.distanceKm };
-  if (t < arrive) {
-    const progress = (t - depart) / (arrive - depart);
-    return {
-      leg,
-      status: 'in_transit',
-      coordinates: interpolate(depot, site, progress),
-      distanceRemainingKm: Math.round(leg.distanceKm * (1 - progress) * 100) / 100,
-    };
-  }
-  return { leg, status: 'on_site', coordinates: site, distanceRemainingKm: 0 };
-}
+/** The leg that arrives last: the booking is on site when it is. */
+export const criticalLeg = (legs: readonly PlannedLeg[]): PlannedLeg =>
+  legs.reduce((a, b) => (Date.parse(b.arriveAt) > Date.parse(a.arriveAt) ? b : a));
 
-/** The booking follows its last-arriving leg: it is on site only when every machine is. */
+/** The booking follows its last-arriving leg: its status, place, ETA and band are that truck's. */
 export function trackingState(
   legs: PlannedLeg[],
   places: { depot: (id: string) => LatLon; site: LatLon },
@@ -114,13 +241,17 @@ export function trackingState(
   completed: boolean,
 ): TrackingState {
   const states = legs.map((leg) => legState(leg, places.depot(leg.depotId), places.site, now, completed));
-  const critical = states.reduce((a, b) => (Date.parse(b.leg.arriveAt) > Date.parse(a.leg.arriveAt) ? b : a));
-  const eta = new Date(Date.parse(critical.leg.arriveAt));
+  const last = criticalLeg(legs);
+  const critical = states.find((s) => s.leg === last)!;
   return {
     status: critical.status,
     coordinates: critical.coordinates,
-    eta,
-    minutesRemaining: completed ? 0 : Math.max(0, Math.round(((eta.getTime() - now.getTime()) / 60_000) * 10) / 10),
+    eta: critical.eta,
+    etaQ10: critical.etaQ10,
+    etaQ90: critical.etaQ90,
+    etaSource: critical.etaSource,
+    etaModelVersion: critical.etaModelVersion,
+    minutesRemaining: completed ? 0 : Math.max(0, Math.round(((critical.eta.getTime() - now.getTime()) / 60_000) * 10) / 10),
     distanceRemainingKm: critical.distanceRemainingKm,
     legs: states,
   };
@@ -133,6 +264,11 @@ export interface TrackingEventPayload {
   latitude: number;
   longitude: number;
   eta: string;
+  /** Absent in events published before forecasts (the rule: equal to `eta`). */
+  etaQ10?: string;
+  etaQ90?: string;
+  etaSource?: EtaSource;
+  etaModelVersion?: string | null;
   minutesRemaining: number;
   distanceRemainingKm: number;
   at: string;
@@ -147,6 +283,10 @@ export function trackingPayload(bookingId: string, state: TrackingState, at: Dat
     latitude: state.coordinates.latitude,
     longitude: state.coordinates.longitude,
     eta: state.eta.toISOString(),
+    etaQ10: state.etaQ10.toISOString(),
+    etaQ90: state.etaQ90.toISOString(),
+    etaSource: state.etaSource,
+    etaModelVersion: state.etaModelVersion,
     minutesRemaining: state.minutesRemaining,
     distanceRemainingKm: state.distanceRemainingKm,
     at: at.toISOString(),
@@ -171,7 +311,7 @@ export function dueTrackingEvents(args: {
   const from = ORDER.indexOf(published.status);
   const to = ORDER.indexOf(current.status);
   if (to > from) {
-    const critical = legs.reduce((a, b) => (Date.parse(b.arriveAt) > Date.parse(a.arriveAt) ? b : a));
+    const critical = criticalLeg(legs);
     const enteredAt: Record<TrackingStatus, string> = {
       scheduled: critical.dispatchAt,
       dispatched: critical.dispatchAt,

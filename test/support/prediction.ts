@@ -1,3 +1,5 @@
+import { execute, parse, type GraphQLSchema } from 'graphql';
+
 /** Valid feature payloads of the three models, as REST clients send them (snake_case, integer codes). */
 
 export const dwellFeatures = {
@@ -106,3 +108,36 @@ export const lockerInput = {
   hourSin: 0.5,
   hourCos: -0.866025,
 };
+
+/** Prediction's own forecast of a truck run (Booking.deliveryForecast from a representation). */
+export interface RunForecast {
+  q10Minutes: number;
+  q50Minutes: number;
+  q90Minutes: number;
+  arrivalQ10: string;
+  arrivalQ50: string;
+  arrivalQ90: string;
+  modelVersion: string;
+}
+
+/**
+ * Asks a prediction subgraph instance directly (its `_entities`, as the gateway would) for the forecast of
+ * a run of `distanceKm` leaving at `departAt`: the figure tracking and quotes must agree with.
+ */
+export async function runForecast(
+  instance: { schema: GraphQLSchema; context(request: { headers: Record<string, string> }): unknown },
+  distanceKm: number,
+  departAt: number | string,
+): Promise<RunForecast> {
+  const result = await execute({
+    schema: instance.schema,
+    document: parse(`query($r: [_Any!]!) { _entities(representations: $r) { ... on Booking {
+      deliveryForecast { q10Minutes q50Minutes q90Minutes arrivalQ10 arrivalQ50 arrivalQ90 modelVersion } } } }`),
+    variableValues: {
+      r: [{ __typename: 'Booking', id: 'probe', deliveryDistanceKm: distanceKm, deliveryDepartAt: new Date(departAt).toISOString() }],
+    },
+    contextValue: instance.context({ headers: {} }),
+  });
+  if (result.errors) throw new Error(JSON.stringify(result.errors));
+  return (result.data as { _entities: { deliveryForecast: RunForecast }[] })._entities[0]!.deliveryForecast;
+}

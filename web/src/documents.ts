@@ -33,11 +33,13 @@ const DELIVERY_BOOKING = /* GraphQL */ `
       status
       coordinates { latitude longitude }
       eta
+      etaQ10
+      etaQ90
+      etaSource
       minutesRemaining
       distanceRemainingKm
       legs { ...DashboardLeg }
     }
-    deliveryForecast { q10Minutes q50Minutes q90Minutes arrivalQ10 arrivalQ50 arrivalQ90 }
   }
   ${DELIVERY_LEG}
 `;
@@ -91,6 +93,9 @@ export const TRACKING_EVENTS = /* GraphQL */ `
       status
       coordinates { latitude longitude }
       eta
+      etaQ10
+      etaQ90
+      etaSource
       minutesRemaining
       distanceRemainingKm
       at

@@ -18,16 +18,6 @@ const leg = z.object({
 });
 export type Leg = z.infer<typeof leg>;
 
-const forecast = z.object({
-  q10Minutes: z.number(),
-  q50Minutes: z.number(),
-  q90Minutes: z.number(),
-  arrivalQ10: z.string(),
-  arrivalQ50: z.string(),
-  arrivalQ90: z.string(),
-});
-export type Forecast = z.infer<typeof forecast>;
-
 const delivery = z.object({
   id: z.string(),
   status: z.string(),
@@ -39,12 +29,13 @@ const delivery = z.object({
     status: z.string(),
     coordinates,
     eta: z.string(),
+    etaQ10: z.string(),
+    etaQ90: z.string(),
+    etaSource: z.string(),
     minutesRemaining: z.number(),
     distanceRemainingKm: z.number(),
     legs: z.array(leg),
   }),
-  // Null when the prediction subgraph cannot answer (UPSTREAM_UNAVAILABLE at its path).
-  deliveryForecast: z.nullable(forecast),
 });
 export type Delivery = z.infer<typeof delivery>;
 
@@ -101,6 +92,9 @@ export const trackingEvent = z.object({
     status: z.string(),
     coordinates,
     eta: z.string(),
+    etaQ10: z.string(),
+    etaQ90: z.string(),
+    etaSource: z.string(),
     minutesRemaining: z.number(),
     distanceRemainingKm: z.number(),
     at: z.string(),

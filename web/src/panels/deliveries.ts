@@ -1,5 +1,5 @@
 import { clock, fill, h, label, minutes, s, token } from '../dom.js';
-import type { Coordinates, Delivery, Forecast, Leg, Place, TrackingEvent } from '../schemas.js';
+import type { Coordinates, Delivery, Leg, Place, TrackingEvent } from '../schemas.js';
 import { serverNow } from '../server-time.js';
 
 interface DeliveryView {
@@ -9,11 +9,14 @@ interface DeliveryView {
   machineIds: string[];
   status: string;
   coordinates: Coordinates;
+  /** The last-arriving run's median arrival, with its q10-q90 band and where it comes from. */
   eta: string;
+  etaQ10: string;
+  etaQ90: string;
+  etaSource: string;
   minutesRemaining: number;
   distanceRemainingKm: number;
   legs: Leg[];
-  forecast: Forecast | null;
 }
 
 const ACTIVE = new Set(['SCHEDULED', 'DISPATCHED', 'IN_TRANSIT']);
@@ -28,7 +31,9 @@ export function isActive(delivery: Delivery): boolean {
 
 /**
  * Active deliveries on a map (depots, sites, each truck run as a route with its moving marker) and as a
- * list with the ETA and the prediction subgraph's q10-q90 arrival band for the last-arriving run.
+ * list with the tracking's ETA and q10-q90 arrival band for the last-arriving run: the prediction
+ * subgraph's travel model for the road left (the same numbers as the booking's delivery forecast), or the
+ * 45 km/h rule while prediction cannot answer, which the band says.
  */
 export class DeliveriesPanel {
   private depots = new Map<string, Place>();
@@ -65,10 +70,12 @@ export class DeliveriesPanel {
       status: delivery.tracking.status,
       coordinates: delivery.tracking.coordinates,
       eta: delivery.tracking.eta,
+      etaQ10: delivery.tracking.etaQ10,
+      etaQ90: delivery.tracking.etaQ90,
+      etaSource: delivery.tracking.etaSource,
       minutesRemaining: delivery.tracking.minutesRemaining,
       distanceRemainingKm: delivery.tracking.distanceRemainingKm,
       legs: delivery.tracking.legs,
-      forecast: delivery.deliveryForecast,
     });
     this.schedule();
   }
@@ -84,6 +91,9 @@ export class DeliveriesPanel {
       status: event.status,
       coordinates: event.coordinates,
       eta: event.eta,
+      etaQ10: event.etaQ10,
+      etaQ90: event.etaQ90,
+      etaSource: event.etaSource,
       minutesRemaining: event.minutesRemaining,
       distanceRemainingKm: event.distanceRemainingKm,
       legs: event.booking.tracking.legs,
@@ -210,7 +220,7 @@ export class DeliveriesPanel {
     const site = this.sites.get(d.siteId);
     const depots = [...new Set(d.legs.map((l) => l.depot.id))].join(' + ');
     const active = ACTIVE.has(d.status);
-    const f = d.forecast;
+    const model = d.etaSource === 'MODEL';
     return h(
       'li',
       { class: `delivery${active ? '' : ' arrived'}`, 'data-booking': d.id, 'data-status': token(d.status) },
@@ -222,16 +232,18 @@ export class DeliveriesPanel {
         h('span', { 'data-field': 'eta' }, 'ETA ', h('strong', {}, clock(d.eta))),
         active ? h('span', { 'data-field': 'remaining' }, `${minutes(d.minutesRemaining)} · ${d.distanceRemainingKm.toFixed(1)} km`) : h('span', {}, 'on site'),
       ),
-      f
-        ? h(
-            'div',
-            { class: 'band-text', 'data-field': 'band', 'data-q10': f.arrivalQ10, 'data-q90': f.arrivalQ90 },
-            'forecast q10–q90 ',
-            h('strong', {}, `${clock(f.arrivalQ10)}–${clock(f.arrivalQ90)}`),
-            ` · q50 ${clock(f.arrivalQ50)} (${minutes(f.q10Minutes)}–${minutes(f.q90Minutes)} on the road)`,
-          )
-        : h('div', { class: 'band-text muted', 'data-field': 'band' }, 'forecast unavailable'),
-      f ? bandSvg(d, f) : null,
+      active
+        ? model
+          ? h(
+              'div',
+              { class: 'band-text', 'data-field': 'band', 'data-source': 'model', 'data-q10': d.etaQ10, 'data-q90': d.etaQ90 },
+              'q10–q90 ',
+              h('strong', {}, `${clock(d.etaQ10)}–${clock(d.etaQ90)}`),
+              ' · travel model',
+            )
+          : h('div', { class: 'band-text muted', 'data-field': 'band', 'data-source': 'rule' }, 'no band: 45 km/h rule while prediction cannot answer')
+        : null,
+      active && model ? bandSvg(d) : null,
     );
   }
 }
@@ -241,27 +253,26 @@ function shortName(name: string): string {
   return name.split(' ').slice(0, 2).join(' ');
 }
 
-/** A timeline of the last-arriving run: departure, the q10-q90 arrival band with its q50, the planned ETA and now. */
-function bandSvg(d: DeliveryView, f: Forecast): SVGSVGElement {
+/** A timeline of the last-arriving run: departure, the q10-q90 arrival band with its median (the ETA) and now. */
+function bandSvg(d: DeliveryView): SVGSVGElement {
   const last = d.legs.reduce<Leg | null>((a, l) => (a === null || Date.parse(l.eta) > Date.parse(a.eta) ? l : a), null);
-  const depart = last ? Date.parse(last.departAt) : Date.parse(f.arrivalQ10) - f.q10Minutes * 60_000;
-  const times = [depart, Date.parse(f.arrivalQ10), Date.parse(f.arrivalQ90), Date.parse(d.eta)];
-  const from = Math.min(...times);
-  const to = Math.max(...times);
+  const [q10, eta, q90] = [Date.parse(d.etaQ10), Date.parse(d.eta), Date.parse(d.etaQ90)];
+  const depart = last ? Date.parse(last.departAt) : q10;
+  const from = Math.min(depart, q10);
+  const to = Math.max(q90, eta);
   const span = Math.max(to - from, 60_000) * 1.08;
   const W = 300;
   const x = (t: number) => (8 + ((t - from) / span) * (W - 16)).toFixed(1);
   const now = serverNow();
   return s(
     'svg',
-    { class: 'band', viewBox: `0 0 ${W} 30`, role: 'img', 'aria-label': `arrival between ${clock(f.arrivalQ10)} and ${clock(f.arrivalQ90)}` },
+    { class: 'band', viewBox: `0 0 ${W} 30`, role: 'img', 'aria-label': `arrival between ${clock(d.etaQ10)} and ${clock(d.etaQ90)}` },
     s('line', { class: 'band-axis', x1: x(depart), x2: W - 8, y1: 12, y2: 12 }),
-    s('rect', { class: 'band-range', x: x(Date.parse(f.arrivalQ10)), y: 5, width: Math.max(2, Number(x(Date.parse(f.arrivalQ90))) - Number(x(Date.parse(f.arrivalQ10)))), height: 14, rx: 3 }),
-    s('line', { class: 'band-median', x1: x(Date.parse(f.arrivalQ50)), x2: x(Date.parse(f.arrivalQ50)), y1: 3, y2: 21 }),
+    s('rect', { class: 'band-range', x: x(q10), y: 5, width: Math.max(2, Number(x(q90)) - Number(x(q10))), height: 14, rx: 3 }),
     s('circle', { class: 'band-depart', cx: x(depart), cy: 12, r: 3 }),
-    s('path', { class: 'band-eta', d: `M${x(Date.parse(d.eta))},6 l5,6 l-5,6 l-5,-6 Z` }),
+    s('path', { class: 'band-eta', d: `M${x(eta)},6 l5,6 l-5,6 l-5,-6 Z` }),
     now >= from && now <= from + span ? s('line', { class: 'band-now', x1: x(now), x2: x(now), y1: 0, y2: 24 }) : null,
     s('text', { class: 'band-label', x: x(depart), y: 29, 'text-anchor': 'start' }, `dep ${clock(depart)}`),
-    s('text', { class: 'band-label', x: x(Date.parse(d.eta)), y: 29, 'text-anchor': 'middle' }, `eta ${clock(d.eta)}`),
+    s('text', { class: 'band-label', x: x(eta), y: 29, 'text-anchor': 'middle' }, `eta ${clock(d.eta)}`),
   );
 }
