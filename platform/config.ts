@@ -114,6 +114,27 @@ const envSchema = z.object({
     .optional()
     .transform((raw) => (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k.length > 0))
     .pipe(z.array(z.string().min(8, 'each API key in API_KEYS must be at least 8 characters'))),
+  /**
+   * A JSON file of API keys with their principals: an array of `{ "key" | "key_sha256", "principal",
+   * "tenant", "scopes": [...] }` (gateway/auth.ts). Raw keys are hashed when the file is read.
+   */
+  API_KEYS_FILE: z.string().min(1).optional(),
+  /** Bearer JWTs from an identity provider: its JWKS (https:// or http://). Needs AUTH_ISSUER and AUTH_AUDIENCE. */
+  AUTH_JWKS_URL: z.string().regex(/^https?:\/\/\S+$/, 'AUTH_JWKS_URL must be an http(s):// URL').optional(),
+  /** The `iss` a token must carry. */
+  AUTH_ISSUER: z.string().min(1).optional(),
+  /** The `aud` a token must carry (one of them). */
+  AUTH_AUDIENCE: z.string().min(1).optional(),
+  /** The claim naming a token's tenant. @default tenant */
+  AUTH_TENANT_CLAIM: z.string().min(1).default('tenant'),
+  /** The claim listing a token's scopes (a space-separated string or an array). @default scope, then scp */
+  AUTH_SCOPES_CLAIM: z.string().min(1).optional(),
+  /**
+   * The secret the gateway signs the caller's principal with for its subgraphs (HMAC-SHA256, at least 32
+   * characters); the gateway and every subgraph process of a distributed deployment share it. Unset: each
+   * process makes its own, which is enough when the subgraphs run in the gateway's process.
+   */
+  PRINCIPAL_SECRET: z.string().min(32, 'PRINCIPAL_SECRET must be at least 32 characters').optional(),
   /** Log level of the server log (pino levels). @default info */
   LOG_LEVEL: z.enum(logLevels).default('info'),
   /**
@@ -216,6 +237,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   if (parsed.data.HTTP_HEADERS_TIMEOUT_MS > parsed.data.HTTP_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(['HTTP_HEADERS_TIMEOUT_MS: must not exceed HTTP_REQUEST_TIMEOUT_MS (the headers are part of the request)']);
+  }
+  const jwt = [parsed.data.AUTH_JWKS_URL, parsed.data.AUTH_ISSUER, parsed.data.AUTH_AUDIENCE];
+  if (jwt.some((v) => v !== undefined) && jwt.some((v) => v === undefined)) {
+    throw new ConfigError(['AUTH_JWKS_URL, AUTH_ISSUER and AUTH_AUDIENCE: set all three to accept bearer JWTs, or none']);
   }
   if (parsed.data.DATABASE_SCHEMA && !parsed.data.DATABASE_URL) {
     throw new ConfigError(['DATABASE_SCHEMA: needs DATABASE_URL (the embedded database has one schema)']);

@@ -1,4 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createAuthenticator } from '../gateway/auth.js';
 import { ConfigError, loadConfig } from '../platform/config.js';
 
 describe('configuration', () => {
@@ -32,5 +36,38 @@ describe('configuration', () => {
   ])('rejects %o, naming %s', (env, name) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(new RegExp(name));
+  });
+
+  it('API_KEYS_FILE and the JWT settings: a bad file or half a JWT setup stops the start, naming what is wrong', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'keys-'));
+    try {
+      const file = (name: string, content: string) => {
+        const path = join(dir, name);
+        writeFileSync(path, content);
+        return path;
+      };
+      const problems = (path: string) => {
+        try {
+          createAuthenticator(loadConfig({ API_KEYS_FILE: path }));
+        } catch (error) {
+          expect(error).toBeInstanceOf(ConfigError);
+          return (error as ConfigError).problems.join('\n');
+        }
+        throw new Error('no ConfigError');
+      };
+      expect(problems(join(dir, 'missing.json'))).toContain('cannot read');
+      expect(problems(file('not-json.json', '{'))).toContain('as JSON');
+      expect(problems(file('scope.json', JSON.stringify([{ key: 'k'.repeat(20), principal: 'p', tenant: 't', scopes: ['rental:everything'] }])))).toMatch(/entry 0\.scopes\.0: each scope must be one of ops:admin/);
+      expect(problems(file('both.json', JSON.stringify([{ key: 'k'.repeat(20), key_sha256: 'a'.repeat(64), principal: 'p', tenant: 't', scopes: ['fleet:read'] }])))).toContain('exactly one of key and key_sha256');
+      expect(problems(file('short.json', JSON.stringify([{ key: 'short', principal: 'p', tenant: 't', scopes: ['fleet:read'] }])))).toContain('at least 16 characters');
+      const twice = { key: 'k'.repeat(20), principal: 'p', tenant: 't', scopes: ['fleet:read'] };
+      expect(problems(file('twice.json', JSON.stringify([twice, { ...twice, principal: 'q' }])))).toContain('entry 1 repeats a key');
+      const ok = createAuthenticator(loadConfig({ API_KEYS_FILE: file('ok.json', JSON.stringify([twice])) }));
+      expect(ok.enabled).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(() => loadConfig({ AUTH_JWKS_URL: 'https://idp.test/jwks' })).toThrow(/set all three/);
+    expect(() => loadConfig({ PRINCIPAL_SECRET: 'short' })).toThrow(/at least 32 characters/);
   });
 });
