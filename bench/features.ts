@@ -8,6 +8,7 @@ import { DAY_MS, emptyLabels, type LabelRows, type ViewData } from '../subgraphs
 import type { FeaturesContext } from '../subgraphs/features/resolvers.js';
 import { sortView, tsAsOf } from '../subgraphs/features/ts-engine.js';
 import { Random } from '../platform/random.js';
+import { SYSTEM_PRINCIPAL } from '../platform/principal.js';
 
 /*
  * `npm run bench -- features [labels:rows ...]`: the point-in-time join with both engines side by side on
@@ -178,7 +179,7 @@ async function onlineLookups(): Promise<void> {
     try {
       const res = await fetch(`${server.url}/features/offline`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
       if (!res.ok) throw new Error(`materialization failed: ${res.status}`);
-      const ctx = server.subgraphs.get('features')!.context({ headers: {} }) as FeaturesContext;
+      const ctx = server.subgraphs.get('features')!.context({ headers: {}, principal: SYSTEM_PRINCIPAL }) as FeaturesContext;
       const id = (i: number) => `P-${String((i % 3000) + 1).padStart(6, '0')}`;
       const inProcess = await lookups((i) => ctx.service.onlineFeatures('policy', id(i)), 3000);
       const overRest = await restLookups(server.url, 3000);

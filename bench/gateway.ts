@@ -4,6 +4,7 @@ import { join, relative } from 'node:path';
 import { argv, env } from 'node:process';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { withoutSecurityDirectives } from '../gateway/authorization.js';
 import { subgraphNames } from '../schema/subgraphs.js';
 import type { LoadResult } from './gateway/load.js';
 import { LoadGenerator, measurePaired, measureRound, pairedSide, resetPeaks, summarize, type Cell, type CellResult, type Round, type RunSettings, type Target } from './gateway/measure.js';
@@ -133,7 +134,10 @@ export default async function gatewayBench(): Promise<void> {
     const supergraphFile = join(tmp, 'supergraph.graphql');
     writeFileSync(
       supergraphFile,
-      readFileSync(join(root, 'schema', 'supergraph.graphql'), 'utf8').replace(/@join__graph\(name: "(\w+)", url: "[^"]*"\)/g, (m, name: string) =>
+      // The peers get the supergraph without the SECURITY features (@requiresScopes, @authenticated), which
+      // stock @apollo/gateway refuses to load; the project gateway runs in demo mode, whose principal
+      // holds every scope, so every gateway gives the same answers.
+      withoutSecurityDirectives(readFileSync(join(root, 'schema', 'supergraph.graphql'), 'utf8')).replace(/@join__graph\(name: "(\w+)", url: "[^"]*"\)/g, (m, name: string) =>
         subgraphUrls[name] ? `@join__graph(name: "${name}", url: "${subgraphUrls[name]}")` : m,
       ),
     );

@@ -1,6 +1,6 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
-import type { GatewayContext } from './context.js';
+import { principalKey, type GatewayContext } from './context.js';
 
 /*
  * Identical subgraph reads in flight at the same moment are made once. A fetch is identical when it goes
@@ -41,7 +41,7 @@ export function collapsing(source: GraphQLDataSource<GatewayContext>, onCollapse
       const headers = Object.entries(options.context.headers)
         .filter(([name, value]) => value !== undefined && !NOT_IN_KEY.has(name))
         .sort(([a], [b]) => (a < b ? -1 : 1));
-      const key = JSON.stringify([query, options.request.operationName ?? null, options.request.variables ?? {}, headers]);
+      const key = JSON.stringify([query, options.request.operationName ?? null, options.request.variables ?? {}, headers, principalKey(options.context.principal)]);
       const joined = inFlight.get(key);
       if (joined) {
         onCollapsed();

@@ -2,6 +2,7 @@ import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { tracer, tracingEnabled } from './tracing.js';
 import { execute, parse, validate, type DocumentNode, type GraphQLError } from 'graphql';
+import { SYSTEM_PRINCIPAL } from '../platform/principal.js';
 import type { SubgraphInstance } from '../platform/subgraph.js';
 import type { GatewayContext } from './context.js';
 import { serializeSubgraphError, unavailableErrors } from './subgraph-errors.js';
@@ -43,8 +44,10 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
   private async run(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
     const query = options.request.query ?? '';
     const variables = options.request.variables ?? {};
-    // Health checks carry no incoming request, so no headers to forward.
-    const headers = 'incomingRequestContext' in options ? options.context.headers : {};
+    // Health checks carry no incoming request, so no headers to forward; they act as the system.
+    const incoming = 'incomingRequestContext' in options;
+    const headers = incoming ? options.context.headers : {};
+    const principal = incoming ? options.context.principal : SYSTEM_PRINCIPAL;
     const prepared = this.prepare(query);
     if ('errors' in prepared) {
       return { errors: prepared.errors.map((e) => ({ ...e.toJSON(), extensions: { ...e.extensions, code: 'GRAPHQL_VALIDATION_FAILED' } })) };
@@ -56,7 +59,7 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
         document: prepared.document,
         variableValues: variables,
         operationName: options.request.operationName ?? null,
-        contextValue: this.subgraph.context({ headers }),
+        contextValue: this.subgraph.context({ headers, principal }),
       });
     } catch (error) {
       // The subgraph could not answer at all: as over the network, its fields fail and the rest stands.

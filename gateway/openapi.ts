@@ -41,7 +41,7 @@ const problemSchema = z
 function commonErrors(route: RestRoute, keysRequired: boolean): ErrorCode[] {
   const codes: ErrorCode[] = [];
   if (route.body || route.query || route.params) codes.push('BAD_USER_INPUT');
-  if (keysRequired && !route.public) codes.push('UNAUTHENTICATED');
+  if (keysRequired && !route.public) codes.push('UNAUTHENTICATED', 'FORBIDDEN');
   if (route.body) codes.push('PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE');
   // Every path runs its operation through the gateway: a subgraph it cannot reach (distributed mode) is 502.
   codes.push('UPSTREAM_UNAVAILABLE', 'SERVICE_UNAVAILABLE', 'INTERNAL_SERVER_ERROR');
@@ -80,7 +80,10 @@ function operationId(module: RestModule, route: RestRoute): string {
   return words.map((w, i) => (i === 0 ? w : w[0]!.toUpperCase() + w.slice(1))).join('').replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
 }
 
-function routeConfig(module: RestModule, route: RestRoute, keysRequired: boolean): RouteConfig {
+function routeConfig(module: RestModule, route: RestRoute, options: OpenApiOptions): RouteConfig {
+  const { keysRequired } = options;
+  // The scopes the route's operation needs (from the supergraph's declarations), on either scheme.
+  const scopes = options.scopesOf?.(route.operation) ?? [];
   const representations = Object.entries(route.representations ?? {});
   const bodyTypes = Object.keys(route.textBodies ?? {});
   return {
@@ -89,7 +92,7 @@ function routeConfig(module: RestModule, route: RestRoute, keysRequired: boolean
     operationId: operationId(module, route),
     summary: route.summary,
     tags: [module.name],
-    ...(route.public ? { security: [] } : {}),
+    ...(route.public ? { security: [] } : scopes.length > 0 ? { security: [{ apiKey: scopes }, { bearer: scopes }] } : {}),
     request: {
       ...(route.params ? { params: route.params as z.ZodObject } : {}),
       ...(route.query ? { query: route.query as z.ZodObject } : {}),
@@ -123,6 +126,8 @@ export interface OpenApiOptions {
   /** Whether API keys are configured: non-public paths then answer 401 without one. */
   keysRequired: boolean;
   version: string;
+  /** The scopes a route's operation needs (gateway/authorization.ts); listed in each path's `security`. */
+  scopesOf?: (operation: string) => string[];
 }
 
 /** The OpenAPI 3.1 document of every module's REST paths. */
@@ -130,7 +135,7 @@ export function buildOpenApiDocument(modules: readonly RestModule[], options: Op
   const registry = new OpenAPIRegistry();
   registry.registerComponent('securitySchemes', 'apiKey', { type: 'apiKey', in: 'header', name: 'x-api-key' });
   registry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
-  for (const module of modules) for (const route of module.routes) registry.registerPath(routeConfig(module, route, options.keysRequired));
+  for (const module of modules) for (const route of module.routes) registry.registerPath(routeConfig(module, route, options));
   return new OpenApiGeneratorV31(registry.definitions).generateDocument({
     openapi: '3.1.0',
     info: {

@@ -3,6 +3,8 @@ import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { parse, type GraphQLFormattedError } from 'graphql';
 import { STATUS_CODES } from 'node:http';
 import { Pool } from 'undici';
+import { randomUUID } from 'node:crypto';
+import { PRINCIPAL_HEADER, SYSTEM_PRINCIPAL, type PrincipalSigner } from '../platform/principal.js';
 import { FORWARDED_HEADERS, type GatewayContext } from './context.js';
 import { unavailableErrors } from './subgraph-errors.js';
 import { injectTrace } from './tracing.js';
@@ -22,7 +24,7 @@ export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
   constructor(
     private readonly service: string,
     url: string,
-    private readonly options: { timeoutMs: number; apiKey: string | undefined; onFailure: (error: unknown) => void },
+    private readonly options: { timeoutMs: number; apiKey: string | undefined; signer: PrincipalSigner | null; onFailure: (error: unknown) => void },
   ) {
     const target = new URL(url);
     const pool = new Pool(target.origin, { connections: 64, keepAliveTimeout: 30_000 });
@@ -38,11 +40,17 @@ export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
   override willSendRequest(options: GraphQLDataSourceProcessOptions<GatewayContext>): void {
     const headers = options.request.http?.headers;
     if (!headers) return;
-    const incoming = 'incomingRequestContext' in options ? options.context.headers : {};
+    const fromClient = 'incomingRequestContext' in options;
+    const incoming = fromClient ? options.context.headers : {};
     for (const name of FORWARDED_HEADERS) {
       const value = incoming[name];
       if (value !== undefined) headers.set(name, value);
     }
+    // The caller's principal, signed for this request (health checks act as the system).
+    const requestId = incoming['x-request-id'] ?? randomUUID();
+    headers.set('x-request-id', requestId);
+    const signer = this.options.signer;
+    if (signer) headers.set(PRINCIPAL_HEADER, signer.sign(fromClient ? options.context.principal : SYSTEM_PRINCIPAL, requestId));
     if (this.options.apiKey) headers.set('x-api-key', this.options.apiKey);
     // The trace goes on to the subgraph server (a no-op unless tracing is on).
     injectTrace(headers);

@@ -4,7 +4,8 @@ import type { z } from 'zod';
 import { isErrorCode, type FieldProblem } from '../platform/errors.js';
 import { snakeFieldPath, type RestRoute } from '../platform/rest.js';
 import { boundedFields, checkInput, fieldsDetail } from '../platform/validate.js';
-import { gatewayContextFrom, type GatewayContext } from './context.js';
+import type { Principal } from '../platform/principal.js';
+import { gatewayContextFrom, principalOf, type GatewayContext } from './context.js';
 import { problem, sendProblem, type Problem } from './problem.js';
 
 export interface OperationResult {
@@ -56,6 +57,11 @@ export interface RestEngineOptions {
    * answer that strays from the OpenAPI document is a fault, answered 500 and logged, so tests catch it.
    */
   checkAnswers: boolean;
+  /**
+   * Judges the route's operation for the request's principal before its input is read (gateway/
+   * authorization.ts): a caller who may not use the route learns nothing from validation. @default none
+   */
+  authorize?: (operation: string, principal: Principal) => GraphQLError | null;
 }
 
 /** An answer that does not match its route's documented schema (a fault of the server, never the caller). */
@@ -80,6 +86,8 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
     exposeHeadRoute: route.method === 'GET',
     handler: async (request: FastifyRequest, reply: FastifyReply) => {
       const instance = request.url;
+      const denied = options.authorize?.(route.operation, principalOf(request));
+      if (denied) return sendProblem(reply, problemFromGraphQL(denied.toJSON(), [], instance, {}));
       if (isTextBody(request.body)) {
         const { type, text } = request.body[TEXT_BODY];
         const parsed = route.textBodies![type]!(text);
@@ -91,7 +99,7 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
       }
       const input = readInput(route, request);
       if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
-      const result = await execute(route.operation, omitUndefined(route.variables(input.value)), gatewayContextFrom(request.headers));
+      const result = await execute(route.operation, omitUndefined(route.variables(input.value)), gatewayContextFrom(request.headers, principalOf(request)));
       const failure = result.errors?.[0];
       if (failure) return sendProblem(reply, problemFromGraphQL(failure, result.errors ?? [], instance, route.fieldNames ?? {}));
       try {

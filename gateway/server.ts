@@ -18,7 +18,10 @@ import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { acceptsGraphQLResponse } from './accept.js';
 import { createAuthenticator } from './auth.js';
 import { boundedVariableErrorsPlugin, skipRepeatedVariableValidation } from './bounded-errors.js';
-import { gatewayContextFrom, type GatewayContext } from './context.js';
+import { ANONYMOUS_PRINCIPAL, DEMO_PRINCIPAL, PrincipalSigner, type Principal } from '../platform/principal.js';
+import { auditPlugin, type AuditSink } from './audit.js';
+import { authorizationPlugin, createAuthorizer, withoutSecurityDirectives } from './authorization.js';
+import { gatewayContextFrom, principalOf, type GatewayContext } from './context.js';
 import { registerDashboard } from './dashboard.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
 import { READY_CHECK_TIMEOUT_MS, readyWithin } from './health.js';
@@ -49,6 +52,8 @@ export interface ServerOptions {
   clock?: Clock;
   /** The subgraphs to serve. @default every registered subgraph */
   subgraphs?: readonly SubgraphModule[];
+  /** Where the audit trail of state changes goes (gateway/audit.ts). @default the server log, as `audit` lines */
+  audit?: AuditSink;
 }
 
 export interface RunningServer {
@@ -77,6 +82,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const unknown = [...remoteUrls.keys()].filter((name) => !modules.some((m) => m.name === name));
   if (unknown.length > 0) {
     throw new ConfigError([`SUBGRAPH_URLS: no subgraph named ${unknown.join(', ')} (known: ${modules.map((m) => m.name).join(', ')})`]);
+  }
+  if (remoteUrls.size > 0 && !config.PRINCIPAL_SECRET && (config.API_KEYS_FILE || config.AUTH_JWKS_URL)) {
+    throw new ConfigError([
+      'PRINCIPAL_SECRET: needed with SUBGRAPH_URLS when API_KEYS_FILE or AUTH_JWKS_URL is set, so that subgraph servers can check whom a request acts for',
+    ]);
   }
   const local = modules.filter((m) => !remoteUrls.has(m.name));
   const httpOptions = {
@@ -114,6 +124,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       : null;
   const byName: ReadonlyMap<string, SubgraphInstance> = runtime?.instances ?? new Map();
   const gatewayKey = config.API_KEYS[0];
+  // The caller's principal travels to subgraph servers signed with the secret they share.
+  const signer = PrincipalSigner.from(config.PRINCIPAL_SECRET);
 
   // Bodies are JSON: without a text/plain parser, any other media type is 415 (as the README documents).
   app.removeContentTypeParser('text/plain');
@@ -132,7 +144,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }
     void turns.enter().then(() => parseJson(request, text, done));
   });
-  const auth = createAuthenticator(config.API_KEYS);
+  const auth = createAuthenticator(config);
   exposeRequestId(app);
   if (tracingEnabled()) nameSpansByRoute(app);
   // Subgraph answers that are functions of the request alone, over all subgraphs (gateway/fetch-cache.ts).
@@ -153,7 +165,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // @apollo/gateway otherwise exports usage metrics to Apollo and probes cloud metadata endpoints at
   // start; the supergraph sends nothing off the machine unless an operator opts in (README, "Telemetry").
   process.env['APOLLO_TELEMETRY_DISABLED'] ??= 'true';
-  const supergraphSdl = readCheckedInSupergraph();
+  // Who may use which field is declared in the supergraph (gateway/authorization.ts); the planners get it
+  // without those SECURITY features, which they do not support.
+  const composed = readCheckedInSupergraph();
+  const authorizer = createAuthorizer(composed);
+  const supergraphSdl = withoutSecurityDirectives(composed);
   const dataSources = new Map<string, GraphQLDataSource>();
   const closeRemoteSources = async () => {
     for (const source of dataSources.values()) if (source instanceof RemoteDataSource) await source.close();
@@ -168,6 +184,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         source = new RemoteDataSource(name, url, {
           timeoutMs: config.SUBGRAPH_TIMEOUT_MS,
           apiKey: gatewayKey,
+          signer,
           onFailure: (error) => app.log.warn({ subgraph: name, reason: String(error) }, 'subgraph unavailable'),
         });
       } else if (instance) {
@@ -199,7 +216,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     persistedQueries: false,
     // No landing page: Apollo's loads scripts and fonts from its CDN, and nothing leaves the machine, so a
     // browser asking /graphql for text/html gets 406 like any other client that accepts no GraphQL type.
-    plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginLandingPageDisabled(), requestErrorStatusPlugin(), boundedVariableErrorsPlugin(), turnGatePlugin(turns)],
+    plugins: [
+      fastifyApolloDrainPlugin(app),
+      ApolloServerPluginLandingPageDisabled(),
+      requestErrorStatusPlugin(),
+      boundedVariableErrorsPlugin(),
+      turnGatePlugin(turns),
+      authorizationPlugin(authorizer),
+      auditPlugin(options.audit ?? ((entry) => app.log.info({ audit: entry }, 'audit'))),
+    ],
     formatError: (formatted, error) => formatGraphQLError(formatted, error, app.log),
   });
   await apollo.start();
@@ -213,10 +238,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   // One credential check for GraphQL over HTTP and every REST path; routes declared public (the JWKS,
   // /health) stay open.
+  // Every credential resolves to a principal (gateway/auth.ts); the request acts for it from here on.
+  app.decorateRequest('principal', null);
   app.addHook('onRequest', async (request, reply) => {
-    if (!auth.enabled || routes.isPublic(request)) return;
-    if (auth.verify(request.headers as Record<string, string | undefined>)) return;
-    return refuse(reply, request.url, 'UNAUTHENTICATED', 'Missing or invalid API key: send x-api-key or Authorization: Bearer');
+    if (routes.isPublic(request)) {
+      request.principal = auth.enabled ? ANONYMOUS_PRINCIPAL : DEMO_PRINCIPAL;
+      return;
+    }
+    const result = await auth.authenticate(request.headers as Record<string, string | undefined>);
+    if ('principal' in result) {
+      request.principal = result.principal;
+      return;
+    }
+    return refuse(reply, request.url, 'UNAUTHENTICATED', `Missing or invalid credential (${result.refused}): send x-api-key or Authorization: Bearer`);
   });
 
   // Bodies are read as sent: a compressed body would be parsed as if it were plain JSON.
@@ -250,7 +284,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     path: '/graphql',
     // OPTIONS is answered for every path alike (204 with Allow), not by Apollo.
     method: ['GET', 'POST'],
-    context: async (request) => gatewayContextFrom(request.headers),
+    context: async (request) => gatewayContextFrom(request.headers, principalOf(request)),
   });
 
   const execute: OperationExecutor = async (operation, variables, contextValue) => {
@@ -261,17 +295,24 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     return { data: data ?? null, ...(errors ? { errors } : {}) };
   };
   // Outside production every REST answer is checked against its documented schema (gateway/rest-engine.ts).
-  const restOptions = { checkAnswers: process.env['NODE_ENV'] !== 'production' };
+  const restOptions = {
+    checkAnswers: process.env['NODE_ENV'] !== 'production',
+    authorize: (operation: string, principal: Principal) => authorizer.checkOperation(operation, principal),
+  };
   for (const module of modules) registerRestRoutes(app, module.restPrefix, module.routes, execute, restOptions);
   // The REST contract, generated from the same route tables and schemas, and a page that renders it.
-  const openApi = buildOpenApiDocument(modules, { keysRequired: auth.enabled, version: PACKAGE_VERSION });
+  const openApi = buildOpenApiDocument(modules, {
+    keysRequired: auth.enabled,
+    version: PACKAGE_VERSION,
+    scopesOf: (operation) => authorizer.scopesOf(operation),
+  });
   app.get('/openapi.json', { config: { public: true }, exposeHeadRoute: true }, async (_request, reply) => reply.type('application/json').send(openApi));
   registerApiReference(app);
   // Prometheus metrics; behind the API key like every other path when keys are configured.
   app.get('/metrics', async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
 
   const inProcess = inProcessUpstream(byName, (error) => app.log.error({ err: error }, 'subgraph fault'));
-  const remote = remoteUpstream(remoteUrls, { apiKey: gatewayKey, keepAliveMs: config.WS_KEEPALIVE_MS, maxQueued: config.WS_MAX_QUEUED_EVENTS });
+  const remote = remoteUpstream(remoteUrls, { apiKey: gatewayKey, signer, keepAliveMs: config.WS_KEEPALIVE_MS, maxQueued: config.WS_MAX_QUEUED_EVENTS });
   const subscriptions = new SubscriptionExecutor({
     supergraphSdl,
     services: () => Object.fromEntries([...dataSources.entries()]),
@@ -331,6 +372,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
     maxPayloadBytes: config.BODY_LIMIT_BYTES,
     limiter,
+    authorizer,
     maxSubscriptions: config.WS_MAX_SUBSCRIPTIONS,
   });
 

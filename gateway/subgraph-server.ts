@@ -1,3 +1,4 @@
+import { GraphQLError } from 'graphql';
 import { lingerOnRefusedBodies } from './linger.js';
 import { ApolloServer } from '@apollo/server';
 import { exposeRequestId, requestIdOf } from './request-id.js';
@@ -15,7 +16,8 @@ import { isDatabaseUnavailable } from '../platform/db-errors.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.js';
 import type { SubgraphModule } from '../platform/subgraph.js';
 import { createAuthenticator } from './auth.js';
-import { gatewayContextFrom } from './context.js';
+import { ANONYMOUS_PRINCIPAL, DEMO_PRINCIPAL, PRINCIPAL_HEADER, PrincipalSigner, type Principal } from '../platform/principal.js';
+import { gatewayContextFrom, principalOf } from './context.js';
 import { readyWithin } from './health.js';
 import { assertPortFree, listenFailure } from './port.js';
 import { problem, sendProblem } from './problem.js';
@@ -74,7 +76,8 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
       app.log.warn(`subgraph ${module.name} asks ${peer}, which SUBGRAPH_URLS does not name: it answers with its fallback (see docs/rental.md)`);
     }
   }
-  const auth = createAuthenticator(config.API_KEYS);
+  const auth = createAuthenticator(config);
+  const signer = PrincipalSigner.from(config.PRINCIPAL_SECRET);
   const onInternalError = (error: unknown) => app.log.error({ err: error, subgraph: module.name }, 'subgraph fault');
 
   const apollo = new ApolloServer<SubgraphContext>({
@@ -99,15 +102,38 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
     throw error;
   }
 
+  // The principal: the one the gateway signed for this request, or else the request's own credential. A
+  // principal header that does not verify (forged, expired, made for another request) is refused.
+  app.decorateRequest('principal', null);
   app.addHook('onRequest', async (request, reply) => {
-    if (!auth.enabled || routes.isPublic(request)) return;
-    if (auth.verify(request.headers as Record<string, string | undefined>)) return;
-    await sendProblem(reply, problem('UNAUTHENTICATED', 'Missing or invalid API key', { instance: request.url }));
+    if (routes.isPublic(request)) {
+      request.principal = auth.enabled ? ANONYMOUS_PRINCIPAL : DEMO_PRINCIPAL;
+      return;
+    }
+    const header = request.headers[PRINCIPAL_HEADER];
+    if (header !== undefined) {
+      const signed = signer?.verify(typeof header === 'string' ? header : undefined, request.id);
+      if (signed) {
+        request.principal = signed;
+        return;
+      }
+      await sendProblem(reply, problem('UNAUTHENTICATED', `Invalid ${PRINCIPAL_HEADER}: not signed by this deployment's gateway for this request`, { instance: request.url }));
+      return reply;
+    }
+    const result = await auth.authenticate(request.headers as Record<string, string | undefined>);
+    if ('principal' in result) {
+      request.principal = result.principal;
+      return;
+    }
+    await sendProblem(reply, problem('UNAUTHENTICATED', `Missing or invalid credential (${result.refused})`, { instance: request.url }));
     return reply;
   });
   await app.register(fastifyApollo(apollo), {
     path: '/graphql',
-    context: async (request) => instance.context({ headers: gatewayContextFrom(request.headers).headers }) as SubgraphContext,
+    context: async (request) => {
+      const principal = principalOf(request);
+      return instance.context({ headers: gatewayContextFrom(request.headers, principal).headers, principal }) as SubgraphContext;
+    },
   });
   const health = async (_request: unknown, reply: FastifyReply) => {
     const ready = await readyWithin(() => instance.ready());
@@ -118,18 +144,37 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
   app.get('/health/live', { config: { public: true }, exposeHeadRoute: true }, async () => ({ subgraph: module.name, status: 'ok' }));
 
   await app.ready();
+  const connections = new WeakMap<object, Principal>();
+  const subscriptionPrincipal = (ctx: object, extensions: Record<string, unknown> | null | undefined): Principal | null => {
+    const header = extensions?.[PRINCIPAL_HEADER];
+    if (header === undefined) return connections.get(ctx) ?? null;
+    const requestId = extensions?.['requestId'];
+    return signer?.verify(typeof header === 'string' ? header : undefined, typeof requestId === 'string' ? requestId : undefined) ?? null;
+  };
   const wss = new WebSocketServer({ server: app.server, path: '/graphql', maxPayload: config.BODY_LIMIT_BYTES });
   const disposer = useServer<Record<string, unknown> | undefined, { socket: WebSocket; request: IncomingMessage }>(
     {
       schema: instance.schema,
       connectionInitWaitTimeout: config.WS_CONNECTION_INIT_TIMEOUT_MS,
-      onConnect: (ctx) => {
-        if (auth.verify(credentialHeadersOf(ctx.connectionParams))) return true;
+      onConnect: async (ctx) => {
+        const result = await auth.authenticate(credentialHeadersOf(ctx.connectionParams));
+        if ('principal' in result) {
+          connections.set(ctx, result.principal);
+          return true;
+        }
         ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized');
         return false;
       },
+      // A subscription acts for the principal the gateway signed into it, else for the connection's.
+      onSubscribe: (ctx, _id, payload) => {
+        if (payload.extensions?.[PRINCIPAL_HEADER] === undefined || subscriptionPrincipal(ctx, payload.extensions)) return;
+        return [new GraphQLError(`Invalid ${PRINCIPAL_HEADER}: not signed by this deployment's gateway for this request`, { extensions: { code: 'UNAUTHENTICATED' } })];
+      },
       // One context per operation: subscription resolvers renew its time and loaders per event.
-      context: (ctx) => instance.context({ headers: gatewayContextFrom(ctx.extra.request.headers).headers }) as Record<string, unknown>,
+      context: (ctx, _id, payload) => {
+        const principal = subscriptionPrincipal(ctx, payload.extensions) ?? connections.get(ctx) ?? DEMO_PRINCIPAL;
+        return instance.context({ headers: gatewayContextFrom(ctx.extra.request.headers, principal).headers, principal }) as Record<string, unknown>;
+      },
       onNext: (_ctx, _id, _payload, _args, result): FormattedExecutionResult | void => {
         if (!result.errors) return;
         return { ...result, errors: result.errors.map((e) => serializeSubgraphError(e, onInternalError)) } as FormattedExecutionResult;

@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import { execute, parse, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { PRINCIPAL_HEADER, SYSTEM_PRINCIPAL, type Principal, type PrincipalSigner } from './principal.js';
 
 /**
  * How one subgraph asks another for an answer (rental asks prediction for the travel forecast of a truck
@@ -23,7 +25,7 @@ export class PeerUnavailable extends Error {
 /** What a peer running in this process offers a caller: its schema and a context for a request. */
 export interface LocalPeer {
   schema: GraphQLSchema;
-  context(request: { headers: Readonly<Record<string, string | undefined>> }): unknown;
+  context(request: { headers: Readonly<Record<string, string | undefined>>; principal: Principal }): unknown;
 }
 
 export interface PeerOptions {
@@ -31,8 +33,10 @@ export interface PeerOptions {
   local: () => ReadonlyMap<string, LocalPeer>;
   /** Peers served by other processes: name -> GraphQL URL. */
   urls: Readonly<Record<string, string>>;
-  /** Sent as `x-api-key` to remote peers (their servers check it as the gateway's). */
+  /** Sent as `x-api-key` to remote peers. */
   apiKey?: string | undefined;
+  /** Signs the system's principal for remote peers (their servers check it as the gateway's). */
+  signer: PrincipalSigner | null;
   timeoutMs: number;
   /**
    * After a failure, the peer counts as away for this long: calls fail at once instead of each waiting
@@ -59,15 +63,18 @@ export function createPeers(options: PeerOptions): Peers {
       schema: instance.schema,
       document: parsed(document),
       variableValues: variables,
-      contextValue: instance.context({ headers: {} }),
+      contextValue: instance.context({ headers: {}, principal: SYSTEM_PRINCIPAL }),
     })) as ExecutionResult;
 
   const remote = async (url: string, document: string, variables: Record<string, unknown>): Promise<ExecutionResult> => {
+    const requestId = randomUUID();
     const response = await fetch(url, {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
         accept: 'application/json',
+        'x-request-id': requestId,
+        ...(options.signer ? { [PRINCIPAL_HEADER]: options.signer.sign(SYSTEM_PRINCIPAL, requestId) } : {}),
         ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}),
       },
       body: JSON.stringify({ query: document, variables }),

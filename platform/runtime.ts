@@ -5,6 +5,7 @@ import { openDatabase, type Database } from './db.js';
 import { EventHub } from './event-hub.js';
 import { migrate } from './migrate.js';
 import { createPeers } from './peers.js';
+import { PrincipalSigner } from './principal.js';
 import type { SubgraphInstance, SubgraphModule } from './subgraph.js';
 
 const platformMigrations = { owner: 'platform', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) };
@@ -43,6 +44,7 @@ export async function startSubgraphRuntime(args: {
     local: () => instances,
     urls: config.SUBGRAPH_URLS,
     apiKey: config.API_KEYS[0],
+    signer: PrincipalSigner.from(config.PRINCIPAL_SECRET),
     timeoutMs: config.PEER_TIMEOUT_MS,
   });
   const close = async () => {

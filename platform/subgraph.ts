@@ -7,11 +7,17 @@ import type { Database } from './db.js';
 import type { EventHub } from './event-hub.js';
 import type { MigrationSet } from './migrate.js';
 import type { Peers } from './peers.js';
+import type { Principal } from './principal.js';
 import type { RestRoute } from './rest.js';
 
 /** What a subgraph learns about the request that reached the gateway (forwarded as headers). */
 export interface SubgraphRequest {
   headers: Readonly<Record<string, string | undefined>>;
+  /**
+   * Who the request acts for, as the gateway authenticated it (signed for subgraphs in other processes,
+   * platform/principal.ts). Subgraphs check ownership against it.
+   */
+  principal: Principal;
 }
 
 export interface SubgraphDeps {

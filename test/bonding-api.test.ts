@@ -4,6 +4,8 @@ import { TRANSITIONS, type SessionState } from '../subgraphs/bonding/state-machi
 import { gql, rest } from './support/http.js';
 import { startTestServer, targets, type TestServer } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
+import { SYSTEM_PRINCIPAL, type Principal } from '../platform/principal.js';
+import { createLoaders, type BondingContext } from '../subgraphs/bonding/resolvers.js';
 
 /** Polls until `check` returns a value, failing after `ms`. */
 async function waitFor<T>(what: string, check: () => Promise<T | null | undefined | false>, ms = 10_000): Promise<T> {
@@ -323,18 +325,29 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     await c.dispose();
   });
 
-  it('never shows the key itself outside demo mode', async () => {
+  it('outside demo mode, keys are distilled on and shown to the session\'s own user only', async () => {
     const instance = server.subgraphs.get('bonding')!;
     const start = await rest(url, 'POST', '/bonding/api/bonding/start?user_id=keyed');
-    const ctx = { ...(instance.context({ headers: {} }) as Record<string, unknown>), demoMode: false };
-    const result = await execute({
-      schema: instance.schema,
-      document: parse('mutation($i: QuantumKeyInput!) { generateQuantumKey(input: $i) { status key fingerprint } }'),
-      variableValues: { i: { sessionId: start.body['session_id'], bits: 128, seed: 1 } },
-      contextValue: ctx,
-    });
-    expect(result.errors).toBeUndefined();
-    expect(result.data!['generateQuantumKey']).toMatchObject({ status: 'COMPLETED', key: null, fingerprint: expect.stringMatching(/^[0-9a-f]{32}$/) });
+    const run = (principal: Principal) => {
+      // This server runs in demo mode; the context is made as a server with credentials would make it.
+      const ctx = instance.context({ headers: {}, principal }) as BondingContext;
+      const contextValue: BondingContext = { ...ctx, demoMode: false, loaders: createLoaders(ctx.store, principal, false) };
+      return execute({
+        schema: instance.schema,
+        document: parse('mutation($i: QuantumKeyInput!) { generateQuantumKey(input: $i) { status key fingerprint } }'),
+        variableValues: { i: { sessionId: start.body['session_id'], bits: 128, seed: 1 } },
+        contextValue,
+      });
+    };
+    // An operator sees the session but is not its user: no key.
+    const operator = await run(SYSTEM_PRINCIPAL);
+    expect(operator.errors?.[0]?.extensions?.['code']).toBe('FORBIDDEN');
+    // Another user does not see it at all.
+    const other = await run({ id: 'someone-else', tenant: 't', scopes: ['bonding:use'] });
+    expect(other.errors?.[0]?.extensions?.['code']).toBe('NOT_FOUND');
+    const owner = await run({ id: 'keyed', tenant: 't', scopes: ['bonding:use'] });
+    expect(owner.errors).toBeUndefined();
+    expect(owner.data!['generateQuantumKey']).toMatchObject({ status: 'COMPLETED', key: expect.stringMatching(/^[0-9a-f]{32}$/), fingerprint: expect.stringMatching(/^[0-9a-f]{32}$/) });
   });
 
   it.runIf(mode === 'distributed')('with the bonding subgraph down: REST 502 with a JSON error, GraphQL UPSTREAM_UNAVAILABLE at its fields only', async () => {

@@ -5,6 +5,7 @@ import { collapsing } from '../gateway/collapse.js';
 import type { GatewayContext } from '../gateway/context.js';
 import { hoursFromNow, rest } from './support/http.js';
 import { startTestServer } from './support/server.js';
+import { DEMO_PRINCIPAL, type Principal } from '../platform/principal.js';
 
 /** A subgraph stand-in whose answers are released by the test. */
 function heldSource() {
@@ -18,8 +19,8 @@ function heldSource() {
   return { source, calls };
 }
 
-const fetchOf = (query: string, variables: Record<string, unknown> = {}, headers: Record<string, string | undefined> = {}) =>
-  ({ request: { query, variables }, context: { headers }, incomingRequestContext: {} }) as unknown as GraphQLDataSourceProcessOptions<GatewayContext>;
+const fetchOf = (query: string, variables: Record<string, unknown> = {}, headers: Record<string, string | undefined> = {}, principal: Principal = DEMO_PRINCIPAL) =>
+  ({ request: { query, variables }, context: { headers, principal }, incomingRequestContext: {} }) as unknown as GraphQLDataSourceProcessOptions<GatewayContext>;
 
 describe('identical subgraph reads in flight', () => {
   it('are made once; every caller gets its own copy of the answer', async () => {
@@ -45,7 +46,7 @@ describe('identical subgraph reads in flight', () => {
     expect(await later).toEqual({ data: { machines: [] } });
   });
 
-  it('are not collapsed across documents, variables or headers that change an answer; mutations never', async () => {
+  it('are not collapsed across documents, variables, headers or principals that change an answer; mutations never', async () => {
     const { source, calls } = heldSource();
     const collapsed = collapsing(source);
     const q = 'query($id: ID!) { machine(id: $id) { id } }';
@@ -54,10 +55,12 @@ describe('identical subgraph reads in flight', () => {
       collapsed.process(fetchOf(q, { id: 'EQ-002' })),
       collapsed.process(fetchOf('query { fleetSummary { total } }')),
       collapsed.process(fetchOf(q, { id: 'EQ-001' }, { 'idempotency-key': 'k1' })),
+      // Another principal: what it may see differs, so its reads are its own.
+      collapsed.process(fetchOf(q, { id: 'EQ-001' }, {}, { id: 'app-b', tenant: 'tenant-b', scopes: ['fleet:read'] })),
       collapsed.process(fetchOf('mutation { completeBooking(id: "B") { id } }')),
       collapsed.process(fetchOf('mutation { completeBooking(id: "B") { id } }')),
     ];
-    expect(calls).toHaveLength(6);
+    expect(calls).toHaveLength(7);
     for (const call of calls) call.release({ data: {} });
     await Promise.all(pending);
   });

@@ -6,6 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { gql, hoursFromNow, rest } from './support/http.js';
 import { startFeaturesServer } from './support/features.js';
 import { backends, targets } from './support/server.js';
+import { SYSTEM_PRINCIPAL } from '../platform/principal.js';
 
 // A label-set frame's size is unknown until it runs, so the gateway assumes its documented maximum, 100,000 rows
 // (cost about 100,200): a test that asks for one over GraphQL raises GRAPHQL_MAX_COST (docs/features.md).
@@ -74,7 +75,7 @@ describe.each(targets)('features GraphQL ($name)', ({ backend, mode }) => {
         ... on Policy { id features(asOf: "2021-01-01T00:00:00Z") { value } }
         ... on Claim { id features(asOf: "2030-01-01T00:00:00Z") { column value } } } }`),
       variableValues: { r: [{ __typename: 'Policy', id: 'P-000001' }, { __typename: 'Claim', id: 'C-000002' }] },
-      contextValue: instance.context({ headers: {} }),
+      contextValue: instance.context({ headers: {}, principal: SYSTEM_PRINCIPAL }),
     });
     expect(result.errors).toBeUndefined();
     const [policy, claim] = (result.data as { _entities: { id: string; features: { column?: string; value: number | null }[] }[] })._entities;

@@ -1,10 +1,11 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import Fastify from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { openApiPath } from '../gateway/openapi.js';
 import { registerRestRoutes } from '../gateway/rest-engine.js';
+import { DEMO_PRINCIPAL } from '../platform/principal.js';
 import { defineRoute } from '../platform/rest.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
@@ -78,6 +79,15 @@ describe('the OpenAPI document of the REST façade', () => {
     expect(served.size).toBeGreaterThanOrEqual(40);
     // The signing keys stay public when keys are configured.
     expect(doc.paths['/rental/pricing/keys']?.['get']?.security).toEqual([]);
+    // Every other path names the scopes its operation needs, on either scheme, and may answer 403.
+    expect(doc.paths['/rental/pricing/quote']?.['post']?.security).toEqual([{ apiKey: ['rental:book'] }, { bearer: ['rental:book'] }]);
+    expect(doc.paths['/rental/fleet/summary']?.['get']?.security).toEqual([{ apiKey: ['fleet:read'] }, { bearer: ['fleet:read'] }]);
+    for (const [path, operations] of Object.entries(doc.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        if (path === '/rental/pricing/keys') continue;
+        expect(operation.security?.length, `${method} ${path}`).toBe(2);
+      }
+    }
   });
 
   it('documents problem details under every error status, SERVICE_UNAVAILABLE with Retry-After', () => {
@@ -253,7 +263,7 @@ describe('the OpenAPI document of the REST façade', () => {
 
 describe('answers outside their documented schema', () => {
   it('are a fault of the server (500, logged), so a drift between code and contract fails the suite', async () => {
-    const app = Fastify({ logger: false });
+    const app = actingAsDemo(Fastify({ logger: false }));
     const route = defineRoute<undefined, undefined, undefined, { n: number }>({
       method: 'GET',
       path: '/drift',
@@ -266,8 +276,17 @@ describe('answers outside their documented schema', () => {
     registerRestRoutes(app, '/t', [route], async () => ({ data: { n: 3 } }), { checkAnswers: true });
     const res = await app.inject({ method: 'GET', url: '/t/drift' });
     expect(res.statusCode).toBe(500);
-    const unchecked = Fastify({ logger: false });
+    const unchecked = actingAsDemo(Fastify({ logger: false }));
     registerRestRoutes(unchecked, '/t', [route], async () => ({ data: { n: 3 } }), { checkAnswers: false });
     expect((await unchecked.inject({ method: 'GET', url: '/t/drift' })).json()).toEqual({ count: '3' });
   });
 });
+
+/** A bare fastify app whose requests act for the demo principal, as the gateway's authentication would make them. */
+function actingAsDemo(app: FastifyInstance): FastifyInstance {
+  app.decorateRequest('principal', null);
+  app.addHook('onRequest', async (request) => {
+    request.principal = DEMO_PRINCIPAL;
+  });
+  return app;
+}

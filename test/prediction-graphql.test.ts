@@ -9,6 +9,7 @@ import { rental } from '../subgraphs/rental/index.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
 import { dwellInput, lockerInput, travelFeatures, travelInput } from './support/prediction.js';
 import { startTestServer } from './support/server.js';
+import { SYSTEM_PRINCIPAL } from '../platform/principal.js';
 
 const TRANSIT = 'q10Minutes q50Minutes q90Minutes intervalWidthMinutes modelVersion';
 const DWELL = 'q10Minutes q50Minutes q90Minutes intervalWidthMinutes worstCaseMarginMinutes risk interpretation modelVersion';
@@ -158,7 +159,7 @@ describe('prediction over GraphQL', () => {
           { __typename: 'Booking', id: 'BK-2', deliveryDistanceKm: 80, deliveryDepartAt: '2026-11-24T13:00:00.000Z' },
         ],
       },
-      contextValue: subgraph.context({ headers: {} }),
+      contextValue: subgraph.context({ headers: {}, principal: SYSTEM_PRINCIPAL }),
     });
     expect(result.errors).toBeUndefined();
     const [a, b] = (result.data as { _entities: { id: string; deliveryForecast: { q50Minutes: number; arrivalQ50: string } }[] })._entities;

@@ -48,6 +48,7 @@ describe('feature specifications', () => {
       directive @key(fields: String!) repeatable on OBJECT
       directive @external on FIELD_DEFINITION
       directive @requires(fields: String!) on FIELD_DEFINITION
+      directive @requiresScopes(scopes: [[String!]!]!) on FIELD_DEFINITION
       directive @cost(weight: Int!) on ARGUMENT_DEFINITION | ENUM | FIELD_DEFINITION | INPUT_FIELD_DEFINITION | OBJECT | SCALAR
       directive @listSize(assumedSize: Int, slicingArguments: [String!], sizedFields: [String!], requireOneSlicingArgument: Boolean = true) on FIELD_DEFINITION
       ${sdl.replace(/extend schema[\s\S]*?\n\n/, '')}`);

@@ -4,6 +4,7 @@ import { OffsetClock } from '../platform/clock.js';
 import type { SubgraphInstance } from '../platform/subgraph.js';
 import { gql, hoursFromNow } from './support/http.js';
 import { startTestServer, targets } from './support/server.js';
+import { SYSTEM_PRINCIPAL } from '../platform/principal.js';
 
 const QUOTE = `mutation($input: CreateQuoteInput!) {
   createQuote(input: $input) {
@@ -116,7 +117,7 @@ describe.each(targets)('rental over GraphQL ($name)', ({ backend, mode }) => {
           { __typename: 'Booking', id: 'BK-UNKNOWN' },
         ],
       },
-      contextValue: rental.context({ headers: {} }),
+      contextValue: rental.context({ headers: {}, principal: SYSTEM_PRINCIPAL }),
     });
     expect(result.errors).toBeUndefined();
     expect(result.data!['_entities']).toEqual([

@@ -141,6 +141,7 @@ async function seedRows(db: Database, plan: SeedPlan): Promise<void> {
       location_id: site.id,
       start_time: startTime.toISOString(),
       duration_hours: durationHours,
+      tenant: 'demo',
       utilization: price.utilization,
       surge_multiplier: price.surgeMultiplier,
       lead_time_hours: price.leadTimeHours,
@@ -159,6 +160,7 @@ async function seedRows(db: Database, plan: SeedPlan): Promise<void> {
     bookings.push({
       seq: i,
       id: seededBookingId(i),
+      tenant: 'demo',
       quote_id: quoteId,
       customer_name: `Customer ${String(i % 97).padStart(2, '0')}`,
       status: 'completed',

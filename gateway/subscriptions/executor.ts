@@ -16,7 +16,7 @@ import {
 import { Channel } from '../../platform/channel.js';
 import { checkCustomScalars } from '../../platform/scalars.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
-import type { GatewayContext } from '../context.js';
+import { principalKey, type GatewayContext } from '../context.js';
 
 /** A subgraph's answer to a subscription operation: an event stream, or errors instead of one. */
 export type UpstreamResult = AsyncIterableIterator<ExecutionResult> | { errors: readonly GraphQLFormattedError[] };
@@ -97,7 +97,8 @@ export class SubscriptionExecutor {
       return { errors: [new GraphQLError('Not a subscription operation', { extensions: { code: 'BAD_REQUEST' } })] };
     }
     const resumes = hasAfterArgument(args.document, args.variables);
-    const key = `${operationName ?? ''}\u0000${text}\u0000${stableJson(args.variables)}`;
+    // One principal's stream is never shared with another: what it may see differs.
+    const key = `${operationName ?? ''}\u0000${text}\u0000${stableJson(args.variables)}\u0000${principalKey(args.context.principal)}`;
     if (!resumes) {
       const existing = this.shared.get(key);
       if (existing) {

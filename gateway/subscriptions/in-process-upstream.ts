@@ -16,7 +16,7 @@ export function inProcessUpstream(
       document: parse(request.query),
       variableValues: request.variables,
       operationName: request.operationName ?? null,
-      contextValue: instance.context({ headers: context.headers }),
+      contextValue: instance.context({ headers: context.headers, principal: context.principal }),
     });
     if (Symbol.asyncIterator in result) return result as AsyncIterableIterator<ExecutionResult>;
     return { errors: (result.errors ?? []).map((e) => serializeSubgraphError(e, onInternalError, true)) };

@@ -1,13 +1,17 @@
+import { randomUUID } from 'node:crypto';
 import { createClient, type Client, type Sink } from 'graphql-ws';
 import type { ExecutionResult } from 'graphql';
 import WebSocket from 'ws';
 import { Channel } from '../../platform/channel.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
+import { PRINCIPAL_HEADER, type PrincipalSigner } from '../../platform/principal.js';
 import { upstreamUnavailable } from '../subgraph-errors.js';
 import type { UpstreamOpener, UpstreamResult } from './executor.js';
 
 export interface RemoteUpstreamOptions {
   apiKey: string | undefined;
+  /** Signs each subscription's principal for the subgraph (in the subscribe message's extensions). */
+  signer: PrincipalSigner | null;
   /** Ping interval; a subgraph that does not answer a ping within as long counts as lost. */
   keepAliveMs: number;
   /** Results that may wait in the gateway for one upstream subscription. @default 1000 */
@@ -89,7 +93,7 @@ export function remoteUpstream(urls: ReadonlyMap<string, string>, options: Remot
     return connection;
   };
 
-  const open: UpstreamOpener = async (service, request, _context, { exclusive }): Promise<UpstreamResult> => {
+  const open: UpstreamOpener = async (service, request, context, { exclusive }): Promise<UpstreamResult> => {
     const url = urls.get(service);
     if (!url) return { errors: [upstreamUnavailable(service)] };
     let connection: Connection;
@@ -135,8 +139,15 @@ export function remoteUpstream(urls: ReadonlyMap<string, string>, options: Remot
         channel.end();
       },
     };
+    // Streams of several principals share a connection: each subscription carries its own, signed.
+    const requestId = context.headers['x-request-id'] ?? randomUUID();
     unsubscribe = connection.client.subscribe(
-      { query: request.query, variables: request.variables, ...(request.operationName ? { operationName: request.operationName } : {}) },
+      {
+        query: request.query,
+        variables: request.variables,
+        ...(request.operationName ? { operationName: request.operationName } : {}),
+        ...(options.signer ? { extensions: { [PRINCIPAL_HEADER]: options.signer.sign(context.principal, requestId), requestId } } : {}),
+      },
       sink,
     );
     const stream: AsyncIterableIterator<ExecutionResult> = {

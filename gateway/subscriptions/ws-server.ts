@@ -5,6 +5,8 @@ import { GraphQLError, getOperationAST, print, validate, type ExecutionResult, t
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Authenticator } from '../auth.js';
+import type { Authorizer } from '../authorization.js';
+import type { Principal } from '../../platform/principal.js';
 import { clientMessage } from '../bounded-errors.js';
 import { gatewayContextFrom, type GatewayContext } from '../context.js';
 import { MAX_ERRORS, operationNotFound } from '../graphql-errors.js';
@@ -17,6 +19,7 @@ export interface WsOptions {
   path: string;
   schema: GraphQLSchema;
   auth: Authenticator;
+  authorizer: Authorizer;
   subscriptions: SubscriptionExecutor;
   /** Runs queries and mutations sent over the socket through the gateway. */
   execute(query: string, variables: Record<string, unknown>, operationName: string | undefined, context: GatewayContext): Promise<ExecutionResult>;
@@ -68,16 +71,16 @@ export function attachGraphQLWebSocket(options: WsOptions): {
   };
   options.server.on('upgrade', onUpgrade);
 
+  /** The principal each connection authenticated as (connection_init). */
+  const principals = new WeakMap<object, Principal>();
   const disposer = useServer<Record<string, unknown> | undefined, { socket: WebSocket; request: IncomingMessage }>(
     {
       schema: options.schema,
       connectionInitWaitTimeout: options.connectionInitTimeoutMs,
-      onConnect: (ctx) => {
-        if (!options.auth.enabled) {
-          open.add(ctx);
-          return true;
-        }
-        if (options.auth.verify(credentialHeadersOf(ctx.connectionParams))) {
+      onConnect: async (ctx) => {
+        const result = await options.auth.authenticate(credentialHeadersOf(ctx.connectionParams));
+        if ('principal' in result) {
+          principals.set(ctx, result.principal);
           open.add(ctx);
           return true;
         }
@@ -106,10 +109,13 @@ export function attachGraphQLWebSocket(options: WsOptions): {
         const invalid = validate(options.schema, document, undefined, { maxErrors: MAX_ERRORS });
         if (invalid.length > 0) return invalid.map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED'));
         if (!getOperationAST(document, payload.operationName)) return [operationNotFound(payload.operationName)];
+        // The same authorization as over HTTP, before the operation is planned or a stream opened.
+        const denied = options.authorizer.check(document, principals.get(ctx) ?? unauthenticated());
+        if (denied) return [denied];
         return { schema: options.schema, document, operationName: payload.operationName, variableValues: payload.variables };
       },
       context: (ctx): WsContext => ({
-        gateway: gatewayContextFrom(ctx.extra.request.headers),
+        gateway: gatewayContextFrom(ctx.extra.request.headers, principals.get(ctx) ?? unauthenticated()),
         socket: ctx.extra.socket,
       }),
       execute: async (args) => {
@@ -211,4 +217,9 @@ export function credentialHeadersOf(params: Record<string, unknown> | undefined)
     else headers[name] = name === 'authorization' ? 'Bearer' : '';
   }
   return headers;
+}
+
+/** graphql-ws runs operations only on acknowledged connections, and every acknowledged one has a principal. */
+function unauthenticated(): never {
+  throw new Error('an operation on a connection that did not authenticate');
 }

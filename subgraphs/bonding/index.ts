@@ -29,12 +29,15 @@ export const bonding: SubgraphModule = {
       onEvents: () => void events.wake(),
     });
     const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('bonding')), resolvers: resolverMap });
+    // No credential configured at all: the demo principal acts as any user, as the sandbox always has.
+    const demoMode = config.API_KEYS.length === 0 && !config.API_KEYS_FILE && !config.AUTH_JWKS_URL;
     // Every instance runs the link model; leases and conditional steps make each step happen once.
     const linkModel = periodic(() => store.runLinkModel(clock.now()), config.BONDING_TICK_MS);
     return {
       schema,
-      context(): BondingContext {
-        return { store, events, clock, now: clock.now(), demoMode: config.API_KEYS.length === 0, loaders: createLoaders(store) };
+      context(request): BondingContext {
+        const { principal } = request;
+        return { store, events, clock, now: clock.now(), demoMode, principal, loaders: createLoaders(store, principal, demoMode) };
       },
       async ready() {
         try {

@@ -4,6 +4,7 @@ import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/ind
 import type { Clock } from '../../platform/clock.js';
 import { domainError } from '../../platform/errors.js';
 import { mapEvents, type EventHub, type StoredEvent } from '../../platform/event-hub.js';
+import { isOperator, type Principal } from '../../platform/principal.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
 import { QBER_ABORT_THRESHOLD, CryptoSource, runBb84 } from './bb84.js';
@@ -31,16 +32,42 @@ export interface BondingContext {
   events: EventHub;
   clock: Clock;
   now: Date;
-  /** No API_KEYS: the generated key itself may be shown. */
+  /** No credential configured: the demo principal is every user, as the sandbox has always been. */
   demoMode: boolean;
+  /** Who the request acts for: a session's user is the principal that started it. */
+  principal: Principal;
   loaders: ReturnType<typeof createLoaders>;
 }
 
-export function createLoaders(store: BondingStore) {
+/** A session is its user's; operators see every session (but distil no one else's keys). */
+const mayView = (principal: Principal, session: SessionRecord, demoMode: boolean) =>
+  demoMode || isOperator(principal) || session.userId === principal.id;
+
+/** Keys are distilled on, and shown to, the session's own user only (in demo mode, the demo principal is everyone). */
+const owns = (principal: Principal, session: SessionRecord, demoMode: boolean) => demoMode || session.userId === principal.id;
+
+/**
+ * The user a request acts as: the principal itself; a `userId` naming someone else only for an operator
+ * (403 otherwise). Without one, an operator acts for the sandbox user, as demo mode always has.
+ */
+function actingUser(principal: Principal, requested: string | null | undefined, demoMode: boolean): string {
+  const operator = demoMode || isOperator(principal);
+  if (requested === null || requested === undefined) return operator ? SANDBOX_USER : principal.id;
+  if (operator || requested === principal.id) return requested;
+  throw domainError('FORBIDDEN', `userId "${requested}" names another user: a session's user is the principal that starts it (${principal.id})`, [
+    { field: 'userId', message: `must be your own principal (${principal.id}) or omitted` },
+  ]);
+}
+
+/** Per-request loaders: a session the principal may not see loads as null, exactly as an unknown id. */
+export function createLoaders(store: BondingStore, principal: Principal, demoMode: boolean) {
   return {
     session: new DataLoader<string, SessionRecord | null>(async (ids) => {
       const rows = new Map((await store.sessionsByIds(ids)).map((r) => [r.id, r]));
-      return ids.map((id) => rows.get(id) ?? null);
+      return ids.map((id) => {
+        const row = rows.get(id);
+        return row && mayView(principal, row, demoMode) ? row : null;
+      });
     }),
   };
 }
@@ -69,15 +96,16 @@ export const bondingResolvers = {
   Query: {
     bondingSession: (_: unknown, args: { id: unknown }, ctx: BondingContext) => ctx.loaders.session.load(parseInput(sessionIdSchema, args.id, 'id')),
     currentBondingSession: async (_: unknown, args: { userId?: unknown; sessionId?: unknown }, ctx: BondingContext) => {
-      const userId = parseInput(userIdSchema.nullish(), args.userId, 'userId');
+      const requested = parseInput(userIdSchema.nullish(), args.userId, 'userId');
+      const userId = actingUser(ctx.principal, requested, ctx.demoMode);
       const id = parseInput(sessionIdSchema.nullish(), args.sessionId, 'sessionId');
-      if (!id) return ctx.store.currentSession(userId ?? SANDBOX_USER);
+      if (!id) return ctx.store.currentSession(userId);
       const session = await ctx.loaders.session.load(id);
-      return session && (!userId || session.userId === userId) ? session : null;
+      return session && (!requested || session.userId === requested) ? session : null;
     },
     bondingSessions: (_: unknown, args: { userId?: unknown; first?: unknown }, ctx: BondingContext) => {
       const { userId, first } = parseInput(sessionsArgs, { userId: args.userId, first: args.first ?? 20 });
-      return ctx.store.sessions(userId ?? SANDBOX_USER, first);
+      return ctx.store.sessions(actingUser(ctx.principal, userId, ctx.demoMode), first);
     },
     recommendPaths: (_: unknown, args: Record<string, unknown>) => {
       const input = parseInput(recommendArgs, args);
@@ -109,18 +137,26 @@ export const bondingResolvers = {
       const input = parseInput(startArgs, args);
       const seed = input.seed ?? randomBytes(4).readUInt32LE(0) % 2_147_483_648;
       const paths = input.paths?.map((p) => ({ id: p.id, kind: p.kind, sharedRisk: p.sharedRisk ?? [] })) ?? DEFAULT_TOPOLOGY;
-      const session = await ctx.store.startSession({ userId: input.userId ?? SANDBOX_USER, seed, paths, now: ctx.now });
+      const session = await ctx.store.startSession({ userId: actingUser(ctx.principal, input.userId, ctx.demoMode), seed, paths, now: ctx.now });
       ctx.loaders.session.prime(session.id, session);
       return session;
     },
     closeBondingSession: async (_: unknown, args: { id: unknown }, ctx: BondingContext) => {
-      const session = await ctx.store.closeSession(parseInput(sessionIdSchema, args.id, 'id'), ctx.now);
+      const id = parseInput(sessionIdSchema, args.id, 'id');
+      if (!(await ctx.loaders.session.load(id))) throw domainError('NOT_FOUND', `Bonding session ${id} not found`);
+      const session = await ctx.store.closeSession(id, ctx.now);
       ctx.loaders.session.clear(session.id).prime(session.id, session);
       return session;
     },
     generateQuantumKey: async (_: unknown, args: { input: unknown }, ctx: BondingContext) => {
       const input = parseInput(quantumKeyInput, args.input);
-      // Unknown (404) or closed (409) before any work.
+      // Unknown or another's (404), not the caller's own (403: an operator sees it, but keys are the
+      // user's), or closed (409), before any work.
+      const visible = await ctx.loaders.session.load(input.sessionId);
+      if (!visible) throw domainError('NOT_FOUND', `Bonding session ${input.sessionId} not found`);
+      if (!owns(ctx.principal, visible, ctx.demoMode)) {
+        throw domainError('FORBIDDEN', `Bonding session ${input.sessionId} is ${visible.userId}'s: only its own user distils keys on it`);
+      }
       await ctx.store.requireOpenSession(input.sessionId);
       const started = performance.now();
       const seeded = input.seed !== null && input.seed !== undefined;
@@ -175,7 +211,8 @@ export const bondingResolvers = {
         qberThreshold: QBER_ABORT_THRESHOLD,
         kem: 'ML-KEM-768',
         kdf: 'HKDF-SHA256',
-        key: key && ctx.demoMode ? Buffer.from(key).toString('hex') : null,
+        // The key material goes to the session's own user, the only caller that gets this far.
+        key: key ? Buffer.from(key).toString('hex') : null,
         simulated: true,
         createdAt: ctx.now,
         elapsedMs: Math.round((performance.now() - started) * 100) / 100,
@@ -198,7 +235,7 @@ export const bondingResolvers = {
       },
       resolve: (payload: { bondingSessionUpdated: EventView }, _: unknown, ctx: BondingContext) => {
         ctx.now = ctx.clock.now();
-        ctx.loaders = createLoaders(ctx.store);
+        ctx.loaders = createLoaders(ctx.store, ctx.principal, ctx.demoMode);
         return payload.bondingSessionUpdated;
       },
     },

@@ -43,7 +43,8 @@ export const rental: SubgraphModule = {
           clock,
           now: clock.now(),
           idempotencyKey: request.headers['idempotency-key'],
-          loaders: createLoaders(store),
+          principal: request.principal,
+          loaders: createLoaders(store, request.principal),
         };
       },
       async ready() {

@@ -24,6 +24,8 @@ export interface MachineRecord {
 
 export interface QuoteRecord {
   id: string;
+  /** The tenant whose principal made it; only it (and operators) see it. */
+  tenant: string;
   status: QuoteStatus;
   machineIds: string[];
   locationId: string;
@@ -48,6 +50,8 @@ export interface QuoteRecord {
 export interface BookingRecord {
   seq: string;
   id: string;
+  /** The tenant of its quote. */
+  tenant: string;
   quoteId: string;
   customerName: string;
   status: BookingStatus;

@@ -29,7 +29,8 @@ import {
   type QuoteRecord,
 } from './records.js';
 import type { QuoteSigner } from './signing.js';
-import { TOPICS, type MachineStatusEvent, type RentalStore } from './store.js';
+import { TOPICS, type MachineStatusEvent, type RentalStore, type Viewer } from './store.js';
+import { isOperator, mayActFor, type Principal } from '../../platform/principal.js';
 import { criticalLeg, earliestStart, trackingState, type LegState, type TrackingEventPayload, type TrackingState } from './tracking.js';
 
 export interface RentalContext {
@@ -44,22 +45,32 @@ export interface RentalContext {
   now: Date;
   /** The raw Idempotency-Key header, validated where it is used. */
   idempotencyKey: string | undefined;
+  /** Who the request acts for; its tenant's quotes and bookings are all it sees (every tenant's for an operator). */
+  principal: Principal;
   loaders: ReturnType<typeof createLoaders>;
 }
 
-export function createLoaders(store: RentalStore) {
-  const byId = <T extends { id: string }>(fetch: (ids: readonly string[]) => Promise<T[]>) =>
+/** The quotes and bookings a principal may see: its tenant's, or all of them for an operator. */
+export const viewerOf = (principal: Principal): Viewer => ({ tenant: isOperator(principal) ? null : principal.tenant });
+
+/**
+ * Per-request loaders. Quotes and bookings of another tenant load as null, exactly as an unknown id, so
+ * every path that reaches one (a root field, an entity reference, a subscription) answers as for nothing.
+ */
+export function createLoaders(store: RentalStore, principal: Principal) {
+  const visible = <T extends { tenant: string }>(row: T | undefined) => (row && mayActFor(principal, row.tenant) ? row : null);
+  const byId = <T extends { id: string }>(fetch: (ids: readonly string[]) => Promise<T[]>, keep: (row: T | undefined) => T | null = (r) => r ?? null) =>
     new DataLoader<string, T | null>(async (ids) => {
       const rows = new Map((await fetch(ids)).map((r) => [r.id, r]));
-      return ids.map((id) => rows.get(id) ?? null);
+      return ids.map((id) => keep(rows.get(id)));
     });
   return {
     machine: byId((ids) => store.machinesByIds(ids)),
-    quote: byId((ids) => store.quotesByIds(ids)),
-    booking: byId((ids) => store.bookingsByIds(ids)),
+    quote: byId((ids) => store.quotesByIds(ids), visible),
+    booking: byId((ids) => store.bookingsByIds(ids), visible),
     bookingByQuote: new DataLoader<string, BookingRecord | null>(async (quoteIds) => {
       const rows = new Map((await store.bookingsByQuoteIds(quoteIds)).map((b) => [b.quoteId, b]));
-      return quoteIds.map((id) => rows.get(id) ?? null);
+      return quoteIds.map((id) => visible(rows.get(id)));
     }),
   };
 }
@@ -104,7 +115,7 @@ type Resolvers = Record<string, object>;
 /** Fresh time and loaders for one subscription event: a long-lived context must not serve stale rows. */
 function renew(ctx: RentalContext): void {
   ctx.now = ctx.clock.now();
-  ctx.loaders = createLoaders(ctx.store);
+  ctx.loaders = createLoaders(ctx.store, ctx.principal);
 }
 
 interface MachineStatusView extends MachineStatusEvent {
@@ -137,7 +148,7 @@ export const rentalResolvers = {
     booking: (_: unknown, args: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(parseInput(bookingIdArg, args.id, 'id')),
     bookings: async (_: unknown, args: { first: number; after?: string | null }, ctx: RentalContext) => {
       const { first, after } = parseInput(bookingsPageArgs, args);
-      const page = await ctx.store.bookingsPage(first, after === null || after === undefined ? null : seqOfCursor(after));
+      const page = await ctx.store.bookingsPage(first, after === null || after === undefined ? null : seqOfCursor(after), viewerOf(ctx.principal));
       for (const b of page.rows) ctx.loaders.booking.prime(b.id, b);
       const edges = page.rows.map((node) => ({ cursor: cursorOf(node.seq), node }));
       return {
@@ -223,20 +234,20 @@ export const rentalResolvers = {
       if (input.startTime.getTime() > latest) {
         throw invalidInput([{ field: 'startTime', message: `must be at most ${START_TIME_WINDOW.futureDays} days ahead` }]);
       }
-      const quote = await ctx.store.createQuote({ ...input, now: ctx.now });
+      const quote = await ctx.store.createQuote({ ...input, now: ctx.now, tenant: ctx.principal.tenant });
       ctx.loaders.quote.prime(quote.id, quote);
       return quote;
     },
     confirmBooking: async (_: unknown, args: { input: unknown }, ctx: RentalContext) => {
       const input = parseInput(confirmBookingInput, args.input);
       const key = ctx.idempotencyKey === undefined ? null : parseInput(idempotencyKey, ctx.idempotencyKey, 'Idempotency-Key');
-      const booking = await ctx.store.confirmBooking({ ...input, idempotencyKey: key, now: ctx.now });
+      const booking = await ctx.store.confirmBooking({ ...input, idempotencyKey: key, now: ctx.now, viewer: viewerOf(ctx.principal) });
       ctx.loaders.booking.prime(booking.id, booking);
       return booking;
     },
     completeBooking: async (_: unknown, args: { bookingId: unknown }, ctx: RentalContext) => {
       const bookingId = parseInput(bookingIdArg, args.bookingId, 'bookingId');
-      const booking = await ctx.store.completeBooking({ bookingId, now: ctx.now });
+      const booking = await ctx.store.completeBooking({ bookingId, now: ctx.now, viewer: viewerOf(ctx.principal) });
       ctx.loaders.booking.clear(booking.id).prime(booking.id, booking);
       return booking;
     },

@@ -53,13 +53,13 @@ export interface MachineStatusEvent {
 }
 
 const MACHINE_COLUMNS = `id, name, category, hourly_rate_cents AS "hourlyRateCents", depot_id AS "depotId", status`;
-const QUOTE_COLUMNS = `id::text AS id, status, machine_ids AS "machineIds", location_id AS "locationId",
+const QUOTE_COLUMNS = `id::text AS id, tenant, status, machine_ids AS "machineIds", location_id AS "locationId",
   start_time AS "startTime", duration_hours AS "durationHours", utilization, surge_multiplier AS "surgeMultiplier",
   lead_time_hours AS "leadTimeHours", lead_time_factor AS "leadTimeFactor", line_items AS "lineItems",
   deliveries, subtotal_cents AS "subtotalCents", delivery_cents AS "deliveryCents", total_cents AS "totalCents",
   currency, signature, created_at AS "createdAt", expires_at AS "expiresAt"`;
 /** Booking columns, optionally qualified by a table alias. */
-const bookingColumns = (t = '') => `${t}seq::text AS seq, ${t}id, ${t}quote_id::text AS "quoteId",
+const bookingColumns = (t = '') => `${t}seq::text AS seq, ${t}id, ${t}tenant, ${t}quote_id::text AS "quoteId",
   ${t}customer_name AS "customerName", ${t}status, ${t}machine_ids AS "machineIds", ${t}location_id AS "locationId",
   ${t}start_time AS "startTime", ${t}duration_hours AS "durationHours", ${t}confirmed_at AS "confirmedAt",
   ${t}completed_at AS "completedAt", ${t}legs, ${t}quoted_cents AS "quotedCents", ${t}actual_hours AS "actualHours",
@@ -92,6 +92,14 @@ function startTooEarly(runs: readonly QuotedRun[], earliest: Date): GraphQLError
 
 const keyReused = () =>
   domainError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request; send a new key for a new request');
+
+/**
+ * Whose quotes and bookings a request may see and change: one tenant's, or every tenant's (an operator,
+ * `tenant: null`). Another tenant's row answers exactly as a row that does not exist.
+ */
+export interface Viewer {
+  tenant: string | null;
+}
 
 /** A booking on its way, with what the tracker last published for it. */
 type TrackedBooking = BookingRecord & { trackingStatus: TrackingStatus; trackingAt: Date };
@@ -296,13 +304,16 @@ export class RentalStore {
   }
 
   /** Newest first; `beforeSeq` is the exclusive upper bound from the previous page's cursor. */
-  async bookingsPage(first: number, beforeSeq: string | null): Promise<{ rows: BookingRecord[]; hasNext: boolean; total: number }> {
+  async bookingsPage(first: number, beforeSeq: string | null, viewer: Viewer): Promise<{ rows: BookingRecord[]; hasNext: boolean; total: number }> {
     const res = await this.db.query<BookingRecord>(
       `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE ($1::bigint IS NULL OR seq < $1::bigint)
+         AND ($3::text IS NULL OR tenant = $3)
        ORDER BY rental_bookings.seq DESC LIMIT $2`,
-      [beforeSeq, first + 1],
+      [beforeSeq, first + 1, viewer.tenant],
     );
-    const total = await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM rental_bookings');
+    const total = await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM rental_bookings WHERE $1::text IS NULL OR tenant = $1', [
+      viewer.tenant,
+    ]);
     return { rows: res.rows.slice(0, first), hasNext: res.rows.length > first, total: total.rows[0]?.n ?? 0 };
   }
 
@@ -347,6 +358,8 @@ export class RentalStore {
     startTime: Date;
     durationHours: number;
     now: Date;
+    /** The tenant the quote belongs to: the requesting principal's. */
+    tenant: string;
   }): Promise<QuoteRecord> {
     await this.releaseExpired(input.now);
     const { now } = input;
@@ -426,10 +439,10 @@ export class RentalStore {
         exp: Math.floor(expiresAt.getTime() / 1000),
       });
       const inserted = await tx.query<QuoteRecord>(
-        `INSERT INTO rental_quotes (id, status, machine_ids, location_id, start_time, duration_hours, utilization,
+        `INSERT INTO rental_quotes (id, tenant, status, machine_ids, location_id, start_time, duration_hours, utilization,
            surge_multiplier, lead_time_hours, lead_time_factor, line_items, deliveries, subtotal_cents, delivery_cents,
            total_cents, currency, signature, created_at, expires_at)
-         VALUES ($1, 'active', $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::jsonb, $12, $13, $14, $15, $16, $17, $18)
+         VALUES ($1, $19, 'active', $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::jsonb, $12, $13, $14, $15, $16, $17, $18)
          RETURNING ${QUOTE_COLUMNS}`,
         [
           quoteId,
@@ -450,6 +463,7 @@ export class RentalStore {
           signature,
           now,
           expiresAt,
+          input.tenant,
         ],
       );
       await appendEvents(tx, [
@@ -472,8 +486,9 @@ export class RentalStore {
     customerName: string;
     idempotencyKey: string | null;
     now: Date;
+    viewer: Viewer;
   }): Promise<BookingRecord> {
-    const { now, quoteId, idempotencyKey } = input;
+    const { now, quoteId, idempotencyKey, viewer } = input;
     const fingerprint = confirmFingerprint(input);
     if (!UUID_RE.test(quoteId)) {
       throw domainError('BAD_USER_INPUT', `quoteId must be a UUID, got "${quoteId}"`, [
@@ -485,8 +500,9 @@ export class RentalStore {
     // quote's fixed terms; the transaction decides whether this request confirms it.
     const terms = (
       await this.db.query<Pick<QuoteRecord, 'deliveries' | 'startTime' | 'expiresAt'>>(
-        `SELECT deliveries, start_time AS "startTime", expires_at AS "expiresAt" FROM rental_quotes WHERE id = $1 AND status = 'active'`,
-        [quoteId],
+        `SELECT deliveries, start_time AS "startTime", expires_at AS "expiresAt" FROM rental_quotes
+         WHERE id = $1 AND status = 'active' AND ($2::text IS NULL OR tenant = $2)`,
+        [quoteId, viewer.tenant],
       )
     ).rows[0];
     const planned = terms
@@ -494,27 +510,28 @@ export class RentalStore {
       : null;
     try {
       return await this.transact(async (tx) => {
-        const replay = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint);
+        const replay = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint, viewer);
         if (replay) return replay;
         const quote = (
           await tx.query<QuoteRecord>(
             `UPDATE rental_quotes SET status = 'confirmed'
-             WHERE id = $1 AND status = 'active' AND expires_at > $2 RETURNING ${QUOTE_COLUMNS}`,
-            [quoteId, now],
+             WHERE id = $1 AND status = 'active' AND expires_at > $2 AND ($3::text IS NULL OR tenant = $3) RETURNING ${QUOTE_COLUMNS}`,
+            [quoteId, now, viewer.tenant],
           )
         ).rows[0];
         if (!quote) {
           const found = (
             await tx.query<{ status: string; expiresAt: Date; bookingId: string | null }>(
               `SELECT q.status, q.expires_at AS "expiresAt", b.id AS "bookingId"
-               FROM rental_quotes q LEFT JOIN rental_bookings b ON b.quote_id = q.id WHERE q.id = $1`,
-              [quoteId],
+               FROM rental_quotes q LEFT JOIN rental_bookings b ON b.quote_id = q.id
+               WHERE q.id = $1 AND ($2::text IS NULL OR q.tenant = $2)`,
+              [quoteId, viewer.tenant],
             )
           ).rows[0];
           if (!found) throw domainError('NOT_FOUND', `Quote ${quoteId} not found`);
           if (found.status === 'confirmed') {
             // A concurrent confirm with the same key may have committed while this one waited.
-            const raced = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint);
+            const raced = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint, viewer);
             if (raced) return raced;
             throw domainError('CONFLICT', `Quote ${quoteId} is already confirmed as booking ${found.bookingId ?? ''}`.trim());
           }
@@ -537,9 +554,9 @@ export class RentalStore {
         await lockCommitOrder(tx);
         const booking = (
           await tx.query<BookingRecord>(
-            `INSERT INTO rental_bookings (id, quote_id, idempotency_key, customer_name, status, machine_ids, location_id,
+            `INSERT INTO rental_bookings (id, tenant, quote_id, idempotency_key, customer_name, status, machine_ids, location_id,
                start_time, duration_hours, confirmed_at, legs, quoted_cents, tracking_status, tracking_at, idempotency_fingerprint)
-             VALUES ($1, $2, $3, $4, 'confirmed', $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $9, $13)
+             VALUES ($1, $14, $2, $3, $4, 'confirmed', $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $9, $13)
              RETURNING ${BOOKING_COLUMNS}`,
             [
               bookingId,
@@ -555,6 +572,7 @@ export class RentalStore {
               quote.totalCents,
               tracking.status,
               idempotencyKey === null ? null : fingerprint,
+              quote.tenant,
             ],
           )
         ).rows[0]!;
@@ -570,7 +588,7 @@ export class RentalStore {
       // Another confirm with this key committed while this one ran (its insert waited on the unique key):
       // this transaction is rolled back, and the committed booking decides.
       if ((error as { code?: string }).code === '23505' && idempotencyKey !== null) {
-        const raced = await this.bookingForKey(this.db, idempotencyKey, quoteId, fingerprint);
+        const raced = await this.bookingForKey(this.db, idempotencyKey, quoteId, fingerprint, viewer);
         if (raced) return raced;
       }
       if ((error as { code?: string }).code === '23505') throw domainError('CONFLICT', `Quote ${quoteId} was confirmed by a concurrent request`);
@@ -578,15 +596,16 @@ export class RentalStore {
     }
   }
 
-  async completeBooking(input: { bookingId: string; now: Date }): Promise<BookingRecord> {
-    const { now, bookingId } = input;
+  async completeBooking(input: { bookingId: string; now: Date; viewer: Viewer }): Promise<BookingRecord> {
+    const { now, bookingId, viewer } = input;
     return this.transact(async (tx) => {
       const current = (
         await tx.query<BookingRecord & { subtotalCents: number }>(
           `SELECT ${bookingColumns('b.')},
              q.subtotal_cents AS "subtotalCents"
-           FROM rental_bookings b JOIN rental_quotes q ON q.id = b.quote_id WHERE b.id = $1 FOR UPDATE OF b`,
-          [bookingId],
+           FROM rental_bookings b JOIN rental_quotes q ON q.id = b.quote_id
+           WHERE b.id = $1 AND ($2::text IS NULL OR b.tenant = $2) FOR UPDATE OF b`,
+          [bookingId, viewer.tenant],
         )
       ).rows[0];
       if (!current) throw domainError('NOT_FOUND', `Booking ${bookingId} not found`);
@@ -629,12 +648,14 @@ export class RentalStore {
   }
 
   /** The booking an Idempotency-Key made, when the request matches the one it was made with. */
-  private async bookingForKey(q: Queryable, key: string | null, quoteId: string, fingerprint: string): Promise<BookingRecord | null> {
+  private async bookingForKey(q: Queryable, key: string | null, quoteId: string, fingerprint: string, viewer: Viewer): Promise<BookingRecord | null> {
     if (!key) return null;
+    // A key is the tenant's own (an operator's replay finds the booking whichever tenant it is for).
     const found = (
       await q.query<BookingRecord & { fingerprint: string | null }>(
-        `SELECT ${BOOKING_COLUMNS}, idempotency_fingerprint AS fingerprint FROM rental_bookings WHERE idempotency_key = $1`,
-        [key],
+        `SELECT ${BOOKING_COLUMNS}, idempotency_fingerprint AS fingerprint FROM rental_bookings
+         WHERE idempotency_key = $1 AND ($2::text IS NULL OR tenant = $2) ORDER BY seq LIMIT 1`,
+        [key, viewer.tenant],
       )
     ).rows[0];
     if (!found) return null;

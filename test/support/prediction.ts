@@ -1,4 +1,5 @@
 import { execute, parse, type GraphQLSchema } from 'graphql';
+import { SYSTEM_PRINCIPAL } from '../../platform/principal.js';
 
 /** Valid feature payloads of the three models, as REST clients send them (snake_case, integer codes). */
 
@@ -125,7 +126,7 @@ export interface RunForecast {
  * a run of `distanceKm` leaving at `departAt`: the figure tracking and quotes must agree with.
  */
 export async function runForecast(
-  instance: { schema: GraphQLSchema; context(request: { headers: Record<string, string> }): unknown },
+  instance: { schema: GraphQLSchema; context(request: { headers: Record<string, string>; principal: typeof SYSTEM_PRINCIPAL }): unknown },
   distanceKm: number,
   departAt: number | string,
 ): Promise<RunForecast> {
@@ -136,7 +137,7 @@ export async function runForecast(
     variableValues: {
       r: [{ __typename: 'Booking', id: 'probe', deliveryDistanceKm: distanceKm, deliveryDepartAt: new Date(departAt).toISOString() }],
     },
-    contextValue: instance.context({ headers: {} }),
+    contextValue: instance.context({ headers: {}, principal: SYSTEM_PRINCIPAL }),
   });
   if (result.errors) throw new Error(JSON.stringify(result.errors));
   return (result.data as { _entities: { deliveryForecast: RunForecast }[] })._entities[0]!.deliveryForecast;

@@ -12,6 +12,7 @@ import { startSubgraphServer, type RunningSubgraphServer } from '../../gateway/s
 import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
 import { subgraphs as allSubgraphs } from '../../subgraphs/registry.js';
 import { until } from './wait.js';
+import type { AuditSink } from '../../gateway/audit.js';
 
 export type Backend = 'pglite' | 'postgres';
 
@@ -54,6 +55,8 @@ export interface TestServerOptions {
   mode?: Mode;
   /** The subgraphs to run (a test swaps one for a failing stand-in). @default every registered subgraph */
   subgraphs?: readonly SubgraphModule[];
+  /** Receives the gateway's audit trail. @default the server log */
+  audit?: AuditSink;
 }
 
 export type TestServer = Omit<RunningServer, 'db' | 'events'> & {
@@ -166,7 +169,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const urls = [...subgraphServers].map(([name, s]) => `${name}=${s.graphqlUrl}`).join(',');
   // In distributed mode the gateway runs no subgraph and opens no database.
   const gatewayEnv = options.mode === 'distributed' ? env : await own();
-  const server = await startServer({ config: loadConfig({ ...gatewayEnv, ...(urls ? { SUBGRAPH_URLS: urls } : {}) }), subgraphs: modules, ...clock });
+  const server = await startServer({ config: loadConfig({ ...gatewayEnv, ...(urls ? { SUBGRAPH_URLS: urls } : {}) }), subgraphs: modules, ...clock, ...(options.audit ? { audit: options.audit } : {}) });
   const instances = new Map<string, SubgraphInstance>(server.subgraphs);
   for (const [name, s] of subgraphServers) instances.set(name, s.runtime.instances.get(name)!);
   const close = async () => {

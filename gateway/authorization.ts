@@ -1,0 +1,200 @@
+import {
+  buildASTSchema,
+  getNamedType,
+  GraphQLError,
+  Kind,
+  parse,
+  print,
+  TypeInfo,
+  visit,
+  visitWithTypeInfo,
+  type ConstDirectiveNode,
+  type DirectiveNode,
+  type DocumentNode,
+  type GraphQLSchema,
+} from 'graphql';
+import type { ApolloServerPlugin } from '@apollo/server';
+import { ANONYMOUS_PRINCIPAL, isOperator, type Principal } from '../platform/principal.js';
+import type { GatewayContext } from './context.js';
+
+/*
+ * Who may use what, declared in the subgraph SDLs with the Federation 2 authorization directives and
+ * composed into the supergraph: `@requiresScopes(scopes: [["rental:read"]])` (any one inner list, all of
+ * its scopes; `[[]]` is a public field) and `@authenticated` (any credential). The gateway reads them
+ * from the supergraph and judges every operation before it is planned; `ops:admin` holds every scope.
+ * `@apollo/gateway` does not itself support these SECURITY features, so it gets the supergraph without
+ * them (`withoutSecurityDirectives`).
+ */
+
+const SECURITY = new Set(['requiresScopes', 'authenticated']);
+
+export interface Requirement {
+  authenticated: boolean;
+  /** Alternatives, each a set of scopes that must all be held; null when no scope is named. */
+  scopes: string[][] | null;
+}
+
+export interface Denial {
+  /** `Type.field` */
+  coordinate: string;
+  /** The response path of the field in the operation (no list indices). */
+  path: string[];
+  requirement: Requirement;
+}
+
+export interface Authorizer {
+  /** The requirement of every field that declares one, by `Type.field`. */
+  readonly rules: ReadonlyMap<string, Requirement>;
+  /** The fields of `document` the principal may not use (empty when it may run the whole operation). */
+  denials(document: DocumentNode, principal: Principal): Denial[];
+  /** Denials as a GraphQL error: UNAUTHENTICATED for the anonymous principal, FORBIDDEN otherwise. Null when allowed. */
+  check(document: DocumentNode, principal: Principal): GraphQLError | null;
+  /** `check` of an operation's text (a REST route's), parsed once. */
+  checkOperation(operation: string, principal: Principal): GraphQLError | null;
+  /** Every scope an operation's fields name (their first alternatives), for documentation. */
+  scopesOf(operation: string): string[];
+}
+
+const stringLists = (value: unknown): string[][] | null => {
+  if (!Array.isArray(value)) return null;
+  return value.map((inner) => (Array.isArray(inner) ? inner.filter((s): s is string => typeof s === 'string') : []));
+};
+
+function constValue(node: ConstDirectiveNode | DirectiveNode, name: string): unknown {
+  const arg = node.arguments?.find((a) => a.name.value === name);
+  if (!arg) return undefined;
+  const read = (v: typeof arg.value): unknown => {
+    if (v.kind === Kind.LIST) return v.values.map(read);
+    if (v.kind === Kind.STRING || v.kind === Kind.ENUM) return v.value;
+    return null;
+  };
+  return read(arg.value);
+}
+
+/** The requirements declared in a supergraph, by `Type.field`. */
+export function securityRules(supergraphSdl: string): Map<string, Requirement> {
+  const rules = new Map<string, Requirement>();
+  for (const def of parse(supergraphSdl).definitions) {
+    if (def.kind !== Kind.OBJECT_TYPE_DEFINITION && def.kind !== Kind.OBJECT_TYPE_EXTENSION) continue;
+    for (const field of def.fields ?? []) {
+      const directives = field.directives ?? [];
+      const authenticated = directives.some((d) => d.name.value === 'authenticated');
+      const scoped = directives.find((d) => d.name.value === 'requiresScopes');
+      if (!authenticated && !scoped) continue;
+      rules.set(`${def.name.value}.${field.name.value}`, { authenticated, scopes: scoped ? stringLists(constValue(scoped, 'scopes')) : null });
+    }
+  }
+  return rules;
+}
+
+/** The supergraph without the SECURITY features (their links, definitions and uses), for `@apollo/gateway`. */
+export function withoutSecurityDirectives(supergraphSdl: string): string {
+  const securityLink = (d: DirectiveNode) =>
+    d.name.value === 'link' && [...SECURITY].some((name) => String(constValue(d, 'url')).includes(`/${name}/`));
+  const stripped = visit(parse(supergraphSdl), {
+    Directive: (node) => (SECURITY.has(node.name.value) || securityLink(node) ? null : undefined),
+    DirectiveDefinition: (node) => (SECURITY.has(node.name.value) ? null : undefined),
+    ScalarTypeDefinition: (node) => (node.name.value.startsWith('requiresScopes__') ? null : undefined),
+  });
+  return print(stripped);
+}
+
+export function satisfies(principal: Principal, requirement: Requirement): boolean {
+  if (isOperator(principal)) return true;
+  if (requirement.authenticated && principal.id === ANONYMOUS_PRINCIPAL.id) return false;
+  if (!requirement.scopes) return true;
+  return requirement.scopes.some((all) => all.every((scope) => (principal.scopes as readonly string[]).includes(scope)));
+}
+
+export function describeRequirement(r: Requirement): string {
+  if (!r.scopes) return 'a credential';
+  return r.scopes.map((all) => (all.length === 0 ? 'nothing' : all.join(' and '))).join(', or ');
+}
+
+/**
+ * Judges every operation once it is parsed, validated and its operation chosen, before it is planned or
+ * anything runs: GraphQL over HTTP and WebSocket queries, and the REST routes (they run operations
+ * through the same server). A denied operation runs nothing and answers 403 (401 without a credential).
+ */
+export function authorizationPlugin(authorizer: Authorizer): ApolloServerPlugin<GatewayContext> {
+  return {
+    async requestDidStart() {
+      return {
+        async didResolveOperation({ document, contextValue }) {
+          const denied = authorizer.check(document, contextValue.principal);
+          if (denied) throw denied;
+        },
+      };
+    },
+  };
+}
+
+export function createAuthorizer(supergraphSdl: string): Authorizer {
+  const rules = securityRules(supergraphSdl);
+  const schema: GraphQLSchema = buildASTSchema(parse(withoutSecurityDirectives(supergraphSdl)), { assumeValidSDL: true });
+
+  const denials = (document: DocumentNode, principal: Principal): Denial[] => {
+    if (isOperator(principal)) return [];
+    const found: Denial[] = [];
+    const typeInfo = new TypeInfo(schema);
+    const path: string[] = [];
+    visit(
+      document,
+      visitWithTypeInfo(typeInfo, {
+        OperationDefinition: { enter: () => void path.splice(0) },
+        FragmentDefinition: { enter: (node) => void path.splice(0, path.length, `...${node.name.value}`) },
+        Field: {
+          enter(node) {
+            path.push(node.alias?.value ?? node.name.value);
+            const parent = typeInfo.getParentType();
+            if (!parent) return;
+            const coordinate = `${getNamedType(parent).name}.${node.name.value}`;
+            const requirement = rules.get(coordinate);
+            if (requirement && !satisfies(principal, requirement)) found.push({ coordinate, path: [...path], requirement });
+          },
+          leave() {
+            path.pop();
+          },
+        },
+      }),
+    );
+    return found;
+  };
+
+  const parsed = new Map<string, DocumentNode>();
+  const check = (document: DocumentNode, principal: Principal): GraphQLError | null => {
+    const denied = denials(document, principal);
+    if (denied.length === 0) return null;
+    const anonymous = principal.id === ANONYMOUS_PRINCIPAL.id;
+    const list = denied.map((d) => `${d.path.join('.')} (${d.coordinate}) needs ${describeRequirement(d.requirement)}`).join('; ');
+    return new GraphQLError(
+      anonymous ? `This operation needs a credential: ${list}` : `Principal ${principal.id} may not run this operation: ${list}`,
+      {
+        extensions: {
+          code: anonymous ? 'UNAUTHENTICATED' : 'FORBIDDEN',
+          denied: denied.map((d) => ({ path: d.path, field: d.coordinate, requires: d.requirement.scopes ?? 'authenticated' })),
+          http: { status: anonymous ? 401 : 403 },
+        },
+      },
+    );
+  };
+
+  const documentOf = (operation: string) => {
+    let document = parsed.get(operation);
+    if (!document) parsed.set(operation, (document = parse(operation)));
+    return document;
+  };
+  /** A principal with no scope at all is denied every field that names one: their first alternatives. */
+  const nobody: Principal = { id: 'documentation', tenant: 'documentation', scopes: [] };
+
+  return {
+    rules,
+    denials,
+    check,
+    checkOperation: (operation, principal) => check(documentOf(operation), principal),
+    scopesOf(operation) {
+      const names = denials(documentOf(operation), nobody).flatMap((d) => d.requirement.scopes?.[0] ?? []);
+      return [...new Set(names)].sort();
+    },
+  };
+}
