@@ -20,6 +20,7 @@ import { createAuthenticator } from './auth.js';
 import { boundedVariableErrorsPlugin, skipRepeatedVariableValidation } from './bounded-errors.js';
 import { ANONYMOUS_PRINCIPAL, DEMO_PRINCIPAL, PrincipalSigner, type Principal } from '../platform/principal.js';
 import { auditPlugin, type AuditSink } from './audit.js';
+import { BrowserOrigins, registerBrowserRules } from './cors.js';
 import { authorizationPlugin, createAuthorizer, withoutSecurityDirectives } from './authorization.js';
 import { gatewayContextFrom, principalOf, type GatewayContext } from './context.js';
 import { registerDashboard } from './dashboard.js';
@@ -239,6 +240,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // One credential check for GraphQL over HTTP and every REST path; routes declared public (the JWKS,
   // /health) stay open.
   // Every credential resolves to a principal (gateway/auth.ts); the request acts for it from here on.
+  // Browsers first: CORS preflights carry no credential, and a cross-site state change is refused before
+  // anything else is looked at (gateway/cors.ts).
+  const browserOrigins = new BrowserOrigins(config.CORS_ORIGINS);
+  registerBrowserRules(app, browserOrigins);
   app.decorateRequest('principal', null);
   app.addHook('onRequest', async (request, reply) => {
     if (routes.isPublic(request)) {
@@ -373,6 +378,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     maxPayloadBytes: config.BODY_LIMIT_BYTES,
     limiter,
     authorizer,
+    browserOrigins,
     maxSubscriptions: config.WS_MAX_SUBSCRIPTIONS,
   });
 

@@ -135,6 +135,29 @@ const envSchema = z.object({
    * process makes its own, which is enough when the subgraphs run in the gateway's process.
    */
   PRINCIPAL_SECRET: z.string().min(32, 'PRINCIPAL_SECRET must be at least 32 characters').optional(),
+  /**
+   * Browser origins allowed to call the API (CORS), comma-separated exact origins such as
+   * `https://app.example.com` (scheme, host and port; no path). @default none
+   */
+  CORS_ORIGINS: z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      const origins = (raw ?? '').split(',').map((o) => o.trim()).filter((o) => o.length > 0);
+      for (const origin of origins) {
+        let parsed: URL | null = null;
+        try {
+          parsed = new URL(origin);
+        } catch {
+          parsed = null;
+        }
+        if (!parsed || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin) {
+          ctx.addIssue({ code: 'custom', message: `CORS_ORIGINS entry "${origin}" must be an exact origin such as https://app.example.com (no path, no trailing slash)` });
+          return z.NEVER;
+        }
+      }
+      return origins;
+    }),
   /** Log level of the server log (pino levels). @default info */
   LOG_LEVEL: z.enum(logLevels).default('info'),
   /**

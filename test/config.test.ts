@@ -69,5 +69,8 @@ describe('configuration', () => {
     }
     expect(() => loadConfig({ AUTH_JWKS_URL: 'https://idp.test/jwks' })).toThrow(/set all three/);
     expect(() => loadConfig({ PRINCIPAL_SECRET: 'short' })).toThrow(/at least 32 characters/);
+    expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com, http://127.0.0.1:5173' }).CORS_ORIGINS).toEqual(['https://app.example.com', 'http://127.0.0.1:5173']);
+    expect(() => loadConfig({ CORS_ORIGINS: 'https://app.example.com/' })).toThrow(/exact origin/);
+    expect(() => loadConfig({ CORS_ORIGINS: '*' })).toThrow(/exact origin/);
   });
 });

@@ -6,6 +6,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Authenticator } from '../auth.js';
 import type { Authorizer } from '../authorization.js';
+import type { BrowserOrigins } from '../cors.js';
 import type { Principal } from '../../platform/principal.js';
 import { clientMessage } from '../bounded-errors.js';
 import { gatewayContextFrom, type GatewayContext } from '../context.js';
@@ -20,6 +21,8 @@ export interface WsOptions {
   schema: GraphQLSchema;
   auth: Authenticator;
   authorizer: Authorizer;
+  /** A WebSocket opened by a page of another site whose origin is not allowed is refused (403). */
+  browserOrigins: BrowserOrigins;
   subscriptions: SubscriptionExecutor;
   /** Runs queries and mutations sent over the socket through the gateway. */
   execute(query: string, variables: Record<string, unknown>, operationName: string | undefined, context: GatewayContext): Promise<ExecutionResult>;
@@ -65,6 +68,10 @@ export function attachGraphQLWebSocket(options: WsOptions): {
     const path = (request.url ?? '').split('?')[0];
     if (path !== options.path) {
       socket.destroy();
+      return;
+    }
+    if (options.browserOrigins.isForeign(request.headers)) {
+      socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
     wss.handleUpgrade(request, socket, head, (ws) => wss.emit('connection', ws, request));
