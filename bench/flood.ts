@@ -1,3 +1,7 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { loadConfig } from '../platform/config.js';
 import { startServer } from '../gateway/server.js';
 import { floodWhileMeasuring, hostileRequests } from './hostile.js';
@@ -44,4 +48,101 @@ export default async function flood(): Promise<void> {
   }
   console.log('\nevent loop delay of the server (ms) while flooded:');
   console.table(rows);
+  await principalFlood();
+}
+
+const FLOODER = 'bench-flooder-key-000001';
+const NEIGHBOUR = 'bench-neighbour-key-0001';
+const QUERY = JSON.stringify({ query: '{ fleetSummary { total } }' });
+
+/** The neighbour's pace: 30 queries a second, within its own limit (50 a second). */
+const NEIGHBOUR_INTERVAL_MS = 1000 / 30;
+
+/** `count` queries as the neighbour, one every NEIGHBOUR_INTERVAL_MS; their latencies in ms, sorted. */
+async function neighbourLatencies(url: string, count: number): Promise<number[]> {
+  const latencies: number[] = [];
+  const begin = performance.now();
+  for (let i = 0; i < count; i++) {
+    const due = begin + i * NEIGHBOUR_INTERVAL_MS - performance.now();
+    if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
+    const started = performance.now();
+    const res = await fetch(`${url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': NEIGHBOUR }, body: QUERY });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`the neighbour was answered ${res.status}`);
+    latencies.push(performance.now() - started);
+  }
+  return latencies.sort((a, b) => a - b);
+}
+
+const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+
+/**
+ * One principal floods (16 connections from a worker thread, 10 s, at most 20,000 requests) under the
+ * default per-principal rate limit; a second principal, paced within its own limit, has its p99
+ * measured idle (300 queries) and during the flood.
+ * Goal: the flooder is limited (429) and the neighbour's p99 stays within 1.5x of its idle p99.
+ */
+export async function principalFlood(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'flood-keys-'));
+  const file = join(dir, 'keys.json');
+  writeFileSync(
+    file,
+    JSON.stringify([
+      { key: FLOODER, principal: 'flooder', tenant: 'ta', scopes: ['fleet:read'] },
+      { key: NEIGHBOUR, principal: 'neighbour', tenant: 'tb', scopes: ['fleet:read'] },
+    ]),
+  );
+  const config = loadConfig({ PORT: '0', DATA_DIR: ':memory:', LOG_LEVEL: 'silent', API_KEYS_FILE: file });
+  const server = await startServer({ config });
+  try {
+    await neighbourLatencies(server.url, 30);
+    const idle = await neighbourLatencies(server.url, 300);
+    const worker = new Worker(
+      `const { parentPort, workerData } = require('node:worker_threads');
+       (async () => {
+         const { url, key, body, seconds, maxRequests } = workerData;
+         const deadline = Date.now() + seconds * 1000;
+         const statuses = {};
+         let sent = 0;
+         const loop = async () => {
+           while (Date.now() < deadline && sent < maxRequests) {
+             sent++;
+             const res = await fetch(url + '/graphql', { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body });
+             await res.arrayBuffer();
+             statuses[res.status] = (statuses[res.status] ?? 0) + 1;
+           }
+         };
+         await Promise.all(Array.from({ length: 16 }, loop));
+         parentPort.postMessage(statuses);
+       })();`,
+      { eval: true, workerData: { url: server.url, key: FLOODER, body: QUERY, seconds: 10, maxRequests: 20_000 } },
+    );
+    // The first second is the flooder spending its burst (allowed); the rest, the flooder refused.
+    const burst: number[] = [];
+    const flooded: number[] = [];
+    const done = new Promise<Record<string, number>>((resolve) => worker.once('message', resolve));
+    let finished = false;
+    void done.then(() => (finished = true));
+    const floodStart = performance.now();
+    while (!finished && flooded.length < 1000) {
+      const batch = await neighbourLatencies(server.url, 10);
+      (performance.now() - floodStart < 1000 ? burst : flooded).push(...batch);
+    }
+    const statuses = await done;
+    await worker.terminate();
+    burst.sort((a, b) => a - b);
+    flooded.sort((a, b) => a - b);
+    const ratio = quantile(flooded, 0.99) / quantile(idle, 0.99);
+    console.log('\none principal flooding under the default rate limit (RATE_LIMIT_PER_S 50, RATE_LIMIT_BURST 200):');
+    console.log(`  flooder's answers by status: ${JSON.stringify(statuses)}`);
+    console.table([
+      { neighbour: 'idle', requests: idle.length, p50: +quantile(idle, 0.5).toFixed(2), p99: +quantile(idle, 0.99).toFixed(2) },
+      { neighbour: "the flood's first second (its burst allowed)", requests: burst.length, p50: +quantile(burst, 0.5).toFixed(2), p99: +quantile(burst, 0.99).toFixed(2) },
+      { neighbour: 'the rest of the flood (refused)', requests: flooded.length, p50: +quantile(flooded, 0.5).toFixed(2), p99: +quantile(flooded, 0.99).toFixed(2) },
+    ]);
+    console.log(`  neighbour p99 while the flood is refused / idle: ${ratio.toFixed(2)}x (goal at most 1.5x): ${ratio <= 1.5 ? 'met' : 'NOT met'}`);
+  } finally {
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

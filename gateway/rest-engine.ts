@@ -101,6 +101,8 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
       if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
       const result = await execute(route.operation, omitUndefined(route.variables(input.value)), gatewayContextFrom(request.headers, principalOf(request)));
       const failure = result.errors?.[0];
+      const retryAfter = failure?.extensions?.['retryAfter'];
+      if (failure?.extensions?.['code'] === 'RATE_LIMITED' && typeof retryAfter === 'number') void reply.header('retry-after', String(retryAfter));
       if (failure) return sendProblem(reply, problemFromGraphQL(failure, result.errors ?? [], instance, route.fieldNames ?? {}));
       try {
         const other = route.represent?.(result.data ?? {}, request.headers.accept);

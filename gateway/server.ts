@@ -21,6 +21,7 @@ import { boundedVariableErrorsPlugin, skipRepeatedVariableValidation } from './b
 import { ANONYMOUS_PRINCIPAL, DEMO_PRINCIPAL, PrincipalSigner, type Principal } from '../platform/principal.js';
 import { auditPlugin, type AuditSink } from './audit.js';
 import { BrowserOrigins, registerBrowserRules } from './cors.js';
+import { RateLimiter, rateHeaders, rateLimitedError, rateLimitPlugin } from './rate-limit.js';
 import { authorizationPlugin, createAuthorizer, withoutSecurityDirectives } from './authorization.js';
 import { gatewayContextFrom, principalOf, type GatewayContext } from './context.js';
 import { registerDashboard } from './dashboard.js';
@@ -46,6 +47,9 @@ import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
 import { remoteUpstream } from './subscriptions/remote-upstream.js';
 import { attachGraphQLWebSocket } from './subscriptions/ws-server.js';
+
+/** The longest a rate-limited request waits for its 429. */
+const REFUSAL_PAUSE_MS = 1000;
 
 export interface ServerOptions {
   config: Config;
@@ -170,6 +174,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // without those SECURITY features, which they do not support.
   const composed = readCheckedInSupergraph();
   const authorizer = createAuthorizer(composed);
+  const rateLimiter = new RateLimiter({ perSecond: config.RATE_LIMIT_PER_S, burst: config.RATE_LIMIT_BURST });
   const supergraphSdl = withoutSecurityDirectives(composed);
   const dataSources = new Map<string, GraphQLDataSource>();
   const closeRemoteSources = async () => {
@@ -224,6 +229,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       boundedVariableErrorsPlugin(),
       turnGatePlugin(turns),
       authorizationPlugin(authorizer),
+      rateLimitPlugin(rateLimiter),
       auditPlugin(options.audit ?? ((entry) => app.log.info({ audit: entry }, 'audit'))),
     ],
     formatError: (formatted, error) => formatGraphQLError(formatted, error, app.log),
@@ -253,7 +259,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const result = await auth.authenticate(request.headers as Record<string, string | undefined>);
     if ('principal' in result) {
       request.principal = result.principal;
-      return;
+      // The first token, before the body is read (gateway/rate-limit.ts).
+      const decision = rateLimiter.take(result.principal, 1);
+      for (const [name, value] of rateHeaders(decision)) void reply.header(name, value);
+      if (decision.allowed) return;
+      // Answered after a pause (its Retry-After, at most a second): a client that ignores Retry-After
+      // cannot turn refusals into load; the pause is a timer, not work.
+      await new Promise((resolve) => setTimeout(resolve, Math.min(REFUSAL_PAUSE_MS, decision.retryAfter * 1000)));
+      await sendProblem(reply, problemAt(request.url, problem('RATE_LIMITED', rateLimitedError(result.principal, decision).message, { instance: request.url })));
+      return reply;
     }
     return refuse(reply, request.url, 'UNAUTHENTICATED', `Missing or invalid credential (${result.refused}): send x-api-key or Authorization: Bearer`);
   });
@@ -379,6 +393,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     limiter,
     authorizer,
     browserOrigins,
+    rateLimiter,
     maxSubscriptions: config.WS_MAX_SUBSCRIPTIONS,
   });
 

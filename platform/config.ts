@@ -158,6 +158,13 @@ const envSchema = z.object({
       }
       return origins;
     }),
+  /**
+   * Per-principal rate limit of the gateway: tokens refilled per second (0: no limit). An operation costs
+   * one token, a heavy one more (gateway/rate-limit.ts). The demo principal is not limited. @default 50
+   */
+  RATE_LIMIT_PER_S: intFrom('RATE_LIMIT_PER_S', 0, 1_000_000).default(50),
+  /** The bucket's size: the most tokens a principal can spend at once. @default 200 */
+  RATE_LIMIT_BURST: intFrom('RATE_LIMIT_BURST', 1, 1_000_000).default(200),
   /** Log level of the server log (pino levels). @default info */
   LOG_LEVEL: z.enum(logLevels).default('info'),
   /**

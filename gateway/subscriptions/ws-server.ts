@@ -7,6 +7,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { Authenticator } from '../auth.js';
 import type { Authorizer } from '../authorization.js';
 import type { BrowserOrigins } from '../cors.js';
+import { operationCost, rateLimitedError, type RateLimiter } from '../rate-limit.js';
 import type { Principal } from '../../platform/principal.js';
 import { clientMessage } from '../bounded-errors.js';
 import { gatewayContextFrom, type GatewayContext } from '../context.js';
@@ -23,6 +24,8 @@ export interface WsOptions {
   authorizer: Authorizer;
   /** A WebSocket opened by a page of another site whose origin is not allowed is refused (403). */
   browserOrigins: BrowserOrigins;
+  /** Subscriptions are charged as they start (queries and mutations on the socket by the server's plugin). */
+  rateLimiter: RateLimiter;
   subscriptions: SubscriptionExecutor;
   /** Runs queries and mutations sent over the socket through the gateway. */
   execute(query: string, variables: Record<string, unknown>, operationName: string | undefined, context: GatewayContext): Promise<ExecutionResult>;
@@ -117,8 +120,13 @@ export function attachGraphQLWebSocket(options: WsOptions): {
         if (invalid.length > 0) return invalid.map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED'));
         if (!getOperationAST(document, payload.operationName)) return [operationNotFound(payload.operationName)];
         // The same authorization as over HTTP, before the operation is planned or a stream opened.
-        const denied = options.authorizer.check(document, principals.get(ctx) ?? unauthenticated());
+        const principal = principals.get(ctx) ?? unauthenticated();
+        const denied = options.authorizer.check(document, principal);
         if (denied) return [denied];
+        if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
+          const decision = options.rateLimiter.take(principal, operationCost(document, payload.operationName));
+          if (!decision.allowed) return [rateLimitedError(principal, decision)];
+        }
         return { schema: options.schema, document, operationName: payload.operationName, variableValues: payload.variables };
       },
       context: (ctx): WsContext => ({

@@ -24,6 +24,8 @@ export async function rest<T = Record<string, any>>(
 
 export interface GraphQLResult<D = Record<string, any>> {
   status: number;
+  /** The answer's headers (not enumerable, so results still compare by status and body). */
+  readonly headers: Headers;
   data?: D | null;
   errors?: { message: string; path?: (string | number)[]; extensions?: Record<string, any> }[];
 }
@@ -39,8 +41,8 @@ export async function gql<D = Record<string, any>>(
     headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json, application/json', ...headers },
     body: JSON.stringify({ query, variables }),
   });
-  const body = (await res.json()) as Omit<GraphQLResult<D>, 'status'>;
-  return { status: res.status, ...body };
+  const body = (await res.json()) as Omit<GraphQLResult<D>, 'status' | 'headers'>;
+  return Object.defineProperty({ status: res.status, ...body }, 'headers', { value: res.headers, enumerable: false }) as GraphQLResult<D>;
 }
 
 /** A start time `hours` from now, ISO 8601 UTC. */
