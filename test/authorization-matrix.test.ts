@@ -8,7 +8,7 @@ import { SCOPES, type Principal, type Scope } from '../platform/principal.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { gql, rest } from './support/http.js';
-import { startTestServer, type TestServer } from './support/server.js';
+import { backends, startTestServer, type TestServer } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
 
 /*
@@ -74,14 +74,23 @@ describe('every root field and REST route declares who may use it', () => {
   });
 });
 
-describe('the matrix against a running gateway', () => {
+const cases = [
+  ...backends.map((backend) => ({ name: `${backend}, one process`, backend, mode: 'one-process' as const })),
+  { name: 'pglite, distributed', backend: 'pglite' as const, mode: 'distributed' as const },
+];
+
+describe.each(cases)('the matrix against a running gateway ($name)', ({ backend, mode }) => {
   let url: string;
   let server: TestServer;
   const dir = mkdtempSync(join(tmpdir(), 'matrix-'));
   beforeAll(async () => {
     const file = join(dir, 'keys.json');
     writeFileSync(file, JSON.stringify(scoped.map((scope) => ({ key: keyOf(scope), principal: `holder-${scope}`, tenant: 'matrix', scopes: [scope] }))));
-    server = await startTestServer({ env: { API_KEYS_FILE: file, API_KEYS: OPERATOR } });
+    server = await startTestServer({
+      backend,
+      mode,
+      env: { API_KEYS_FILE: file, API_KEYS: OPERATOR, PRINCIPAL_SECRET: 'matrix-principal-secret-0123456789abcdef' },
+    });
     ({ url } = server);
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
