@@ -2,8 +2,8 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { z } from 'zod';
-import { ConfigError, type Config } from '../platform/config.js';
-import { DEMO_PRINCIPAL, isScope, SCOPES, type Principal, type Scope } from '../platform/principal.js';
+import { ConfigError, isDemoMode, type Config } from '../platform/config.js';
+import { ANONYMOUS_PRINCIPAL, DEMO_PRINCIPAL, isScope, SCOPES, type Principal, type Scope } from '../platform/principal.js';
 
 const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
 
@@ -15,6 +15,8 @@ export interface Authenticator {
   readonly enabled: boolean;
   /** Whether bearer JWTs are accepted (OpenAPI and the 401's challenge say so). */
   readonly acceptsJwt: boolean;
+  /** Whom a public route (the probes, the JWKS) acts for: nobody in particular, or the demo principal. */
+  readonly publicPrincipal: Principal;
   /**
    * The principal of `x-api-key: <key>` and/or `Authorization: Bearer <key or JWT>`: at least one must be
    * sent, every one sent must be valid (a wrong credential is never excused by a right one next to it),
@@ -93,7 +95,7 @@ const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'E
 export function createAuthenticator(config: Pick<Config, 'API_KEYS' | 'API_KEYS_FILE' | 'AUTH_JWKS_URL' | 'AUTH_ISSUER' | 'AUTH_AUDIENCE' | 'AUTH_TENANT_CLAIM' | 'AUTH_SCOPES_CLAIM'>): Authenticator {
   const keys = [...operatorKeys(config.API_KEYS), ...(config.API_KEYS_FILE ? readKeyFile(config.API_KEYS_FILE) : [])];
   const jwks = config.AUTH_JWKS_URL ? createRemoteJWKSet(new URL(config.AUTH_JWKS_URL)) : null;
-  const enabled = keys.length > 0 || jwks !== null;
+  const enabled = !isDemoMode(config);
 
   const byKey = (key: string): Principal | null => {
     const presented = digest(key);
@@ -128,6 +130,7 @@ export function createAuthenticator(config: Pick<Config, 'API_KEYS' | 'API_KEYS_
   return {
     enabled,
     acceptsJwt: jwks !== null,
+    publicPrincipal: enabled ? ANONYMOUS_PRINCIPAL : DEMO_PRINCIPAL,
     async authenticate(headers) {
       if (!enabled) return { principal: DEMO_PRINCIPAL };
       const presented = credentialsOf(headers);

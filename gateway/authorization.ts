@@ -45,6 +45,8 @@ export interface Denial {
 export interface Authorizer {
   /** The requirement of every field that declares one, by `Type.field`. */
   readonly rules: ReadonlyMap<string, Requirement>;
+  /** The supergraph without its SECURITY features, for the planners (`withoutSecurityDirectives`). */
+  readonly plannerSdl: string;
   /** The fields of `document` the principal may not use (empty when it may run the whole operation). */
   denials(document: DocumentNode, principal: Principal): Denial[];
   /** Denials as a GraphQL error: UNAUTHENTICATED for the anonymous principal, FORBIDDEN otherwise. Null when allowed. */
@@ -131,7 +133,8 @@ export function authorizationPlugin(authorizer: Authorizer): ApolloServerPlugin<
 
 export function createAuthorizer(supergraphSdl: string): Authorizer {
   const rules = securityRules(supergraphSdl);
-  const schema: GraphQLSchema = buildASTSchema(parse(withoutSecurityDirectives(supergraphSdl)), { assumeValidSDL: true });
+  const plannerSdl = withoutSecurityDirectives(supergraphSdl);
+  const schema: GraphQLSchema = buildASTSchema(parse(plannerSdl), { assumeValidSDL: true });
 
   const denials = (document: DocumentNode, principal: Principal): Denial[] => {
     if (isOperator(principal)) return [];
@@ -189,6 +192,7 @@ export function createAuthorizer(supergraphSdl: string): Authorizer {
 
   return {
     rules,
+    plannerSdl,
     denials,
     check,
     checkOperation: (operation, principal) => check(documentOf(operation), principal),

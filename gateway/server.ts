@@ -18,11 +18,11 @@ import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { acceptsGraphQLResponse } from './accept.js';
 import { createAuthenticator } from './auth.js';
 import { boundedVariableErrorsPlugin, skipRepeatedVariableValidation } from './bounded-errors.js';
-import { ANONYMOUS_PRINCIPAL, DEMO_PRINCIPAL, PrincipalSigner, type Principal } from '../platform/principal.js';
+import { PrincipalSigner, type Principal } from '../platform/principal.js';
 import { auditPlugin, type AuditSink } from './audit.js';
 import { BrowserOrigins, registerBrowserRules } from './cors.js';
 import { RateLimiter, rateHeaders, rateLimitedError, rateLimitPlugin } from './rate-limit.js';
-import { authorizationPlugin, createAuthorizer, withoutSecurityDirectives } from './authorization.js';
+import { authorizationPlugin, createAuthorizer } from './authorization.js';
 import { gatewayContextFrom, principalOf, type GatewayContext } from './context.js';
 import { registerDashboard } from './dashboard.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
@@ -175,7 +175,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const composed = readCheckedInSupergraph();
   const authorizer = createAuthorizer(composed);
   const rateLimiter = new RateLimiter({ perSecond: config.RATE_LIMIT_PER_S, burst: config.RATE_LIMIT_BURST });
-  const supergraphSdl = withoutSecurityDirectives(composed);
+  const supergraphSdl = authorizer.plannerSdl;
   const dataSources = new Map<string, GraphQLDataSource>();
   const closeRemoteSources = async () => {
     for (const source of dataSources.values()) if (source instanceof RemoteDataSource) await source.close();
@@ -253,7 +253,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   app.decorateRequest('principal', null);
   app.addHook('onRequest', async (request, reply) => {
     if (routes.isPublic(request)) {
-      request.principal = auth.enabled ? ANONYMOUS_PRINCIPAL : DEMO_PRINCIPAL;
+      request.principal = auth.publicPrincipal;
       return;
     }
     const result = await auth.authenticate(request.headers as Record<string, string | undefined>);

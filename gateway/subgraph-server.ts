@@ -16,7 +16,7 @@ import { isDatabaseUnavailable } from '../platform/db-errors.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.js';
 import type { SubgraphModule } from '../platform/subgraph.js';
 import { createAuthenticator } from './auth.js';
-import { ANONYMOUS_PRINCIPAL, DEMO_PRINCIPAL, PRINCIPAL_HEADER, PrincipalSigner, type Principal } from '../platform/principal.js';
+import { DEMO_PRINCIPAL, PRINCIPAL_HEADER, PrincipalSigner, type Principal } from '../platform/principal.js';
 import { gatewayContextFrom, principalOf } from './context.js';
 import { readyWithin } from './health.js';
 import { assertPortFree, listenFailure } from './port.js';
@@ -107,7 +107,7 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
   app.decorateRequest('principal', null);
   app.addHook('onRequest', async (request, reply) => {
     if (routes.isPublic(request)) {
-      request.principal = auth.enabled ? ANONYMOUS_PRINCIPAL : DEMO_PRINCIPAL;
+      request.principal = auth.publicPrincipal;
       return;
     }
     const header = request.headers[PRINCIPAL_HEADER];

@@ -251,6 +251,10 @@ export class ConfigError extends Error {
   }
 }
 
+/** Demo mode: no credential configured at all, every call acts for the demo principal. */
+export const isDemoMode = (config: Pick<Config, 'API_KEYS' | 'API_KEYS_FILE' | 'AUTH_JWKS_URL'>) =>
+  config.API_KEYS.length === 0 && !config.API_KEYS_FILE && !config.AUTH_JWKS_URL;
+
 /** Parses the environment; a bad value throws a ConfigError naming the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const relevant: Record<string, string> = {};

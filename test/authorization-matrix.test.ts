@@ -8,7 +8,7 @@ import { SCOPES, type Principal, type Scope } from '../platform/principal.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { gql, rest } from './support/http.js';
-import { backends, startTestServer, type TestServer } from './support/server.js';
+import { setups, startTestServer, type TestServer } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
 
 /*
@@ -74,12 +74,7 @@ describe('every root field and REST route declares who may use it', () => {
   });
 });
 
-const cases = [
-  ...backends.map((backend) => ({ name: `${backend}, one process`, backend, mode: 'one-process' as const })),
-  { name: 'pglite, distributed', backend: 'pglite' as const, mode: 'distributed' as const },
-];
-
-describe.each(cases)('the matrix against a running gateway ($name)', ({ backend, mode }) => {
+describe.each(setups)('the matrix against a running gateway ($name)', ({ backend, mode }) => {
   let url: string;
   let server: TestServer;
   const dir = mkdtempSync(join(tmpdir(), 'matrix-'));

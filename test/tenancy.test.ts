@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditEntry } from '../gateway/audit.js';
 import { PRINCIPAL_HEADER, PrincipalSigner } from '../platform/principal.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
-import { backends, startTestServer, type TestServer } from './support/server.js';
+import { setups, startTestServer, type TestServer } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
 
 /*
@@ -34,12 +34,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const as = (key: string) => ({ 'x-api-key': key });
 const SECRET = randomBytes(24).toString('hex');
 
-const cases = [
-  ...backends.map((backend) => ({ name: `${backend}, one process`, backend, mode: 'one-process' as const })),
-  { name: 'pglite, distributed', backend: 'pglite' as const, mode: 'distributed' as const },
-];
-
-describe.each(cases)('tenants see and change only their own ($name)', ({ backend, mode }) => {
+describe.each(setups)('tenants see and change only their own ($name)', ({ backend, mode }) => {
   let server: TestServer;
   let url: string;
   const audit: AuditEntry[] = [];

@@ -100,7 +100,7 @@ describe('delivery plans on travel forecasts', () => {
     const run = reforecastRun(leg!, before, now);
     expect(run).toEqual({ distanceKm: 67.5, departAt: now });
     const model: TravelForecast = { source: 'model', version: 'm-2', q10: 50, q50: 60, q90: 80 };
-    const replanned = reforecastLeg(leg!, before, now, model);
+    const replanned = reforecastLeg(leg!, run, model);
     const after = legState(replanned, depot, site, now, false);
     expect(after.coordinates).toEqual(before.coordinates);
     expect(after.distanceRemainingKm).toBe(67.5);

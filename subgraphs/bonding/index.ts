@@ -7,6 +7,7 @@ import { createLoaders, resolverMap, type BondingContext } from './resolvers.js'
 import { bondingRoutes } from './rest.js';
 import { BondingStore } from './store.js';
 import { periodic } from '../../platform/periodic.js';
+import { isDemoMode } from '../../platform/config.js';
 
 /**
  * The bonding subgraph: multipath sessions whose paths move under a seeded link model, correlated-outage
@@ -30,7 +31,7 @@ export const bonding: SubgraphModule = {
     });
     const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('bonding')), resolvers: resolverMap });
     // No credential configured at all: the demo principal acts as any user, as the sandbox always has.
-    const demoMode = config.API_KEYS.length === 0 && !config.API_KEYS_FILE && !config.AUTH_JWKS_URL;
+    const demoMode = isDemoMode(config);
     // Every instance runs the link model; leases and conditional steps make each step happen once.
     const linkModel = periodic(() => store.runLinkModel(clock.now()), config.BONDING_TICK_MS);
     return {

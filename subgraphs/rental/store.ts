@@ -21,15 +21,17 @@ import {
   needsForecast,
   planLegs,
   promiseDeparture,
+  quotedForecast,
   reforecastLeg,
   reforecastRun,
   trackingPayload,
   trackingState,
   type PlannedLeg,
   type QuotedRun,
+  type Run,
   type TrackingStatus,
 } from './tracking.js';
-import { ruleForecast, type TravelForecaster } from './travel.js';
+import type { TravelForecaster } from './travel.js';
 
 export const TOPICS = {
   /** key: machine id */
@@ -75,9 +77,8 @@ export function confirmFingerprint(input: { quoteId: string; customerName: strin
 
 /** A start before the machines can be on site: 400, stating the earliest start and what it is made of. */
 function startTooEarly(runs: readonly QuotedRun[], earliest: Date): GraphQLError {
-  const q90 = (r: QuotedRun) => (r.travel ?? ruleForecast(r.distanceKm)).q90;
-  const slowest = runs.reduce((a, b) => (q90(b) > q90(a) ? b : a));
-  const travel = slowest.travel ?? ruleForecast(slowest.distanceKm);
+  const slowest = runs.reduce((a, b) => (quotedForecast(b).q90 > quotedForecast(a).q90 ? b : a));
+  const travel = quotedForecast(slowest);
   const road =
     travel.source === 'model'
       ? `${Math.round(travel.q90)} min on the road from ${slowest.depotId} at the travel model's q90`
@@ -207,7 +208,7 @@ export class RentalStore {
    * one instance rewrites each plan.
    */
   private async reforecastRuleLegs(bookings: readonly TrackedBooking[], now: Date): Promise<{ changed: number; published: number }> {
-    const asks: { booking: TrackedBooking; leg: PlannedLeg; run: { distanceKm: number; departAt: Date } }[] = [];
+    const asks: { booking: TrackedBooking; leg: PlannedLeg; run: Run }[] = [];
     for (const booking of bookings) {
       const places = this.trackingPlaces(booking.locationId);
       for (const leg of booking.legs) {
@@ -218,17 +219,18 @@ export class RentalStore {
     }
     if (asks.length === 0) return { changed: 0, published: 0 };
     const forecasts = await this.options.forecast(asks.map((a) => a.run));
+    // The legs the model answered for, forecast again.
+    const replanned = new Map<PlannedLeg, PlannedLeg>();
+    asks.forEach((a, i) => {
+      const forecast = forecasts[i];
+      if (forecast?.source === 'model') replanned.set(a.leg, reforecastLeg(a.leg, a.run, forecast));
+    });
     let changed = 0;
     let published = 0;
     for (const booking of new Set(asks.map((a) => a.booking))) {
+      if (!booking.legs.some((leg) => replanned.has(leg))) continue;
       const places = this.trackingPlaces(booking.locationId);
-      const legs = booking.legs.map((leg) => {
-        const i = asks.findIndex((a) => a.leg === leg);
-        const forecast = forecasts[i];
-        if (i < 0 || !forecast || forecast.source !== 'model') return leg;
-        return reforecastLeg(leg, legState(leg, places.depot(leg.depotId), places.site, now, false), now, forecast);
-      });
-      if (legs.every((leg, i) => leg === booking.legs[i])) continue;
+      const legs = booking.legs.map((leg) => replanned.get(leg) ?? leg);
       const state = trackingState(legs, places, now, false);
       // An update in the status last published; a status the plan has moved on to is announced, with
       // the new ETA, by its own transition event.

@@ -36,6 +36,9 @@ export interface PlannedLeg {
   forecast?: LegForecast;
 }
 
+/** The forecast a quoted run was promised against (a quote stored before forecasts: the rule). */
+export const quotedForecast = (run: QuotedRun): TravelForecast => run.travel ?? ruleForecast(run.distanceKm);
+
 /** A quote's delivery run, with the forecast its earliest start was promised against. */
 export interface QuotedRun {
   depotId: string;
@@ -59,7 +62,7 @@ export const promiseDeparture = (expiresAt: Date) => new Date(expiresAt.getTime(
  */
 export function earliestStart(runs: readonly QuotedRun[], expiresAt: Date): Date {
   const depart = promiseDeparture(expiresAt).getTime();
-  const arrival = Math.max(depart, ...runs.map((r) => after(depart, (r.travel ?? ruleForecast(r.distanceKm)).q90)));
+  const arrival = Math.max(depart, ...runs.map((r) => after(depart, quotedForecast(r).q90)));
   return new Date(Math.ceil(arrival / 60_000) * 60_000);
 }
 
@@ -89,7 +92,7 @@ export async function planLegs(args: {
   const target = start - BUFFER_MS;
   const earliestDepart = args.confirmedAt.getTime() + LOAD_MS;
   const departureFor = (f: TravelForecast) => Math.max(earliestDepart, Math.floor(target - f.q90 * 60_000));
-  const ask = (departs: number[]) => args.forecast(runs.map((r, i) => ({ distanceKm: r.distanceKm, departAt: new Date(departs[i]!) })));
+  const ask = (departs: number[]) => args.forecast(runs.map((r, i): Run => ({ distanceKm: r.distanceKm, departAt: new Date(departs[i]!) })));
 
   let departs = runs.map((r) => departureFor(ruleForecast(r.distanceKm)));
   let forecasts = await ask(departs);
@@ -128,26 +131,29 @@ export function needsForecast(leg: PlannedLeg, now: Date): boolean {
   return legForecast(leg).source === 'rule' && now.getTime() < Date.parse(leg.arriveAt);
 }
 
+/** A stretch of road to forecast: its distance and the instant the truck sets out on it. */
+export interface Run {
+  distanceKm: number;
+  departAt: Date;
+}
+
 /**
- * The run forecast again at `now`: before its departure, for the whole road from the planned departure;
- * on the road, for the distance left from where the truck is now. The truck keeps its place; its arrival
- * becomes the new forecast's median.
+ * What a run is forecast again for at `now`: before its departure, the whole road from the planned
+ * departure; on the road, the distance left from where the truck is now.
  */
-export function reforecastLeg(leg: PlannedLeg, state: LegState, now: Date, forecast: TravelForecast): PlannedLeg {
+export function reforecastRun(leg: PlannedLeg, state: LegState, now: Date): Run {
   const departed = now.getTime() >= Date.parse(leg.departAt);
-  const from = departed ? now.getTime() : Date.parse(leg.departAt);
-  const remainingKm = departed ? state.distanceRemainingKm : leg.distanceKm;
+  return departed ? { distanceKm: state.distanceRemainingKm, departAt: now } : { distanceKm: leg.distanceKm, departAt: new Date(leg.departAt) };
+}
+
+/** The leg on the forecast of `run` (from `reforecastRun`): the truck keeps its place, and arrives at the median. */
+export function reforecastLeg(leg: PlannedLeg, run: Run, forecast: TravelForecast): PlannedLeg {
+  const from = run.departAt.getTime();
   return {
     ...leg,
     arriveAt: new Date(after(from, forecast.q50)).toISOString(),
-    forecast: { ...forecast, from: new Date(from).toISOString(), remainingKm },
+    forecast: { ...forecast, from: run.departAt.toISOString(), remainingKm: run.distanceKm },
   };
-}
-
-/** Where a reforecast asks from: the distance and instant `reforecastLeg` will use. */
-export function reforecastRun(leg: PlannedLeg, state: LegState, now: Date): { distanceKm: number; departAt: Date } {
-  const departed = now.getTime() >= Date.parse(leg.departAt);
-  return departed ? { distanceKm: state.distanceRemainingKm, departAt: now } : { distanceKm: leg.distanceKm, departAt: new Date(leg.departAt) };
 }
 
 export interface LegState {
