@@ -1,6 +1,7 @@
 import {
   buildASTSchema,
   getNamedType,
+  getOperationAST,
   GraphQLError,
   Kind,
   parse,
@@ -14,8 +15,10 @@ import {
   type GraphQLSchema,
 } from 'graphql';
 import type { ApolloServerPlugin } from '@apollo/server';
+import type { ApolloGateway } from '@apollo/gateway';
 import { ANONYMOUS_PRINCIPAL, isOperator, type Principal } from '../platform/principal.js';
 import type { GatewayContext } from './context.js';
+import { filterOperation, shapeAnswer, type FilteredOperation } from './authorization-filter.js';
 
 /*
  * Who may use what, declared in the subgraph SDLs with the Federation 2 authorization directives and
@@ -24,9 +27,20 @@ import type { GatewayContext } from './context.js';
  * from the supergraph and judges every operation before it is planned; `ops:admin` holds every scope.
  * `@apollo/gateway` does not itself support these SECURITY features, so it gets the supergraph without
  * them (`withoutSecurityDirectives`).
+ *
+ * A query some of whose fields the principal may not use runs without them: they answer `null` with a
+ * FORBIDDEN error at their paths while the rest resolves (Apollo Router's default; the gateway's executor
+ * is wrapped by `authorizingGateway`). The whole operation is refused instead when nothing of it would
+ * remain, when it is a mutation (state changes run as asked or not at all) or a subscription, and for
+ * REST routes (a route's answer is its operation's whole answer).
  */
 
 const SECURITY = new Set(['requiresScopes', 'authenticated']);
+
+/** Verdicts kept per document (one per distinct set of scopes that used it). */
+const MAX_VERDICTS_PER_DOCUMENT = 64;
+
+export type Verdict = null | { refused: GraphQLError } | { filtered: FilteredOperation };
 
 export interface Requirement {
   authenticated: boolean;
@@ -51,6 +65,11 @@ export interface Authorizer {
   denials(document: DocumentNode, principal: Principal): Denial[];
   /** Denials as a GraphQL error: UNAUTHENTICATED for the anonymous principal, FORBIDDEN otherwise. Null when allowed. */
   check(document: DocumentNode, principal: Principal): GraphQLError | null;
+  /**
+   * What becomes of the operation `operationName` selects: run as it is (`null`), refused whole (an error),
+   * or run without its denied fields (a query). Judged once per document and set of scopes.
+   */
+  judge(document: DocumentNode, operationName: string | null | undefined, principal: Principal): Verdict;
   /** `check` of an operation's text (a REST route's), parsed once. */
   checkOperation(operation: string, principal: Principal): GraphQLError | null;
   /** Every scope an operation's fields name (their first alternatives), for documentation. */
@@ -122,9 +141,9 @@ export function authorizationPlugin(authorizer: Authorizer): ApolloServerPlugin<
   return {
     async requestDidStart() {
       return {
-        async didResolveOperation({ document, contextValue }) {
-          const denied = authorizer.check(document, contextValue.principal);
-          if (denied) throw denied;
+        async didResolveOperation({ document, operationName, contextValue }) {
+          const verdict = authorizer.judge(document, operationName, contextValue.principal);
+          if (verdict && 'refused' in verdict) throw verdict.refused;
         },
       };
     },
@@ -165,8 +184,8 @@ export function createAuthorizer(supergraphSdl: string): Authorizer {
   };
 
   const parsed = new Map<string, DocumentNode>();
-  const check = (document: DocumentNode, principal: Principal): GraphQLError | null => {
-    const denied = denials(document, principal);
+  const check = (document: DocumentNode, principal: Principal): GraphQLError | null => refusal(denials(document, principal), principal);
+  const refusal = (denied: Denial[], principal: Principal): GraphQLError | null => {
     if (denied.length === 0) return null;
     const anonymous = principal.id === ANONYMOUS_PRINCIPAL.id;
     const list = denied.map((d) => `${d.path.join('.')} (${d.coordinate}) needs ${describeRequirement(d.requirement)}`).join('; ');
@@ -190,15 +209,94 @@ export function createAuthorizer(supergraphSdl: string): Authorizer {
   /** A principal with no scope at all is denied every field that names one: their first alternatives. */
   const nobody: Principal = { id: 'documentation', tenant: 'documentation', scopes: [] };
 
+  // Verdicts depend on the document, the operation and what the principal holds, not on who it is.
+  const verdicts = new WeakMap<DocumentNode, Map<string, Verdict>>();
+  const judge = (document: DocumentNode, operationName: string | null | undefined, principal: Principal): Verdict => {
+    const holds = isOperator(principal) ? 'ops:admin' : principal.id === ANONYMOUS_PRINCIPAL.id ? '' : [...principal.scopes].sort().join(' ');
+    const key = `${operationName ?? ''}\n${holds}`;
+    let byKey = verdicts.get(document);
+    if (!byKey) verdicts.set(document, (byKey = new Map()));
+    if (byKey.has(key)) return byKey.get(key) as Verdict;
+    if (byKey.size >= MAX_VERDICTS_PER_DOCUMENT) byKey.clear();
+    const verdict = judgeOnce(document, operationName, principal);
+    byKey.set(key, verdict);
+    return verdict;
+  };
+  const judgeOnce = (document: DocumentNode, operationName: string | null | undefined, principal: Principal): Verdict => {
+    const operation = getOperationAST(document, operationName);
+    if (!operation) return null;
+    const only: DocumentNode = { ...document, definitions: document.definitions.filter((d) => d.kind !== Kind.OPERATION_DEFINITION || d === operation) };
+    const denied = denials(only, principal);
+    const refused = refusal(denied, principal);
+    if (!refused) return null;
+    if (operation.operation !== 'query') return { refused };
+    const filtered = filterOperation(schema, only, operation, (parent, field) => {
+      const coordinate = `${parent.name}.${field.name.value}`;
+      const requirement = rules.get(coordinate);
+      return requirement && !satisfies(principal, requirement) ? { coordinate, needs: describeRequirement(requirement) } : null;
+    });
+    // A removed non-null root field the client always asks for would null the whole answer: refused whole.
+    return filtered && !filtered.certainlyNull ? { filtered } : { refused };
+  };
+
   return {
     rules,
     plannerSdl,
     denials,
     check,
+    judge,
     checkOperation: (operation, principal) => check(documentOf(operation), principal),
     scopesOf(operation) {
       const names = denials(documentOf(operation), nobody).flatMap((d) => d.requirement.scopes?.[0] ?? []);
       return [...new Set(names)].sort();
     },
   };
+}
+
+type Executor = NonNullable<Awaited<ReturnType<ApolloGateway['load']>>['executor']>;
+type ExecutorContext = Parameters<Executor>[0];
+
+/**
+ * `gateway` with its executor running a query without the fields its principal may not use and shaping
+ * the answer back: each such field `null` with a FORBIDDEN (UNAUTHENTICATED without a credential) error
+ * at its path. Everything else about the gateway is its own.
+ */
+export function authorizingGateway(gateway: ApolloGateway, authorizer: Authorizer): Pick<ApolloGateway, 'load' | 'onSchemaLoadOrUpdate' | 'stop'> {
+  const load: ApolloGateway['load'] = async (options) => {
+    const loaded = await gateway.load(options);
+    const executor = loaded.executor;
+    if (!executor) return loaded;
+    const filtering: Executor = async (requestContext) => {
+      const context = requestContext.context as Partial<GatewayContext>;
+      const principal = context.principal;
+      const verdict = principal ? authorizer.judge(requestContext.document, requestContext.operationName, principal) : null;
+      if (!principal || !verdict || !('filtered' in verdict)) return executor(requestContext);
+      const { filtered } = verdict;
+      const narrowed: ExecutorContext = Object.create(requestContext, {
+        document: { value: filtered.document },
+        operation: { value: filtered.operation },
+        source: { value: filtered.source },
+        queryHash: { value: filtered.queryHash },
+      });
+      const result = await executor(narrowed);
+      const anonymous = principal.id === ANONYMOUS_PRINCIPAL.id;
+      const shaped = shapeAnswer(filtered.shape, result.data, requestContext.request.variables ?? {}, (path, removal) => {
+        const needs = removal.denials.map((d) => `${d.coordinate} needs ${d.needs}`).join('; ');
+        const message = removal.emptied
+          ? `Principal ${principal.id} may use none of the fields selected under ${path.join('.')}: ${needs}`
+          : `Principal ${principal.id} may not use ${path.join('.')}: ${needs}`;
+        return new GraphQLError(message, {
+          path,
+          extensions: {
+            code: anonymous ? 'UNAUTHENTICATED' : 'FORBIDDEN',
+            denied: removal.denials.map((d) => d.coordinate),
+          },
+        });
+      });
+      const errors = [...(result.errors ?? []), ...shaped.errors];
+      return { ...result, data: shaped.data, ...(errors.length > 0 ? { errors } : {}) };
+    };
+    return { ...loaded, executor: filtering };
+  };
+  return { load, onSchemaLoadOrUpdate: (callback) => gateway.onSchemaLoadOrUpdate(callback), stop: () => gateway.stop() };
 }

@@ -22,7 +22,7 @@ import { PrincipalSigner, type Principal } from '../platform/principal.js';
 import { auditPlugin, type AuditSink } from './audit.js';
 import { BrowserOrigins, registerBrowserRules } from './cors.js';
 import { RateLimiter, rateHeaders, rateLimitedError, rateLimitPlugin } from './rate-limit.js';
-import { authorizationPlugin, createAuthorizer } from './authorization.js';
+import { authorizationPlugin, authorizingGateway, createAuthorizer } from './authorization.js';
 import { gatewayContextFrom, principalOf, type GatewayContext } from './context.js';
 import { registerDashboard } from './dashboard.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
@@ -211,7 +211,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   gateway.onSchemaLoadOrUpdate(({ apiSchema }) => checkCustomScalars(apiSchema));
   skipRepeatedVariableValidation(gateway);
   const apollo = new ApolloServer<GatewayContext>({
-    gateway,
+    gateway: authorizingGateway(gateway, authorizer),
     includeStacktraceInErrorResponses: false,
     // Explicit, so NODE_ENV does not change the API: frontend teams and their tools read the schema.
     introspection: true,

@@ -7,7 +7,7 @@ import { createAuthorizer, satisfies, withoutSecurityDirectives } from '../gatew
 import { SCOPES, type Principal, type Scope } from '../platform/principal.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs } from '../subgraphs/registry.js';
-import { gql, rest } from './support/http.js';
+import { gql, hoursFromNow, rest } from './support/http.js';
 import { setups, startTestServer, type TestServer } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
 
@@ -25,6 +25,8 @@ const scoped = SCOPES.filter((s) => s !== 'ops:admin');
 const keyOf = (scope: Scope) => `matrix-${scope.replace(':', '-')}-key-000000`;
 const principalOf = (scope: Scope): Principal => ({ id: `holder-${scope}`, tenant: 'matrix', scopes: [scope] });
 const OPERATOR = 'matrix-operator-key-00001';
+/** A partner's key: rental only (no fleet, no prediction). */
+const PARTNER = 'matrix-partner-key-000001';
 
 interface RootField {
   root: 'Query' | 'Mutation' | 'Subscription';
@@ -80,7 +82,13 @@ describe.each(setups)('the matrix against a running gateway ($name)', ({ backend
   const dir = mkdtempSync(join(tmpdir(), 'matrix-'));
   beforeAll(async () => {
     const file = join(dir, 'keys.json');
-    writeFileSync(file, JSON.stringify(scoped.map((scope) => ({ key: keyOf(scope), principal: `holder-${scope}`, tenant: 'matrix', scopes: [scope] }))));
+    writeFileSync(
+      file,
+      JSON.stringify([
+        ...scoped.map((scope) => ({ key: keyOf(scope), principal: `holder-${scope}`, tenant: 'matrix', scopes: [scope] })),
+        { key: PARTNER, principal: 'matrix-partner', tenant: 'partner', scopes: ['rental:read', 'rental:book'] },
+      ]),
+    );
     server = await startTestServer({
       backend,
       mode,
@@ -109,6 +117,50 @@ describe.each(setups)('the matrix against a running gateway ($name)', ({ backend
       }
       expect((await gql(url, document)).status, coordinate).toBe(401);
     }
+  });
+
+  it('a query with fields its principal may not use answers the rest: those null, FORBIDDEN at their paths', async () => {
+    const partner = { 'x-api-key': PARTNER };
+    const quote = await gql(url, `mutation($i: CreateQuoteInput!) { createQuote(input: $i) { id } }`, {
+      i: { machineIds: ['EQ-005'], locationId: 'LOC-001', startTime: hoursFromNow(50), durationHours: 2 },
+    }, partner);
+    expect(quote.errors).toBeUndefined();
+    const confirm = (selection: string) =>
+      gql(url, `mutation($q: ID!) { confirmBooking(input: { quoteId: $q, customerName: "Partner BV" }) ${selection} }`, { q: quote.data!['createQuote'].id }, partner);
+    // A mutation is refused whole when it selects a denied field: nothing changes.
+    const refused = await confirm('{ id deliveryForecast { q50Minutes } }');
+    expect(refused.status).toBe(403);
+    expect(refused.errors?.[0]?.extensions?.['code']).toBe('FORBIDDEN');
+    const booked = await confirm('{ id status }');
+    expect(booked.errors).toBeUndefined();
+    const id = booked.data!['confirmBooking'].id as string;
+
+    const query = `query($id: ID!) { booking(id: $id) { id deliveryForecast { q50Minutes } status } machine(id: "EQ-005") { id } }`;
+    const res = await gql(url, query, { id }, partner);
+    expect(res.status).toBe(200);
+    expect(res.data).toEqual({ booking: { id, deliveryForecast: null, status: 'CONFIRMED' }, machine: null });
+    expect(Object.keys(res.data!['booking'])).toEqual(['id', 'deliveryForecast', 'status']);
+    expect(res.errors?.map((e) => [e.path, e.extensions?.['code'], e.extensions?.['denied']])).toEqual([
+      [['booking', 'deliveryForecast'], 'FORBIDDEN', ['Booking.deliveryForecast']],
+      [['machine'], 'FORBIDDEN', ['Query.machine']],
+    ]);
+    expect(res.errors?.[0]?.message).toContain('prediction:read');
+    // The same query by an operator: everything answered.
+    const whole = await gql(url, query, { id }, { 'x-api-key': OPERATOR });
+    expect(whole.errors).toBeUndefined();
+    expect(whole.data!['booking'].deliveryForecast.q50Minutes).toBeGreaterThan(0);
+    expect(whole.data!['machine']).toEqual({ id: 'EQ-005' });
+    // A denied non-null root field would null the whole answer: refused whole, nothing runs.
+    const nulled = await gql(url, `{ bookings { totalCount } fleetSummary { __typename } }`, {}, partner);
+    expect(nulled.status).toBe(403);
+    expect(nulled.errors?.[0]?.extensions?.['denied']).toEqual([{ path: ['fleetSummary'], field: 'Query.fleetSummary', requires: [['fleet:read']] }]);
+
+    // Over WebSocket, the same answer as over HTTP.
+    const ws = wsClient(url, partner);
+    const c = new Collector(ws.client, query, { id });
+    await c.until((x) => x.completed || x.error !== undefined);
+    expect(c.results).toEqual([{ data: res.data, errors: res.errors }]);
+    await ws.dispose();
   });
 
   it('subscriptions: refused as the operation starts without their scope; open with it', async () => {

@@ -1,5 +1,6 @@
-import { existsSync, mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { parse, validate } from 'graphql';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -275,10 +276,40 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
     await live(page);
     await until(async () => (await page.locator('.tile').count()) === 15, '15 machine tiles after a reload');
 
+    expect(await page.locator('#principal').textContent()).toMatch(/· operator$/);
+
     // Forgetting it closes the connection: the server refuses the keyless socket with 4401.
     await page.click('#forget-key');
     await waitFor(page, 'body[data-connection="unauthorized"]');
     expect(errors.filter((e) => !/WebSocket/.test(e))).toEqual([]);
     await context.close();
+  });
+
+  it('shows who the key acts for and only the parts its scopes cover', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dashboard-keys-'));
+    const file = join(dir, 'keys.json');
+    const PARTNER = 'dashboard-partner-key-0001';
+    writeFileSync(file, JSON.stringify([{ key: PARTNER, principal: 'fleet-partner', tenant: 'tenant-f', scopes: ['fleet:read', 'rental:read', 'features:read'] }]));
+    const server = await startTestServer({ env: { API_KEYS_FILE: file } });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, reducedMotion: 'reduce' });
+    const { page, errors } = await open(context);
+    await page.goto(`${server.url}/`);
+    await waitFor(page, 'body[data-connection="unauthorized"]');
+    await page.fill('#api-key', PARTNER);
+    await page.click('#key-form button[type="submit"]');
+    await live(page);
+    await until(async () => (await page.locator('.tile').count()) === 15, '15 machine tiles');
+    expect(await page.locator('#principal').textContent()).toBe('fleet-partner · tenant-f');
+    expect(await page.locator('#principal').getAttribute('title')).toBe('scopes: fleet:read, rental:read, features:read');
+    // Bonding and optimization are not asked for: their notes say what they need; features is filled.
+    await waitFor(page, '#bonding-note[data-withheld="true"]:not([hidden])');
+    expect(await page.locator('#bonding-note').textContent()).toBe('Not shown to fleet-partner: this part needs bonding:use');
+    expect(await page.locator('#optimization-note').textContent()).toBe('Not shown to fleet-partner: this part needs optimization:read');
+    expect(await page.locator('#features-note').getAttribute('data-withheld')).toBe('false');
+    expect(await page.locator('#rental-note').getAttribute('data-withheld')).toBe('false');
+    expect(errors.filter((e) => !/WebSocket/.test(e))).toEqual([]);
+    await context.close();
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
   });
 });

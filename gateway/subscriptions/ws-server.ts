@@ -121,8 +121,8 @@ export function attachGraphQLWebSocket(options: WsOptions): {
         if (!getOperationAST(document, payload.operationName)) return [operationNotFound(payload.operationName)];
         // The same authorization as over HTTP, before the operation is planned or a stream opened.
         const principal = principals.get(ctx) ?? unauthenticated();
-        const denied = options.authorizer.check(document, principal);
-        if (denied) return [denied];
+        const verdict = options.authorizer.judge(document, payload.operationName, principal);
+        if (verdict && 'refused' in verdict) return [verdict.refused];
         if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
           const decision = options.rateLimiter.take(principal, operationCost(document, payload.operationName));
           if (!decision.allowed) return [rateLimitedError(principal, decision)];

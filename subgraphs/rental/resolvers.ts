@@ -163,6 +163,12 @@ export const rentalResolvers = {
     },
     quoteSigningKeys: async (_: unknown, __: unknown, ctx: RentalContext) => (await ctx.signer.jwks()).keys,
     eventCursor: (_: unknown, __: unknown, ctx: RentalContext) => ctx.store.eventCursor(),
+    viewer: (_: unknown, __: unknown, ctx: RentalContext) => ({
+      id: ctx.principal.id,
+      tenant: ctx.principal.tenant,
+      scopes: [...ctx.principal.scopes],
+      operator: isOperator(ctx.principal),
+    }),
   },
   Subscription: {
     machineStatusChanged: {

@@ -44,6 +44,13 @@ const DELIVERY_BOOKING = /* GraphQL */ `
   ${DELIVERY_LEG}
 `;
 
+/** Who the page acts for: which panels its credential may fill. */
+export const VIEWER = /* GraphQL */ `
+  query DashboardViewer {
+    viewer { id tenant scopes operator }
+  }
+`;
+
 /** The rental snapshot: machines, fleet summary, the map's depots and sites, and the newest bookings with their deliveries. */
 export const RENTAL_SNAPSHOT = /* GraphQL */ `
   query DashboardRental {
@@ -227,6 +234,7 @@ export const FEATURES_SNAPSHOT = /* GraphQL */ `
 
 /** Every document, by name: the test runs each through the gateway's request limits. */
 export const DOCUMENTS = {
+  VIEWER,
   RENTAL_CURSOR,
   RENTAL_SNAPSHOT,
   BOOKING,

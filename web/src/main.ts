@@ -1,7 +1,8 @@
 import './style.css';
 import { Connection } from './connection.js';
 import { storedKey } from './credential.js';
-import { byId } from './dom.js';
+import { VIEWER } from './documents.js';
+import { byId, fill } from './dom.js';
 import { BondingPanel } from './panels/bonding.js';
 import { ChartPanel } from './panels/chart.js';
 import { DeliveriesPanel } from './panels/deliveries.js';
@@ -12,6 +13,7 @@ import { OptimizationPanel } from './panels/optimization.js';
 import { connectionStatus } from './panels/status.js';
 import { BondingSource } from './sources/bonding.js';
 import { FeaturesSource } from './sources/features.js';
+import { viewerAnswer } from './schemas.js';
 import { OptimizationSource } from './sources/optimization.js';
 import { RentalSource } from './sources/rental.js';
 
@@ -43,8 +45,19 @@ const sources = [
   new OptimizationSource(connection, byId('optimization-note'), new OptimizationPanel(byId('optimization-panel')), feed),
   new FeaturesSource(connection, byId('features-note'), new FeaturesPanel(byId('features-panel'))),
 ];
-connection.onConnected(() => {
-  for (const source of sources) source.connected();
+// Who the page acts for first: each part asks only for what its principal may see.
+const principal = byId('principal');
+connection.onConnected(async () => {
+  const viewer = await connection.query(VIEWER, (d) => viewerAnswer.parse(d).viewer).then(
+    ({ data }) => data,
+    () => null,
+  );
+  principal.hidden = viewer === null;
+  if (viewer) {
+    fill(principal, viewer.operator ? `${viewer.id} · operator` : `${viewer.id} · ${viewer.tenant}`);
+    principal.title = viewer.operator ? 'every scope over every tenant (ops:admin)' : `scopes: ${viewer.scopes.join(', ') || 'none'}`;
+  }
+  for (const source of sources) source.connected(viewer);
 });
 // The chart's time axis moves on between events.
 setInterval(() => chart.render(), 5000);

@@ -223,3 +223,8 @@ export const featuresSnapshot = z.object({
   materializations: z.array(z.object({ id: z.string(), asOf: z.string(), rowsWritten: z.number(), onlineStore: z.string(), materializedAt: z.string() })),
 });
 export type FeaturesSnapshot = z.infer<typeof featuresSnapshot>;
+
+export const viewerAnswer = z.object({
+  viewer: z.object({ id: z.string(), tenant: z.string(), scopes: z.array(z.string()), operator: z.boolean() }),
+});
+export type Viewer = z.infer<typeof viewerAnswer>['viewer'];

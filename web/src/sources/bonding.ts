@@ -25,7 +25,7 @@ export class BondingSource extends Source {
     private readonly panel: BondingPanel,
     private readonly feed: FeedPanel,
   ) {
-    super(connection, note, POLL_MS);
+    super(connection, note, POLL_MS, ['bonding:use']);
   }
 
   protected load(): Promise<string[]> {

@@ -13,7 +13,7 @@ export class FeaturesSource extends Source {
     note: HTMLElement,
     private readonly panel: FeaturesPanel,
   ) {
-    super(connection, note, POLL_MS);
+    super(connection, note, POLL_MS, ['features:read']);
   }
 
   protected load(): Promise<string[]> {

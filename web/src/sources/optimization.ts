@@ -20,7 +20,7 @@ export class OptimizationSource extends Source {
     private readonly panel: OptimizationPanel,
     private readonly feed: FeedPanel,
   ) {
-    super(connection, note, POLL_MS);
+    super(connection, note, POLL_MS, ['optimization:read']);
   }
 
   protected async load(): Promise<string[]> {

@@ -34,7 +34,7 @@ export class RentalSource extends Source {
     note: HTMLElement,
     private readonly panels: Panels,
   ) {
-    super(connection, note, null);
+    super(connection, note, null, ['fleet:read', 'rental:read']);
   }
 
   protected async load(): Promise<string[]> {

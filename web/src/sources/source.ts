@@ -1,20 +1,25 @@
 import type { Connection } from '../connection.js';
 import { fill } from '../dom.js';
+import type { Viewer } from '../schemas.js';
 
 /**
  * One subgraph's part of the page. `load` runs once per page (a cursor, the snapshot after it, the streams
  * from that cursor) and again only if it did not finish, for example because the socket dropped midway;
  * the streams themselves resume on every reconnect. `refresh` re-reads what has no stream, every `pollMs`
- * and after a reconnect. A failure is shown in the panel's note and retried.
+ * and after a reconnect. A failure is shown in the panel's note and retried. A part whose scopes the
+ * page's principal does not hold is not asked for: its note says which scopes it needs.
  */
 export abstract class Source {
   private loaded = false;
   private running: Promise<void> | null = null;
+  private withheld = false;
 
   constructor(
     protected readonly connection: Connection,
     private readonly note: HTMLElement,
     pollMs: number | null,
+    /** The scopes its documents need (gateway/authorization.ts; README, "Auth"). */
+    private readonly needs: readonly string[],
   ) {
     if (pollMs !== null) setInterval(() => this.poll(), pollMs);
   }
@@ -26,13 +31,20 @@ export abstract class Source {
     return Promise.resolve([]);
   }
 
-  /** After every (re)connect. */
-  connected(): void {
+  /** After every (re)connect, with the principal the connection acts for (null when it could not be read). */
+  connected(viewer: Viewer | null): void {
+    const missing = viewer && !viewer.operator ? this.needs.filter((scope) => !viewer.scopes.includes(scope)) : [];
+    this.withheld = missing.length > 0;
+    this.note.dataset['withheld'] = String(this.withheld);
+    if (viewer && this.withheld) {
+      this.warn([`Not shown to ${viewer.id}: this part needs ${missing.join(' and ')}`]);
+      return;
+    }
     void this.run();
   }
 
   private poll(): void {
-    if (this.loaded && this.connection.state.kind === 'live') void this.run();
+    if (this.loaded && !this.withheld && this.connection.state.kind === 'live') void this.run();
   }
 
   private run(): Promise<void> {
@@ -58,7 +70,7 @@ export abstract class Source {
       // A lost connection is shown by the banner, and the next connect runs this again.
       if (this.connection.state.kind === 'live') {
         this.warn([message]);
-        setTimeout(() => (this.loaded ? this.poll() : this.connected()), 5000);
+        setTimeout(() => (this.loaded ? this.poll() : void this.run()), 5000);
       }
     }
   }
