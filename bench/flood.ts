@@ -57,22 +57,46 @@ const QUERY = JSON.stringify({ query: '{ fleetSummary { total } }' });
 
 /** The neighbour's pace: 30 queries a second, within its own limit (50 a second). */
 const NEIGHBOUR_INTERVAL_MS = 1000 / 30;
+/** Idle samples (20 s at that pace), and the flood's length: about as many samples again. */
+const NEIGHBOUR_SAMPLES = 600;
+const FLOOD_SECONDS = 20;
 
 /** `count` queries as the neighbour, one every NEIGHBOUR_INTERVAL_MS; their latencies in ms, sorted. */
-async function neighbourLatencies(url: string, count: number): Promise<number[]> {
-  const latencies: number[] = [];
-  const begin = performance.now();
-  for (let i = 0; i < count; i++) {
-    const due = begin + i * NEIGHBOUR_INTERVAL_MS - performance.now();
-    if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
-    const started = performance.now();
-    const res = await fetch(`${url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': NEIGHBOUR }, body: QUERY });
-    await res.arrayBuffer();
-    if (res.status !== 200) throw new Error(`the neighbour was answered ${res.status}`);
-    latencies.push(performance.now() - started);
-  }
-  return latencies.sort((a, b) => a - b);
+/**
+ * The neighbour's queries, paced, from a worker thread of its own, so the server's event loop (this
+ * thread's) is not also the measuring client's: each query's start (epoch ms) and latency.
+ */
+function neighbour(url: string, count: number): Promise<{ at: number; ms: number }[]> {
+  const worker = new Worker(
+    `const { parentPort, workerData } = require('node:worker_threads');
+     (async () => {
+       const { url, key, body, count, interval } = workerData;
+       const samples = [];
+       const begin = performance.now();
+       for (let i = 0; i < count; i++) {
+         const due = begin + i * interval - performance.now();
+         if (due > 0) await new Promise((resolve) => setTimeout(resolve, due));
+         const at = Date.now();
+         const started = performance.now();
+         const res = await fetch(url + '/graphql', { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body });
+         await res.arrayBuffer();
+         if (res.status !== 200) throw new Error('the neighbour was answered ' + res.status);
+         samples.push({ at, ms: performance.now() - started });
+       }
+       parentPort.postMessage(samples);
+     })();`,
+    { eval: true, workerData: { url, key: NEIGHBOUR, body: QUERY, count, interval: NEIGHBOUR_INTERVAL_MS } },
+  );
+  return new Promise((resolve, reject) => {
+    worker.once('message', (samples: { at: number; ms: number }[]) => {
+      void worker.terminate();
+      resolve(samples);
+    });
+    worker.once('error', reject);
+  });
 }
+
+const sorted = (samples: { ms: number }[]) => samples.map((x) => x.ms).sort((a, b) => a - b);
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
@@ -95,8 +119,8 @@ export async function principalFlood(): Promise<void> {
   const config = loadConfig({ PORT: '0', DATA_DIR: ':memory:', LOG_LEVEL: 'silent', API_KEYS_FILE: file });
   const server = await startServer({ config });
   try {
-    await neighbourLatencies(server.url, 30);
-    const idle = await neighbourLatencies(server.url, 300);
+    await neighbour(server.url, 30);
+    const idle = sorted(await neighbour(server.url, NEIGHBOUR_SAMPLES));
     const worker = new Worker(
       `const { parentPort, workerData } = require('node:worker_threads');
        (async () => {
@@ -115,32 +139,25 @@ export async function principalFlood(): Promise<void> {
          await Promise.all(Array.from({ length: 16 }, loop));
          parentPort.postMessage(statuses);
        })();`,
-      { eval: true, workerData: { url: server.url, key: FLOODER, body: QUERY, seconds: 10, maxRequests: 20_000 } },
+      { eval: true, workerData: { url: server.url, key: FLOODER, body: QUERY, seconds: FLOOD_SECONDS, maxRequests: 40_000 } },
     );
-    // The first second is the flooder spending its burst (allowed); the rest, the flooder refused.
-    const burst: number[] = [];
-    const flooded: number[] = [];
+    // The first second is the flooder spending its burst (allowed); the rest, the flooder limited.
+    const floodStart = Date.now();
     const done = new Promise<Record<string, number>>((resolve) => worker.once('message', resolve));
-    let finished = false;
-    void done.then(() => (finished = true));
-    const floodStart = performance.now();
-    while (!finished && flooded.length < 1000) {
-      const batch = await neighbourLatencies(server.url, 10);
-      (performance.now() - floodStart < 1000 ? burst : flooded).push(...batch);
-    }
+    const during = await neighbour(server.url, Math.floor(((FLOOD_SECONDS - 0.5) * 1000) / NEIGHBOUR_INTERVAL_MS));
     const statuses = await done;
     await worker.terminate();
-    burst.sort((a, b) => a - b);
-    flooded.sort((a, b) => a - b);
+    const burst = sorted(during.filter((x) => x.at - floodStart < 1000));
+    const flooded = sorted(during.filter((x) => x.at - floodStart >= 1000));
     const ratio = quantile(flooded, 0.99) / quantile(idle, 0.99);
     console.log('\none principal flooding under the default rate limit (RATE_LIMIT_PER_S 50, RATE_LIMIT_BURST 200):');
     console.log(`  flooder's answers by status: ${JSON.stringify(statuses)}`);
     console.table([
       { neighbour: 'idle', requests: idle.length, p50: +quantile(idle, 0.5).toFixed(2), p99: +quantile(idle, 0.99).toFixed(2) },
       { neighbour: "the flood's first second (its burst allowed)", requests: burst.length, p50: +quantile(burst, 0.5).toFixed(2), p99: +quantile(burst, 0.99).toFixed(2) },
-      { neighbour: 'the rest of the flood (refused)', requests: flooded.length, p50: +quantile(flooded, 0.5).toFixed(2), p99: +quantile(flooded, 0.99).toFixed(2) },
+      { neighbour: 'the rest of the flood (limited)', requests: flooded.length, p50: +quantile(flooded, 0.5).toFixed(2), p99: +quantile(flooded, 0.99).toFixed(2) },
     ]);
-    console.log(`  neighbour p99 while the flood is refused / idle: ${ratio.toFixed(2)}x (goal at most 1.5x): ${ratio <= 1.5 ? 'met' : 'NOT met'}`);
+    console.log(`  neighbour p99 while the flood is limited / idle: ${ratio.toFixed(2)}x (goal at most 1.5x): ${ratio <= 1.5 ? 'met' : 'NOT met'}`);
   } finally {
     await server.close();
     rmSync(dir, { recursive: true, force: true });
