@@ -300,6 +300,13 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
       for (let attempt = 1; ; attempt++) {
         const client = await guarded(() => pool.connect());
         let lost = false;
+        // The pool listens for errors on idle clients only: a connection reset while this transaction
+        // awaits something else between statements would otherwise be an uncaught 'error'. The next
+        // statement fails on the dead connection and is classified there.
+        const onLost = () => {
+          lost = true;
+        };
+        client.on('error', onLost);
         try {
           await run(client, 'BEGIN');
           const result = await fn({ query: (sql, params) => run(client, sql, params) });
@@ -318,6 +325,7 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
           throw classified;
         } finally {
           // A connection that failed is discarded, not handed to the next transaction.
+          client.off('error', onLost);
           client.release(lost || undefined);
         }
       }
