@@ -31,7 +31,7 @@ import { jsonKey } from './json-key.js';
 /**
  * Request limits, enforced on every GraphQL document before it is validated, planned or executed (HTTP and
  * WebSocket alike): a document over any of them costs one bounded parse and one linear walk, then is refused.
- * The defaults follow GraphQL Armor's (tokens, aliases, directives) and are documented in the README
+ * The defaults follow GraphQL Armor's (tokens, aliases, directives) and are documented in docs/operations.md ("Request limits")
  * ("Request limits"); each is configurable.
  */
 export interface RequestLimits {
@@ -230,7 +230,7 @@ class Walker {
       return limitError('fields', limits.maxFields, `The operation selects ${count(tally.selections)} fields, fragments expanded; the limit is ${limits.maxFields} (${LIMIT_VARIABLES.fields})`);
     }
     if (tally.cost > limits.maxCost) {
-      return limitError('cost', limits.maxCost, `The operation costs ${count(tally.cost)}; the limit is ${limits.maxCost} (${LIMIT_VARIABLES.cost}; the README explains the cost of each field)`);
+      return limitError('cost', limits.maxCost, `The operation costs ${count(tally.cost)}; the limit is ${limits.maxCost} (${LIMIT_VARIABLES.cost}; docs/operations.md explains the cost of each field)`);
     }
     return null;
   }

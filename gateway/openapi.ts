@@ -27,7 +27,7 @@ const problemSchema = z
     title: z.string(),
     status: z.number().int(),
     detail: z.string().describe('One sentence; for input errors it names each offending field'),
-    code: z.enum(errorCodes).describe('The error catalogue code (README, "Error catalogue")'),
+    code: z.enum(errorCodes).describe('The error catalogue code (docs/architecture.md, "Error catalogue")'),
     instance: z.string().optional().describe('The request path'),
     errors: z
       .array(z.strictObject({ field: z.string(), message: z.string() }))

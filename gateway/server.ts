@@ -132,7 +132,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // The caller's principal travels to subgraph servers signed with the secret they share.
   const signer = PrincipalSigner.from(config.PRINCIPAL_SECRET);
 
-  // Bodies are JSON: without a text/plain parser, any other media type is 415 (as the README documents).
+  // Bodies are JSON: without a text/plain parser, any other media type is 415 (as docs/operations.md documents).
   app.removeContentTypeParser('text/plain');
   // An empty body sent with Content-Type: application/json (common for POSTs that carry nothing, such as
   // completing a booking) is no body, not a parse error; everything else is fastify's own JSON parsing,
@@ -168,7 +168,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   metrics.instrument(app);
 
   // @apollo/gateway otherwise exports usage metrics to Apollo and probes cloud metadata endpoints at
-  // start; the supergraph sends nothing off the machine unless an operator opts in (README, "Telemetry").
+  // start; the supergraph sends nothing off the machine unless an operator opts in (docs/operations.md, "Telemetry").
   process.env['APOLLO_TELEMETRY_DISABLED'] ??= 'true';
   // Who may use which field is declared in the supergraph (gateway/authorization.ts); the planners get it
   // without those SECURITY features, which they do not support.

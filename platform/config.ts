@@ -11,7 +11,7 @@ const intFrom = (name: string, min: number, max: number) =>
     .pipe(z.number().int().min(min, `${name} must be at least ${min}`).max(max, `${name} must be at most ${max}`));
 
 /**
- * The environment, read once at start. Every variable is documented in the README.
+ * The environment, read once at start. Every variable is documented in docs/operations.md ("Configuration").
  */
 const envSchema = z.object({
   /** TCP port of the one HTTP server. @default 4000 */
@@ -207,7 +207,7 @@ const envSchema = z.object({
   GRAPHQL_MAX_FIELDS: intFrom('GRAPHQL_MAX_FIELDS', 1, 1_000_000).default(200),
   /** Directives in a GraphQL document. @default 50 */
   GRAPHQL_MAX_DIRECTIVES: intFrom('GRAPHQL_MAX_DIRECTIVES', 0, 100_000).default(50),
-  /** Static cost of a GraphQL operation (README, "Request limits"). @default 5000 */
+  /** Static cost of a GraphQL operation (docs/operations.md, "Request limits"). @default 5000 */
   GRAPHQL_MAX_COST: intFrom('GRAPHQL_MAX_COST', 1, 100_000_000).default(5000),
   /** Size assumed for a list field that declares none. @default 10 */
   GRAPHQL_DEFAULT_LIST_SIZE: intFrom('GRAPHQL_DEFAULT_LIST_SIZE', 1, 100_000).default(10),

@@ -24,7 +24,7 @@ describe('a flood of hostile requests', () => {
     expect(unexpected).toEqual([]);
     expect(result.requests).toBeGreaterThan(requests.length);
     // The target, p99 under 100 ms, is a performance figure: `npm run bench -- flood` measures it on an
-    // otherwise idle machine (the README gives the figures; about 50 ms here when this file runs alone,
+    // otherwise idle machine (docs/operations.md gives the figures; about 50 ms here when this file runs alone,
     // about 110 ms beside another suite file, 320 ms on a machine at load average 8). A descheduled thread
     // counts as loop delay, so this test holds a bound no busy machine reaches but any request that is
     // expensive before it is refused does (one such document holds the loop for seconds to minutes: the

@@ -301,7 +301,7 @@ describe('public documents with API_KEYS set', () => {
   it('the JWKS and /health answer without a key; everything else still wants one', async () => {
     const q = await rest(url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-004'], location_id: 'LOC-002', start_time: hoursFromNow(30), duration_hours: 3 }, { 'x-api-key': KEY });
     expect(q.status).toBe(200);
-    // The README's own example: createRemoteJWKSet sends no key.
+    // docs/rental.md's own example: createRemoteJWKSet sends no key.
     const { payload } = await jwtVerify(q.body['signature'], createRemoteJWKSet(new URL(`${url}/rental/pricing/keys`)), { issuer: 'ops-supergraph/rental' });
     expect(payload['quote_id']).toBe(q.body['quote_id']);
     expect((await rest(url, 'GET', '/health')).status).toBe(200);

@@ -22,7 +22,7 @@ export const FREE_FLOW_KMH = [30, 50, 100, 80] as const;
 export interface Baseline {
   /** Stored in each artifact, and checked at load: a model is only valid with the baseline it was trained on. */
   name: string;
-  /** What the README says about it. */
+  /** What docs/prediction.md says about it. */
   description: string;
   /** Baseline minutes of one record; `f` reads a feature by its snake_case name. */
   minutes(f: (name: string) => number): number;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 
 /*
  * The features of the three models, as data: names, kinds, integer codes and valid ranges. The REST
- * schemas, the GraphQL input checks, the model input vectors and the README tables all come from here.
+ * schemas, the GraphQL input checks, the model input vectors and the tables of docs/prediction.md all come from here.
  */
 
 /** One value of an integer-coded categorical feature. */

@@ -6,7 +6,7 @@ import { Random } from '../../platform/random.js';
  * timing). Each model's sampler draws correlated features the way they arise in practice (the shift follows
  * the hour, snow follows the season, traffic follows the rush hours and the density), then the target
  * from a structural formula with interactions, heteroscedastic multiplicative noise and a long right
- * tail of incidents. The README describes the process in words; the numbers are below.
+ * tail of incidents. docs/prediction.md describes the process in words; the numbers are below.
  *
  * Every numeric feature is drawn over the whole range the API accepts (features.ts), with a thin tail
  * where real transports are rare (a 1,200 km corridor, a 50th-floor handover, a queue of 40), so the

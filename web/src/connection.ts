@@ -7,7 +7,7 @@ export type ConnectionState =
   | { kind: 'reconnecting'; attempt: number; retryAt: number; reason: string }
   | { kind: 'unauthorized'; reason: string };
 
-/** Close codes the gateway uses (README, Live subscriptions). */
+/** Close codes the gateway uses (docs/subscriptions.md). */
 const UNAUTHORIZED = 4401;
 
 /** A subscription error that a later attempt may not get (the subgraph or database away for a moment). */

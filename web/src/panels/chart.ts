@@ -13,7 +13,7 @@ const WIDTH = 560;
 const MIN_HEIGHT = 180;
 const MAX_HEIGHT = 420;
 const PAD = { left: 40, right: 40, top: 12, bottom: 24 };
-/** The surge multiplier's range: 1.0 up to 60% utilization, 2.5 at 100% (README, Pricing). */
+/** The surge multiplier's range: 1.0 up to 60% utilization, 2.5 at 100% (docs/rental.md, Pricing). */
 const SURGE_MIN = 1;
 const SURGE_MAX = 2.5;
 /** The longest span shown; a shorter history is shown over its own span (at least a minute), so its steps stay readable. */
