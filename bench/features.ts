@@ -5,7 +5,7 @@ import { startServer } from '../gateway/server.js';
 import { loadConfig } from '../platform/config.js';
 import { DuckDbEngine } from '../subgraphs/features/duckdb-engine.js';
 import { DAY_MS, emptyLabels, type LabelRows, type ViewData } from '../subgraphs/features/frame.js';
-import type { FeaturesContext } from '../subgraphs/features/resolvers.js';
+import type { FeaturesContext } from '../subgraphs/features/context.js';
 import { sortView, tsAsOf } from '../subgraphs/features/ts-engine.js';
 import { Random } from '../platform/random.js';
 import { SYSTEM_PRINCIPAL } from '../platform/principal.js';

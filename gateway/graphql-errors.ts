@@ -1,6 +1,6 @@
 import type { ApolloServerPlugin, BaseContext } from '@apollo/server';
 import { GraphQLError, type GraphQLFormattedError } from 'graphql';
-import { DATABASE_UNAVAILABLE_MESSAGE, isDatabaseUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../platform/db-errors.js';
+import { isDatabaseUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../platform/db-errors.js';
 import { isErrorCode, statusOf, type ErrorCode } from '../platform/errors.js';
 import { MAX_FIELD_PROBLEMS } from '../platform/validate.js';
 import { clientMessage } from './bounded-errors.js';

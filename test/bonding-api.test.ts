@@ -5,7 +5,7 @@ import { gql, rest } from './support/http.js';
 import { startTestServer, targets, type TestServer } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
 import { SYSTEM_PRINCIPAL, type Principal } from '../platform/principal.js';
-import { createLoaders, type BondingContext } from '../subgraphs/bonding/resolvers.js';
+import { createLoaders, type BondingContext } from '../subgraphs/bonding/context.js';
 
 /** Polls until `check` returns a value, failing after `ms`. */
 async function waitFor<T>(what: string, check: () => Promise<T | null | undefined | false>, ms = 10_000): Promise<T> {

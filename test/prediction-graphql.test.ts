@@ -5,7 +5,6 @@ import { deliveryTravelFeatures } from '../subgraphs/prediction/forecasts.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { prediction } from '../subgraphs/prediction/index.js';
 import { loadModels } from '../subgraphs/prediction/model.js';
-import { rental } from '../subgraphs/rental/index.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
 import { dwellInput, lockerInput, travelFeatures, travelInput } from './support/prediction.js';
 import { startTestServer } from './support/server.js';

@@ -33,7 +33,9 @@ const riskGroup = text().regex(
 
 /** GraphQL enum value <-> link-model kind ("FIVE_G" is "5g"). */
 export const kindFromEnum = (value: string): PathKind => (value === 'FIVE_G' ? '5g' : (value.toLowerCase() as PathKind));
-export const kindToEnum = (kind: PathKind): string => (kind === '5g' ? 'FIVE_G' : kind.toUpperCase());
+/** A path kind as its GraphQL enum value (`FIVE_G` for 5g). */
+export const kindToEnum = (kind: PathKind): Uppercase<Exclude<PathKind, '5g'>> | 'FIVE_G' =>
+  kind === '5g' ? 'FIVE_G' : (kind.toUpperCase() as Uppercase<Exclude<PathKind, '5g'>>);
 const KIND_ENUM_VALUES = PATH_KINDS.map(kindToEnum) as [string, ...string[]];
 const kindEnum = z.enum(KIND_ENUM_VALUES, { message: `must be one of ${KIND_ENUM_VALUES.join(', ')}` }).transform(kindFromEnum);
 /** REST spells kinds in lower case, 5G as "5g". */

@@ -1,12 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import DataLoader from 'dataloader';
 import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
-import type { Clock } from '../../platform/clock.js';
 import { domainError } from '../../platform/errors.js';
-import { mapEvents, type EventHub, type StoredEvent } from '../../platform/event-hub.js';
+import { mapEvents } from '../../platform/event-hub.js';
 import { isOperator, type Principal } from '../../platform/principal.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
-import { invalidInput, parseInput } from '../../platform/validate.js';
+import { parseInput } from '../../platform/validate.js';
 import { QBER_ABORT_THRESHOLD, CryptoSource, runBb84 } from './bb84.js';
 import { RiskModel, defaultGroupOutage } from './correlation.js';
 import { fingerprint, hybridKey, mlKemExchange } from './hybrid.js';
@@ -21,27 +19,13 @@ import {
   startArgs,
   userId as userIdSchema,
 } from './inputs.js';
-import { DEFAULT_TOPOLOGY, type PathState } from './link-model.js';
+import { DEFAULT_TOPOLOGY } from './link-model.js';
 import { Random } from './random.js';
 import { recommend, type Recommendation } from './recommend.js';
-import { ownOutageOf, type PlaneRecord } from './state-machine.js';
-import { TOPICS, type BondingStore, type KeySummary, type SessionEventPayload, type SessionRecord } from './store.js';
-
-export interface BondingContext {
-  store: BondingStore;
-  events: EventHub;
-  clock: Clock;
-  now: Date;
-  /** No credential configured: the demo principal is every user, as the sandbox has always been. */
-  demoMode: boolean;
-  /** Who the request acts for: a session's user is the principal that started it. */
-  principal: Principal;
-  loaders: ReturnType<typeof createLoaders>;
-}
-
-/** A session is its user's; operators see every session (but distil no one else's keys). */
-const mayView = (principal: Principal, session: SessionRecord, demoMode: boolean) =>
-  demoMode || isOperator(principal) || session.userId === principal.id;
+import { ownOutageOf } from './state-machine.js';
+import { TOPICS, type SessionEventPayload, type SessionRecord } from './store.js';
+import { createLoaders, type BondingContext, type EventView } from './context.js';
+import type { Resolvers } from './schema-types.js';
 
 /** Keys are distilled on, and shown to, the session's own user only (in demo mode, the demo principal is everyone). */
 const owns = (principal: Principal, session: SessionRecord, demoMode: boolean) => demoMode || session.userId === principal.id;
@@ -59,21 +43,9 @@ function actingUser(principal: Principal, requested: string | null | undefined, 
   ]);
 }
 
-/** Per-request loaders: a session the principal may not see loads as null, exactly as an unknown id. */
-export function createLoaders(store: BondingStore, principal: Principal, demoMode: boolean) {
-  return {
-    session: new DataLoader<string, SessionRecord | null>(async (ids) => {
-      const rows = new Map((await store.sessionsByIds(ids)).map((r) => [r.id, r]));
-      return ids.map((id) => {
-        const row = rows.get(id);
-        return row && mayView(principal, row, demoMode) ? row : null;
-      });
-    }),
-  };
-}
-
 export const KEY_SOURCE = 'BB84 simulated in software (no quantum hardware) + ML-KEM-768 (FIPS 203), combined by HKDF-SHA256';
-const upper = (s: string) => s.toUpperCase();
+/** An internal lower-case value as its GraphQL enum value. */
+const upper = <T extends string>(s: T) => s.toUpperCase() as Uppercase<T>;
 const RECOMMEND_METHOD =
   'exact: every pair of usable paths, in order of marginal outage, skipping only pairs whose bound p_i * p_j already exceeds the runner-up';
 
@@ -87,15 +59,11 @@ function sessionRecommendation(session: SessionRecord, constraints: unknown) {
   return withTiming(recommend(session.model.paths.map((p) => ({ ...p, ownOutage: ownOutageOf(p) })), c), started);
 }
 
-interface EventView extends SessionEventPayload {
-  cursor: string;
-}
-
-export const bondingResolvers = {
+export const bondingResolvers: Resolvers = {
   DateTime: DateTimeScalar,
   Query: {
-    bondingSession: (_: unknown, args: { id: unknown }, ctx: BondingContext) => ctx.loaders.session.load(parseInput(sessionIdSchema, args.id, 'id')),
-    currentBondingSession: async (_: unknown, args: { userId?: unknown; sessionId?: unknown }, ctx: BondingContext) => {
+    bondingSession: (_, args, ctx) => ctx.loaders.session.load(parseInput(sessionIdSchema, args.id, 'id')),
+    currentBondingSession: async (_, args, ctx) => {
       const requested = parseInput(userIdSchema.nullish(), args.userId, 'userId');
       const userId = actingUser(ctx.principal, requested, ctx.demoMode);
       const id = parseInput(sessionIdSchema.nullish(), args.sessionId, 'sessionId');
@@ -103,11 +71,11 @@ export const bondingResolvers = {
       const session = await ctx.loaders.session.load(id);
       return session && (!requested || session.userId === requested) ? session : null;
     },
-    bondingSessions: (_: unknown, args: { userId?: unknown; first?: unknown }, ctx: BondingContext) => {
+    bondingSessions: (_, args, ctx) => {
       const { userId, first } = parseInput(sessionsArgs, { userId: args.userId, first: args.first ?? 20 });
       return ctx.store.sessions(actingUser(ctx.principal, userId, ctx.demoMode), first);
     },
-    recommendPaths: (_: unknown, args: Record<string, unknown>) => {
+    recommendPaths: (_, args) => {
       const input = parseInput(recommendArgs, args);
       const started = performance.now();
       const groups = new Map((input.riskGroups ?? []).map((g) => [g.id, g.outageProbability]));
@@ -124,16 +92,16 @@ export const bondingResolvers = {
       const rec = recommend(paths, input.constraints ?? {}, (name) => groups.get(name) ?? defaultGroupOutage(name));
       return withTiming(rec, started);
     },
-    bondingOverview: async (_: unknown, __: unknown, ctx: BondingContext) => ({
+    bondingOverview: async (_, __, ctx) => ({
       ...(await ctx.store.overview()),
       keySource: KEY_SOURCE,
       tickMs: ctx.store.options.tickMs,
       simulatedSecondsPerTick: ctx.store.options.simSecondsPerTick,
     }),
-    bondingEventCursor: (_: unknown, __: unknown, ctx: BondingContext) => ctx.store.eventCursor(),
+    bondingEventCursor: (_, __, ctx) => ctx.store.eventCursor(),
   },
   Mutation: {
-    startBondingSession: async (_: unknown, args: Record<string, unknown>, ctx: BondingContext) => {
+    startBondingSession: async (_, args, ctx) => {
       const input = parseInput(startArgs, args);
       const seed = input.seed ?? randomBytes(4).readUInt32LE(0) % 2_147_483_648;
       const paths = input.paths?.map((p) => ({ id: p.id, kind: p.kind, sharedRisk: p.sharedRisk ?? [] })) ?? DEFAULT_TOPOLOGY;
@@ -141,14 +109,14 @@ export const bondingResolvers = {
       ctx.loaders.session.prime(session.id, session);
       return session;
     },
-    closeBondingSession: async (_: unknown, args: { id: unknown }, ctx: BondingContext) => {
+    closeBondingSession: async (_, args, ctx) => {
       const id = parseInput(sessionIdSchema, args.id, 'id');
       if (!(await ctx.loaders.session.load(id))) throw domainError('NOT_FOUND', `Bonding session ${id} not found`);
       const session = await ctx.store.closeSession(id, ctx.now);
       ctx.loaders.session.clear(session.id).prime(session.id, session);
       return session;
     },
-    generateQuantumKey: async (_: unknown, args: { input: unknown }, ctx: BondingContext) => {
+    generateQuantumKey: async (_, args, ctx) => {
       const input = parseInput(quantumKeyInput, args.input);
       // Unknown or another's (404), not the caller's own (403: an operator sees it, but keys are the
       // user's), or closed (409), before any work.
@@ -221,7 +189,7 @@ export const bondingResolvers = {
   },
   Subscription: {
     bondingSessionUpdated: {
-      subscribe: async (_: unknown, args: { sessionId: unknown; after?: unknown }, ctx: BondingContext) => {
+      subscribe: async (_, args, ctx) => {
         const after = await ctx.events.resumeCursor(args.after);
         const id = parseInput(sessionIdSchema, args.sessionId, 'sessionId');
         const session = await ctx.loaders.session.load(id);
@@ -241,33 +209,33 @@ export const bondingResolvers = {
     },
   },
   BondingSession: {
-    __resolveReference: (ref: { id: unknown }, ctx: BondingContext) => ctx.loaders.session.load(parseInput(sessionIdSchema, ref.id, 'id')),
-    state: (s: SessionRecord) => upper(s.state),
-    simulatedSeconds: (s: SessionRecord) => s.model.simSeconds,
-    paths: (s: SessionRecord) => s.model.paths,
-    planes: (s: SessionRecord) => s.planes,
-    recommendation: (s: SessionRecord, args: { constraints?: unknown }) => sessionRecommendation(s, args.constraints),
-    correlation: (s: SessionRecord) => {
+    __resolveReference: (ref, ctx) => ctx.loaders.session.load(parseInput(sessionIdSchema, ref.id, 'id')),
+    state: (s) => upper(s.state),
+    simulatedSeconds: (s) => s.model.simSeconds,
+    paths: (s) => s.model.paths,
+    planes: (s) => s.planes,
+    recommendation: (s, args) => sessionRecommendation(s, args.constraints),
+    correlation: (s) => {
       const model = new RiskModel(s.model.paths.map((p) => ({ id: p.id, ownOutage: ownOutageOf(p), sharedRisk: p.sharedRisk })));
       return { pathIds: s.model.paths.map((p) => p.id), matrix: model.matrix().map((row) => row.map((x) => Math.round(x * 1e6) / 1e6)) };
     },
-    lastKey: (s: SessionRecord) => s.lastKey,
+    lastKey: (s) => s.lastKey,
   },
   BondPath: {
-    kind: (p: PathState) => kindToEnum(p.kind),
-    outageProbability: (p: PathState) => new RiskModel([{ id: p.id, ownOutage: ownOutageOf(p), sharedRisk: p.sharedRisk }]).outage(0),
+    kind: (p) => kindToEnum(p.kind),
+    outageProbability: (p) => new RiskModel([{ id: p.id, ownOutage: ownOutageOf(p), sharedRisk: p.sharedRisk }]).outage(0),
   },
   Plane: {
-    health: (p: PlaneRecord) => upper(p.health),
+    health: (p) => upper(p.health),
   },
   QuantumKeySummary: {
-    status: (k: KeySummary) => upper(k.status),
+    status: (k) => upper(k.status),
   },
   BondingSessionEvent: {
-    kind: (e: EventView) => upper(e.kind),
-    state: (e: EventView) => upper(e.state),
-    previousState: (e: EventView) => (e.previousState ? upper(e.previousState) : null),
-    session: async (e: EventView, _: unknown, ctx: BondingContext) => {
+    kind: (e) => upper(e.kind),
+    state: (e) => upper(e.state),
+    previousState: (e) => (e.previousState ? upper(e.previousState) : null),
+    session: async (e, _, ctx) => {
       const s = await ctx.loaders.session.load(e.sessionId);
       if (!s) throw new Error(`session ${e.sessionId} is missing`);
       return s;

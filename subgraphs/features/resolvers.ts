@@ -8,14 +8,12 @@ import type { EntityRow, Frame, OfflineStore } from './offline.js';
 import { VIEW_DEFINITIONS, viewDefinition, viewVersion, type ViewDefinition } from './registry.js';
 import type { FeatureService, OnlineFeatures } from './service.js';
 import type { MaterializationRecord } from './store.js';
-
-export interface FeaturesContext {
-  service: FeatureService;
-  now: Date;
-}
+import type { FeaturesContext } from './context.js';
+import type { Resolvers } from './schema-types.js';
 
 const lower = <T extends string>(s: T) => s.toLowerCase() as Lowercase<T>;
-const upper = (s: string) => s.toUpperCase();
+/** An internal lower-case value as its GraphQL enum value. */
+const upper = <T extends string>(s: T) => s.toUpperCase() as Uppercase<T>;
 
 /** Entity ids the offline store does not know: 400 naming each row and key. */
 async function checkEntities(service: FeatureService, rows: readonly EntityRow[], root: string): Promise<void> {
@@ -82,16 +80,16 @@ async function online(ctx: FeaturesContext, entity: EntityType, id: string) {
   return onlineOf(await ctx.service.onlineFeatures(entity, id));
 }
 
-export const featuresResolvers = {
+export const featuresResolvers: Resolvers = {
   DateTime: DateTimeScalar,
   Query: {
-    featureViews: async (_: unknown, __: unknown, ctx: FeaturesContext) => VIEW_DEFINITIONS.map(viewOf(await ctx.service.offline())),
-    featureView: async (_: unknown, args: unknown, ctx: FeaturesContext) => {
+    featureViews: async (_, __, ctx) => VIEW_DEFINITIONS.map(viewOf(await ctx.service.offline())),
+    featureView: async (_, args, ctx) => {
       const { name } = parseInput(viewNameArg, args);
       const def = viewDefinition(name);
       return def ? viewOf(await ctx.service.offline())(def) : null;
     },
-    pitTraining: async (_: unknown, args: { input: unknown }, ctx: FeaturesContext) => {
+    pitTraining: async (_, args, ctx) => {
       const input = parseInput(pitTrainingInput, args.input);
       const rows: EntityRow[] = input.entities
         ? input.entities.map((e) => ({
@@ -112,26 +110,26 @@ export const featuresResolvers = {
       });
       return { ...frame, rowCount: frame.rows.length, rows: frameRows(frame) };
     },
-    onlinePolicyFeatures: (_: unknown, args: unknown, ctx: FeaturesContext) => online(ctx, 'policy', parseInput(idArg('policyId'), args).id),
-    onlineClaimFeatures: (_: unknown, args: unknown, ctx: FeaturesContext) => online(ctx, 'claim', parseInput(idArg('claimId'), args).id),
-    policy: async (_: unknown, args: unknown, ctx: FeaturesContext) => {
+    onlinePolicyFeatures: (_, args, ctx) => online(ctx, 'policy', parseInput(idArg('policyId'), args).id),
+    onlineClaimFeatures: (_, args, ctx) => online(ctx, 'claim', parseInput(idArg('claimId'), args).id),
+    policy: async (_, args, ctx) => {
       const { id } = parseInput(idArg('policyId'), args);
       return (await ctx.service.knows('policy', id)) ? { id } : null;
     },
-    claim: async (_: unknown, args: unknown, ctx: FeaturesContext) => {
+    claim: async (_, args, ctx) => {
       const { id } = parseInput(idArg('claimId'), args);
       return (await ctx.service.knows('claim', id)) ? { id } : null;
     },
-    leakageAudit: async (_: unknown, args: { input: unknown }, ctx: FeaturesContext) => {
+    leakageAudit: async (_, args, ctx) => {
       const input = parseInput(leakageAuditInput, args.input);
       return ctx.service.audit(lower(input.labelSet) as ModelName, input.views ?? null, input.testFrom?.getTime() ?? null);
     },
-    featureImportance: (_: unknown, __: unknown, ctx: FeaturesContext) => ctx.service.importance(),
-    materializations: async (_: unknown, args: unknown, ctx: FeaturesContext) => {
+    featureImportance: (_, __, ctx) => ctx.service.importance(),
+    materializations: async (_, args, ctx) => {
       const { first } = parseInput(firstArg, args);
       return (await ctx.service.store.materializations(first ?? 20)).map(materializationOf);
     },
-    featureStoreHealth: async (_: unknown, __: unknown, ctx: FeaturesContext) => {
+    featureStoreHealth: async (_, __, ctx) => {
       const health = await ctx.service.health();
       const offline = await ctx.service.builtOffline();
       return {
@@ -145,7 +143,7 @@ export const featuresResolvers = {
     },
   },
   Mutation: {
-    materialize: async (_: unknown, args: { input: unknown }, ctx: FeaturesContext) => {
+    materialize: async (_, args, ctx) => {
       const input = parseInput(materializeInput, args.input);
       return materializationOf(
         await ctx.service.materialize({ asOf: input.asOf?.getTime() ?? null, views: input.views ?? null, engine: input.engine ?? 'DUCKDB' }),
@@ -153,20 +151,20 @@ export const featuresResolvers = {
     },
   },
   Policy: {
-    __resolveReference: (ref: { id: string }) => ref,
-    features: async (p: { id: string }, args: unknown, ctx: FeaturesContext) =>
+    __resolveReference: (ref) => ref,
+    features: async (p, args, ctx) =>
       ctx.service.pointFeatures('policy', p.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
-    online: (p: { id: string }, _: unknown, ctx: FeaturesContext) => online(ctx, 'policy', p.id),
+    online: (p, _, ctx) => online(ctx, 'policy', p.id),
   },
   Claim: {
-    __resolveReference: (ref: { id: string }) => ref,
-    features: async (c: { id: string }, args: unknown, ctx: FeaturesContext) =>
+    __resolveReference: (ref) => ref,
+    features: async (c, args, ctx) =>
       ctx.service.pointFeatures('claim', c.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
-    online: (c: { id: string }, _: unknown, ctx: FeaturesContext) => online(ctx, 'claim', c.id),
+    online: (c, _, ctx) => online(ctx, 'claim', c.id),
   },
   Machine: {
-    __resolveReference: (ref: { id: string }) => ref,
-    utilizationFeatures: async (m: { id: string }, args: unknown, ctx: FeaturesContext) =>
+    __resolveReference: (ref) => ref,
+    utilizationFeatures: async (m, args, ctx) =>
       ctx.service.pointFeatures('machine', m.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
   },
 };

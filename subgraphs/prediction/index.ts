@@ -3,7 +3,8 @@ import { parse } from 'graphql';
 import type { SubgraphModule } from '../../platform/subgraph.js';
 import { readSubgraphSdl } from '../../platform/subgraph.js';
 import { loadModels } from './model.js';
-import { resolverMap, type PredictionContext } from './resolvers.js';
+import type { PredictionContext } from './context.js';
+import { resolverMap } from './resolvers.js';
 import { predictionRoutes } from './rest.js';
 
 /**

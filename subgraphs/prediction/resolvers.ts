@@ -16,27 +16,11 @@ import {
   travelInput,
 } from './inputs.js';
 import { mapInSlices } from '../../platform/slices.js';
-import type { QuantileTriple } from './metrics.js';
 import type { ModelSet } from './model.js';
+import type { DwellView, LockerView, TransitView } from './context.js';
+import type { Resolvers } from './schema-types.js';
 
-export interface PredictionContext {
-  models: ModelSet;
-}
-
-/** A forecast as the resolvers pass it on: the quantiles plus what the type shows besides. */
-interface TransitView extends QuantileTriple {
-  version: string;
-  departAt: Date | null;
-}
-
-/** The Booking fields this subgraph receives from the rental subgraph (a representation). */
-interface BookingRepresentation {
-  id: string;
-  deliveryDistanceKm?: number;
-  deliveryDepartAt?: string | Date;
-}
-
-function dwellView(models: ModelSet, record: Record<string, number>) {
+function dwellView(models: ModelSet, record: Record<string, number>): DwellView {
   const q = models.dwell.predict(record);
   return { ...q, ...readDwell(q, record['ischaemic_remaining_min']!), version: models.dwell.version };
 }
@@ -45,7 +29,7 @@ function transitView(models: ModelSet, record: Record<string, number>, departAt:
   return { ...models.travel.predict(record), version: models.travel.version, departAt };
 }
 
-function lockerView(models: ModelSet, record: Record<string, number>) {
+function lockerView(models: ModelSet, record: Record<string, number>): LockerView {
   return { successProbability: models.locker.predict(record), version: models.locker.version };
 }
 
@@ -86,27 +70,21 @@ function deliveryForecast(models: ModelSet, distanceKm: number, departAt: Date):
 const arrival = (t: TransitView, minutes: number) => (t.departAt ? new Date(t.departAt.getTime() + minutes * 60_000) : null);
 const r1 = (x: number) => Math.round(x * 10) / 10;
 
-type Resolvers = Record<string, object>;
-
-export const predictionResolvers = {
+export const predictionResolvers: Resolvers = {
   DateTime: DateTimeScalar,
   Query: {
-    predictDwell: (_: unknown, args: { input: unknown }, ctx: PredictionContext) => dwellView(ctx.models, parseInput(dwellInput, args.input)),
-    predictDwellBatch: (_: unknown, args: { inputs: unknown }, ctx: PredictionContext) =>
+    predictDwell: (_, args, ctx) => dwellView(ctx.models, parseInput(dwellInput, args.input)),
+    predictDwellBatch: (_, args, ctx) =>
       mapInSlices(parseInput(dwellBatch, args.inputs, 'inputs'), (r) => dwellView(ctx.models, r)),
-    predictTravelTime: (_: unknown, args: { input: unknown }, ctx: PredictionContext) =>
+    predictTravelTime: (_, args, ctx) =>
       transitView(ctx.models, parseInput(travelInput, args.input)),
-    predictTravelTimeBatch: (_: unknown, args: { inputs: unknown }, ctx: PredictionContext) =>
+    predictTravelTimeBatch: (_, args, ctx) =>
       mapInSlices(parseInput(travelBatch, args.inputs, 'inputs'), (r) => transitView(ctx.models, r)),
-    predictLockerDiversion: (_: unknown, args: { input: unknown }, ctx: PredictionContext) =>
+    predictLockerDiversion: (_, args, ctx) =>
       lockerView(ctx.models, parseInput(lockerInput, args.input)),
-    predictLockerDiversionBatch: (_: unknown, args: { inputs: unknown }, ctx: PredictionContext) =>
+    predictLockerDiversionBatch: (_, args, ctx) =>
       mapInSlices(parseInput(lockerBatch, args.inputs, 'inputs'), (r) => lockerView(ctx.models, r)),
-    coldChainMargin: (
-      _: unknown,
-      args: { dwell: unknown; travel: unknown; ischaemicRemainingMin: unknown },
-      ctx: PredictionContext,
-    ) => {
+    coldChainMargin: (_, args, ctx) => {
       const input = parseArgs({
         dwell: [dwellInput, args.dwell],
         travel: [travelInput, args.travel],
@@ -124,77 +102,77 @@ export const predictionResolvers = {
       const travel = transitView(ctx.models, input.travel);
       return { ischaemicRemainingMin: input.ischaemicRemainingMin, dwell, travel, ...composeColdChain(dwell, travel, input.ischaemicRemainingMin) };
     },
-    predictionModels: (_: unknown, __: unknown, ctx: PredictionContext) => ctx.models,
+    predictionModels: (_, __, ctx) => ctx.models,
   },
   DwellForecast: {
-    q10Minutes: (d: QuantileTriple) => d.q10,
-    q50Minutes: (d: QuantileTriple) => d.q50,
-    q90Minutes: (d: QuantileTriple) => d.q90,
-    intervalWidthMinutes: (d: QuantileTriple) => r1(d.q90 - d.q10),
-    modelVersion: (d: { version: string }) => d.version,
+    q10Minutes: (d) => d.q10,
+    q50Minutes: (d) => d.q50,
+    q90Minutes: (d) => d.q90,
+    intervalWidthMinutes: (d) => r1(d.q90 - d.q10),
+    modelVersion: (d) => d.version,
   },
   TransitForecast: {
-    q10Minutes: (t: TransitView) => t.q10,
-    q50Minutes: (t: TransitView) => t.q50,
-    q90Minutes: (t: TransitView) => t.q90,
-    intervalWidthMinutes: (t: TransitView) => r1(t.q90 - t.q10),
-    arrivalQ10: (t: TransitView) => arrival(t, t.q10),
-    arrivalQ50: (t: TransitView) => arrival(t, t.q50),
-    arrivalQ90: (t: TransitView) => arrival(t, t.q90),
-    modelVersion: (t: TransitView) => t.version,
+    q10Minutes: (t) => t.q10,
+    q50Minutes: (t) => t.q50,
+    q90Minutes: (t) => t.q90,
+    intervalWidthMinutes: (t) => r1(t.q90 - t.q10),
+    arrivalQ10: (t) => arrival(t, t.q10),
+    arrivalQ50: (t) => arrival(t, t.q50),
+    arrivalQ90: (t) => arrival(t, t.q90),
+    modelVersion: (t) => t.version,
   },
   LockerForecast: {
-    modelVersion: (l: { version: string }) => l.version,
+    modelVersion: (l) => l.version,
   },
   PredictionModels: {
     ready: () => true,
-    seed: (m: ModelSet) => m.metrics.seed,
-    trainedAt: (m: ModelSet) => m.metrics.trainedAt,
-    trainingSeconds: (m: ModelSet) => m.metrics.trainingSeconds,
-    data: (m: ModelSet) => m.metrics.data,
-    dwell: (m: ModelSet) => ({ model: m.dwell, metrics: m.metrics.dwell }),
-    travel: (m: ModelSet) => ({ model: m.travel, metrics: m.metrics.travel }),
-    locker: (m: ModelSet) => ({ model: m.locker, metrics: m.metrics.locker }),
+    seed: (m) => m.metrics.seed,
+    trainedAt: (m) => m.metrics.trainedAt,
+    trainingSeconds: (m) => m.metrics.trainingSeconds,
+    data: (m) => m.metrics.data,
+    dwell: (m) => ({ model: m.dwell, metrics: m.metrics.dwell }),
+    travel: (m) => ({ model: m.travel, metrics: m.metrics.travel }),
+    locker: (m) => ({ model: m.locker, metrics: m.metrics.locker }),
   },
   QuantileModelInfo: {
-    version: (i: QuantileInfo) => i.model.version,
-    featureCount: (i: QuantileInfo) => MODEL_FEATURES[i.model.name].length,
-    trees: (i: QuantileInfo) => i.metrics.trees.q10 + i.metrics.trees.q50 + i.metrics.trees.q90,
-    coverage80: (i: QuantileInfo) => i.metrics.coverage80,
-    meanWidthMinutes: (i: QuantileInfo) => i.metrics.meanWidthMin,
-    uncalibratedCoverage80: (i: QuantileInfo) => i.metrics.uncalibratedCoverage80,
-    pinballLoss: (i: QuantileInfo) => i.metrics.pinball.mean,
-    baselinePinballLoss: (i: QuantileInfo) => i.metrics.baselinePinball.mean,
-    specCoverage80: (i: QuantileInfo) => i.metrics.specCoverage80,
-    testSize: (i: QuantileInfo) => i.metrics.samples.test,
-    coverageByDecile: (i: QuantileInfo) =>
+    version: (i) => i.model.version,
+    featureCount: (i) => MODEL_FEATURES[i.model.name].length,
+    trees: (i) => i.metrics.trees.q10 + i.metrics.trees.q50 + i.metrics.trees.q90,
+    coverage80: (i) => i.metrics.coverage80,
+    meanWidthMinutes: (i) => i.metrics.meanWidthMin,
+    uncalibratedCoverage80: (i) => i.metrics.uncalibratedCoverage80,
+    pinballLoss: (i) => i.metrics.pinball.mean,
+    baselinePinballLoss: (i) => i.metrics.baselinePinball.mean,
+    specCoverage80: (i) => i.metrics.specCoverage80,
+    testSize: (i) => i.metrics.samples.test,
+    coverageByDecile: (i) =>
       Object.entries(i.metrics.coverageByDecile).map(([feature, groups]) => ({
         feature,
         groups: groups.map((g) => ({ from: g.from, to: g.to, size: g.n, coverage80: g.coverage80, meanWidthMinutes: g.meanWidthMin })),
       })),
-    baseline: (i: QuantileInfo) => BASELINES[i.model.name].description,
+    baseline: (i) => BASELINES[i.model.name].description,
   },
   ClassifierModelInfo: {
-    version: (i: ClassifierInfo) => i.model.version,
+    version: (i) => i.model.version,
     featureCount: () => MODEL_FEATURES.locker.length,
-    trees: (i: ClassifierInfo) => i.metrics.trees,
-    rocAuc: (i: ClassifierInfo) => i.metrics.rocAuc,
-    brierScore: (i: ClassifierInfo) => i.metrics.brier,
-    baselineBrierScore: (i: ClassifierInfo) => i.metrics.baselineBrier,
-    calibrationError: (i: ClassifierInfo) => i.metrics.ece,
-    baseRate: (i: ClassifierInfo) => i.metrics.baseRate,
-    oracleRocAuc: (i: ClassifierInfo) => i.metrics.oracleRocAuc,
-    specRocAuc: (i: ClassifierInfo) => i.metrics.specRocAuc,
-    testSize: (i: ClassifierInfo) => i.metrics.samples.test,
-    calibrationByDecile: (i: ClassifierInfo) =>
+    trees: (i) => i.metrics.trees,
+    rocAuc: (i) => i.metrics.rocAuc,
+    brierScore: (i) => i.metrics.brier,
+    baselineBrierScore: (i) => i.metrics.baselineBrier,
+    calibrationError: (i) => i.metrics.ece,
+    baseRate: (i) => i.metrics.baseRate,
+    oracleRocAuc: (i) => i.metrics.oracleRocAuc,
+    specRocAuc: (i) => i.metrics.specRocAuc,
+    testSize: (i) => i.metrics.samples.test,
+    calibrationByDecile: (i) =>
       Object.entries(i.metrics.calibrationByDecile).map(([feature, groups]) => ({
         feature,
         groups: groups.map((g) => ({ from: g.from, to: g.to, size: g.n, meanProbability: g.meanProbability, observedRate: g.observedRate })),
       })),
   },
   Booking: {
-    __resolveReference: (ref: BookingRepresentation) => ref,
-    deliveryForecast: (b: BookingRepresentation, _: unknown, ctx: PredictionContext) => {
+    __resolveReference: (ref) => ref,
+    deliveryForecast: (b, _, ctx) => {
       const departAt = b.deliveryDepartAt instanceof Date ? b.deliveryDepartAt : parseInstant(b.deliveryDepartAt);
       const distance = b.deliveryDistanceKm;
       if (!departAt || typeof distance !== 'number' || !Number.isFinite(distance)) {
@@ -204,16 +182,7 @@ export const predictionResolvers = {
       return deliveryForecast(ctx.models, distance, departAt);
     },
   },
-} satisfies Resolvers;
-
-interface QuantileInfo {
-  model: ModelSet['dwell'];
-  metrics: ModelSet['metrics']['dwell'];
-}
-interface ClassifierInfo {
-  model: ModelSet['locker'];
-  metrics: ModelSet['metrics']['locker'];
-}
+};
 
 /** The typed map above, in the shape `buildSubgraphSchema` accepts. */
 export const resolverMap = predictionResolvers as unknown as GraphQLResolverMap<unknown>;

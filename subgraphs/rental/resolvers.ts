@@ -1,10 +1,10 @@
-import DataLoader from 'dataloader';
 import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
-import type { Clock } from '../../platform/clock.js';
 import { domainError } from '../../platform/errors.js';
-import { mapEvents, type EventHub, type StoredEvent } from '../../platform/event-hub.js';
+import { mapEvents } from '../../platform/event-hub.js';
+import { isOperator } from '../../platform/principal.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
+import { createLoaders, viewerOf, type MachineStatusView, type RentalContext, type TrackingEventView, type TrackingView } from './context.js';
 import {
   START_TIME_WINDOW,
   bookingIdArg,
@@ -19,68 +19,18 @@ import {
   quoteIdArg,
   quoteIdRef,
 } from './inputs.js';
-import type { DeliveryCharge, LineItem } from './pricing.js';
-import {
-  effectiveQuoteStatus,
-  type BookingRecord,
-  type FleetSummaryRecord,
-  type MachineRecord,
-  type Place,
-  type QuoteRecord,
-} from './records.js';
-import type { QuoteSigner } from './signing.js';
-import { TOPICS, type MachineStatusEvent, type RentalStore, type Viewer } from './store.js';
-import { isOperator, mayActFor, type Principal } from '../../platform/principal.js';
-import { criticalLeg, earliestStart, trackingState, type LegState, type TrackingEventPayload, type TrackingState } from './tracking.js';
-
-export interface RentalContext {
-  store: RentalStore;
-  signer: QuoteSigner;
-  events: EventHub;
-  clock: Clock;
-  /**
-   * One instant per request, so every field of an answer agrees on expiry and tracking. A subscription
-   * renews it, and the loaders, for each event it delivers.
-   */
-  now: Date;
-  /** The raw Idempotency-Key header, validated where it is used. */
-  idempotencyKey: string | undefined;
-  /** Who the request acts for; its tenant's quotes and bookings are all it sees (every tenant's for an operator). */
-  principal: Principal;
-  loaders: ReturnType<typeof createLoaders>;
-}
-
-/** The quotes and bookings a principal may see: its tenant's, or all of them for an operator. */
-export const viewerOf = (principal: Principal): Viewer => ({ tenant: isOperator(principal) ? null : principal.tenant });
-
-/**
- * Per-request loaders. Quotes and bookings of another tenant load as null, exactly as an unknown id, so
- * every path that reaches one (a root field, an entity reference, a subscription) answers as for nothing.
- */
-export function createLoaders(store: RentalStore, principal: Principal) {
-  const visible = <T extends { tenant: string }>(row: T | undefined) => (row && mayActFor(principal, row.tenant) ? row : null);
-  const byId = <T extends { id: string }>(fetch: (ids: readonly string[]) => Promise<T[]>, keep: (row: T | undefined) => T | null = (r) => r ?? null) =>
-    new DataLoader<string, T | null>(async (ids) => {
-      const rows = new Map((await fetch(ids)).map((r) => [r.id, r]));
-      return ids.map((id) => keep(rows.get(id)));
-    });
-  return {
-    machine: byId((ids) => store.machinesByIds(ids)),
-    quote: byId((ids) => store.quotesByIds(ids), visible),
-    booking: byId((ids) => store.bookingsByIds(ids), visible),
-    bookingByQuote: new DataLoader<string, BookingRecord | null>(async (quoteIds) => {
-      const rows = new Map((await store.bookingsByQuoteIds(quoteIds)).map((b) => [b.quoteId, b]));
-      return quoteIds.map((id) => visible(rows.get(id)));
-    }),
-  };
-}
+import { effectiveQuoteStatus, type BookingRecord, type FleetSummaryRecord } from './records.js';
+import type { Resolvers } from './schema-types.js';
+import { TOPICS, type MachineStatusEvent } from './store.js';
+import { criticalLeg, earliestStart, trackingState, type TrackingEventPayload } from './tracking.js';
 
 const must = <T>(value: T | null | undefined, what: string): T => {
   if (value === null || value === undefined) throw new Error(`${what} is missing`);
   return value;
 };
 const euros = (cents: number) => cents / 100;
-const upper = (s: string) => s.toUpperCase();
+/** An internal lower-case value as its GraphQL enum value. */
+const upper = <T extends string>(s: T) => s.toUpperCase() as Uppercase<T>;
 const coordinates = (p: { latitude: number; longitude: number }) => ({ latitude: p.latitude, longitude: p.longitude });
 const machinesOf = async (ids: string[], ctx: RentalContext) =>
   (await ctx.loaders.machine.loadMany(ids)).map((m, i) => {
@@ -98,19 +48,11 @@ function seqOfCursor(cursor: string): string {
 /** The leg that arrives last: the booking is on site when it is. */
 const lastLeg = (b: BookingRecord) => criticalLeg(b.legs);
 
-interface TrackingView {
-  booking: BookingRecord;
-  state: TrackingState;
-  computedAt: Date;
-}
-
 function trackingOf(booking: BookingRecord, ctx: RentalContext): TrackingView {
   const places = ctx.store.trackingPlaces(booking.locationId);
   const state = trackingState(booking.legs, places, ctx.now, booking.status === 'completed');
   return { booking, state, computedAt: ctx.now };
 }
-
-type Resolvers = Record<string, object>;
 
 /** Fresh time and loaders for one subscription event: a long-lived context must not serve stale rows. */
 function renew(ctx: RentalContext): void {
@@ -118,35 +60,31 @@ function renew(ctx: RentalContext): void {
   ctx.loaders = createLoaders(ctx.store, ctx.principal);
 }
 
-interface MachineStatusView extends MachineStatusEvent {
-  cursor: string;
-}
-
-export const rentalResolvers = {
+export const rentalResolvers: Resolvers = {
   DateTime: DateTimeScalar,
   Query: {
-    machines: async (_: unknown, __: unknown, ctx: RentalContext) => {
+    machines: async (_, __, ctx) => {
       await ctx.store.releaseExpired(ctx.now);
       return ctx.store.machines();
     },
-    machine: async (_: unknown, args: { id: string }, ctx: RentalContext) => {
+    machine: async (_, args, ctx) => {
       const id = parseInput(machineIdArg, args.id, 'id');
       await ctx.store.releaseExpired(ctx.now);
       return ctx.loaders.machine.load(id);
     },
-    locations: (_: unknown, __: unknown, ctx: RentalContext) => ctx.store.locations(),
-    depots: (_: unknown, __: unknown, ctx: RentalContext) => ctx.store.depots(),
-    fleetSummary: async (_: unknown, __: unknown, ctx: RentalContext) => {
+    locations: (_, __, ctx) => ctx.store.locations(),
+    depots: (_, __, ctx) => ctx.store.depots(),
+    fleetSummary: async (_, __, ctx) => {
       await ctx.store.releaseExpired(ctx.now);
       return ctx.store.fleetSummary();
     },
-    quote: async (_: unknown, args: { id: string }, ctx: RentalContext) => {
+    quote: async (_, args, ctx) => {
       const id = parseInput(quoteIdArg, args.id, 'id');
       await ctx.store.releaseExpired(ctx.now);
       return ctx.loaders.quote.load(id);
     },
-    booking: (_: unknown, args: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(parseInput(bookingIdArg, args.id, 'id')),
-    bookings: async (_: unknown, args: { first: number; after?: string | null }, ctx: RentalContext) => {
+    booking: (_, args, ctx) => ctx.loaders.booking.load(parseInput(bookingIdArg, args.id, 'id')),
+    bookings: async (_, args, ctx) => {
       const { first, after } = parseInput(bookingsPageArgs, args);
       const page = await ctx.store.bookingsPage(first, after === null || after === undefined ? null : seqOfCursor(after), viewerOf(ctx.principal));
       for (const b of page.rows) ctx.loaders.booking.prime(b.id, b);
@@ -157,13 +95,13 @@ export const rentalResolvers = {
         totalCount: page.total,
       };
     },
-    tracking: async (_: unknown, args: { bookingId: string }, ctx: RentalContext) => {
+    tracking: async (_, args, ctx) => {
       const booking = await ctx.loaders.booking.load(parseInput(bookingIdArg, args.bookingId, 'bookingId'));
       return booking ? trackingOf(booking, ctx) : null;
     },
-    quoteSigningKeys: async (_: unknown, __: unknown, ctx: RentalContext) => (await ctx.signer.jwks()).keys,
-    eventCursor: (_: unknown, __: unknown, ctx: RentalContext) => ctx.store.eventCursor(),
-    viewer: (_: unknown, __: unknown, ctx: RentalContext) => ({
+    quoteSigningKeys: async (_, __, ctx) => (await ctx.signer.jwks()).keys,
+    eventCursor: (_, __, ctx) => ctx.store.eventCursor(),
+    viewer: (_, __, ctx) => ({
       id: ctx.principal.id,
       tenant: ctx.principal.tenant,
       scopes: [...ctx.principal.scopes],
@@ -172,7 +110,7 @@ export const rentalResolvers = {
   },
   Subscription: {
     machineStatusChanged: {
-      subscribe: async (_: unknown, args: { machineIds?: string[] | null; after?: string | null }, ctx: RentalContext) => {
+      subscribe: async (_, args, ctx) => {
         const after = await ctx.events.resumeCursor(args.after);
         const keys = parseInput(machineIdsFilter, args.machineIds, 'machineIds') ?? null;
         if (keys) {
@@ -189,7 +127,7 @@ export const rentalResolvers = {
       },
     },
     fleetSummaryChanged: {
-      subscribe: async (_: unknown, args: { after?: string | null }, ctx: RentalContext) => {
+      subscribe: async (_, args, ctx) => {
         const stream = ctx.events.stream<FleetSummaryRecord & { at: string }>(TOPICS.fleetSummary, { after: await ctx.events.resumeCursor(args.after) });
         return mapEvents(stream, (e) => ({ fleetSummaryChanged: { ...e.payload, cursor: e.id } }));
       },
@@ -199,7 +137,7 @@ export const rentalResolvers = {
       },
     },
     trackingUpdated: {
-      subscribe: async (_: unknown, args: { bookingId: string; after?: string | null }, ctx: RentalContext) => {
+      subscribe: async (_, args, ctx) => {
         const after = await ctx.events.resumeCursor(args.after);
         const booking = await ctx.loaders.booking.load(parseInput(bookingIdArg, args.bookingId, 'bookingId'));
         if (!booking) throw domainError('NOT_FOUND', `Booking ${args.bookingId} not found`);
@@ -210,30 +148,30 @@ export const rentalResolvers = {
           (e) => e.payload.status === 'completed',
         );
       },
-      resolve: (payload: { trackingUpdated: TrackingEventPayload & { cursor: string } }, _: unknown, ctx: RentalContext) => {
+      resolve: (payload: { trackingUpdated: TrackingEventView }, _: unknown, ctx: RentalContext) => {
         renew(ctx);
         return payload.trackingUpdated;
       },
     },
   },
   MachineStatusEvent: {
-    machine: (e: MachineStatusView, _: unknown, ctx: RentalContext) => ctx.loaders.machine.load(e.machineId),
-    previousStatus: (e: MachineStatusView) => upper(e.previousStatus),
-    status: (e: MachineStatusView) => upper(e.status),
-    reason: (e: MachineStatusView) => upper(e.reason),
+    machine: async (e, _, ctx) => must(await ctx.loaders.machine.load(e.machineId), `machine ${e.machineId}`),
+    previousStatus: (e) => upper(e.previousStatus),
+    status: (e) => upper(e.status),
+    reason: (e) => upper(e.reason),
   },
   TrackingEvent: {
-    booking: (e: TrackingEventPayload, _: unknown, ctx: RentalContext) => ctx.loaders.booking.load(e.bookingId),
-    status: (e: TrackingEventPayload) => upper(e.status),
-    coordinates: (e: TrackingEventPayload) => ({ latitude: e.latitude, longitude: e.longitude }),
+    booking: async (e, _, ctx) => must(await ctx.loaders.booking.load(e.bookingId), `booking ${e.bookingId}`),
+    status: (e) => upper(e.status),
+    coordinates: (e) => ({ latitude: e.latitude, longitude: e.longitude }),
     // Events published before forecasts carry the rule's ETA alone.
-    etaQ10: (e: TrackingEventPayload) => e.etaQ10 ?? e.eta,
-    etaQ90: (e: TrackingEventPayload) => e.etaQ90 ?? e.eta,
-    etaSource: (e: TrackingEventPayload) => upper(e.etaSource ?? 'rule'),
-    etaModelVersion: (e: TrackingEventPayload) => e.etaModelVersion ?? null,
+    etaQ10: (e) => e.etaQ10 ?? e.eta,
+    etaQ90: (e) => e.etaQ90 ?? e.eta,
+    etaSource: (e) => upper(e.etaSource ?? 'rule'),
+    etaModelVersion: (e) => e.etaModelVersion ?? null,
   },
   Mutation: {
-    createQuote: async (_: unknown, args: { input: unknown }, ctx: RentalContext) => {
+    createQuote: async (_, args, ctx) => {
       const input = parseInput(createQuoteInput, args.input);
       // The lower bound is where the machines can be on site, which the store knows (their depots).
       const latest = ctx.now.getTime() + START_TIME_WINDOW.futureDays * 86_400_000;
@@ -244,14 +182,14 @@ export const rentalResolvers = {
       ctx.loaders.quote.prime(quote.id, quote);
       return quote;
     },
-    confirmBooking: async (_: unknown, args: { input: unknown }, ctx: RentalContext) => {
+    confirmBooking: async (_, args, ctx) => {
       const input = parseInput(confirmBookingInput, args.input);
       const key = ctx.idempotencyKey === undefined ? null : parseInput(idempotencyKey, ctx.idempotencyKey, 'Idempotency-Key');
       const booking = await ctx.store.confirmBooking({ ...input, idempotencyKey: key, now: ctx.now, viewer: viewerOf(ctx.principal) });
       ctx.loaders.booking.prime(booking.id, booking);
       return booking;
     },
-    completeBooking: async (_: unknown, args: { bookingId: unknown }, ctx: RentalContext) => {
+    completeBooking: async (_, args, ctx) => {
       const bookingId = parseInput(bookingIdArg, args.bookingId, 'bookingId');
       const booking = await ctx.store.completeBooking({ bookingId, now: ctx.now, viewer: viewerOf(ctx.principal) });
       ctx.loaders.booking.clear(booking.id).prime(booking.id, booking);
@@ -259,43 +197,43 @@ export const rentalResolvers = {
     },
   },
   Machine: {
-    __resolveReference: (ref: { id: string }, ctx: RentalContext) => ctx.loaders.machine.load(parseInput(idArg, ref.id, 'id')),
-    hourlyRate: (m: MachineRecord) => euros(m.hourlyRateCents),
-    status: (m: MachineRecord) => upper(m.status),
-    depot: (m: MachineRecord, _: unknown, ctx: RentalContext) => ctx.store.depot(m.depotId),
+    __resolveReference: (ref, ctx) => ctx.loaders.machine.load(parseInput(idArg, ref.id, 'id')),
+    hourlyRate: (m) => euros(m.hourlyRateCents),
+    status: (m) => upper(m.status),
+    depot: (m, _, ctx) => must(ctx.store.depot(m.depotId), `depot ${m.depotId}`),
   },
   Depot: { coordinates },
   Location: { coordinates },
   Quote: {
-    __resolveReference: async (ref: { id: string }, ctx: RentalContext) => ctx.loaders.quote.load(parseInput(quoteIdRef, ref.id, 'id')),
-    status: (q: QuoteRecord, _: unknown, ctx: RentalContext) => upper(effectiveQuoteStatus(q, ctx.now)),
-    machines: (q: QuoteRecord, _: unknown, ctx: RentalContext) => machinesOf(q.machineIds, ctx),
-    location: (q: QuoteRecord, _: unknown, ctx: RentalContext) => ctx.store.location(q.locationId),
-    lineItems: (q: QuoteRecord) => q.lineItems,
-    deliveries: (q: QuoteRecord) => q.deliveries,
-    subtotal: (q: QuoteRecord) => euros(q.subtotalCents),
-    deliveryTotal: (q: QuoteRecord) => euros(q.deliveryCents),
-    earliestStart: (q: QuoteRecord) => earliestStart(q.deliveries, q.expiresAt),
-    total: (q: QuoteRecord) => euros(q.totalCents),
-    booking: (q: QuoteRecord, _: unknown, ctx: RentalContext) => ctx.loaders.bookingByQuote.load(q.id),
+    __resolveReference: async (ref, ctx) => ctx.loaders.quote.load(parseInput(quoteIdRef, ref.id, 'id')),
+    status: (q, _, ctx) => upper(effectiveQuoteStatus(q, ctx.now)),
+    machines: (q, _, ctx) => machinesOf(q.machineIds, ctx),
+    location: (q, _, ctx) => must(ctx.store.location(q.locationId), `location ${q.locationId}`),
+    lineItems: (q) => q.lineItems,
+    deliveries: (q) => q.deliveries,
+    subtotal: (q) => euros(q.subtotalCents),
+    deliveryTotal: (q) => euros(q.deliveryCents),
+    earliestStart: (q) => earliestStart(q.deliveries, q.expiresAt),
+    total: (q) => euros(q.totalCents),
+    booking: (q, _, ctx) => ctx.loaders.bookingByQuote.load(q.id),
   },
   QuoteLineItem: {
-    machine: (l: LineItem, _: unknown, ctx: RentalContext) => ctx.loaders.machine.load(l.machineId),
-    hourlyRate: (l: LineItem) => euros(l.hourlyRateCents),
-    amount: (l: LineItem) => euros(l.amountCents),
+    machine: async (l, _, ctx) => must(await ctx.loaders.machine.load(l.machineId), `machine ${l.machineId}`),
+    hourlyRate: (l) => euros(l.hourlyRateCents),
+    amount: (l) => euros(l.amountCents),
   },
   DeliveryCharge: {
-    depot: (d: DeliveryCharge, _: unknown, ctx: RentalContext) => ctx.store.depot(d.depotId),
-    machines: (d: DeliveryCharge, _: unknown, ctx: RentalContext) => machinesOf(d.machineIds, ctx),
-    amount: (d: DeliveryCharge) => euros(d.amountCents),
+    depot: (d, _, ctx) => must(ctx.store.depot(d.depotId), `depot ${d.depotId}`),
+    machines: (d, _, ctx) => machinesOf(d.machineIds, ctx),
+    amount: (d) => euros(d.amountCents),
   },
   Booking: {
-    __resolveReference: (ref: { id: string }, ctx: RentalContext) => ctx.loaders.booking.load(parseInput(bookingIdRef, ref.id, 'id')),
-    status: (b: BookingRecord) => upper(b.status),
-    quote: async (b: BookingRecord, _: unknown, ctx: RentalContext) => must(await ctx.loaders.quote.load(b.quoteId), 'quote'),
-    machines: (b: BookingRecord, _: unknown, ctx: RentalContext) => machinesOf(b.machineIds, ctx),
-    location: (b: BookingRecord, _: unknown, ctx: RentalContext) => ctx.store.location(b.locationId),
-    bill: (b: BookingRecord) => ({
+    __resolveReference: (ref, ctx) => ctx.loaders.booking.load(parseInput(bookingIdRef, ref.id, 'id')),
+    status: (b) => upper(b.status),
+    quote: async (b, _, ctx) => must(await ctx.loaders.quote.load(b.quoteId), 'quote'),
+    machines: (b, _, ctx) => machinesOf(b.machineIds, ctx),
+    location: (b, _, ctx) => must(ctx.store.location(b.locationId), `location ${b.locationId}`),
+    bill: (b) => ({
       currency: 'EUR',
       quotedHours: b.durationHours,
       actualHours: b.actualHours,
@@ -306,38 +244,38 @@ export const rentalResolvers = {
       closed: b.status === 'completed',
       closedAt: b.completedAt,
     }),
-    tracking: (b: BookingRecord, _: unknown, ctx: RentalContext) => trackingOf(b, ctx),
-    deliveryDistanceKm: (b: BookingRecord) => lastLeg(b).distanceKm,
-    deliveryDepartAt: (b: BookingRecord) => lastLeg(b).departAt,
+    tracking: (b, _, ctx) => trackingOf(b, ctx),
+    deliveryDistanceKm: (b) => lastLeg(b).distanceKm,
+    deliveryDepartAt: (b) => lastLeg(b).departAt,
   },
   Tracking: {
-    bookingId: (t: TrackingView) => t.booking.id,
-    status: (t: TrackingView) => upper(t.state.status),
-    coordinates: (t: TrackingView) => t.state.coordinates,
-    eta: (t: TrackingView) => t.state.eta,
-    etaQ10: (t: TrackingView) => t.state.etaQ10,
-    etaQ90: (t: TrackingView) => t.state.etaQ90,
-    etaSource: (t: TrackingView) => upper(t.state.etaSource),
-    etaModelVersion: (t: TrackingView) => t.state.etaModelVersion,
-    minutesRemaining: (t: TrackingView) => t.state.minutesRemaining,
-    distanceRemainingKm: (t: TrackingView) => t.state.distanceRemainingKm,
-    legs: (t: TrackingView) => t.state.legs,
-    computedAt: (t: TrackingView) => t.computedAt,
+    bookingId: (t) => t.booking.id,
+    status: (t) => upper(t.state.status),
+    coordinates: (t) => t.state.coordinates,
+    eta: (t) => t.state.eta,
+    etaQ10: (t) => t.state.etaQ10,
+    etaQ90: (t) => t.state.etaQ90,
+    etaSource: (t) => upper(t.state.etaSource),
+    etaModelVersion: (t) => t.state.etaModelVersion,
+    minutesRemaining: (t) => t.state.minutesRemaining,
+    distanceRemainingKm: (t) => t.state.distanceRemainingKm,
+    legs: (t) => t.state.legs,
+    computedAt: (t) => t.computedAt,
   },
   DeliveryLeg: {
-    depot: (l: LegState, _: unknown, ctx: RentalContext) => ctx.store.depot(l.leg.depotId),
-    machines: (l: LegState, _: unknown, ctx: RentalContext) => machinesOf(l.leg.machineIds, ctx),
-    status: (l: LegState) => upper(l.status),
-    distanceKm: (l: LegState) => l.leg.distanceKm,
-    dispatchAt: (l: LegState) => l.leg.dispatchAt,
-    departAt: (l: LegState) => l.leg.departAt,
-    eta: (l: LegState) => l.eta,
-    etaQ10: (l: LegState) => l.etaQ10,
-    etaQ90: (l: LegState) => l.etaQ90,
-    etaSource: (l: LegState) => upper(l.etaSource),
-    etaModelVersion: (l: LegState) => l.etaModelVersion,
+    depot: (l, _, ctx) => must(ctx.store.depot(l.leg.depotId), `depot ${l.leg.depotId}`),
+    machines: (l, _, ctx) => machinesOf(l.leg.machineIds, ctx),
+    status: (l) => upper(l.status),
+    distanceKm: (l) => l.leg.distanceKm,
+    dispatchAt: (l) => l.leg.dispatchAt,
+    departAt: (l) => l.leg.departAt,
+    eta: (l) => l.eta,
+    etaQ10: (l) => l.etaQ10,
+    etaQ90: (l) => l.etaQ90,
+    etaSource: (l) => upper(l.etaSource),
+    etaModelVersion: (l) => l.etaModelVersion,
   },
-} satisfies Resolvers;
+};
 
 /** The typed map above, in the shape `buildSubgraphSchema` accepts. */
 export const resolverMap = rentalResolvers as unknown as GraphQLResolverMap<unknown>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { instant, orNull } from '../../platform/rest.js';
+import { instant } from '../../platform/rest.js';
 import { idempotencyKey } from './inputs.js';
 
 /*

@@ -1,0 +1,70 @@
+import DataLoader from 'dataloader';
+import type { Clock } from '../../platform/clock.js';
+import type { EventHub } from '../../platform/event-hub.js';
+import { isOperator, mayActFor, type Principal } from '../../platform/principal.js';
+import type { BookingRecord } from './records.js';
+import type { QuoteSigner } from './signing.js';
+import type { MachineStatusEvent, RentalStore, Viewer } from './store.js';
+import type { TrackingEventPayload, TrackingState } from './tracking.js';
+
+/*
+ * What a rental resolver receives: the request's context, and the views some GraphQL types are resolved
+ * from (their parents in schema-types.ts, generated from the SDL).
+ */
+
+export interface RentalContext {
+  store: RentalStore;
+  signer: QuoteSigner;
+  events: EventHub;
+  clock: Clock;
+  /**
+   * One instant per request, so every field of an answer agrees on expiry and tracking. A subscription
+   * renews it, and the loaders, for each event it delivers.
+   */
+  now: Date;
+  /** The raw Idempotency-Key header, validated where it is used. */
+  idempotencyKey: string | undefined;
+  /** Who the request acts for; its tenant's quotes and bookings are all it sees (every tenant's for an operator). */
+  principal: Principal;
+  loaders: ReturnType<typeof createLoaders>;
+}
+
+/** The quotes and bookings a principal may see: its tenant's, or all of them for an operator. */
+export const viewerOf = (principal: Principal): Viewer => ({ tenant: isOperator(principal) ? null : principal.tenant });
+
+/**
+ * Per-request loaders. Quotes and bookings of another tenant load as null, exactly as an unknown id, so
+ * every path that reaches one (a root field, an entity reference, a subscription) answers as for nothing.
+ */
+export function createLoaders(store: RentalStore, principal: Principal) {
+  const visible = <T extends { tenant: string }>(row: T | undefined) => (row && mayActFor(principal, row.tenant) ? row : null);
+  const byId = <T extends { id: string }>(fetch: (ids: readonly string[]) => Promise<T[]>, keep: (row: T | undefined) => T | null = (r) => r ?? null) =>
+    new DataLoader<string, T | null>(async (ids) => {
+      const rows = new Map((await fetch(ids)).map((r) => [r.id, r]));
+      return ids.map((id) => keep(rows.get(id)));
+    });
+  return {
+    machine: byId((ids) => store.machinesByIds(ids)),
+    quote: byId((ids) => store.quotesByIds(ids), visible),
+    booking: byId((ids) => store.bookingsByIds(ids), visible),
+    bookingByQuote: new DataLoader<string, BookingRecord | null>(async (quoteIds) => {
+      const rows = new Map((await store.bookingsByQuoteIds(quoteIds)).map((b) => [b.quoteId, b]));
+      return quoteIds.map((id) => visible(rows.get(id)));
+    }),
+  };
+}
+
+/** A booking's tracking as of the request's instant. */
+export interface TrackingView {
+  booking: BookingRecord;
+  state: TrackingState;
+  computedAt: Date;
+}
+
+/** A machine status event as delivered: its payload and its cursor. */
+export interface MachineStatusView extends MachineStatusEvent {
+  cursor: string;
+}
+
+/** A tracking event as delivered: its payload and its cursor. */
+export type TrackingEventView = TrackingEventPayload & { cursor: string };
