@@ -89,6 +89,20 @@ export const instant = () => z.iso.datetime({ precision: 3 });
  */
 export const orNull = <T extends z.ZodType>(schema: T) => z.union([schema, z.null()]);
 
+/**
+ * A value the schema types as String but the documented answer narrows to known values (a currency, a key
+ * type): one of them, or a fault naming the field (never an answer outside its contract).
+ */
+export function oneOf<const T extends string>(value: string, allowed: readonly T[], field: string): T {
+  if ((allowed as readonly string[]).includes(value)) return value as T;
+  throw new Error(`${field} is ${JSON.stringify(value)}, not one of ${allowed.join(', ')}`);
+}
+
+/** A mapping that met a value its contract rules out: a fault of the service (500), never sent on. */
+export function fault(message: string): never {
+  throw new Error(message);
+}
+
 const GRAPHQL_NAME = /^[_A-Za-z][_0-9A-Za-z]*$/;
 
 /**

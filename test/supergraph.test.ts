@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { generateSchemaTypes, readSchemaTypes } from '../schema/codegen.js';
+import { generateOperationTypes, generateSchemaTypes, readOperationTypes, readSchemaTypes } from '../tools/codegen.js';
 import { composeSupergraph, readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphNames } from '../schema/subgraphs.js';
 
@@ -9,8 +9,9 @@ describe('schema/supergraph.graphql', () => {
   });
 });
 
-describe('subgraphs/<name>/schema-types.ts', () => {
+describe('subgraphs/<name>/schema-types.ts and operation-types.ts', () => {
   it.each(subgraphNames)('%s: is what `npm run codegen` makes of its SDL (run it after changing a subgraph schema)', async (name) => {
     expect(readSchemaTypes(name)).toBe(await generateSchemaTypes(name));
+    expect(readOperationTypes(name)).toBe(await generateOperationTypes(name));
   });
 });

@@ -1,10 +1,9 @@
 import { z } from 'zod';
 import { domainError } from '../../platform/errors.js';
-import { defineRoute, type RestRoute } from '../../platform/rest.js';
+import { defineRoute, fault, oneOf, type RestRoute } from '../../platform/rest.js';
 import { text } from '../../platform/validate.js';
 import { MAX_PATHS, int, kindToEnum, restKind, seed, sessionId, userId } from './inputs.js';
 import type { PathKind } from './link-model.js';
-import type { PairChoice } from './recommend.js';
 import {
   bondingHealth,
   bondingKey,
@@ -15,6 +14,7 @@ import {
   type BondingRecommendation,
   type BondingSession,
 } from './rest-schemas.js';
+import type { BondingCloseMutation, BondingHealthQuery, BondingOptimizeQuery, BondingQkdMutation, BondingStartMutation, BondingStatusQuery } from './operation-types.js';
 
 /*
  * The documented REST paths of the bonding service (under /bonding), each run as a GraphQL operation
@@ -22,103 +22,11 @@ import {
  * answers are typed by their documented schemas (rest-schemas.ts).
  */
 
-type KeyStatus = 'COMPLETED' | 'ABORTED';
-
-interface PlaneData {
-  health: 'OK' | 'DEGRADED' | 'CRITICAL';
-  lastAction: string;
-  lastActionAt: string;
-}
-interface PathData {
-  id: string;
-  kind: Uppercase<Exclude<PathKind, '5g'>> | 'FIVE_G';
-  sharedRisk: string[];
-  latencyMs: number;
-  jitterMs: number;
-  lossPct: number;
-  capacityMbps: number;
-  up: boolean;
-  outageProbability: number;
-}
-/** A pair as the GraphQL operation returns it: the recommender's own record. */
-type PairData = PairChoice;
-interface RecommendationData {
-  feasible: boolean;
-  explanation: string;
-  pair: PairData | null;
-  runnerUp: PairData | null;
-  weights: { pathId: string; weight: number; outage: number; expectedGoodputMbps: number }[];
-  expectedGoodputMbps: number;
-  ruledOut: { constraint: 'up' | 'maxLatencyMs' | 'maxJitterMs' | 'maxLossPct' | 'minCombinedCapacityMbps'; limit: number | null; count: number; examples: string[] }[];
-  pathsConsidered: number;
-  pathsUsable: number;
-  pairsTotal: number;
-  pairsEvaluated: number;
-  method: string;
-  elapsedMs: number;
-}
-interface KeySummaryData {
-  keyId: string | null;
-  status: KeyStatus;
-  fingerprint: string | null;
-  bits: number;
-  qber: number;
-  eavesdropperDetected: boolean;
-  createdAt: string;
-}
-interface SessionData {
-  id: string;
-  userId: string;
-  state: 'NEGOTIATING' | 'BONDED' | 'DEGRADED' | 'DOWN' | 'CLOSED';
-  stateReason: string;
-  seed: number;
-  tick: number;
-  simulatedSeconds: number;
-  createdAt: string;
-  updatedAt: string;
-  closedAt: string | null;
-  paths: PathData[];
-  planes: { data: PlaneData; control: PlaneData; security: PlaneData; intelligence: PlaneData };
-  recommendation: RecommendationData;
-  lastKey: KeySummaryData | null;
-}
-interface KeyData {
-  sessionId: string;
-  status: KeyStatus;
-  reason: string;
-  keyId: string | null;
-  fingerprint: string | null;
-  bits: number;
-  rawBits: number;
-  siftedBits: number;
-  sampleBits: number;
-  qber: number;
-  qberUpperBound: number;
-  qberThreshold: number;
-  errorsCorrected: number;
-  leakedBits: number;
-  secureBits: number;
-  finalBits: number;
-  residualErrors: number;
-  eavesdropperDetected: boolean;
-  attempts: number;
-  kem: 'ML-KEM-768';
-  kdf: 'HKDF-SHA256';
-  key: string | null;
-  simulated: true;
-  createdAt: string;
-  elapsedMs: number;
-}
-interface OverviewData {
-  openSessions: number;
-  negotiating: number;
-  bonded: number;
-  degraded: number;
-  down: number;
-  keySource: string;
-  tickMs: number;
-  simulatedSecondsPerTick: number;
-}
+type SessionData = NonNullable<BondingStatusQuery['currentBondingSession']>;
+type PathData = SessionData['paths'][number];
+type PlaneData = SessionData['planes']['data'];
+type RecommendationData = BondingOptimizeQuery['recommendPaths'];
+type PairData = NonNullable<RecommendationData['pair']>;
 
 const PAIR = `a b jointOutage availability outageA outageB correlation sharedRisk combinedCapacityMbps protectedRateMbps
   expectedGoodputMbps maxLatencyMs`;
@@ -155,7 +63,12 @@ export const recommendationBody = (r: RecommendationData): BondingRecommendation
   runner_up: pair(r.runnerUp),
   weights: r.weights.map((w) => ({ path_id: w.pathId, weight: w.weight, outage: w.outage, expected_goodput_mbps: w.expectedGoodputMbps })),
   expected_goodput_mbps: r.expectedGoodputMbps,
-  ruled_out: r.ruledOut.map((x) => ({ constraint: snake(x.constraint), limit: x.limit, count: x.count, examples: x.examples })),
+  ruled_out: r.ruledOut.map((x) => ({
+    constraint: oneOf(snake(x.constraint), ['up', 'max_latency_ms', 'max_jitter_ms', 'max_loss_pct', 'min_combined_capacity_mbps'], 'ruled_out.constraint'),
+    limit: x.limit,
+    count: x.count,
+    examples: x.examples,
+  })),
   paths_considered: r.pathsConsidered,
   paths_usable: r.pathsUsable,
   pairs_total: r.pairsTotal,
@@ -248,7 +161,7 @@ const pathVariable = (p: RestPath) => ({
 });
 
 export const bondingRoutes: readonly RestRoute[] = [
-  defineRoute<undefined, undefined, undefined, { bondingOverview: OverviewData }>({
+  defineRoute<undefined, undefined, undefined, BondingHealthQuery>({
     method: 'GET',
     path: '/health',
     summary: 'Backend health: open sessions by state and how keys are made',
@@ -264,7 +177,7 @@ export const bondingRoutes: readonly RestRoute[] = [
     }),
     response: bondingHealth,
   }),
-  defineRoute<undefined, { user_id?: string | undefined; session_id?: string | undefined }, undefined, { currentBondingSession: SessionData | null }>({
+  defineRoute<undefined, { user_id?: string | undefined; session_id?: string | undefined }, undefined, BondingStatusQuery>({
     method: 'GET',
     path: '/api/bonding/status',
     summary: "A session's state: ?session_id=, else the newest session of ?user_id= (default: the sandbox user)",
@@ -278,7 +191,7 @@ export const bondingRoutes: readonly RestRoute[] = [
     response: bondingSession,
     errors: ['NOT_FOUND'],
   }),
-  defineRoute<undefined, { user_id?: string | undefined; seed?: number | undefined }, undefined, { startBondingSession: SessionData }>({
+  defineRoute<undefined, { user_id?: string | undefined; seed?: number | undefined }, undefined, BondingStartMutation>({
     method: 'POST',
     path: '/api/bonding/start',
     summary: 'Starts a bonding session for ?user_id= (default: the sandbox user); ?seed= makes its link model reproducible',
@@ -289,7 +202,7 @@ export const bondingRoutes: readonly RestRoute[] = [
     response: bondingSession,
     errors: ['CONFLICT'],
   }),
-  defineRoute<undefined, { session_id: string }, undefined, { closeBondingSession: SessionData }>({
+  defineRoute<undefined, { session_id: string }, undefined, BondingCloseMutation>({
     method: 'POST',
     path: '/api/bonding/close',
     summary: 'Closes the session ?session_id= (terminal)',
@@ -301,7 +214,7 @@ export const bondingRoutes: readonly RestRoute[] = [
     response: bondingSession,
     errors: ['NOT_FOUND', 'CONFLICT'],
   }),
-  defineRoute<OptimizeBody, undefined, undefined, { recommendPaths: RecommendationData }>({
+  defineRoute<OptimizeBody, undefined, undefined, BondingOptimizeQuery>({
     method: 'POST',
     path: '/api/quantum/optimize',
     summary: 'The redundant ("Bell-state") path pair with the lowest joint outage under the constraints, split weights, goodput',
@@ -323,7 +236,7 @@ export const bondingRoutes: readonly RestRoute[] = [
     result: (d) => recommendationBody(d.recommendPaths),
     response: bondingRecommendation,
   }),
-  defineRoute<QkdBody, undefined, undefined, { generateQuantumKey: KeyData }>({
+  defineRoute<QkdBody, undefined, undefined, BondingQkdMutation>({
     method: 'POST',
     path: '/api/qkd/generate',
     summary: 'BB84 key generation (simulated) combined with ML-KEM-768 into a hybrid session key',
@@ -338,7 +251,16 @@ export const bondingRoutes: readonly RestRoute[] = [
         seed: body.seed,
       },
     }),
-    result: (d): BondingKey => ({ ...snakeKeys(d.generateQuantumKey), status: lower(d.generateQuantumKey.status) }),
+    result: (d): BondingKey => {
+      const key = d.generateQuantumKey;
+      return {
+        ...snakeKeys(key),
+        status: lower(key.status),
+        kem: oneOf(key.kem, ['ML-KEM-768'], 'kem'),
+        kdf: oneOf(key.kdf, ['HKDF-SHA256'], 'kdf'),
+        simulated: key.simulated === true ? true : fault('simulated is false: every key here is simulated'),
+      };
+    },
     response: bondingKey,
     errors: ['NOT_FOUND', 'CONFLICT'],
   }),

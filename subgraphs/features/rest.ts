@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { domainError } from '../../platform/errors.js';
-import { defineRoute, type RestRoute } from '../../platform/rest.js';
+import { defineRoute, oneOf, type RestRoute } from '../../platform/rest.js';
 import { instantProblem } from '../../platform/scalars.js';
 import { text } from '../../platform/validate.js';
 import { chunked, csvCell, parseEntityCsv } from './csv.js';
@@ -22,6 +22,7 @@ import {
   type FeaturesOnlineClaim,
   type FeaturesViews,
 } from './rest-schemas.js';
+import type { FeatureImportanceQuery, FeatureViewsQuery, FeaturesHealthQuery, LeakageAuditQuery, MaterializeMutation, OnlineClaimQuery, OnlinePolicyQuery, PitTrainingQuery } from './operation-types.js';
 
 /*
  * The documented REST paths of the feature service (under /features), each run as a GraphQL operation
@@ -30,11 +31,9 @@ import {
  * representations.
  */
 
-type Engine = 'DUCKDB' | 'TYPESCRIPT' | 'BOTH';
-type ModelName = 'UNDERWRITING' | 'PRICING' | 'FRAUD';
-type FeatureType = 'FLOAT' | 'INT' | 'BOOL';
-type Metric = 'roc_auc' | 'r2_log1p';
-type OnlineStoreKind = 'database' | 'redis';
+type FrameData = PitTrainingQuery['pitTraining'];
+type OnlineData = NonNullable<OnlinePolicyQuery['onlinePolicyFeatures']>;
+type MaterializationData = MaterializeMutation['materialize'];
 const lower = <S extends string>(s: S) => s.toLowerCase() as Lowercase<S>;
 
 const timestamp = text().superRefine((value, ctx) => {
@@ -76,16 +75,6 @@ const pitQuery = z.object({
 });
 type PitQuery = z.infer<typeof pitQuery>;
 
-interface FrameData {
-  engine: Engine;
-  availability: 'AS_KNOWN' | 'EVENT_TIME';
-  rowCount: number;
-  columns: { name: string; view: string; feature: string; type: FeatureType }[];
-  rows: { policyId: string | null; claimId: string | null; machineId: string | null; eventTimestamp: string; label: number | null; values: (number | null)[] }[];
-  matches: { view: string; matched: number; unmatched: number }[];
-  runs: { engine: Exclude<Engine, 'BOTH'>; milliseconds: number }[];
-  comparison: { cellsCompared: number; mismatches: number; examples: string[] } | null;
-}
 
 const FRAME = `engine availability rowCount columns { name view feature type }
   rows { policyId claimId machineId eventTimestamp label values }
@@ -124,7 +113,8 @@ const frameHead = (d: FrameData): Omit<FeaturesFrame, 'rows'> => ({
   columns: d.columns.map((c) => c.name),
   column_types: Object.fromEntries(d.columns.map((c) => [c.name, lower(c.type)])),
   matches: Object.fromEntries(d.matches.map((m) => [m.view, { matched: m.matched, unmatched: m.unmatched }])),
-  runs: d.runs.map((r) => ({ engine: lower(r.engine), milliseconds: r.milliseconds })),
+  // A run is one engine's; BOTH names a request, never a run.
+  runs: d.runs.map((r) => ({ engine: oneOf(lower(r.engine), ['duckdb', 'typescript'], 'runs.engine'), milliseconds: r.milliseconds })),
   comparison: d.comparison && { cells_compared: d.comparison.cellsCompared, mismatches: d.comparison.mismatches, examples: d.comparison.examples },
 });
 
@@ -163,24 +153,7 @@ function wantsCsv(accept: string | undefined): boolean {
   return csv >= 0 && (json < 0 || csv < json);
 }
 
-interface HealthData {
-  featureStoreHealth: {
-    ok: boolean;
-    uptimeSeconds: number;
-    seed: number;
-    policies: number;
-    claims: number | null;
-    onlineStore: OnlineStoreKind;
-    checks: { name: keyof FeaturesHealth['checks']; ok: boolean; detail: string; milliseconds: number }[];
-  };
-}
 
-interface OnlineData {
-  entity: string;
-  id: string;
-  values: { column: string; value: number | null }[];
-  views: { view: string; version: string; materializationId: string; materializedAt: string; asOf: string; featureTimestamp: string }[];
-}
 const ONLINE = 'entity id values { column value } views { view version materializationId materializedAt asOf featureTimestamp }';
 
 /** The fields of an online answer besides its id. */
@@ -197,16 +170,6 @@ const onlineBody = (o: OnlineData): Omit<FeaturesOnlineClaim, 'claim_id'> => ({
   })),
 });
 
-interface MaterializationData {
-  id: string;
-  asOf: string;
-  watermark: string | null;
-  rowsWritten: number;
-  views: { view: string; version: string; rowsWritten: number; watermark: string | null }[];
-  onlineStore: OnlineStoreKind;
-  materializedAt: string;
-  milliseconds: number;
-}
 const MATERIALIZATION = 'id asOf watermark rowsWritten views { view version rowsWritten watermark } onlineStore materializedAt milliseconds';
 const materializationBody = (m: MaterializationData): FeaturesMaterialization => ({
   materialization_id: m.id,
@@ -214,67 +177,17 @@ const materializationBody = (m: MaterializationData): FeaturesMaterialization =>
   watermark: m.watermark,
   rows_written: m.rowsWritten,
   views: m.views.map((v) => ({ view: v.view, version: v.version, rows_written: v.rowsWritten, watermark: v.watermark })),
-  online_store: m.onlineStore,
+  online_store: oneOf(m.onlineStore, ['database', 'redis'], 'online_store'),
   materialized_at: m.materializedAt,
   milliseconds: m.milliseconds,
 });
 
 
-interface AuditData {
-  leakageAudit: {
-    labelSet: ModelName;
-    labelRows: number;
-    rowsWithFindings: number;
-    findings: { view: string; feature: string; column: string; severity: 'SEVERE' | 'MILD'; rows: number; rowsWithoutPitValue: number; medianLeadHours: number; separationGain: number | null }[];
-    evaluation: {
-      metric: Metric;
-      pointInTime: number | null;
-      unguardedOffline: number | null;
-      unguardedInProduction: number | null;
-      inflation: number | null;
-      unavailableReason: string | null;
-      trainRows: number;
-      testRows: number;
-      testFrom: string;
-    };
-    availability: {
-      asKnown: number | null;
-      eventTime: number | null;
-      difference: number | null;
-      views: { view: string; rows: number; eventTime: number | null; difference: number | null }[];
-    };
-  };
-}
 
-interface ImportanceData {
-  featureImportance: {
-    model: ModelName;
-    metric: Metric;
-    heldOut: number | null;
-    unavailableReason: string | null;
-    trainRows: number;
-    testRows: number;
-    testFrom: string;
-    features: { column: string; importance: number | null; rank: number }[];
-  }[];
-}
 
-interface ViewsData {
-  featureViews: {
-    name: string;
-    entity: 'POLICY' | 'CLAIM' | 'MACHINE';
-    description: string;
-    source: string;
-    ttl: string | null;
-    version: string;
-    rowCount: number;
-    postOutcome: boolean;
-    features: { name: string; column: string; type: FeatureType; description: string }[];
-  }[];
-}
 
 export const featuresRoutes: readonly RestRoute[] = [
-  defineRoute<undefined, undefined, undefined, HealthData>({
+  defineRoute<undefined, undefined, undefined, FeaturesHealthQuery>({
     method: 'GET',
     path: '/health',
     summary: 'Uptime and dependency checks (database, online store, DuckDB)',
@@ -285,14 +198,14 @@ export const featuresRoutes: readonly RestRoute[] = [
       service: 'features',
       version: '1.0',
       uptime_s: h.uptimeSeconds,
-      online_store: h.onlineStore,
+      online_store: oneOf(h.onlineStore, ['database', 'redis'], 'online_store'),
       world: { seed: h.seed, policies: h.policies, claims: h.claims },
       // The three checks the service runs, by name.
       checks: Object.fromEntries(h.checks.map((c) => [c.name, { ok: c.ok, detail: c.detail, ms: c.milliseconds }])) as FeaturesHealth['checks'],
     }),
     response: featuresHealth,
   }),
-  defineRoute<undefined, undefined, { policy_id: string }, { onlinePolicyFeatures: OnlineData | null }>({
+  defineRoute<undefined, undefined, { policy_id: string }, OnlinePolicyQuery>({
     method: 'GET',
     path: '/online/policy/:policy_id',
     summary: 'Online features of one policy',
@@ -307,7 +220,7 @@ export const featuresRoutes: readonly RestRoute[] = [
     response: featuresOnlinePolicy,
     errors: ['NOT_FOUND'],
   }),
-  defineRoute<undefined, undefined, { claim_id: string }, { onlineClaimFeatures: OnlineData | null }>({
+  defineRoute<undefined, undefined, { claim_id: string }, OnlineClaimQuery>({
     method: 'GET',
     path: '/online/claim/:claim_id',
     summary: 'Online features of one claim',
@@ -322,7 +235,7 @@ export const featuresRoutes: readonly RestRoute[] = [
     response: featuresOnlineClaim,
     errors: ['NOT_FOUND'],
   }),
-  defineRoute<{ as_of?: string; views?: string[]; engine?: 'duckdb' | 'typescript' | 'both' }, undefined, undefined, { materialize: MaterializationData }>({
+  defineRoute<{ as_of?: string; views?: string[]; engine?: 'duckdb' | 'typescript' | 'both' }, undefined, undefined, MaterializeMutation>({
     method: 'POST',
     path: '/offline',
     summary: 'Materializes feature values as of a time into the online store',
@@ -333,7 +246,7 @@ export const featuresRoutes: readonly RestRoute[] = [
     result: (d) => materializationBody(d.materialize),
     response: featuresMaterialization,
   }),
-  defineRoute<PitBody, PitQuery, undefined, { pitTraining: FrameData }>({
+  defineRoute<PitBody, PitQuery, undefined, PitTrainingQuery>({
     method: 'POST',
     path: '/pit-training',
     summary: 'Point-in-time training frame for entity rows (JSON or CSV) or a label set; JSON or CSV answer',
@@ -368,7 +281,7 @@ export const featuresRoutes: readonly RestRoute[] = [
     represent: (d, accept) =>
       wantsCsv(accept) ? { contentType: 'text/csv; charset=utf-8', body: frameCsv(d.pitTraining) } : { contentType: 'application/json; charset=utf-8', body: frameJson(d.pitTraining) },
   }),
-  defineRoute<{ label_set: 'underwriting' | 'pricing' | 'fraud'; views?: string[]; test_from?: string }, undefined, undefined, AuditData>({
+  defineRoute<{ label_set: 'underwriting' | 'pricing' | 'fraud'; views?: string[]; test_from?: string }, undefined, undefined, LeakageAuditQuery>({
     method: 'POST',
     path: '/leakage-audit',
     summary: 'Temporal leakage findings of a label set, ranked by severity, and the AUC an unguarded join inflates',
@@ -394,7 +307,7 @@ export const featuresRoutes: readonly RestRoute[] = [
         separation_gain: f.separationGain,
       })),
       evaluation: {
-        metric: a.evaluation.metric,
+        metric: oneOf(a.evaluation.metric, ['roc_auc', 'r2_log1p'], 'evaluation.metric'),
         point_in_time: a.evaluation.pointInTime,
         unguarded_offline: a.evaluation.unguardedOffline,
         unguarded_in_production: a.evaluation.unguardedInProduction,
@@ -413,7 +326,7 @@ export const featuresRoutes: readonly RestRoute[] = [
     }),
     response: featuresLeakageAudit,
   }),
-  defineRoute<undefined, undefined, undefined, ImportanceData>({
+  defineRoute<undefined, undefined, undefined, FeatureImportanceQuery>({
     method: 'GET',
     path: '/feature-importance',
     summary: 'Permutation importance of the underwriting, pricing and fraud models (point-in-time frames)',
@@ -422,7 +335,7 @@ export const featuresRoutes: readonly RestRoute[] = [
     result: ({ featureImportance }): FeaturesImportance => ({
       models: featureImportance.map((m) => ({
         model: lower(m.model),
-        metric: m.metric,
+        metric: oneOf(m.metric, ['roc_auc', 'r2_log1p'], 'metric'),
         held_out: m.heldOut,
         unavailable_reason: m.unavailableReason,
         train_rows: m.trainRows,
@@ -433,7 +346,7 @@ export const featuresRoutes: readonly RestRoute[] = [
     }),
     response: featuresImportance,
   }),
-  defineRoute<undefined, undefined, undefined, ViewsData>({
+  defineRoute<undefined, undefined, undefined, FeatureViewsQuery>({
     method: 'GET',
     path: '/views',
     summary: 'The feature registry',

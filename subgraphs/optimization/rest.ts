@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { domainError } from '../../platform/errors.js';
-import { defineRoute, type RestRoute } from '../../platform/rest.js';
+import { defineRoute, fault, type RestRoute } from '../../platform/rest.js';
 import { text } from '../../platform/validate.js';
 import { MAX_RUNS_PAGE } from './inputs.js';
 import {
@@ -13,6 +13,7 @@ import {
   optimizationStatus,
   optimizationVerify,
 } from './rest-schemas.js';
+import type { OptimizationFleetQuery, OptimizationHealthQuery, OptimizationLatestRefinedQuery, OptimizationOverviewQuery, OptimizationRunQuery, OptimizationRunsQuery, OptimizationStatusQuery, OptimizationVerifyQuery } from './operation-types.js';
 
 /*
  * The documented REST paths of the optimization service (under /optimization): all GET, no body, as the
@@ -68,17 +69,18 @@ const limitQuery = z
   .transform(Number)
   .pipe(z.number().min(1, 'must be at least 1').max(MAX_RUNS_PAGE, `must be at most ${MAX_RUNS_PAGE}`));
 
-interface RunsPage {
-  quantumRuns: { edges: { node: unknown }[]; pageInfo: { hasNextPage: boolean; endCursor: string | null }; totalCount: number };
-}
-const runsBody = (page: RunsPage['quantumRuns']) => ({
-  runs: page.edges.map((e) => snake(e.node)),
-  next_cursor: page.pageInfo.hasNextPage ? page.pageInfo.endCursor : null,
-  total: page.totalCount,
-});
+/** A page of runs, whichever run fields the operation selected (null only beside an error, which the engine answers). */
+const runsBody = (page: { edges: { node: unknown }[]; pageInfo: { hasNextPage: boolean; endCursor: string | null }; totalCount: number } | null) => {
+  if (!page) return fault('quantumRuns is null without an error');
+  return {
+    runs: page.edges.map((e) => snake(e.node)),
+    next_cursor: page.pageInfo.hasNextPage ? page.pageInfo.endCursor : null,
+    total: page.totalCount,
+  };
+};
 
 export const optimizationRoutes: RestRoute[] = [
-  defineRoute<undefined, undefined, undefined, { optimizationHealth: Record<string, unknown> }>({
+  defineRoute<undefined, undefined, undefined, OptimizationHealthQuery>({
     method: 'GET',
     path: '/health',
     summary: 'Backend health: database, fleet simulation, solver',
@@ -87,7 +89,7 @@ export const optimizationRoutes: RestRoute[] = [
     result: (d) => ({ service: 'optimization', version: '1.0', ...(snake(d.optimizationHealth) as object) }),
     response: optimizationHealth,
   }),
-  defineRoute<undefined, undefined, undefined, { optimizationStatus: unknown }>({
+  defineRoute<undefined, undefined, undefined, OptimizationStatusQuery>({
     method: 'GET',
     path: '/status',
     summary: 'Service status: simulator backend, limits, fleet clock, run counts',
@@ -96,7 +98,7 @@ export const optimizationRoutes: RestRoute[] = [
     result: (d) => snake(d.optimizationStatus),
     response: optimizationStatus,
   }),
-  defineRoute<undefined, undefined, undefined, { optimizationStatus: unknown; fleetSafety: unknown; vesselFleet: unknown; quantumRuns: RunsPage['quantumRuns']; latestRefinedResult: unknown }>({
+  defineRoute<undefined, undefined, undefined, OptimizationOverviewQuery>({
     method: 'GET',
     path: '/overview',
     summary: 'Status, safety proof, fleet snapshot and recent runs in one payload',
@@ -116,7 +118,7 @@ export const optimizationRoutes: RestRoute[] = [
     }),
     response: optimizationOverview,
   }),
-  defineRoute<undefined, { min_separation_m?: number | undefined }, undefined, { fleetSafety: unknown }>({
+  defineRoute<undefined, { min_separation_m?: number | undefined }, undefined, OptimizationVerifyQuery>({
     method: 'GET',
     path: '/verify',
     summary: 'Formal safety proof for the fleet constraints (?min_separation_m=50..5000, default 463)',
@@ -134,7 +136,7 @@ export const optimizationRoutes: RestRoute[] = [
     result: (d) => snake(d.fleetSafety),
     response: optimizationVerify,
   }),
-  defineRoute<undefined, undefined, undefined, { vesselFleet: unknown }>({
+  defineRoute<undefined, undefined, undefined, OptimizationFleetQuery>({
     method: 'GET',
     path: '/fleet',
     summary: 'AIS fleet snapshot: every vessel at the newest tick',
@@ -143,7 +145,7 @@ export const optimizationRoutes: RestRoute[] = [
     result: (d) => snake(d.vesselFleet),
     response: optimizationFleet,
   }),
-  defineRoute<undefined, { limit: number; cursor?: string | undefined }, undefined, RunsPage>({
+  defineRoute<undefined, { limit: number; cursor?: string | undefined }, undefined, OptimizationRunsQuery>({
     method: 'GET',
     path: '/quantum/runs',
     summary: `Recent quantum runs, newest first (?limit=1..${MAX_RUNS_PAGE}, default 20; ?cursor=next_cursor)`,
@@ -156,7 +158,7 @@ export const optimizationRoutes: RestRoute[] = [
     result: (d) => runsBody(d.quantumRuns),
     response: optimizationRuns,
   }),
-  defineRoute<undefined, undefined, { run_id: string }, { quantumRun: unknown }>({
+  defineRoute<undefined, undefined, { run_id: string }, OptimizationRunQuery>({
     method: 'GET',
     path: '/quantum/runs/:run_id',
     summary: 'One quantum run with its full result',
@@ -171,7 +173,7 @@ export const optimizationRoutes: RestRoute[] = [
     response: optimizationRun,
     errors: ['NOT_FOUND'],
   }),
-  defineRoute<undefined, undefined, undefined, { latestRefinedResult: unknown }>({
+  defineRoute<undefined, undefined, undefined, OptimizationLatestRefinedQuery>({
     method: 'GET',
     path: '/quantum/latest/refined',
     summary: 'Latest refined optimality ratio, beside the raw and baseline ratios',

@@ -26,6 +26,7 @@ import {
   type QuantileModel,
   type TravelForecast,
 } from './rest-schemas.js';
+import type { PredictColdChainQuery, PredictDwellBatchQuery, PredictDwellQuery, PredictLockerBatchQuery, PredictLockerQuery, PredictTravelTimeBatchQuery, PredictTravelTimeQuery, PredictionHealthQuery } from './operation-types.js';
 
 /*
  * The documented REST paths of the prediction service (under /prediction), each run as a GraphQL
@@ -36,78 +37,12 @@ import {
 
 type Features = Record<string, number>;
 
-interface DwellData {
-  q10Minutes: number;
-  q50Minutes: number;
-  q90Minutes: number;
-  intervalWidthMinutes: number;
-  worstCaseMarginMinutes: number;
-  risk: 'LOW' | 'MODERATE' | 'HIGH' | 'BREACH';
-  interpretation: string;
-  modelVersion: string;
-}
-interface TransitData {
-  q10Minutes: number;
-  q50Minutes: number;
-  q90Minutes: number;
-  intervalWidthMinutes: number;
-  modelVersion: string;
-}
-interface LockerData {
-  successProbability: number;
-  modelVersion: string;
-}
-interface MarginData {
-  totalMinutes: number;
-  marginMinutes: number;
-}
-interface ColdChainData {
-  ischaemicRemainingMin: number;
-  dwell: DwellData;
-  travel: TransitData;
-  best: MarginData;
-  median: MarginData;
-  worst: MarginData;
-  worstCaseBreach: boolean;
-}
-interface QuantileInfoData {
-  version: string;
-  featureCount: number;
-  trees: number;
-  coverage80: number;
-  meanWidthMinutes: number;
-  uncalibratedCoverage80: number;
-  pinballLoss: number;
-  baselinePinballLoss: number;
-  specCoverage80: number;
-  testSize: number;
-  coverageByDecile: { feature: string; groups: { from: number; to: number; size: number; coverage80: number; meanWidthMinutes: number }[] }[];
-  baseline: string;
-}
-interface ClassifierInfoData {
-  version: string;
-  featureCount: number;
-  trees: number;
-  rocAuc: number;
-  brierScore: number;
-  baselineBrierScore: number;
-  calibrationError: number;
-  baseRate: number;
-  oracleRocAuc: number;
-  specRocAuc: number;
-  testSize: number;
-  calibrationByDecile: { feature: string; groups: { from: number; to: number; size: number; meanProbability: number; observedRate: number }[] }[];
-}
-interface ModelsData {
-  ready: boolean;
-  seed: number;
-  trainedAt: string;
-  trainingSeconds: number;
-  data: string;
-  dwell: QuantileInfoData;
-  travel: QuantileInfoData;
-  locker: ClassifierInfoData;
-}
+type DwellData = PredictDwellQuery['predictDwell'];
+type TransitData = PredictTravelTimeQuery['predictTravelTime'];
+type LockerData = PredictLockerQuery['predictLockerDiversion'];
+type QuantileInfoData = PredictionHealthQuery['predictionModels']['dwell'];
+type ClassifierInfoData = PredictionHealthQuery['predictionModels']['locker'];
+type MarginData = PredictColdChainQuery['coldChainMargin']['best'];
 
 const DWELL = 'q10Minutes q50Minutes q90Minutes intervalWidthMinutes worstCaseMarginMinutes risk interpretation modelVersion';
 const TRANSIT = 'q10Minutes q50Minutes q90Minutes intervalWidthMinutes modelVersion';
@@ -189,7 +124,7 @@ const classifierInfoBody = (i: ClassifierInfoData, trainedAt: string): Classifie
 });
 
 export const predictionRoutes: readonly RestRoute[] = [
-  defineRoute<undefined, undefined, undefined, { predictionModels: ModelsData }>({
+  defineRoute<undefined, undefined, undefined, PredictionHealthQuery>({
     method: 'GET',
     path: '/health',
     summary: 'Model readiness, versions, training time and held-out metrics',
@@ -213,7 +148,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     }),
     response: predictionHealth,
   }),
-  defineRoute<Features, undefined, undefined, { predictDwell: DwellData }>({
+  defineRoute<Features, undefined, undefined, PredictDwellQuery>({
     method: 'POST',
     path: '/predict/dwell_advanced',
     summary: 'Dwell-time quantiles (22 features) with a risk interpretation',
@@ -223,7 +158,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     result: (d) => dwellBodyOf(d.predictDwell),
     response: dwellForecast,
   }),
-  defineRoute<{ instances: Features[] }, undefined, undefined, { predictDwellBatch: DwellData[] }>({
+  defineRoute<{ instances: Features[] }, undefined, undefined, PredictDwellBatchQuery>({
     method: 'POST',
     path: '/predict/dwell_advanced/batch',
     summary: 'Dwell-time quantiles for 1..1000 feature sets',
@@ -233,7 +168,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     result: (d) => ({ predictions: d.predictDwellBatch.map(dwellBodyOf) }),
     response: dwellBatch,
   }),
-  defineRoute<Features, undefined, undefined, { predictTravelTime: TransitData }>({
+  defineRoute<Features, undefined, undefined, PredictTravelTimeQuery>({
     method: 'POST',
     path: '/predict/travel_time',
     summary: 'Corridor travel-time quantiles (12 features)',
@@ -243,7 +178,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     result: (d) => transitBodyOf(d.predictTravelTime),
     response: travelForecast,
   }),
-  defineRoute<{ instances: Features[] }, undefined, undefined, { predictTravelTimeBatch: TransitData[] }>({
+  defineRoute<{ instances: Features[] }, undefined, undefined, PredictTravelTimeBatchQuery>({
     method: 'POST',
     path: '/predict/travel_time/batch',
     summary: 'Travel-time quantiles for 1..1000 feature sets',
@@ -253,7 +188,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     result: (d) => ({ predictions: d.predictTravelTimeBatch.map(transitBodyOf) }),
     response: travelBatch,
   }),
-  defineRoute<Features, undefined, undefined, { predictLockerDiversion: LockerData }>({
+  defineRoute<Features, undefined, undefined, PredictLockerQuery>({
     method: 'POST',
     path: '/predict/locker_advanced',
     summary: 'Locker-diversion success probability (10 features)',
@@ -263,7 +198,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     result: (d) => lockerBodyOf(d.predictLockerDiversion),
     response: lockerForecast,
   }),
-  defineRoute<{ instances: Features[] }, undefined, undefined, { predictLockerDiversionBatch: LockerData[] }>({
+  defineRoute<{ instances: Features[] }, undefined, undefined, PredictLockerBatchQuery>({
     method: 'POST',
     path: '/predict/locker_advanced/batch',
     summary: 'Locker-diversion probabilities for 1..1000 feature sets',
@@ -273,7 +208,7 @@ export const predictionRoutes: readonly RestRoute[] = [
     result: (d) => ({ predictions: d.predictLockerDiversionBatch.map(lockerBodyOf) }),
     response: lockerBatch,
   }),
-  defineRoute<{ dwell: Features; travel: Features; ischaemic_remaining_min: number }, undefined, undefined, { coldChainMargin: ColdChainData }>({
+  defineRoute<{ dwell: Features; travel: Features; ischaemic_remaining_min: number }, undefined, undefined, PredictColdChainQuery>({
     method: 'POST',
     path: '/predict/cold_chain_margin',
     summary: 'Dwell and travel quantiles composed into best / median / worst cold-chain margins',

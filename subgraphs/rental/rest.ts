@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { domainError } from '../../platform/errors.js';
-import { defineRoute, type RestRoute } from '../../platform/rest.js';
+import { defineRoute, oneOf, type RestRoute } from '../../platform/rest.js';
 import { instantProblem } from '../../platform/scalars.js';
 import { text } from '../../platform/validate.js';
 import { bookingIdArg, confirmBookingInput, createQuoteInput } from './inputs.js';
@@ -26,118 +26,22 @@ import {
   type RentalSigningKeys,
   type RentalTracking,
 } from './rest-schemas.js';
+import type { RentalBookingsQuery, RentalCompleteBookingMutation, RentalConfirmBookingMutation, RentalCreateQuoteMutation, RentalFleetSummaryQuery, RentalHealthQuery, RentalLocationsQuery, RentalMachinesQuery, RentalSigningKeysQuery, RentalTrackingQuery } from './operation-types.js';
 
 /*
  * The documented REST paths of the rental service (under /rental), each run as a GraphQL operation
  * through the gateway. Bodies are snake_case as documented; enum values are lower-case. The data types
- * below are what each operation selects; the answers they map to are typed by their documented schemas
- * (rest-schemas.ts), so a mapping that strays from its schema does not compile.
+ * each operation selects are generated from it (operation-types.ts, `npm run codegen`); the answers they
+ * map to are typed by their documented schemas (rest-schemas.ts), so a mapping that strays from either
+ * does not compile.
  */
 
-type MachineStatus = 'AVAILABLE' | 'RESERVED' | 'IN_USE';
-type TrackingStatus = 'SCHEDULED' | 'DISPATCHED' | 'IN_TRANSIT' | 'ON_SITE' | 'COMPLETED';
-type MachineCategory = Uppercase<RentalMachines['machines'][number]['category']>;
-
-interface Coords {
-  latitude: number;
-  longitude: number;
-}
-interface PlaceData {
-  id: string;
-  name: string;
-  coordinates: Coords;
-}
-interface SummaryData {
-  available: number;
-  reserved: number;
-  inUse: number;
-  total: number;
-  utilization: number;
-  surgeMultiplier: number;
-}
-interface MachineData {
-  id: string;
-  name: string;
-  category: MachineCategory;
-  hourlyRate: number;
-  status: MachineStatus;
-  depot: PlaceData;
-}
-interface QuoteData {
-  id: string;
-  status: 'ACTIVE' | 'CONFIRMED' | 'EXPIRED';
-  machines: { id: string }[];
-  location: { id: string };
-  startTime: string;
-  durationHours: number;
-  utilization: number;
-  surgeMultiplier: number;
-  leadTimeHours: number;
-  leadTimeFactor: number;
-  earliestStart: string;
-  lineItems: { machine: { id: string }; hourlyRate: number; hours: number; surgeMultiplier: number; leadTimeFactor: number; amount: number }[];
-  deliveries: { depot: { id: string }; machines: { id: string }[]; distanceKm: number; amount: number }[];
-  subtotal: number;
-  deliveryTotal: number;
-  total: number;
-  currency: 'EUR';
-  createdAt: string;
-  expiresAt: string;
-  signature: string;
-}
-interface BillData {
-  currency: 'EUR';
-  quotedHours: number;
-  actualHours: number | null;
-  billableHours: number | null;
-  quotedAmount: number;
-  overtimeAmount: number | null;
-  finalAmount: number | null;
-  closed: boolean;
-  closedAt: string | null;
-}
-interface BookingData {
-  id: string;
-  status: 'CONFIRMED' | 'COMPLETED';
-  customerName: string;
-  quote: { id: string };
-  machines: { id: string }[];
-  location: { id: string };
-  startTime: string;
-  durationHours: number;
-  confirmedAt: string;
-  completedAt: string | null;
-  bill: BillData;
-}
-interface LegData {
-  depot: { id: string };
-  machines: { id: string }[];
-  status: TrackingStatus;
-  coordinates: Coords;
-  distanceKm: number;
-  distanceRemainingKm: number;
-  dispatchAt: string;
-  departAt: string;
-  eta: string;
-  etaQ10: string;
-  etaQ90: string;
-  etaSource: 'MODEL' | 'RULE';
-  etaModelVersion: string | null;
-}
-interface TrackingData {
-  bookingId: string;
-  status: TrackingStatus;
-  coordinates: Coords;
-  eta: string;
-  etaQ10: string;
-  etaQ90: string;
-  etaSource: 'MODEL' | 'RULE';
-  etaModelVersion: string | null;
-  minutesRemaining: number;
-  distanceRemainingKm: number;
-  legs: LegData[];
-  computedAt: string;
-}
+type SummaryData = RentalFleetSummaryQuery['fleetSummary'];
+type PlaceData = RentalLocationsQuery['locations'][number];
+type Coords = PlaceData['coordinates'];
+type QuoteData = RentalCreateQuoteMutation['createQuote'];
+type BookingData = RentalConfirmBookingMutation['confirmBooking'];
+type TrackingData = NonNullable<RentalTrackingQuery['tracking']>;
 
 const SUMMARY = 'available reserved inUse total utilization surgeMultiplier';
 const PLACE = 'id name coordinates { latitude longitude }';
@@ -196,7 +100,7 @@ const quoteBody = (q: QuoteData): RentalQuote => ({
   subtotal: q.subtotal,
   delivery_total: q.deliveryTotal,
   total: q.total,
-  currency: q.currency,
+  currency: oneOf(q.currency, ['EUR'], 'currency'),
   created_at: q.createdAt,
   expires_at: q.expiresAt,
   signature: q.signature,
@@ -214,7 +118,7 @@ const bookingBody = (b: BookingData): RentalBooking => ({
   confirmed_at: b.confirmedAt,
   completed_at: b.completedAt,
   bill: {
-    currency: b.bill.currency,
+    currency: oneOf(b.bill.currency, ['EUR'], 'bill.currency'),
     quoted_hours: b.bill.quotedHours,
     actual_hours: b.bill.actualHours,
     billable_hours: b.bill.billableHours,
@@ -262,7 +166,7 @@ const trackingBody = (t: TrackingData): RentalTracking => ({
 const bookingParams = z.object({ booking_id: bookingIdArg });
 
 export const rentalRoutes: readonly RestRoute[] = [
-  defineRoute<undefined, undefined, undefined, { fleetSummary: SummaryData }>({
+  defineRoute<undefined, undefined, undefined, RentalHealthQuery>({
     method: 'GET',
     path: '/health',
     summary: 'Liveness indicator plus fleet summary',
@@ -271,7 +175,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     result: (d): RentalHealth => ({ status: 'ok', service: 'rental', version: '1.0', fleet: summaryBody(d.fleetSummary) }),
     response: rentalHealth,
   }),
-  defineRoute<undefined, undefined, undefined, { machines: MachineData[] }>({
+  defineRoute<undefined, undefined, undefined, RentalMachinesQuery>({
     method: 'GET',
     path: '/fleet/machines',
     summary: 'Machine catalogue with status',
@@ -289,7 +193,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     }),
     response: rentalMachines,
   }),
-  defineRoute<undefined, undefined, undefined, { locations: PlaceData[] }>({
+  defineRoute<undefined, undefined, undefined, RentalLocationsQuery>({
     method: 'GET',
     path: '/fleet/locations',
     summary: 'Delivery sites',
@@ -298,7 +202,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     result: (d): RentalLocations => ({ locations: d.locations.map(place) }),
     response: rentalLocations,
   }),
-  defineRoute<undefined, undefined, undefined, { fleetSummary: SummaryData }>({
+  defineRoute<undefined, undefined, undefined, RentalFleetSummaryQuery>({
     method: 'GET',
     path: '/fleet/summary',
     summary: 'Counts and utilization',
@@ -311,7 +215,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     { machine_ids: string[]; location_id: string; start_time: string; duration_hours: number },
     undefined,
     undefined,
-    { createQuote: QuoteData }
+    RentalCreateQuoteMutation
   >({
     method: 'POST',
     path: '/pricing/quote',
@@ -338,7 +242,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     response: rentalQuote,
     errors: ['CONFLICT'],
   }),
-  defineRoute<{ quote_id: string; customer_name: string }, undefined, undefined, { confirmBooking: BookingData }>({
+  defineRoute<{ quote_id: string; customer_name: string }, undefined, undefined, RentalConfirmBookingMutation>({
     method: 'POST',
     path: '/booking/confirm',
     summary: 'Confirms a quote into a booking; the machines go in use',
@@ -353,7 +257,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     response: rentalBooking,
     errors: ['NOT_FOUND', 'CONFLICT', 'GONE', 'IDEMPOTENCY_KEY_REUSED'],
   }),
-  defineRoute<undefined, undefined, { booking_id: string }, { tracking: TrackingData | null }>({
+  defineRoute<undefined, undefined, { booking_id: string }, RentalTrackingQuery>({
     method: 'GET',
     path: '/booking/:booking_id/track',
     summary: 'Delivery status, coordinates and ETA',
@@ -367,7 +271,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     response: rentalTracking,
     errors: ['NOT_FOUND'],
   }),
-  defineRoute<undefined, undefined, { booking_id: string }, { completeBooking: BookingData }>({
+  defineRoute<undefined, undefined, { booking_id: string }, RentalCompleteBookingMutation>({
     method: 'POST',
     path: '/booking/:booking_id/complete',
     summary: 'Completes a booking: machines return to available, the bill closes',
@@ -382,7 +286,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     undefined,
     { limit: number; cursor?: string | undefined },
     undefined,
-    { bookings: { edges: { node: BookingData }[]; pageInfo: { hasNextPage: boolean; endCursor: string | null }; totalCount: number } }
+    RentalBookingsQuery
   >({
     method: 'GET',
     path: '/bookings',
@@ -408,7 +312,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     }),
     response: rentalBookingPage,
   }),
-  defineRoute<undefined, undefined, undefined, { quoteSigningKeys: RentalSigningKeys['keys'] }>({
+  defineRoute<undefined, undefined, undefined, RentalSigningKeysQuery>({
     method: 'GET',
     path: '/pricing/keys',
     summary: 'JWKS with the public keys that verify quote signatures',
@@ -416,7 +320,15 @@ export const rentalRoutes: readonly RestRoute[] = [
     public: true,
     operation: 'query RentalSigningKeys { quoteSigningKeys { kid kty crv x alg use } }',
     variables: () => ({}),
-    result: (d): RentalSigningKeys => ({ keys: d.quoteSigningKeys }),
+    result: (d): RentalSigningKeys => ({
+      keys: d.quoteSigningKeys.map((k) => ({
+        ...k,
+        kty: oneOf(k.kty, ['OKP'], 'kty'),
+        crv: oneOf(k.crv, ['Ed25519'], 'crv'),
+        alg: oneOf(k.alg, ['EdDSA'], 'alg'),
+        use: oneOf(k.use, ['sig'], 'use'),
+      })),
+    }),
     response: rentalSigningKeys,
   }),
 ];
