@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -50,6 +51,35 @@ describe.each(backends)('state survives a restart (%s)', (backend: Backend) => {
     // The quote made before the restart can still be confirmed after it.
     const late = await rest(second.url, 'POST', '/rental/booking/confirm', { quote_id: held.body['quote_id'], customer_name: 'After Restart' });
     expect(late.status).toBe(200);
+    await second.close();
+  });
+});
+
+describe('a backup of a stopped PGlite data directory (docs/operations.md, "Data directories and backups")', () => {
+  const root = mkdtempSync(join(tmpdir(), 'ops-backup-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it('stopped cleanly, archived with tar and unpacked elsewhere, serves the same state', async () => {
+    const data = join(root, 'data');
+    const restored = join(root, 'restored');
+    const archive = join(root, 'ops.tar.gz');
+    const first = await startTestServer({ backend: 'pglite', env: { DATA_DIR: data } });
+    const q = await rest(first.url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-007'], location_id: 'LOC-002', start_time: hoursFromNow(5), duration_hours: 3 });
+    const b = await rest(first.url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Backup BV' });
+    expect(b.status).toBe(200);
+    const keys = await rest(first.url, 'GET', '/rental/pricing/keys');
+    await first.close();
+    // A clean stop releases the directory: the lock is gone before the copy is taken.
+    expect(existsSync(join(data, 'ops-supergraph.lock'))).toBe(false);
+    execFileSync('tar', ['-C', data, '-czf', archive, '.']);
+    mkdirSync(restored);
+    execFileSync('tar', ['-C', restored, '-xzf', archive]);
+
+    const second = await startTestServer({ backend: 'pglite', env: { DATA_DIR: restored } });
+    const ledger = await rest(second.url, 'GET', '/rental/bookings');
+    expect(ledger.body['bookings'].map((x: { booking_id: string; customer_name: string }) => [x.booking_id, x.customer_name])).toEqual([[b.body['booking_id'], 'Backup BV']]);
+    expect((await rest(second.url, 'GET', '/rental/pricing/keys')).body).toEqual(keys.body);
+    expect((await rest(second.url, 'GET', '/rental/fleet/summary')).body).toMatchObject({ in_use: 1 });
     await second.close();
   });
 });
