@@ -17,6 +17,8 @@ const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 
 export interface MetricSources {
   ws: { connections(): number; operations(): number; slowConsumerCloses(): number };
+  /** Subscription streams reopened after their subgraph was lost, since start. */
+  subscriptionResumes(): number;
   /** Outbox events not yet handed to this process's streams; null without an in-process hub. */
   outboxLag(): Promise<bigint | null>;
   pool(): { total: number; idle: number; waiting: number } | null;
@@ -67,8 +69,11 @@ export class GatewayMetrics {
     new Gauge({ name: 'websocket_operations', help: 'Operations open on graphql-ws connections (subscriptions and operations in flight)', registers, collect() {
       this.set(sources.ws.operations());
     } });
-    new Gauge({ name: 'websocket_slow_consumer_closes_total', help: 'Connections closed because events overflowed their buffer (4429), since start', registers, collect() {
+    new Gauge({ name: 'websocket_slow_consumer_closes_total', help: 'Connections closed because events overflowed their buffer (4413), since start', registers, collect() {
       this.set(sources.ws.slowConsumerCloses());
+    } });
+    new Gauge({ name: 'subscription_upstream_resumes_total', help: 'Subscription streams reopened from their last event after their subgraph was lost, since start', registers, collect() {
+      this.set(sources.subscriptionResumes());
     } });
     new Gauge({ name: 'outbox_lag_events', help: 'Newest outbox event id minus the last one this process handed to its streams', registers, async collect() {
       const lag = await sources.outboxLag().catch(() => null);

@@ -156,7 +156,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const fetchCache = new FetchCache({ maxBytes: config.GATEWAY_FETCH_CACHE_MB * 1024 * 1024, maxAgeMs: config.GATEWAY_FETCH_CACHE_MAX_AGE_S * 1000 });
   // Sources are read at scrape time; the WebSocket server is attached further down.
   let wsStats: MetricSources['ws'] = { connections: () => 0, operations: () => 0, slowConsumerCloses: () => 0 };
+  let subscriptionResumes = () => 0;
   const metrics = new GatewayMetrics({
+    subscriptionResumes: () => subscriptionResumes(),
     ws: { connections: () => wsStats.connections(), operations: () => wsStats.operations(), slowConsumerCloses: () => wsStats.slowConsumerCloses() },
     outboxLag: async () => (runtime ? runtime.events.lag() : null),
     pool: () => runtime?.db.poolStats() ?? null,
@@ -338,8 +340,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     openUpstream: (service, request, context, options) =>
       remoteUrls.has(service) ? remote.open(service, request, context, options) : inProcess(service, request, context, options),
     maxQueuedPerSubscriber: config.WS_MAX_QUEUED_EVENTS,
+    resumeGraceMs: config.SUBSCRIPTION_RESUME_GRACE_MS,
     logger: app.log,
   });
+  subscriptionResumes = () => subscriptions.resumed;
 
   const startedAt = Date.now();
   const uptime = () => Math.round((Date.now() - startedAt) / 1000);

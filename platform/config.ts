@@ -77,6 +77,11 @@ const envSchema = z.object({
   TRACKING_TICK_MS: intFrom('TRACKING_TICK_MS', 50, 600_000).default(2000),
   /** A WebSocket that sends no connection_init within this is closed (4408). @default 3000 */
   WS_CONNECTION_INIT_TIMEOUT_MS: intFrom('WS_CONNECTION_INIT_TIMEOUT_MS', 100, 60_000).default(3000),
+  /**
+   * How long a subscription whose subgraph was lost (restarted, redeployed) keeps reopening it from its last
+   * event before its subscribers get UPSTREAM_UNAVAILABLE; 0 ends it at once. @default 30000
+   */
+  SUBSCRIPTION_RESUME_GRACE_MS: intFrom('SUBSCRIPTION_RESUME_GRACE_MS', 0, 600_000).default(30_000),
   /** WebSocket ping interval; a peer that misses a pong for as long is dropped. @default 12000 */
   WS_KEEPALIVE_MS: intFrom('WS_KEEPALIVE_MS', 100, 600_000).default(12_000),
   /** Bytes that may wait in one socket's send buffer before it is closed as a slow consumer (4413). @default 1048576 */

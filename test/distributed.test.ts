@@ -8,6 +8,7 @@ import { subgraphs } from '../subgraphs/registry.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
 import { travelFeatures } from './support/prediction.js';
 import { dropSchema, startTestServer, TEST_DATABASE_URL, type TestServer } from './support/server.js';
+import { until } from './support/wait.js';
 import { Collector, wsClient } from './support/ws.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -51,7 +52,8 @@ describe('distributed mode: a long resume', () => {
 describe('distributed mode: a subgraph that is down', () => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startTestServer({ mode: 'distributed' });
+    // Past a short grace the subscription gives up on the subgraph.
+    server = await startTestServer({ mode: 'distributed', env: { SUBSCRIPTION_RESUME_GRACE_MS: '300' } });
   });
 
   it('gives UPSTREAM_UNAVAILABLE on GraphQL, 502 on REST, degraded health; it recovers when the subgraph is back', async () => {
@@ -92,6 +94,72 @@ describe('distributed mode: a subgraph that is down', () => {
       const resumed = await server.live.opened(() => new Collector<{ fleetSummaryChanged: { reserved: number } }>(c.client, 'subscription { fleetSummaryChanged { reserved } }'));
       expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-003'))).status).toBe(200);
       await resumed.count(1);
+    } finally {
+      await c.dispose();
+      await again.close();
+    }
+  });
+});
+
+describe('distributed mode: a subgraph restarted under live subscriptions', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ mode: 'distributed', env: { SUBSCRIPTION_RESUME_GRACE_MS: '60000' } });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('subscribers see a pause, then every event once and in order, those made while it was away included', async () => {
+    interface Event {
+      machineStatusChanged: { cursor: string; machine: { id: string }; status: string };
+    }
+    const rentalServer = server.subgraphServers.get('rental')!;
+    const env = server.subgraphEnvs.get('rental')!;
+    const c = wsClient(server.url);
+    // A shared live stream (no cursor) and a resuming one (from the start).
+    const live = await server.live.opened(() => new Collector<Event>(c.client, 'subscription { machineStatusChanged { cursor machine { id } status } }'));
+    const resuming = await server.live.opened(() => new Collector<Event>(c.client, 'subscription { machineStatusChanged(after: "0") { machine { id } status } }'));
+    expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-001'))).status).toBe(200);
+    await live.count(1);
+    await resuming.until((r) => r.results.length >= 1);
+    const resumedBefore = server.subscriptions.resumed;
+
+    await rentalServer.close();
+    // The same subgraph on the same data and port, as a redeploy would bring it back.
+    const again = await startSubgraphServer({ config: loadConfig(env), module: rental });
+    try {
+      // An event made on the subgraph directly, likely before the gateway has reopened its streams.
+      const direct = await fetch(again.graphqlUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          query: 'mutation($input: CreateQuoteInput!) { createQuote(input: $input) { id } }',
+          variables: { input: { machineIds: ['EQ-002'], locationId: 'LOC-001', startTime: hoursFromNow(4), durationHours: 2 } },
+        }),
+      });
+      expect(((await direct.json()) as { errors?: unknown }).errors).toBeUndefined();
+      await until(async () => server.subscriptions.resumed >= resumedBefore + 2, 'both streams reopened');
+      expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-003'))).status).toBe(200);
+      await live.count(3);
+      await resuming.until((r) => r.results.length >= 3);
+
+      for (const collector of [live, resuming]) {
+        // No error and no repeat: EQ-001, then EQ-002 made while the gateway was away, then EQ-003.
+        expect(collector.results.every((r) => r.errors === undefined)).toBe(true);
+        expect(collector.data.map((d) => [d.machineStatusChanged.machine.id, d.machineStatusChanged.status])).toEqual([
+          ['EQ-001', 'RESERVED'],
+          ['EQ-002', 'RESERVED'],
+          ['EQ-003', 'RESERVED'],
+        ]);
+        expect(collector.completed).toBe(false);
+      }
+      const cursors = live.data.map((d) => BigInt(d.machineStatusChanged.cursor));
+      expect(cursors).toEqual([...cursors].sort((a, b) => (a < b ? -1 : 1)));
+      // The gateway's own cursor alias never reaches the client.
+      expect(JSON.stringify(resuming.results)).not.toContain('__resume');
+      const metrics = await (await fetch(`${server.url}/metrics`)).text();
+      expect(Number(/^subscription_upstream_resumes_total (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(2);
     } finally {
       await c.dispose();
       await again.close();

@@ -17,6 +17,7 @@ import { Channel } from '../../platform/channel.js';
 import { checkCustomScalars } from '../../platform/scalars.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
 import { principalKey, type GatewayContext } from '../context.js';
+import { isLoss, RESUME_AFTER, resumable, takeCursor } from './resumable.js';
 
 /** A subgraph's answer to a subscription operation: an event stream, or errors instead of one. */
 export type UpstreamResult = AsyncIterableIterator<ExecutionResult> | { errors: readonly GraphQLFormattedError[] };
@@ -44,6 +45,11 @@ export interface SubscriptionExecutorOptions {
   openUpstream: UpstreamOpener;
   /** Results that may wait for one subscriber before it is dropped as too slow. @default 1000 */
   maxQueuedPerSubscriber?: number;
+  /**
+   * How long a stream whose subgraph was lost keeps trying to reopen it from its last event before its
+   * subscribers get UPSTREAM_UNAVAILABLE; 0 ends it at once. @default 0
+   */
+  resumeGraceMs?: number;
   logger: { error(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void };
 }
 
@@ -53,6 +59,9 @@ export interface SubscriptionExecutorOptions {
  * plan; for each upstream event the gateway's own `executeQueryPlan` runs `Sequence[primary, rest]` with
  * the primary fetch answered by that event, so fields of other subgraphs resolve per event as in a query.
  * Identical live subscriptions (no `after`) share one upstream stream and one execution per event.
+ * When a subgraph is lost (it restarts, its relay restarts), a stream reopens its upstream from the last
+ * event it delivered, within `resumeGraceMs` (gateway/subscriptions/resumable.ts): its subscribers see a
+ * pause, not an error, a gap or a repeat.
  */
 export class SubscriptionExecutor {
   readonly schema: GraphQLSchema;
@@ -84,11 +93,14 @@ export class SubscriptionExecutor {
     /** Called the moment this subscriber's queue overflows (its connection should close at once). */
     onSlow?: () => void;
   }): Promise<AsyncIterableIterator<ExecutionResult> | ExecutionResult> {
-    const text = print(args.document);
     const operationName = args.operationName ?? undefined;
+    const resume = this.resumeGraceMs > 0 ? resumable(this.schema, args.document, operationName, args.variables) : null;
+    const document = resume?.document ?? args.document;
+    const variables = resume ? { ...args.variables, [RESUME_AFTER]: resume.initialAfter } : args.variables;
+    const text = print(document);
     let plan: QueryPlan;
     try {
-      plan = this.plan(text, args.document, operationName);
+      plan = this.plan(text, document, operationName);
     } catch (error) {
       return { errors: [error instanceof GraphQLError ? error : new GraphQLError(String(error), { extensions: { code: 'GRAPHQL_VALIDATION_FAILED' } })] };
     }
@@ -98,7 +110,7 @@ export class SubscriptionExecutor {
     }
     const resumes = hasAfterArgument(args.document, args.variables);
     // One principal's stream is never shared with another: what it may see differs.
-    const key = `${operationName ?? ''}\u0000${text}\u0000${stableJson(args.variables)}\u0000${principalKey(args.context.principal)}`;
+    const key = `${operationName ?? ''}\u0000${text}\u0000${stableJson(variables)}\u0000${principalKey(args.context.principal)}`;
     if (!resumes) {
       const existing = this.shared.get(key);
       if (existing) {
@@ -113,11 +125,12 @@ export class SubscriptionExecutor {
       executor: this,
       primary: node.primary,
       rest: node.rest,
-      document: args.document,
+      document,
       operationName,
-      variables: args.variables,
+      variables,
       context: args.context,
       exclusive: resumes,
+      resume: resume ? { rootKey: resume.rootKey, initialAfter: resume.initialAfter, graceMs: this.resumeGraceMs } : null,
       onEmpty: () => {
         if (this.shared.get(key) === stream) this.shared.delete(key);
       },
@@ -192,6 +205,13 @@ export class SubscriptionExecutor {
     return this.options.maxQueuedPerSubscriber ?? 1000;
   }
 
+  get resumeGraceMs(): number {
+    return this.options.resumeGraceMs ?? 0;
+  }
+
+  /** Streams reopened after their subgraph was lost, since start (for /metrics and tests). */
+  resumed = 0;
+
   private plan(text: string, document: DocumentNode, operationName: string | undefined): QueryPlan {
     const key = `${operationName ?? ''}\u0000${text}`;
     let plan = this.plans.get(key);
@@ -218,8 +238,14 @@ interface SharedStreamArgs {
    * subscriber to take events instead of overflowing it. A shared live stream never waits for anyone.
    */
   exclusive: boolean;
+  /** How the stream reopens its upstream from its last event when the subgraph is lost; null: it ends. */
+  resume: { rootKey: string; initialAfter: unknown; graceMs: number } | null;
   onEmpty: () => void;
 }
+
+/** Waits between attempts to reopen a lost upstream: 100 ms, doubling to 2 s. */
+const REOPEN_FIRST_MS = 100;
+const REOPEN_MAX_MS = 2000;
 
 /** One upstream subscription and its executed events, fanned out to every subscriber's bounded channel. */
 class SharedStream {
@@ -276,12 +302,46 @@ class SharedStream {
   }
 
   private async pump(): Promise<void> {
-    const upstream = this.upstream!;
+    let upstream = this.upstream!;
+    /** The cursor of the last event delivered, where a reopened upstream starts. */
+    let cursor: unknown = this.args.resume?.initialAfter ?? null;
+    /** When the upstream was lost (null while it is live), and the wait before the next attempt. */
+    let lostAt: number | null = null;
+    let wait = REOPEN_FIRST_MS;
     try {
       for (;;) {
         const item = await upstream.next();
-        if (item.done || this.ended) break;
-        const result = await this.args.executor.executeEvent({ ...this.args, event: item.value });
+        if (this.ended) break;
+        if (item.done) break;
+        const resume = this.args.resume;
+        if (resume && isLoss(item.value)) {
+          lostAt ??= Date.now();
+          const left = lostAt + resume.graceMs - Date.now();
+          if (left > 0) {
+            // Reopen from the last event delivered; a subgraph still away answers with another loss.
+            await new Promise((resolve) => setTimeout(resolve, Math.min(wait, left)));
+            wait = Math.min(wait * 2, REOPEN_MAX_MS);
+            if (this.ended) break;
+            void upstream.return?.();
+            const reopened = await this.reopen(cursor);
+            if ('errors' in reopened) {
+              for (const s of this.subscribers) s.push({ errors: reopened.errors.map(toGraphQLError) });
+              break;
+            }
+            upstream = this.upstream = reopened;
+            continue;
+          }
+        } else if (lostAt !== null) {
+          lostAt = null;
+          wait = REOPEN_FIRST_MS;
+          this.args.executor.resumed++;
+        }
+        let result = await this.args.executor.executeEvent({ ...this.args, event: item.value });
+        if (resume) {
+          const taken = takeCursor(result, resume.rootKey);
+          if (taken.cursor !== null) cursor = taken.cursor;
+          result = taken.result;
+        }
         for (const s of this.subscribers) s.push(result);
         if (this.args.exclusive) for (const s of this.subscribers) await s.room(Math.max(1, this.args.executor.maxQueued >> 1));
       }
@@ -293,6 +353,38 @@ class SharedStream {
       this.end();
     }
   }
+
+  /** The upstream opened again from `after`, or the subgraph's refusal (a loss comes back as a stream that yields one). */
+  private async reopen(after: unknown): Promise<AsyncIterableIterator<ExecutionResult> | { errors: readonly GraphQLFormattedError[] }> {
+    const variables = { ...this.args.variables, [RESUME_AFTER]: after };
+    try {
+      const result = await this.args.executor.openUpstream(this.args.primary, variables, this.args.context, this.args.exclusive);
+      if (Symbol.asyncIterator in result) return result as AsyncIterableIterator<ExecutionResult>;
+      const { errors } = result as { errors: readonly GraphQLFormattedError[] };
+      if (isLoss({ errors: errors as ExecutionResult['errors'] })) return lostStream(errors);
+      return { errors };
+    } catch (error) {
+      return lostStream([{ message: String(error), extensions: { code: 'UPSTREAM_UNAVAILABLE' } }]);
+    }
+  }
+}
+
+/** A stream that yields one loss and ends: what a subgraph still away looks like to the pump. */
+function lostStream(errors: readonly GraphQLFormattedError[]): AsyncIterableIterator<ExecutionResult> {
+  let given = false;
+  return {
+    async next() {
+      if (given) return { done: true, value: undefined };
+      given = true;
+      return { done: false, value: { errors } as unknown as ExecutionResult };
+    },
+    async return() {
+      return { done: true, value: undefined };
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
 }
 
 /**

@@ -72,6 +72,8 @@ export type TestServer = Omit<RunningServer, 'db' | 'events'> & {
   schema?: string;
   /** Distributed mode: the subgraph servers, by name. */
   subgraphServers: ReadonlyMap<string, RunningSubgraphServer>;
+  /** Distributed mode: each subgraph server's environment (its data and port), to restart it as it was. */
+  subgraphEnvs: ReadonlyMap<string, Record<string, string | undefined>>;
   /** Waits until subscriptions are live (a live subscription only sees events committed after that). */
   live: LiveSubscriptions;
 };
@@ -160,6 +162,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     return { ...env, DATA_DIR: dir };
   };
   const subgraphServers = new Map<string, RunningSubgraphServer>();
+  /** Each subgraph server's environment, its port included: a test restarts one on its own data. */
+  const subgraphEnvs = new Map<string, Record<string, string | undefined>>();
   if (options.mode === 'distributed') {
     // Subgraphs share one database as they would in production (PGlite: each its own).
     // A subgraph's peers start first, and its process names them in SUBGRAPH_URLS (rental asks prediction).
@@ -169,7 +173,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
         return started ? [`${peer}=${started.graphqlUrl}`] : [];
       });
       const subgraphEnv = { ...(await own()), ...(peerUrls.length > 0 ? { SUBGRAPH_URLS: peerUrls.join(',') } : {}) };
-      subgraphServers.set(module.name, await startSubgraphServer({ config: loadConfig(subgraphEnv), module, ...clock }));
+      const started = await startSubgraphServer({ config: loadConfig(subgraphEnv), module, ...clock });
+      subgraphServers.set(module.name, started);
+      subgraphEnvs.set(module.name, { ...subgraphEnv, PORT: new URL(started.graphqlUrl).port });
     }
   }
   const urls = [...subgraphServers].map(([name, s]) => `${name}=${s.graphqlUrl}`).join(',');
@@ -192,7 +198,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const live = new LiveSubscriptions();
   live.watchExecutor(server.subscriptions);
   for (const hub of [server.events, ...[...subgraphServers.values()].map((s) => s.runtime.events)]) if (hub) live.watchHub(hub);
-  const handle: TestServer = { ...server, db, events, subgraphs: instances, subgraphServers, close, live, ...(schema ? { schema } : {}) };
+  const handle: TestServer = { ...server, db, events, subgraphs: instances, subgraphServers, subgraphEnvs, close, live, ...(schema ? { schema } : {}) };
   running.add(handle);
   return handle;
 }
