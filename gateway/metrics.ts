@@ -1,3 +1,4 @@
+import type { RelayStatus } from '../platform/event-relay.js';
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import type { FastifyInstance } from 'fastify';
@@ -21,6 +22,8 @@ export interface MetricSources {
   subscriptionResumes(): number;
   /** Outbox events not yet handed to this process's streams; null without an in-process hub. */
   outboxLag(): Promise<bigint | null>;
+  /** The relay to the event bus in this process (EVENT_BUS_URL); null without one. */
+  relay(): Promise<RelayStatus | null>;
   pool(): { total: number; idle: number; waiting: number } | null;
   /** The embedded database's read cache (platform/read-cache.ts); null on PostgreSQL or with it off. */
   readCache(): { hits: number; misses: number; entries: number } | null;
@@ -78,6 +81,18 @@ export class GatewayMetrics {
     new Gauge({ name: 'outbox_lag_events', help: 'Newest outbox event id minus the last one this process handed to its streams', registers, async collect() {
       const lag = await sources.outboxLag().catch(() => null);
       if (lag !== null) this.set(Number(lag));
+    } });
+    new Gauge({ name: 'event_relay_lag_events', help: 'Outbox events not yet relayed to the event bus stream', registers, async collect() {
+      const status = await sources.relay().catch(() => null);
+      if (status) this.set(status.lagEvents);
+    } });
+    new Gauge({ name: 'event_relay_lag_seconds', help: 'Age of the oldest outbox event not yet relayed to the event bus stream', registers, async collect() {
+      const status = await sources.relay().catch(() => null);
+      if (status) this.set(status.lagSeconds);
+    } });
+    new Gauge({ name: 'event_stream_bytes', help: 'Size of the event bus stream as JetStream last reported it', registers, async collect() {
+      const status = await sources.relay().catch(() => null);
+      if (status?.streamBytes != null) this.set(status.streamBytes);
     } });
     new Gauge({ name: 'db_pool_connections', help: 'PostgreSQL pool connections by state (open, idle) and queries waiting for one', labelNames: ['state'], registers, collect() {
       const stats = sources.pool();

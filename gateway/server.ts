@@ -26,6 +26,7 @@ import { authorizationPlugin, authorizingGateway, createAuthorizer } from './aut
 import { gatewayContextFrom, principalOf, type GatewayContext } from './context.js';
 import { registerDashboard } from './dashboard.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
+import type { EventRelay } from '../platform/event-relay.js';
 import { READY_CHECK_TIMEOUT_MS, readyWithin } from './health.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
 import { InProcessDataSource } from './in-process-data-source.js';
@@ -66,6 +67,8 @@ export interface RunningServer {
   /** The database of the in-process subgraphs; null when every subgraph runs on its own (distributed). */
   db: Database | null;
   events: EventHub | null;
+  /** The relay of the in-process subgraphs' outbox to the event bus (EVENT_BUS_URL); null without one. */
+  relay: EventRelay | null;
   /** Federated subscriptions (shared upstream streams). */
   subscriptions: SubscriptionExecutor;
   /** The subgraphs running in this process, by name (tests reach `_entities` through their schemas). */
@@ -161,6 +164,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     subscriptionResumes: () => subscriptionResumes(),
     ws: { connections: () => wsStats.connections(), operations: () => wsStats.operations(), slowConsumerCloses: () => wsStats.slowConsumerCloses() },
     outboxLag: async () => (runtime ? runtime.events.lag() : null),
+    relay: async () => (runtime?.relay ? runtime.relay.status() : null),
     pool: () => runtime?.db.poolStats() ?? null,
     readCache: () => runtime?.db.readCacheStats() ?? null,
     fetchCache: () => fetchCache,
@@ -365,6 +369,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       database: runtime?.db.kind ?? null,
       subgraphs: Object.fromEntries(checks),
       websocket: { connections: ws.connections(), slow_consumer_closes: ws.slowConsumerCloses() },
+      ...(runtime?.relay ? { event_bus: await eventBusHealth(runtime.relay) } : {}),
     });
   };
   app.get('/health', { config: { public: true }, exposeHeadRoute: true }, health);
@@ -421,6 +426,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     app,
     db: runtime?.db ?? null,
     events: runtime?.events ?? null,
+    relay: runtime?.relay ?? null,
     subscriptions,
     subgraphs: byName,
     url,
@@ -436,6 +442,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       return closing;
     },
   };
+}
+
+/** The event bus as /health reports it: the relay's connection and how far behind the outbox it is. */
+async function eventBusHealth(relay: EventRelay) {
+  const status = await relay.status().catch(() => null);
+  if (!status) return { connected: false };
+  return { connected: status.connected, leading: status.leading, relay_lag_events: status.lagEvents, relay_lag_seconds: Math.round(status.lagSeconds * 10) / 10 };
 }
 
 /** A subgraph server's readiness, from its /health (unreachable or slow: not ready). */

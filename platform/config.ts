@@ -239,6 +239,27 @@ const envSchema = z.object({
     .trim()
     .regex(/^rediss?:\/\/\S+$/, 'REDIS_URL must be a redis:// or rediss:// URL')
     .optional(),
+  /**
+   * NATS with JetStream for the event log (nats://host:port); unset: the outbox in the database is the only
+   * event log, and nothing needs NATS.
+   */
+  EVENT_BUS_URL: z
+    .string()
+    .trim()
+    .regex(/^(nats|tls):\/\/\S+$/, 'EVENT_BUS_URL must be a nats:// or tls:// URL')
+    .optional(),
+  /** The JetStream stream the outbox is relayed to; its subjects are `<name>.<topic>`. @default OPS_EVENTS */
+  EVENT_STREAM: z
+    .string()
+    .trim()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/, 'EVENT_STREAM must be 1-64 characters of A-Z a-z 0-9 _ -')
+    .default('OPS_EVENTS'),
+  /** Events older than this leave the stream. @default 604800 (7 days) */
+  EVENT_STREAM_MAX_AGE_S: intFrom('EVENT_STREAM_MAX_AGE_S', 60, 365 * 86_400).default(7 * 86_400),
+  /** The stream's size bound; the oldest events leave first. @default 1073741824 (1 GiB) */
+  EVENT_STREAM_MAX_BYTES: intFrom('EVENT_STREAM_MAX_BYTES', 1024 * 1024, 1024 ** 4).default(1024 ** 3),
+  /** JetStream's deduplication window: a relayed event published again within it is stored once. @default 120 */
+  EVENT_STREAM_DUPLICATE_WINDOW_S: intFrom('EVENT_STREAM_DUPLICATE_WINDOW_S', 1, 86_400).default(120),
   /** Prefix of the online store's Redis keys. @default features */
   FEATURES_REDIS_PREFIX: z
     .string()

@@ -3,6 +3,7 @@ import type { Clock } from './clock.js';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db.js';
 import { EventHub } from './event-hub.js';
+import { EventRelay } from './event-relay.js';
 import { migrate } from './migrate.js';
 import { createPeers } from './peers.js';
 import { PrincipalSigner } from './principal.js';
@@ -14,6 +15,8 @@ const platformMigrations = { owner: 'platform', dir: fileURLToPath(new URL('./mi
 export interface SubgraphRuntime {
   db: Database;
   events: EventHub;
+  /** The relay of the outbox to the event bus (EVENT_BUS_URL); null without one. */
+  relay: EventRelay | null;
   instances: ReadonlyMap<string, SubgraphInstance>;
   close(): Promise<void>;
 }
@@ -47,18 +50,30 @@ export async function startSubgraphRuntime(args: {
     signer: PrincipalSigner.from(config.PRINCIPAL_SECRET),
     timeoutMs: config.PEER_TIMEOUT_MS,
   });
+  let relay: EventRelay | null = null;
   const close = async () => {
     for (const instance of [...instances.values()].reverse()) await instance.close();
+    await relay?.close();
     await events.close();
     await db.close();
   };
   try {
     await migrate(db, [platformMigrations, ...modules.flatMap((m) => m.migrations)]);
     await events.start();
+    if (config.EVENT_BUS_URL) {
+      relay = await EventRelay.start(db, {
+        url: config.EVENT_BUS_URL,
+        stream: config.EVENT_STREAM,
+        maxAgeS: config.EVENT_STREAM_MAX_AGE_S,
+        maxBytes: config.EVENT_STREAM_MAX_BYTES,
+        duplicateWindowS: config.EVENT_STREAM_DUPLICATE_WINDOW_S,
+        ...(args.onError ? { onError: args.onError } : {}),
+      });
+    }
     for (const module of modules) instances.set(module.name, await module.start({ db, config, clock, events, peers }));
   } catch (error) {
     await close();
     throw error;
   }
-  return { db, events, instances, close };
+  return { db, events, relay, instances, close };
 }

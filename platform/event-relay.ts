@@ -1,0 +1,262 @@
+import { randomUUID } from 'node:crypto';
+import { jetstream, jetstreamManager, StorageType, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { connect, headers, nanos, type NatsConnection } from '@nats-io/transport-node';
+import type { Database } from './db.js';
+import { OUTBOX_CHANNEL } from './outbox.js';
+
+/*
+ * Relays the outbox to a NATS JetStream stream, each event exactly once into the stream:
+ * - events are published in outbox order, each with its outbox id as JetStream's message id (so a
+ *   publish repeated within the duplicate window is stored once) and in an `Ops-Outbox-Id` header;
+ * - the relay's position (the last outbox id known to be in the stream) is kept in `outbox_relay` and
+ *   only moves forward after JetStream acknowledged every event up to it;
+ * - on every (re)connection the position is reconciled with the stream's own last message, so a crash
+ *   between a publish and the position's update, however long the relay stays away, repeats nothing;
+ * - one relay leads per database at a time (a lease renewed by conditional update): several processes
+ *   on one PostgreSQL relay its outbox once.
+ * Subjects are `<stream>.<topic>` (`OPS_EVENTS.rental.machine_status`). NATS going away is retried with
+ * the client's own reconnection; the outbox keeps every event meanwhile.
+ */
+
+export const OUTBOX_ID_HEADER = 'Ops-Outbox-Id';
+
+export interface EventRelayOptions {
+  url: string;
+  stream: string;
+  maxAgeS: number;
+  maxBytes: number;
+  duplicateWindowS: number;
+  /** Events read and published per round. @default 500 */
+  batch?: number;
+  /** A round also runs this often without a notification. @default 1000 */
+  pollMs?: number;
+  /** How long a relay's lead lasts unless renewed. @default 10000 */
+  leaseMs?: number;
+  onError?: (error: unknown) => void;
+}
+
+export interface RelayStatus {
+  connected: boolean;
+  leading: boolean;
+  /** The last outbox id known to be in the stream. */
+  position: string;
+  /** Outbox events not yet in the stream, and the age in seconds of the oldest of them. */
+  lagEvents: number;
+  lagSeconds: number;
+  /** The stream's size as JetStream last reported it (null before the first report). */
+  streamBytes: number | null;
+  streamMessages: number | null;
+  /** Events this relay published since it started (a repeat deduplicated by JetStream included). */
+  published: number;
+}
+
+interface OutboxRow {
+  id: string;
+  topic: string;
+  key: string | null;
+  payload: unknown;
+}
+
+export class EventRelay {
+  private readonly me = randomUUID();
+  private position = 0n;
+  private leading = false;
+  private reconciled = false;
+  private closed = false;
+  private running: Promise<void> | null = null;
+  private again = false;
+  private timer: NodeJS.Timeout | undefined;
+  private unlisten: (() => Promise<void>) | undefined;
+  private streamBytes: number | null = null;
+  private streamMessages: number | null = null;
+  private published = 0;
+  private readonly encoder = new TextEncoder();
+
+  private constructor(
+    private readonly db: Database,
+    private readonly nc: NatsConnection,
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly options: EventRelayOptions,
+  ) {}
+
+  /** Connects, makes sure the stream exists with the configured limits, and starts relaying. */
+  static async start(db: Database, options: EventRelayOptions): Promise<EventRelay> {
+    const nc = await connect({ servers: options.url, name: 'ops-supergraph-relay', maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await ensureStream(jsm, options);
+      await db.query('INSERT INTO outbox_relay (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [options.stream]);
+      const relay = new EventRelay(db, nc, jetstream(nc), jsm, options);
+      relay.watchConnection();
+      relay.unlisten = await db.listen(OUTBOX_CHANNEL, () => relay.wake());
+      relay.timer = setInterval(() => relay.wake(), options.pollMs ?? 1000);
+      relay.timer.unref();
+      relay.wake();
+      return relay;
+    } catch (error) {
+      await nc.close().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Runs a round now, or right after the one under way. */
+  wake(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.round()
+      .catch((error: unknown) => {
+        // The lead is given up on a failure: the next round reconciles with the stream before publishing.
+        this.reconciled = false;
+        this.options.onError?.(error);
+      })
+      .finally(() => {
+        this.running = null;
+        if (this.again) {
+          this.again = false;
+          this.wake();
+        }
+      });
+  }
+
+  /** Waits until every event committed so far is in the stream (tests and shutdown). */
+  async drained(timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const status = await this.status();
+      if (status.lagEvents === 0) return;
+      if (Date.now() > deadline) throw new Error(`the relay is ${status.lagEvents} events behind`);
+      this.wake();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  async status(): Promise<RelayStatus> {
+    const res = await this.db.query<{ newest: string | null; oldest_at: string | null }>(
+      `SELECT (SELECT max(id)::text FROM outbox) AS newest,
+              (SELECT min(created_at)::text FROM outbox WHERE id > $1::bigint) AS oldest_at`,
+      [this.position.toString()],
+    );
+    const newest = BigInt(res.rows[0]?.newest ?? '0');
+    const oldestAt = res.rows[0]?.oldest_at ? Date.parse(res.rows[0].oldest_at) : null;
+    return {
+      connected: !this.nc.isClosed() && this.connected,
+      leading: this.leading,
+      position: this.position.toString(),
+      lagEvents: newest > this.position ? Number(newest - this.position) : 0,
+      lagSeconds: oldestAt === null ? 0 : Math.max(0, (Date.now() - oldestAt) / 1000),
+      streamBytes: this.streamBytes,
+      streamMessages: this.streamMessages,
+      published: this.published,
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    await this.unlisten?.();
+    await this.running;
+    if (this.leading) {
+      await this.db
+        .query('UPDATE outbox_relay SET leader = NULL, lease_until = NULL WHERE name = $1 AND leader = $2', [this.options.stream, this.me])
+        .catch(() => undefined);
+    }
+    await this.nc.close();
+  }
+
+  private connected = true;
+
+  private watchConnection(): void {
+    void (async () => {
+      for await (const s of this.nc.status()) {
+        if (s.type === 'disconnect') {
+          this.connected = false;
+          this.reconciled = false;
+        } else if (s.type === 'reconnect') {
+          this.connected = true;
+          this.wake();
+        }
+      }
+    })();
+  }
+
+  /** One round: lead (or not), reconcile with the stream once per connection, publish what is new. */
+  private async round(): Promise<void> {
+    const leaseMs = this.options.leaseMs ?? 10_000;
+    const claimed = await this.db.query<{ position: string }>(
+      `UPDATE outbox_relay SET leader = $2, lease_until = now() + ($3::int * interval '1 millisecond')
+       WHERE name = $1 AND (leader IS NULL OR leader = $2 OR lease_until < now())
+       RETURNING position::text AS position`,
+      [this.options.stream, this.me, leaseMs],
+    );
+    this.leading = claimed.rows.length === 1;
+    if (!this.leading) {
+      const row = await this.db.query<{ position: string }>('SELECT position::text AS position FROM outbox_relay WHERE name = $1', [this.options.stream]);
+      this.position = BigInt(row.rows[0]?.position ?? '0');
+      return;
+    }
+    this.position = BigInt(claimed.rows[0]!.position);
+    if (!this.reconciled) {
+      const inStream = await this.lastRelayed();
+      if (inStream > this.position) await this.advance(inStream);
+      this.reconciled = true;
+    }
+    const batch = this.options.batch ?? 500;
+    for (;;) {
+      const rows = await this.db.query<OutboxRow>(
+        // Ordered by the bigint column, not by the text the id is read as ('10' sorts before '9').
+        'SELECT id::text AS id, topic, key, payload FROM outbox WHERE id > $1::bigint ORDER BY outbox.id LIMIT $2',
+        [this.position.toString(), batch],
+      );
+      if (rows.rows.length === 0) break;
+      for (const row of rows.rows) {
+        const h = headers();
+        h.set(OUTBOX_ID_HEADER, row.id);
+        if (row.key !== null) h.set('Ops-Key', row.key);
+        await this.js.publish(`${this.options.stream}.${row.topic}`, this.encoder.encode(JSON.stringify(row.payload)), { msgID: row.id, headers: h });
+        this.published++;
+      }
+      await this.advance(BigInt(rows.rows.at(-1)!.id));
+      if (rows.rows.length < batch || this.closed) break;
+    }
+    const info = await this.jsm.streams.info(this.options.stream);
+    this.streamBytes = info.state.bytes;
+    this.streamMessages = info.state.messages;
+  }
+
+  /** The position moves forward only, and only while this relay leads. */
+  private async advance(to: bigint): Promise<void> {
+    const moved = await this.db.query('UPDATE outbox_relay SET position = $2::bigint WHERE name = $1 AND leader = $3 AND position < $2::bigint', [
+      this.options.stream,
+      to.toString(),
+      this.me,
+    ]);
+    // Another relay took the lead (this one's lease ran out): it reconciles with the stream and goes on.
+    if (moved.rowCount === 0) throw new Error(`relay ${this.me} no longer leads ${this.options.stream}`);
+    this.position = to;
+  }
+
+  /** The outbox id of the stream's newest message (0 for an empty stream). */
+  private async lastRelayed(): Promise<bigint> {
+    const info = await this.jsm.streams.info(this.options.stream);
+    if (info.state.messages === 0) return 0n;
+    const last = await this.jsm.streams.getMessage(this.options.stream, { seq: info.state.last_seq });
+    const id = last?.header.get(OUTBOX_ID_HEADER);
+    return id && /^\d+$/.test(id) ? BigInt(id) : 0n;
+  }
+}
+
+async function ensureStream(jsm: JetStreamManager, options: EventRelayOptions): Promise<void> {
+  const config = {
+    subjects: [`${options.stream}.>`],
+    max_age: nanos(options.maxAgeS * 1000),
+    max_bytes: options.maxBytes,
+    duplicate_window: nanos(options.duplicateWindowS * 1000),
+  };
+  const existing = await jsm.streams.info(options.stream).catch(() => null);
+  if (existing) await jsm.streams.update(options.stream, config);
+  else await jsm.streams.add({ name: options.stream, storage: StorageType.File, ...config });
+}
