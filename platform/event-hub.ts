@@ -29,6 +29,48 @@ export class StreamOverflowError extends Error {
 
 type Listener = (event: StoredEvent) => void;
 
+/**
+ * Where a hub reads events: the outbox table (the default) or a stream the outbox is relayed to
+ * (platform/jetstream-log.ts). Ids are outbox ids either way, so cursors mean the same.
+ */
+export interface EventLog {
+  /** The newest event id in the log (0 when it is empty). */
+  newest(): Promise<bigint>;
+  /** Events with ids above `position`, every topic, in id order, at most `limit`. */
+  after(position: bigint, limit: number): Promise<StoredEvent[]>;
+  /** Events of `topic` with ids in (after, upTo], of `keys` when given, in id order, at most `limit`. */
+  topic(topic: string, after: bigint, upTo: bigint, keys: ReadonlySet<string> | null, limit: number): Promise<StoredEvent[]>;
+  /** Calls `wake` whenever new events may be there; resolves to a function that stops it. */
+  watch(wake: () => void): Promise<() => Promise<void>>;
+}
+
+/** The outbox table itself: NOTIFY wakes the hub, from any instance writing to the same database. */
+export function outboxLog(db: Database): EventLog {
+  return {
+    async newest() {
+      const res = await db.query<{ max: string | null }>('SELECT max(id)::text AS max FROM outbox');
+      return BigInt(res.rows[0]?.max ?? '0');
+    },
+    async after(position, limit) {
+      const res = await db.query<StoredEvent>(
+        'SELECT id::text AS id, topic, key, payload FROM outbox WHERE id > $1 ORDER BY outbox.id LIMIT $2',
+        [position.toString(), limit],
+      );
+      return res.rows;
+    },
+    async topic(topic, after, upTo, keys, limit) {
+      const res = await db.query<StoredEvent>(
+        `SELECT id::text AS id, topic, key, payload FROM outbox
+         WHERE topic = $1 AND id > $2 AND id <= $3 AND ($4::text[] IS NULL OR key = ANY($4))
+         ORDER BY outbox.id LIMIT $5`,
+        [topic, after.toString(), upTo.toString(), keys ? [...keys] : null, limit],
+      );
+      return res.rows;
+    },
+    watch: (wake) => db.listen(OUTBOX_CHANNEL, () => wake()),
+  };
+}
+
 const PAGE = 500;
 const CURSOR = /^\d{1,19}$/;
 /** Event ids are int8: a cursor beyond this names no event that can ever exist. */
@@ -39,10 +81,11 @@ export function isCursor(value: unknown): value is string {
 }
 
 /**
- * Reads the outbox in id order and fans events out to in-process streams. NOTIFY wakes it (from any
- * instance writing to the same database); a slow poll covers a lost notification. A stream that starts
- * with `after` replays (after, L] from the table and takes live events > L, where L is the hub's position
- * at the instant it registered: no gap, no duplicate.
+ * Reads the event log (the outbox, or the stream it is relayed to) in id order and fans events out to
+ * in-process streams. The log wakes it (NOTIFY, a stream message); a slow poll covers a lost wake. A
+ * stream that starts with `after` replays (after, L] from the log and takes live events > L, where L is
+ * the hub's position at the instant it registered: no gap, no duplicate. Cursors are checked against the
+ * outbox itself, which is ahead of any relayed log.
  */
 export class EventHub {
   private position = 0n;
@@ -55,23 +98,26 @@ export class EventHub {
 
   private readonly pollMs: number;
   private readonly onError: (error: unknown) => void;
+  private readonly log: EventLog;
 
   constructor(
     private readonly db: Database,
     options: {
       pollMs?: number;
-      /** A failed read of the outbox (the database away for a moment); the next wake or poll retries. */
+      /** A failed read of the log (the database away for a moment); the next wake or poll retries. */
       onError?: (error: unknown) => void;
+      /** Where events are read. @default the outbox table */
+      log?: EventLog;
     } = {},
   ) {
     this.pollMs = options.pollMs ?? 1000;
     this.onError = options.onError ?? (() => undefined);
+    this.log = options.log ?? outboxLog(db);
   }
 
   async start(): Promise<void> {
-    const res = await this.db.query<{ max: string | null }>('SELECT max(id)::text AS max FROM outbox');
-    this.position = BigInt(res.rows[0]?.max ?? '0');
-    this.unlisten = await this.db.listen(OUTBOX_CHANNEL, () => this.wake());
+    this.position = await this.log.newest();
+    this.unlisten = await this.log.watch(() => void this.wake());
     this.timer = setInterval(() => this.wake(), this.pollMs);
     this.timer.unref();
   }
@@ -120,15 +166,12 @@ export class EventHub {
     do {
       this.again = false;
       for (;;) {
-        const res = await this.db.query<StoredEvent>(
-          'SELECT id::text AS id, topic, key, payload FROM outbox WHERE id > $1 ORDER BY outbox.id LIMIT $2',
-          [this.position.toString(), PAGE],
-        );
-        for (const event of res.rows) {
+        const rows = await this.log.after(this.position, PAGE);
+        for (const event of rows) {
           this.position = BigInt(event.id);
           for (const listener of this.listeners.get(event.topic) ?? []) listener(event);
         }
-        if (res.rows.length < PAGE || this.closed) break;
+        if (rows.length < PAGE || this.closed) break;
       }
     } while (this.again && !this.closed);
   }
@@ -210,15 +253,10 @@ export class EventHub {
   ): Promise<void> {
     let from = after;
     while (from < upTo && !channel.closed) {
-      const page = await this.db.query<StoredEvent<P>>(
-        `SELECT id::text AS id, topic, key, payload FROM outbox
-         WHERE topic = $1 AND id > $2 AND id <= $3 AND ($4::text[] IS NULL OR key = ANY($4))
-         ORDER BY outbox.id LIMIT $5`,
-        [topic, from.toString(), upTo.toString(), keys ? [...keys] : null, PAGE],
-      );
-      for (const event of page.rows) channel.push(event);
-      if (page.rows.length < PAGE) break;
-      from = BigInt(page.rows[page.rows.length - 1]!.id);
+      const page = (await this.log.topic(topic, from, upTo, keys, PAGE)) as StoredEvent<P>[];
+      for (const event of page) channel.push(event);
+      if (page.length < PAGE) break;
+      from = BigInt(page[page.length - 1]!.id);
       // Read the next page only when the consumer has caught up: a long replay never floods memory.
       await channel.room(PAGE);
     }

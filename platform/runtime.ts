@@ -4,6 +4,7 @@ import type { Config } from './config.js';
 import { openDatabase, type Database } from './db.js';
 import { EventHub } from './event-hub.js';
 import { EventRelay } from './event-relay.js';
+import { JetStreamLog } from './jetstream-log.js';
 import { migrate } from './migrate.js';
 import { createPeers } from './peers.js';
 import { PrincipalSigner } from './principal.js';
@@ -41,7 +42,7 @@ export async function startSubgraphRuntime(args: {
     queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
     readCache: config.EMBEDDED_READ_CACHE,
   });
-  const events = new EventHub(db, args.onError ? { onError: args.onError } : {});
+  let events = new EventHub(db, args.onError ? { onError: args.onError } : {});
   const instances = new Map<string, SubgraphInstance>();
   const peers = createPeers({
     local: () => instances,
@@ -59,8 +60,8 @@ export async function startSubgraphRuntime(args: {
   };
   try {
     await migrate(db, [platformMigrations, ...modules.flatMap((m) => m.migrations)]);
-    await events.start();
     if (config.EVENT_BUS_URL) {
+      // The outbox relayed to JetStream, and this process's streams read from there.
       relay = await EventRelay.start(db, {
         url: config.EVENT_BUS_URL,
         stream: config.EVENT_STREAM,
@@ -69,7 +70,10 @@ export async function startSubgraphRuntime(args: {
         duplicateWindowS: config.EVENT_STREAM_DUPLICATE_WINDOW_S,
         ...(args.onError ? { onError: args.onError } : {}),
       });
+      const log = await JetStreamLog.open({ url: config.EVENT_BUS_URL, stream: config.EVENT_STREAM });
+      events = new EventHub(db, { log, ...(args.onError ? { onError: args.onError } : {}) });
     }
+    await events.start();
     for (const module of modules) instances.set(module.name, await module.start({ db, config, clock, events, peers }));
   } catch (error) {
     await close();

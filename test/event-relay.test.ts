@@ -6,13 +6,20 @@ import { hoursFromNow, rest } from './support/http.js';
 import { NATS_SERVER, TestNats } from './support/nats.js';
 import { backends, startTestServer, type TestServer } from './support/server.js';
 import { until } from './support/wait.js';
+import { Collector, wsClient } from './support/ws.js';
 
 /*
  * The outbox relayed to JetStream (EVENT_BUS_URL): every event once, in outbox order, under
  * `<stream>.<topic>` with its outbox id; a relay that lost its position (a crash between a publish and the
  * position's update) publishes nothing twice; NATS killed and started again: the relay reconnects and
- * catches up, nothing lost. Against a nats-server of the test's own.
+ * catches up, nothing lost. Subscriptions read the stream (live and resumed from a cursor). Against a
+ * nats-server of the test's own.
  */
+
+interface MachineEvent {
+  machineStatusChanged: { cursor: string; machine: { id: string }; status: string };
+}
+const MACHINE_EVENTS = 'subscription($after: ID) { machineStatusChanged(after: $after) { cursor machine { id } status } }';
 
 if (!NATS_SERVER) console.warn('[event-relay] no nats-server installed: skipped (Debian package nats-server, or NATS_SERVER_PATH)');
 
@@ -80,7 +87,38 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
     expect(Number(/^event_stream_bytes (\d+)/m.exec(metrics)?.[1])).toBeGreaterThan(0);
   });
 
+  it('subscriptions read the stream: live events arrive, and a resume from a cursor replays exactly what followed it', async () => {
+    const c = wsClient(server.url);
+    try {
+      const live = await server.live.opened(() => new Collector<MachineEvent>(c.client, MACHINE_EVENTS));
+      await quote('EQ-007');
+      await live.until((x) => x.results.length >= 1 || x.error !== undefined).catch(() => undefined);
+      if (live.error) throw new Error(JSON.stringify(live.error));
+      await live.count(1);
+      await quote('EQ-009');
+      await quote('EQ-010');
+      expect(live.data[0]!.machineStatusChanged.machine.id).toBe('EQ-007');
+      const machineEvents = (await outbox()).filter((r) => r.topic === 'rental.machine_status');
+      expect(machineEvents.length).toBeGreaterThan(2);
+      const from = machineEvents[1]!.id;
+      const resumed = await server.live.opened(() => new Collector<MachineEvent>(c.client, MACHINE_EVENTS, { after: from }));
+      const expected = machineEvents.slice(2).map((r) => r.id);
+      await resumed.until((x) => x.results.length >= expected.length || x.error !== undefined).catch(() => undefined);
+      if (resumed.error) throw new Error(JSON.stringify(resumed.error));
+      await resumed.until((x) => x.results.length >= expected.length);
+      expect(resumed.data.map((d) => d.machineStatusChanged.cursor)).toEqual(expected);
+      // Then live, from the stream as well.
+      await quote('EQ-008');
+      await resumed.until((x) => x.results.length >= expected.length + 1);
+      expect(resumed.data.at(-1)!.machineStatusChanged.machine.id).toBe('EQ-008');
+    } finally {
+      await c.dispose();
+    }
+  });
+
   it('NATS killed and started again: the relay reconnects and catches up, nothing lost, nothing twice', async () => {
+    const c = wsClient(server.url);
+    const live = await server.live.opened(() => new Collector<MachineEvent>(c.client, MACHINE_EVENTS));
     await nats.down();
     await until(async () => (await rest(server.url, 'GET', '/health')).body['event_bus']?.connected === false, 'health to report the event bus disconnected');
     await quote('EQ-004');
@@ -94,6 +132,11 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
     expect(relayed.map((r) => r.outboxId)).toEqual(rows.map((r) => r.id));
     expect(new Set(relayed.map((r) => r.outboxId)).size).toBe(relayed.length);
     expect((await rest(server.url, 'GET', '/health')).body['event_bus']).toMatchObject({ connected: true, relay_lag_events: 0 });
+    // A live subscriber saw the events made while NATS was away, once each, once NATS was back.
+    await live.until((x) => x.data.some((d) => d.machineStatusChanged.machine.id === 'EQ-005'));
+    const ids = live.data.map((d) => d.machineStatusChanged.machine.id);
+    expect(ids).toEqual(['EQ-004', 'EQ-005']);
+    await c.dispose();
   });
 
   it('two relays on one database: one leads and publishes, the other waits; each event once', async () => {

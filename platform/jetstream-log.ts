@@ -1,0 +1,145 @@
+import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { connect, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import type { EventLog, StoredEvent } from './event-hub.js';
+import { OUTBOX_ID_HEADER } from './event-relay.js';
+
+/*
+ * The event log read from the JetStream stream the outbox is relayed to (platform/event-relay.ts), so a
+ * hub's live events and replays come from NATS rather than from the database. Message ids are outbox ids,
+ * carried in the `Ops-Outbox-Id` header, and the relay publishes in id order, so sequence order is id
+ * order: the sequence of the first event after a cursor is found by binary search over the stream, and a
+ * replay is an ordered consumer from that sequence, filtered to the topic's subject.
+ */
+
+export interface JetStreamLogOptions {
+  url: string;
+  stream: string;
+}
+
+const KEY_HEADER = 'Ops-Key';
+
+export class JetStreamLog implements EventLog {
+  private readonly decoder = new TextDecoder();
+  /** The last (id, sequence) pair read: the live pump goes on from it without a search. */
+  private last: { id: bigint; seq: number } | null = null;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly stream: string,
+  ) {}
+
+  static async open(options: JetStreamLogOptions): Promise<JetStreamLog> {
+    const nc = await connect({ servers: options.url, name: 'ops-supergraph-log', maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    try {
+      const jsm = await jetstreamManager(nc);
+      // The relay creates the stream; a reader started first waits for it rather than failing.
+      await jsm.streams.info(options.stream);
+      return new JetStreamLog(nc, jetstream(nc), jsm, options.stream);
+    } catch (error) {
+      await nc.close().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  async newest(): Promise<bigint> {
+    const info = await this.jsm.streams.info(this.stream);
+    if (info.state.messages === 0) return 0n;
+    return this.idAt(info.state.last_seq);
+  }
+
+  async after(position: bigint, limit: number): Promise<StoredEvent[]> {
+    const info = await this.jsm.streams.info(this.stream);
+    if (info.state.messages === 0) return [];
+    const start = this.last && this.last.id === position ? this.last.seq + 1 : await this.firstSeqAfter(position, info.state.first_seq, info.state.last_seq);
+    if (start > info.state.last_seq) return [];
+    const events = await this.read(start, Math.min(limit, info.state.last_seq - start + 1), null);
+    const tail = events.at(-1);
+    if (tail) this.last = { id: BigInt(tail.id), seq: tail.seq };
+    return events.map(({ seq: _seq, ...event }) => event);
+  }
+
+  async topic(topic: string, after: bigint, upTo: bigint, keys: ReadonlySet<string> | null, limit: number): Promise<StoredEvent[]> {
+    const info = await this.jsm.streams.info(this.stream);
+    if (info.state.messages === 0 || after >= upTo) return [];
+    const start = await this.firstSeqAfter(after, info.state.first_seq, info.state.last_seq);
+    if (start > info.state.last_seq) return [];
+    const out: StoredEvent[] = [];
+    // Read the topic's messages in pages until `limit` events of the keys asked for, or past `upTo`.
+    let from = start;
+    while (out.length < limit && from <= info.state.last_seq) {
+      const page = await this.read(from, limit, `${this.stream}.${topic}`);
+      if (page.length === 0) break;
+      for (const event of page) {
+        if (BigInt(event.id) > upTo) return out;
+        if (!keys || (event.key !== null && keys.has(event.key))) out.push({ id: event.id, topic: event.topic, key: event.key, payload: event.payload });
+        if (out.length >= limit) return out;
+      }
+      from = page.at(-1)!.seq + 1;
+    }
+    return out;
+  }
+
+  async watch(wake: () => void): Promise<() => Promise<void>> {
+    // Every relayed message is also delivered on its subject: a core subscription wakes the hub (a
+    // moment later too, in case the wake came before JetStream stored it).
+    const sub: Subscription = this.nc.subscribe(`${this.stream}.>`, {
+      callback: () => {
+        wake();
+        setTimeout(wake, 20).unref();
+      },
+    });
+    return async () => {
+      sub.unsubscribe();
+      await this.nc.close();
+    };
+  }
+
+  /** The smallest sequence in [first, last] whose outbox id is above `id` (last + 1 when none is). */
+  private async firstSeqAfter(id: bigint, first: number, last: number): Promise<number> {
+    let lo = first;
+    let hi = last + 1;
+    while (lo < hi) {
+      const mid = Math.floor((lo + hi) / 2);
+      if ((await this.idAt(mid)) > id) hi = mid;
+      else lo = mid + 1;
+    }
+    return lo;
+  }
+
+  private async idAt(seq: number): Promise<bigint> {
+    const m = await this.jsm.streams.getMessage(this.stream, { seq });
+    if (!m) throw new Error(`message ${seq} of ${this.stream} is missing`);
+    return BigInt(m.header.get(OUTBOX_ID_HEADER));
+  }
+
+  /** Up to `count` messages from sequence `from`, of `subject` when given, as events with their sequences. */
+  private async read(from: number, count: number, subject: string | null): Promise<(StoredEvent & { seq: number })[]> {
+    const consumer = await this.js.consumers.get(this.stream, {
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: from,
+      // One subject as a string: nats-server before 2.10 (Debian 12's) knows no list of them.
+      ...(subject ? { filter_subjects: subject } : {}),
+    });
+    const pending = (await consumer.info(true)).num_pending;
+    const wanted = Math.min(count, pending);
+    if (wanted === 0) {
+      await consumer.delete().catch(() => undefined);
+      return [];
+    }
+    const out: (StoredEvent & { seq: number })[] = [];
+    const messages = await consumer.fetch({ max_messages: wanted, expires: 5000 });
+    for await (const m of messages) {
+      out.push({ ...this.eventOf(m.subject, m.headers?.get(OUTBOX_ID_HEADER), m.headers?.get(KEY_HEADER), m.data), seq: m.seq });
+      if (out.length >= wanted) break;
+    }
+    await consumer.delete().catch(() => undefined);
+    return out;
+  }
+
+  private eventOf(subject: string, id: string | undefined, key: string | undefined, data: Uint8Array): StoredEvent {
+    if (!id) throw new Error(`a message on ${subject} has no ${OUTBOX_ID_HEADER}`);
+    return { id, topic: subject.slice(this.stream.length + 1), key: key ? key : null, payload: JSON.parse(this.decoder.decode(data)) as unknown };
+  }
+}
