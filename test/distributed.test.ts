@@ -1,6 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSubgraphServer } from '../gateway/subgraph-server.js';
 import { loadConfig } from '../platform/config.js';
@@ -10,8 +8,8 @@ import { travelFeatures } from './support/prediction.js';
 import { dropSchema, startTestServer, TEST_DATABASE_URL, type TestServer } from './support/server.js';
 import { until } from './support/wait.js';
 import { Collector, wsClient } from './support/ws.js';
+import { startGatewayProcess, stopProcess, type GatewayProcess } from './support/gateway-process.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const rental = subgraphs.find((m) => m.name === 'rental')!;
 
 const quoteBody = (machine: string) => ({ machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(3), duration_hours: 4 });
@@ -275,46 +273,6 @@ describe('distributed mode: tracking while prediction cannot answer', () => {
     }
   });
 });
-
-interface GatewayProcess {
-  url: string;
-  child: ChildProcess;
-}
-
-/** `npm start` as its own process (node + tsx), on a free port; resolves once it serves. */
-function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'gateway/main.ts'], {
-    cwd: root,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    // An upper bound for a busy machine (tsx compiles the gateway at start); it resolves as soon as it serves.
-    const timer = setTimeout(() => reject(new Error(`gateway did not start in 120 s:\n${out}`)), 120_000);
-    const onData = (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /serving GraphQL at (http:\/\/[^\s"]+)\/graphql/.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        resolve({ url: match[1]!, child });
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`gateway exited with ${code}:\n${out}`));
-    });
-  });
-}
-
-const stopProcess = (p: GatewayProcess | undefined) =>
-  new Promise<void>((resolve) => {
-    if (!p || p.child.exitCode !== null) return resolve();
-    p.child.once('exit', () => resolve());
-    p.child.kill('SIGTERM');
-  });
 
 if (!TEST_DATABASE_URL) console.warn('[distributed] TEST_DATABASE_URL is not set: the two-instance PostgreSQL test is skipped.');
 
