@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gql, rest } from './support/http.js';
 import { startFeaturesServer, type FeaturesTestServer } from './support/features.js';
+import { freePort } from './support/port.js';
 import { until } from './support/wait.js';
 
 /*
@@ -21,17 +21,6 @@ const hasRedis = await new Promise<boolean>((resolve) => {
   p.on('exit', (code) => resolve(code === 0));
 });
 if (!hasRedis) console.warn('[features-online-redis] no redis-server on PATH: skipped (Debian package redis-server)');
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** A redis-server on `port` keeping nothing on disk. */
 async function startRedis(port: number): Promise<ChildProcess> {

@@ -1,8 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './port.js';
 import { until } from './wait.js';
 
 /*
@@ -16,17 +17,6 @@ const CANDIDATES = [process.env['NATS_SERVER_PATH'], '/usr/sbin/nats-server', '/
 /** The nats-server binary, or null when none is installed. */
 export const NATS_SERVER =
   CANDIDATES.find((p): p is string => !!p && existsSync(p)) ?? (spawnSync('nats-server', ['--version']).status === 0 ? 'nats-server' : null);
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const accepts = (port: number) =>
   new Promise<boolean>((resolve) => {
