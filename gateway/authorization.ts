@@ -12,6 +12,7 @@ import {
   type ConstDirectiveNode,
   type DirectiveNode,
   type DocumentNode,
+  type OperationDefinitionNode,
   type GraphQLSchema,
 } from 'graphql';
 import type { ApolloServerPlugin } from '@apollo/server';
@@ -209,26 +210,33 @@ export function createAuthorizer(supergraphSdl: string): Authorizer {
   /** A principal with no scope at all is denied every field that names one: their first alternatives. */
   const nobody: Principal = { id: 'documentation', tenant: 'documentation', scopes: [] };
 
-  // Verdicts depend on the document, the operation and what the principal holds, not on who it is.
-  const verdicts = new WeakMap<DocumentNode, Map<string, Verdict>>();
-  const judge = (document: DocumentNode, operationName: string | null | undefined, principal: Principal): Verdict => {
+  // Judgements depend on the document, the operation and what the principal holds, not on who it is: the
+  // whole-operation refusal (REST) and the verdict (GraphQL) of each are worked out once.
+  interface Judgement {
+    refused: GraphQLError | null;
+    verdict: Verdict;
+  }
+  const judgements = new WeakMap<DocumentNode, Map<string, Judgement>>();
+  const judgement = (document: DocumentNode, operationName: string | null | undefined, principal: Principal): Judgement => {
     const holds = isOperator(principal) ? 'ops:admin' : principal.id === ANONYMOUS_PRINCIPAL.id ? '' : [...principal.scopes].sort().join(' ');
     const key = `${operationName ?? ''}\n${holds}`;
-    let byKey = verdicts.get(document);
-    if (!byKey) verdicts.set(document, (byKey = new Map()));
-    if (byKey.has(key)) return byKey.get(key) as Verdict;
+    let byKey = judgements.get(document);
+    if (!byKey) judgements.set(document, (byKey = new Map()));
+    const known = byKey.get(key);
+    if (known) return known;
     if (byKey.size >= MAX_VERDICTS_PER_DOCUMENT) byKey.clear();
-    const verdict = judgeOnce(document, operationName, principal);
-    byKey.set(key, verdict);
-    return verdict;
+    const judged = judgeOnce(document, operationName, principal);
+    byKey.set(key, judged);
+    return judged;
   };
-  const judgeOnce = (document: DocumentNode, operationName: string | null | undefined, principal: Principal): Verdict => {
+  const judgeOnce = (document: DocumentNode, operationName: string | null | undefined, principal: Principal): Judgement => {
     const operation = getOperationAST(document, operationName);
-    if (!operation) return null;
+    if (!operation) return { refused: null, verdict: null };
     const only: DocumentNode = { ...document, definitions: document.definitions.filter((d) => d.kind !== Kind.OPERATION_DEFINITION || d === operation) };
-    const denied = denials(only, principal);
-    const refused = refusal(denied, principal);
-    if (!refused) return null;
+    const refused = refusal(denials(only, principal), principal);
+    return { refused, verdict: refused ? verdictOf(only, operation, principal, refused) : null };
+  };
+  const verdictOf = (only: DocumentNode, operation: OperationDefinitionNode, principal: Principal, refused: GraphQLError): Verdict => {
     if (operation.operation !== 'query') return { refused };
     const filtered = filterOperation(schema, only, operation, (parent, field) => {
       const coordinate = `${parent.name}.${field.name.value}`;
@@ -244,8 +252,8 @@ export function createAuthorizer(supergraphSdl: string): Authorizer {
     plannerSdl,
     denials,
     check,
-    judge,
-    checkOperation: (operation, principal) => check(documentOf(operation), principal),
+    judge: (document, operationName, principal) => judgement(document, operationName, principal).verdict,
+    checkOperation: (operation, principal) => judgement(documentOf(operation), undefined, principal).refused,
     scopesOf(operation) {
       const names = denials(documentOf(operation), nobody).flatMap((d) => d.requirement.scopes?.[0] ?? []);
       return [...new Set(names)].sort();

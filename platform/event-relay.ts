@@ -43,7 +43,7 @@ export interface RelayStatus {
   /** Outbox events not yet in the stream, and the age in seconds of the oldest of them. */
   lagEvents: number;
   lagSeconds: number;
-  /** The stream's size as JetStream last reported it (null before the first report). */
+  /** The stream's size as JetStream reports it (null while NATS is away). */
   streamBytes: number | null;
   streamMessages: number | null;
   /** Events this relay published since it started (a repeat deduplicated by JetStream included). */
@@ -67,8 +67,6 @@ export class EventRelay {
   private again = false;
   private timer: NodeJS.Timeout | undefined;
   private unlisten: (() => Promise<void>) | undefined;
-  private streamBytes: number | null = null;
-  private streamMessages: number | null = null;
   private published = 0;
   private readonly encoder = new TextEncoder();
 
@@ -142,14 +140,16 @@ export class EventRelay {
     );
     const newest = BigInt(res.rows[0]?.newest ?? '0');
     const oldestAt = res.rows[0]?.oldest_at ? Date.parse(res.rows[0].oldest_at) : null;
+    // The stream's size when asked (a scrape, a probe), not after every round of publishing.
+    const info = this.connected ? await this.jsm.streams.info(this.options.stream).catch(() => null) : null;
     return {
       connected: !this.nc.isClosed() && this.connected,
       leading: this.leading,
       position: this.position.toString(),
       lagEvents: newest > this.position ? Number(newest - this.position) : 0,
       lagSeconds: oldestAt === null ? 0 : Math.max(0, (Date.now() - oldestAt) / 1000),
-      streamBytes: this.streamBytes,
-      streamMessages: this.streamMessages,
+      streamBytes: info?.state.bytes ?? null,
+      streamMessages: info?.state.messages ?? null,
       published: this.published,
     };
   }
@@ -222,9 +222,6 @@ export class EventRelay {
       await this.advance(BigInt(rows.rows.at(-1)!.id));
       if (rows.rows.length < batch || this.closed) break;
     }
-    const info = await this.jsm.streams.info(this.options.stream);
-    this.streamBytes = info.state.bytes;
-    this.streamMessages = info.state.messages;
   }
 
   /** The position moves forward only, and only while this relay leads. */
