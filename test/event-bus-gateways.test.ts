@@ -2,8 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killProcess, startGatewayProcess, stopProcess, type GatewayProcess } from './support/gateway-process.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
+import { until } from './support/wait.js';
 import { NATS_SERVER, TestNats } from './support/nats.js';
-import { dropSchema, TEST_DATABASE_URL } from './support/server.js';
+import { PG_BIN, TestPostgres } from './support/postgres.js';
 import { Collector, wsClient, type WsClient } from './support/ws.js';
 
 /*
@@ -11,11 +12,14 @@ import { Collector, wsClient, type WsClient } from './support/ws.js';
  * the outbox (one leads) and serves subscriptions from the stream. Subscribers spread over the three all
  * receive every event once and in order; the leading gateway killed with SIGKILL: its clients resume on
  * another from their last cursor, nothing lost and nothing twice, while another gateway takes over the
- * relay; NATS itself killed and started again: every subscriber catches up, nothing lost.
+ * relay; NATS itself killed and started again: every subscriber catches up, nothing lost; PostgreSQL
+ * stopped as in a crash and started again under the relay: writes are refused while it is away, then the
+ * relay reconnects and every event reaches every subscriber once. PostgreSQL and NATS are servers of the
+ * test's own.
  */
 
-const runs = Boolean(TEST_DATABASE_URL && NATS_SERVER);
-if (!runs) console.warn('[event-bus-gateways] needs TEST_DATABASE_URL and a nats-server: skipped');
+const runs = Boolean(PG_BIN && NATS_SERVER);
+if (!runs) console.warn('[event-bus-gateways] needs PostgreSQL server binaries (initdb) and a nats-server: skipped');
 
 interface MachineEvent {
   machineStatusChanged: { cursor: string; machine: { id: string } };
@@ -32,24 +36,24 @@ interface Subscriber {
 }
 
 describe.runIf(runs)('three gateways, the event log on JetStream', () => {
-  const schema = `t_bus_${randomBytes(4).toString('hex')}`;
   const stream = `T_${randomBytes(4).toString('hex').toUpperCase()}`;
   const gateways: GatewayProcess[] = [];
   let nats: TestNats;
+  let postgres: TestPostgres;
 
   beforeAll(async () => {
-    nats = await TestNats.start();
-    const env = { DATABASE_URL: TEST_DATABASE_URL!, DATABASE_SCHEMA: schema, EVENT_BUS_URL: nats.url, EVENT_STREAM: stream };
+    [nats, postgres] = await Promise.all([TestNats.start(), TestPostgres.start()]);
+    const env = { DATABASE_URL: postgres.url, EVENT_BUS_URL: nats.url, EVENT_STREAM: stream };
     // One after the other: the first applies the migrations and leads the relay.
     for (let i = 0; i < 3; i++) gateways.push(await startGatewayProcess(env));
   }, 400_000);
   afterAll(async () => {
     await Promise.all(gateways.map(stopProcess));
-    await dropSchema(schema);
     await nats?.close();
+    await postgres?.close();
   });
 
-  it('every subscriber gets every event once, in order, through a gateway killed and NATS restarted', async () => {
+  it('every subscriber gets every event once, in order, through a gateway killed, NATS restarted and PostgreSQL restarted', async () => {
     const quote = async (via: GatewayProcess, machine: string) => expect((await rest(via.url, 'POST', '/rental/pricing/quote', quoteBody(machine))).status).toBe(200);
     const cursorOf = (s: Subscriber) => [...s.before, ...s.events.data.map((d) => d.machineStatusChanged.cursor)];
     const machinesOf = (s: Subscriber) => s.events.data.map((d) => d.machineStatusChanged.machine.id);
@@ -90,8 +94,20 @@ describe.runIf(runs)('three gateways, the event log on JetStream', () => {
     await nats.up();
     for (const s of subscribers) await s.events.until((x) => machinesOf(s).includes('EQ-010'), 90_000, `EQ-010 on gateway ${s.on}`);
 
+    // PostgreSQL stopped as in a crash: writes are refused (nothing half done), the streams stay open.
+    postgres.down();
+    const refused = await rest(gateways[1]!.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-011'));
+    expect(refused.status).toBe(503);
+    await postgres.up();
+    const fourth = ['EQ-011', 'EQ-012'];
+    for (const machine of fourth) {
+      // The gateway's pool finds the server again on its next connection.
+      await until(async () => (await rest(gateways[1]!.url, 'POST', '/rental/pricing/quote', quoteBody(machine))).status === 200, `quote ${machine} after PostgreSQL restarted`);
+    }
+    for (const s of subscribers) await s.events.until((x) => machinesOf(s).includes('EQ-012'), 90_000, `EQ-012 on gateway ${s.on}`);
+
     const all = cursorOf(subscribers[2]!);
-    expect(all).toHaveLength(first.length + second.length + third.length);
+    expect(all).toHaveLength(first.length + second.length + third.length + fourth.length);
     for (const s of subscribers) {
       // Nothing lost, nothing twice, one order everywhere, no error on any stream.
       expect(cursorOf(s)).toEqual(all);
