@@ -86,6 +86,10 @@ export function isCursor(value: unknown): value is string {
  * stream that starts with `after` replays (after, L] from the log and takes live events > L, where L is
  * the hub's position at the instant it registered: no gap, no duplicate. Cursors are checked against the
  * outbox itself, which is ahead of any relayed log.
+ *
+ * The newest events it read (every topic, `recent` of them, 10,000 by default) stay in memory: a replay
+ * that falls inside them (a dashboard resuming after a gateway restart, a socket that dropped) is served
+ * from there without reading the log. A replay from further back reads the log as before.
  */
 export class EventHub {
   private position = 0n;
@@ -99,6 +103,10 @@ export class EventHub {
   private readonly pollMs: number;
   private readonly onError: (error: unknown) => void;
   private readonly log: EventLog;
+  /** The newest events read, in id order: every event with an id in (recentFrom, position] is here. */
+  private recent: StoredEvent[] = [];
+  private recentFrom = 0n;
+  private readonly recentSize: number;
 
   constructor(
     private readonly db: Database,
@@ -108,15 +116,19 @@ export class EventHub {
       onError?: (error: unknown) => void;
       /** Where events are read. @default the outbox table */
       log?: EventLog;
+      /** How many of the newest events stay in memory to serve replays. @default 10000 */
+      recent?: number;
     } = {},
   ) {
     this.pollMs = options.pollMs ?? 1000;
+    this.recentSize = options.recent ?? 10_000;
     this.onError = options.onError ?? (() => undefined);
     this.log = options.log ?? outboxLog(db);
   }
 
   async start(): Promise<void> {
     this.position = await this.log.newest();
+    this.recentFrom = this.position;
     this.unlisten = await this.log.watch(() => void this.wake());
     this.timer = setInterval(() => this.wake(), this.pollMs);
     this.timer.unref();
@@ -169,7 +181,12 @@ export class EventHub {
         const rows = await this.log.after(this.position, PAGE);
         for (const event of rows) {
           this.position = BigInt(event.id);
+          this.recent.push(event);
           for (const listener of this.listeners.get(event.topic) ?? []) listener(event);
+        }
+        if (this.recent.length > 2 * this.recentSize) {
+          const dropped = this.recent.splice(0, this.recent.length - this.recentSize);
+          this.recentFrom = BigInt(dropped[dropped.length - 1]!.id);
         }
         if (rows.length < PAGE || this.closed) break;
       }
@@ -251,6 +268,7 @@ export class EventHub {
     keys: Set<string> | null,
     channel: Channel<StoredEvent<P>>,
   ): Promise<void> {
+    if (after >= this.recentFrom && upTo <= this.position) return this.replayRecent(topic, after, upTo, keys, channel);
     let from = after;
     while (from < upTo && !channel.closed) {
       const page = (await this.log.topic(topic, from, upTo, keys, PAGE)) as StoredEvent<P>[];
@@ -261,6 +279,31 @@ export class EventHub {
       await channel.room(PAGE);
     }
   }
+
+  /** A replay of (after, upTo] from the events in memory, paced like one read from the log. */
+  private async replayRecent<P>(topic: string, after: bigint, upTo: bigint, keys: Set<string> | null, channel: Channel<StoredEvent<P>>): Promise<void> {
+    // A copy of the range: the pump may trim `recent` while this waits for the consumer.
+    const events = this.recent.slice(firstAfter(this.recent, after), firstAfter(this.recent, upTo));
+    let pushed = 0;
+    for (const event of events) {
+      if (channel.closed) return;
+      if (event.topic !== topic || (keys && (event.key === null || !keys.has(event.key)))) continue;
+      channel.push(event as StoredEvent<P>);
+      if (++pushed % PAGE === 0) await channel.room(PAGE);
+    }
+  }
+}
+
+/** The first index of `events` (in id order) whose id is above `after`. */
+function firstAfter(events: readonly StoredEvent[], after: bigint): number {
+  let lo = 0;
+  let hi = events.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (BigInt(events[mid]!.id) > after) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }
 
 /**

@@ -8,12 +8,17 @@ import { OUTBOX_CHANNEL } from './outbox.js';
  * Relays the outbox to a NATS JetStream stream, each event exactly once into the stream:
  * - events are published in outbox order, each with its outbox id as JetStream's message id (so a
  *   publish repeated within the duplicate window is stored once) and in an `Ops-Outbox-Id` header;
+ * - a batch is published pipelined (every message of it sent before the first ack is awaited), each
+ *   message expecting the stream's last sequence to be the one before it (`Nats-Expected-Last-Sequence`):
+ *   if one is lost (a connection dropped mid-batch), every later one of the batch is refused by the
+ *   server instead of being stored out of order, and the relay reconciles and goes on from the last one
+ *   stored;
  * - the relay's position (the last outbox id known to be in the stream) is kept in `outbox_relay` and
  *   only moves forward after JetStream acknowledged every event up to it;
  * - on every (re)connection the position is reconciled with the stream's own last message, so a crash
  *   between a publish and the position's update, however long the relay stays away, repeats nothing;
- * - one relay leads per database at a time (a lease renewed by conditional update): several processes
- *   on one PostgreSQL relay its outbox once.
+ * - one relay leads per database at a time (a lease renewed by conditional update with every batch):
+ *   several processes on one PostgreSQL relay its outbox once.
  * Subjects are `<stream>.<topic>` (`OPS_EVENTS.rental.machine_status`). NATS going away is retried with
  * the client's own reconnection; the outbox keeps every event meanwhile.
  */
@@ -62,6 +67,8 @@ export class EventRelay {
   private position = 0n;
   private leading = false;
   private reconciled = false;
+  /** The stream's last sequence as this relay knows it (read when reconciling, then from each ack). */
+  private streamSeq = 0;
   private closed = false;
   private running: Promise<void> | null = null;
   private again = false;
@@ -194,6 +201,8 @@ export class EventRelay {
     );
     this.leading = claimed.rows.length === 1;
     if (!this.leading) {
+      // Another relay publishes meanwhile: leading again starts from the stream as it then is.
+      this.reconciled = false;
       const row = await this.db.query<{ position: string }>('SELECT position::text AS position FROM outbox_relay WHERE name = $1', [this.options.stream]);
       this.position = BigInt(row.rows[0]?.position ?? '0');
       return;
@@ -204,6 +213,7 @@ export class EventRelay {
       if (inStream > this.position) await this.advance(inStream);
       this.reconciled = true;
     }
+    const subject = (topic: string) => `${this.options.stream}.${topic}`;
     const batch = this.options.batch ?? 500;
     for (;;) {
       const rows = await this.db.query<OutboxRow>(
@@ -212,25 +222,39 @@ export class EventRelay {
         [this.position.toString(), batch],
       );
       if (rows.rows.length === 0) break;
-      for (const row of rows.rows) {
-        const h = headers();
-        h.set(OUTBOX_ID_HEADER, row.id);
-        if (row.key !== null) h.set('Ops-Key', row.key);
-        await this.js.publish(`${this.options.stream}.${row.topic}`, this.encoder.encode(JSON.stringify(row.payload)), { msgID: row.id, headers: h });
-        this.published++;
+      const acks = await Promise.allSettled(
+        rows.rows.map((row, i) => {
+          const h = headers();
+          h.set(OUTBOX_ID_HEADER, row.id);
+          if (row.key !== null) h.set('Ops-Key', row.key);
+          return this.js.publish(subject(row.topic), this.encoder.encode(JSON.stringify(row.payload)), {
+            msgID: row.id,
+            headers: h,
+            expect: { lastSequence: this.streamSeq + i },
+          });
+        }),
+      );
+      // The stored prefix counts; the first refusal ends the round (the next reconciles with the stream).
+      const stored = acks.findIndex((a) => a.status === 'rejected');
+      const upTo = stored === -1 ? acks.length : stored;
+      if (upTo > 0) {
+        const last = acks[upTo - 1] as PromiseFulfilledResult<{ seq: number }>;
+        this.streamSeq = last.value.seq;
+        this.published += upTo;
+        await this.advance(BigInt(rows.rows[upTo - 1]!.id));
       }
-      await this.advance(BigInt(rows.rows.at(-1)!.id));
+      if (stored !== -1) throw (acks[stored] as PromiseRejectedResult).reason;
       if (rows.rows.length < batch || this.closed) break;
     }
   }
 
-  /** The position moves forward only, and only while this relay leads. */
+  /** The position moves forward only, and only while this relay leads; each move renews the lease. */
   private async advance(to: bigint): Promise<void> {
-    const moved = await this.db.query('UPDATE outbox_relay SET position = $2::bigint WHERE name = $1 AND leader = $3 AND position < $2::bigint', [
-      this.options.stream,
-      to.toString(),
-      this.me,
-    ]);
+    const moved = await this.db.query(
+      `UPDATE outbox_relay SET position = $2::bigint, lease_until = now() + ($4::int * interval '1 millisecond')
+       WHERE name = $1 AND leader = $3 AND position < $2::bigint`,
+      [this.options.stream, to.toString(), this.me, this.options.leaseMs ?? 10_000],
+    );
     // Another relay took the lead (this one's lease ran out): it reconciles with the stream and goes on.
     if (moved.rowCount === 0) throw new Error(`relay ${this.me} no longer leads ${this.options.stream}`);
     this.position = to;
@@ -239,6 +263,7 @@ export class EventRelay {
   /** The outbox id of the stream's newest message (0 for an empty stream). */
   private async lastRelayed(): Promise<bigint> {
     const info = await this.jsm.streams.info(this.options.stream);
+    this.streamSeq = info.state.last_seq;
     if (info.state.messages === 0) return 0n;
     const last = await this.jsm.streams.getMessage(this.options.stream, { seq: info.state.last_seq });
     const id = last?.header.get(OUTBOX_ID_HEADER);

@@ -1,5 +1,5 @@
-import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
-import { connect, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { EventLog, StoredEvent } from './event-hub.js';
 import { OUTBOX_ID_HEADER } from './event-relay.js';
 
@@ -9,7 +9,15 @@ import { OUTBOX_ID_HEADER } from './event-relay.js';
  * carried in the `Ops-Outbox-Id` header, and the relay publishes in id order, so sequence order is id
  * order: the sequence of the first event after a cursor is found by binary search over the stream, and a
  * replay is an ordered consumer from that sequence, filtered to the topic's subject.
+ *
+ * Live events come from one long-lived ordered consumer per process, from the sequence after the last
+ * one read: JetStream pushes each stored message as it is stored (it wakes the hub), in sequence order,
+ * and recreates the consumer from where it was after a reconnection. Anything unexpected (a position the
+ * hub asks for that is not where the live consumer stands, the consumer gone) falls back to a read from
+ * the stream and starts the live consumer again after it.
  */
+
+type Sequenced = StoredEvent & { seq: number };
 
 export interface JetStreamLogOptions {
   url: string;
@@ -20,8 +28,15 @@ const KEY_HEADER = 'Ops-Key';
 
 export class JetStreamLog implements EventLog {
   private readonly decoder = new TextDecoder();
-  /** The last (id, sequence) pair read: the live pump goes on from it without a search. */
+  /**
+   * Where the hub stands: events after outbox id `id` start at stream sequence `seq + 1`. The live
+   * consumer goes on from it without a search.
+   */
   private last: { id: bigint; seq: number } | null = null;
+  private wakeHub: (() => void) | null = null;
+  /** The live consumer: what it has received and the hub has not yet taken, and how to stop it. */
+  private live: { buffer: Sequenced[]; stop: () => void; ended: boolean } | null = null;
+  private closed = false;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -45,18 +60,31 @@ export class JetStreamLog implements EventLog {
 
   async newest(): Promise<bigint> {
     const info = await this.jsm.streams.info(this.stream);
-    if (info.state.messages === 0) return 0n;
-    return this.idAt(info.state.last_seq);
+    const id = info.state.messages === 0 ? 0n : await this.idAt(info.state.last_seq);
+    this.last = { id, seq: info.state.last_seq };
+    return id;
   }
 
   async after(position: bigint, limit: number): Promise<StoredEvent[]> {
+    const live = this.live;
+    if (live && !live.ended && this.last && this.last.id === position) {
+      const taken = live.buffer.splice(0, limit);
+      const tail = taken.at(-1);
+      if (tail) this.last = { id: BigInt(tail.id), seq: tail.seq };
+      return taken.map(({ seq: _seq, ...event }) => event);
+    }
+    // Not where the live consumer stands: read from the stream, then go live from there.
     const info = await this.jsm.streams.info(this.stream);
-    if (info.state.messages === 0) return [];
-    const start = this.last && this.last.id === position ? this.last.seq + 1 : await this.firstSeqAfter(position, info.state.first_seq, info.state.last_seq);
-    if (start > info.state.last_seq) return [];
-    const events = await this.read(start, Math.min(limit, info.state.last_seq - start + 1), null);
+    const start =
+      info.state.messages === 0
+        ? info.state.last_seq + 1
+        : this.last && this.last.id === position
+          ? this.last.seq + 1
+          : await this.firstSeqAfter(position, info.state.first_seq, info.state.last_seq);
+    const events = start > info.state.last_seq ? [] : await this.read(start, Math.min(limit, info.state.last_seq - start + 1), null);
     const tail = events.at(-1);
-    if (tail) this.last = { id: BigInt(tail.id), seq: tail.seq };
+    this.last = tail ? { id: BigInt(tail.id), seq: tail.seq } : { id: position, seq: start - 1 };
+    if (this.wakeHub) this.goLive(this.last.seq + 1);
     return events.map(({ seq: _seq, ...event }) => event);
   }
 
@@ -82,18 +110,47 @@ export class JetStreamLog implements EventLog {
   }
 
   async watch(wake: () => void): Promise<() => Promise<void>> {
-    // Every relayed message is also delivered on its subject: a core subscription wakes the hub (a
-    // moment later too, in case the wake came before JetStream stored it).
-    const sub: Subscription = this.nc.subscribe(`${this.stream}.>`, {
-      callback: () => {
-        wake();
-        setTimeout(wake, 20).unref();
-      },
-    });
+    this.wakeHub = wake;
+    if (this.last) this.goLive(this.last.seq + 1);
     return async () => {
-      sub.unsubscribe();
+      this.closed = true;
+      this.live?.stop();
       await this.nc.close();
     };
+  }
+
+  /** (Re)starts the live consumer from `seq`: each message it receives is buffered and wakes the hub. */
+  private goLive(seq: number): void {
+    this.live?.stop();
+    if (this.closed) return;
+    let messages: ConsumerMessages | null = null;
+    let stopped = false;
+    const live = {
+      buffer: [] as Sequenced[],
+      ended: false,
+      stop: () => {
+        stopped = true;
+        live.ended = true;
+        void messages?.close();
+      },
+    };
+    this.live = live;
+    void (async () => {
+      const consumer = await this.js.consumers.get(this.stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: seq });
+      if (stopped) return;
+      messages = await consumer.consume();
+      for await (const m of messages) {
+        if (stopped) break;
+        live.buffer.push(this.sequenced(m));
+        this.wakeHub?.();
+      }
+    })()
+      .catch(() => undefined)
+      .finally(() => {
+        // Ended without being stopped: the next read falls back to the stream and starts it again.
+        live.ended = true;
+        if (!stopped) this.wakeHub?.();
+      });
   }
 
   /** The smallest sequence in [first, last] whose outbox id is above `id` (last + 1 when none is). */
@@ -115,7 +172,7 @@ export class JetStreamLog implements EventLog {
   }
 
   /** Up to `count` messages from sequence `from`, of `subject` when given, as events with their sequences. */
-  private async read(from: number, count: number, subject: string | null): Promise<(StoredEvent & { seq: number })[]> {
+  private async read(from: number, count: number, subject: string | null): Promise<Sequenced[]> {
     const consumer = await this.js.consumers.get(this.stream, {
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: from,
@@ -128,14 +185,18 @@ export class JetStreamLog implements EventLog {
       await consumer.delete().catch(() => undefined);
       return [];
     }
-    const out: (StoredEvent & { seq: number })[] = [];
+    const out: Sequenced[] = [];
     const messages = await consumer.fetch({ max_messages: wanted, expires: 5000 });
     for await (const m of messages) {
-      out.push({ ...this.eventOf(m.subject, m.headers?.get(OUTBOX_ID_HEADER), m.headers?.get(KEY_HEADER), m.data), seq: m.seq });
+      out.push(this.sequenced(m));
       if (out.length >= wanted) break;
     }
     await consumer.delete().catch(() => undefined);
     return out;
+  }
+
+  private sequenced(m: JsMsg): Sequenced {
+    return { ...this.eventOf(m.subject, m.headers?.get(OUTBOX_ID_HEADER), m.headers?.get(KEY_HEADER), m.data), seq: m.seq };
   }
 
   private eventOf(subject: string, id: string | undefined, key: string | undefined, data: Uint8Array): StoredEvent {

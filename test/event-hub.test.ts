@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../platform/db.js';
-import { EventHub, type StoredEvent } from '../platform/event-hub.js';
+import { EventHub, outboxLog, type StoredEvent } from '../platform/event-hub.js';
 import { appendEvents } from '../platform/outbox.js';
 import { migrate } from '../platform/migrate.js';
 import { fileURLToPath } from 'node:url';
@@ -106,6 +106,40 @@ describe('outbox event hub when the database fails', () => {
     await live.return!();
     await hub.close();
     await db.close();
+  });
+
+  it('a replay inside the newest events is served from memory; one from further back reads the log; both exact', async () => {
+    const mem = await openDatabase({ url: undefined, dataDir: undefined });
+    await migrate(mem, platformMigrations);
+    const log = outboxLog(mem);
+    let logReads = 0;
+    const counted = { ...log, topic: (...args: Parameters<typeof log.topic>) => (logReads++, log.topic(...args)) };
+    const small = new EventHub(mem, { log: counted, recent: 5, pollMs: 60_000 });
+    await small.start();
+    try {
+      const live = small.stream<{ i: number }>('odd');
+      for (let i = 0; i < 20; i++) await mem.transaction((tx) => appendEvents(tx, [{ topic: i % 2 ? 'odd' : 'even', key: `k${i % 3}`, payload: { i } }]));
+      await small.wake();
+      const all = await within(take(live, 10), 'the live events');
+      await live.return!();
+      const ids = (await mem.query<{ id: string }>('SELECT id::text AS id FROM outbox ORDER BY outbox.id')).rows.map((r) => r.id);
+      expect(all.map((e) => e.id)).toEqual(ids.filter((_, i) => i % 2 === 1));
+
+      // After the 17th event: inside the 5 newest kept, so no read of the log; keys filtered.
+      const near = small.stream<{ i: number }>('odd', { after: ids[16]!, keys: ['k0', 'k1'] });
+      expect((await within(take(near, 1), 'the replay from memory')).map((e) => e.payload.i)).toEqual([19]);
+      expect(logReads).toBe(0);
+      await near.return!();
+
+      // After the 3rd: older than what is kept, read from the log, the same events a live stream got.
+      const far = small.stream<{ i: number }>('odd', { after: ids[2]! });
+      expect((await within(take(far, 8), 'the replay from the log')).map((e) => e.payload.i)).toEqual([3, 5, 7, 9, 11, 13, 15, 17, 19].slice(0, 8));
+      expect(logReads).toBeGreaterThan(0);
+      await far.return!();
+    } finally {
+      await small.close();
+      await mem.close();
+    }
   });
 
   it.runIf(TEST_DATABASE_URL)('a terminated LISTEN connection is replaced and notifications flow again (postgres)', async () => {

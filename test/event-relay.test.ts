@@ -1,7 +1,8 @@
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventRelay, OUTBOX_ID_HEADER } from '../platform/event-relay.js';
+import { appendEvents } from '../platform/outbox.js';
 import { hoursFromNow, rest } from './support/http.js';
 import { NATS_SERVER, TestNats } from './support/nats.js';
 import { backends, startTestServer, type TestServer } from './support/server.js';
@@ -169,5 +170,39 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
     expect(after.slice(0, before.length)).toEqual(before);
     // Only the new events were published: the stream told the relay where it stood.
     expect((await relay.status()).published).toBe(rows.length - before.length);
+  });
+
+  it('a block longer than one lease, published pipelined by one of two relays: the lead renewed with every batch, each event once, in order', async () => {
+    await relay.close();
+    const options = { url: nats.url, stream: STREAM, maxAgeS: 7 * 86_400, maxBytes: 1024 ** 3, duplicateWindowS: 120, leaseMs: 250, batch: 25 };
+    const [a, b] = [await EventRelay.start(server.db, options), await EventRelay.start(server.db, options)];
+    relay = a;
+    try {
+      await a.drained();
+      const before = (await jsm.streams.info(STREAM)).state;
+      const rowsBefore = (await outbox()).length;
+      const publishedBefore = [(await a.status()).published, (await b.status()).published];
+      const block = 10_000;
+      await server.db.transaction((tx) => appendEvents(tx, Array.from({ length: block }, (_, i) => ({ topic: 'test.block', key: `K-${i % 7}`, payload: { n: i } }))));
+      await a.drained(60_000);
+      await b.drained(60_000);
+      // The block, and anything the server itself wrote meanwhile.
+      const added = (await outbox()).slice(rowsBefore);
+      expect(added.filter((r) => r.topic === 'test.block')).toHaveLength(block);
+      expect((await jsm.streams.info(STREAM)).state.messages).toBe(before.messages + added.length);
+      // One relay published all of it (its lead renewed with every batch), and nothing twice.
+      const published = [(await a.status()).published - publishedBefore[0]!, (await b.status()).published - publishedBefore[1]!];
+      expect(published.sort((x, y) => x - y)).toEqual([0, added.length]);
+      // The stream holds the outbox, in order, read back by an ordered consumer.
+      const consumer = await jetstream(nc).consumers.get(STREAM, { opt_start_seq: before.last_seq + 1 });
+      const ids: string[] = [];
+      for await (const m of await consumer.consume()) {
+        ids.push(m.headers!.get(OUTBOX_ID_HEADER));
+        if (ids.length === added.length) break;
+      }
+      expect(ids).toEqual(added.map((r) => r.id));
+    } finally {
+      await b.close();
+    }
   });
 });
