@@ -23,12 +23,15 @@ import { cpuMs, freePort, sleep, startServer, stopServer, type ServerProcess } f
  *    published pipelined (acks awaited per window), and read back by an ordered consumer.
  * 2. Events into the log: a block of outbox events committed at once; the time until the relay has put
  *    all of them in the stream.
- * 3. Fan-out, for each N (default 1,000 and 10,000): N graphql-transport-ws subscribers to
+ * 3. The target rate: 100 events/s for 10 s to 1 and to 100 subscribers per gateway: each gateway's CPU
+ *    per second idle and under that rate, and commit-to-receipt latency; the per-event and per-delivery
+ *    costs of the capacity model (docs/scaling.md) come from these.
+ * 4. Fan-out, for each N (default 1,000 and 10,000): N graphql-transport-ws subscribers to
  *    fleetSummaryChanged spread over the three gateways, live; a burst of events,
  *    each its own commit; every event timed at every subscriber, and each gateway's deliveries per second
  *    and CPU per delivery. Side by side, the bare `ws` floor (bench/ws-floor.ts) with N/3 subscribers: one
  *    process fanning the same messages out with no GraphQL, no log and no database.
- * 4. Then the third gateway is killed with SIGKILL, more events are committed, and its subscribers resume
+ * 5. Then the third gateway is killed with SIGKILL, more events are committed, and its subscribers resume
  *    on the other two from their last cursor: the time until all of them have caught up, and every
  *    subscriber's events checked, by cursor, to be the same, once each, in order.
  *
@@ -100,13 +103,15 @@ export default async function bench(): Promise<void> {
       const relay = await eventsIntoLog(db, nats.url);
       // Every gateway's event hub has read the block too before the fan-out is measured.
       await waitFor(async () => (await Promise.all(gateways.map(hubLag))).every((lag) => lag === 0), 'the gateways to read the block');
+      const steady: SteadyRow[] = [];
+      for (const perGateway of [1, 100]) steady.push(await steadyRate(perGateway, gateways, db, fleetPayload));
       const rows: FanOutRow[] = [];
       for (const n of sizes.length > 0 ? sizes : [1000, 10_000]) {
         rows.push(await fanOut(n, gateways, db, fleetPayload, logDir));
         // The killed gateway comes back for the next size.
         gateways[2] = await startGateway(2);
       }
-      report(raw, relay, rows);
+      report(raw, relay, steady, rows);
     } finally {
       await db.end();
     }
@@ -301,6 +306,69 @@ async function fanOut(n: number, gateways: ServerProcess[], db: pg.Client, fleet
   }
 }
 
+interface SteadyRow {
+  perGateway: number;
+  events: number;
+  seconds: number;
+  /** Each gateway's CPU, milliseconds per second, with no event and under the rate. */
+  idleCpuMsPerSecond: number[];
+  busyCpuMsPerSecond: number[];
+  p50: number;
+  p99: number;
+}
+
+const STEADY_RATE = 100;
+const STEADY_SECONDS = 10;
+
+/** 100 events/s for 10 s, each its own commit on schedule, to `perGateway` live subscribers on each gateway. */
+async function steadyRate(perGateway: number, gateways: ServerProcess[], db: pg.Client, fleetPayload: Record<string, unknown>): Promise<SteadyRow> {
+  const receipts: Receipts = new Map();
+  const subscribers: Subscriber[] = [];
+  try {
+    for (let g = 0; g < 3; g++) {
+      subscribers.push(...(await within(Promise.all(Array.from({ length: perGateway }, () => subscribe(gateways, g, null, receipts))), 'connecting subscribers')));
+    }
+    await sleep(1000);
+    const cpuOf = () => gateways.map((g) => cpuMs(g.child.pid!));
+    const idleStart = cpuOf();
+    const idleStarted = performance.now();
+    await sleep(5000);
+    const idleEnd = cpuOf();
+    const idleSeconds = (performance.now() - idleStarted) / 1000;
+
+    const events = STEADY_RATE * STEADY_SECONDS;
+    const sent = new Map<number, number>();
+    const started = performance.now();
+    for (let k = 0; k < events; k++) {
+      const due = started + (k * 1000) / STEADY_RATE;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      const number = 100_000 + k;
+      sent.set(number, performance.now());
+      await db.query('BEGIN');
+      await appendEvents(db, [{ topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: number, at: new Date().toISOString() } }]);
+      await db.query('COMMIT');
+    }
+    await waitFor(() => subscribers.every((s) => s.cursors.length >= events), 'the steady events to arrive');
+    const busyEnd = cpuOf();
+    const seconds = (performance.now() - started) / 1000;
+    const latencies: number[] = [];
+    for (const [k, list] of receipts) for (const r of list) latencies.push(r.at - sent.get(k)!);
+    latencies.sort((a, b) => a - b);
+    return {
+      perGateway,
+      events,
+      seconds: round(seconds),
+      idleCpuMsPerSecond: idleEnd.map((c, i) => round((c - idleStart[i]!) / idleSeconds)),
+      busyCpuMsPerSecond: busyEnd.map((c, i) => round((c - idleEnd[i]!) / seconds)),
+      p50: round(quantile(latencies, 0.5)),
+      p99: round(quantile(latencies, 0.99)),
+    };
+  } finally {
+    for (const s of subscribers) s.socket.terminate();
+  }
+}
+
 /** Events numbered first..first+count-1 (as `reserved`), each committed on its own; the time each was committed. */
 async function commitBurst(db: pg.Client, fleetPayload: Record<string, unknown>, first: number, count: number): Promise<Map<number, number>> {
   const sent = new Map<number, number>();
@@ -424,7 +492,7 @@ function killServer(server: ServerProcess): Promise<void> {
   });
 }
 
-function report(raw: RawFigures, relay: RelayFigures, rows: FanOutRow[]): void {
+function report(raw: RawFigures, relay: RelayFigures, steady: SteadyRow[], rows: FanOutRow[]): void {
   console.log('\nscale: three gateway processes, PostgreSQL and NATS JetStream of the benchmark\'s own, one machine');
   console.log(`\nJetStream alone (file storage, ${raw.payloadBytes}-byte messages):`);
   console.table([
@@ -434,6 +502,18 @@ function report(raw: RawFigures, relay: RelayFigures, rows: FanOutRow[]): void {
   ]);
   console.log('\nevents into the log (a block committed at once, until all are in the stream):');
   console.table([{ events: relay.events, seconds: round(relay.seconds), 'events/s': Math.round(relay.perSecond) }]);
+  console.log(`\n${STEADY_RATE} events/s for ${STEADY_SECONDS} s (each its own commit), live subscribers on each of the three gateways:`);
+  console.table(
+    steady.map((r) => ({
+      'subscribers per gateway': r.perGateway,
+      events: r.events,
+      seconds: r.seconds,
+      'idle CPU ms/s per gateway': r.idleCpuMsPerSecond.join(' / '),
+      'CPU ms/s per gateway at the rate': r.busyCpuMsPerSecond.join(' / '),
+      'p50 ms': r.p50,
+      'p99 ms': r.p99,
+    })),
+  );
   console.log(`\nfan-out: fleetSummaryChanged, ${BURST} events, subscribers spread over three gateways; the bare ws floor with one gateway's share:`);
   console.table(
     rows.map((r) => ({

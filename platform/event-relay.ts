@@ -67,6 +67,8 @@ export class EventRelay {
   private position = 0n;
   private leading = false;
   private reconciled = false;
+  /** When this relay's lease was last claimed or renewed (its own clock). */
+  private renewedAt = 0;
   /** The stream's last sequence as this relay knows it (read when reconciling, then from each ack). */
   private streamSeq = 0;
   private closed = false;
@@ -94,7 +96,10 @@ export class EventRelay {
       await db.query('INSERT INTO outbox_relay (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [options.stream]);
       const relay = new EventRelay(db, nc, jetstream(nc), jsm, options);
       relay.watchConnection();
-      relay.unlisten = await db.listen(OUTBOX_CHANNEL, () => relay.wake());
+      // A commit wakes the leader; the others only try for the lead on their poll, costing nothing per event.
+      relay.unlisten = await db.listen(OUTBOX_CHANNEL, () => {
+        if (relay.leading) relay.wake();
+      });
       relay.timer = setInterval(() => relay.wake(), options.pollMs ?? 1000);
       relay.timer.unref();
       relay.wake();
@@ -193,21 +198,9 @@ export class EventRelay {
   /** One round: lead (or not), reconcile with the stream once per connection, publish what is new. */
   private async round(): Promise<void> {
     const leaseMs = this.options.leaseMs ?? 10_000;
-    const claimed = await this.db.query<{ position: string }>(
-      `UPDATE outbox_relay SET leader = $2, lease_until = now() + ($3::int * interval '1 millisecond')
-       WHERE name = $1 AND (leader IS NULL OR leader = $2 OR lease_until < now())
-       RETURNING position::text AS position`,
-      [this.options.stream, this.me, leaseMs],
-    );
-    this.leading = claimed.rows.length === 1;
-    if (!this.leading) {
-      // Another relay publishes meanwhile: leading again starts from the stream as it then is.
-      this.reconciled = false;
-      const row = await this.db.query<{ position: string }>('SELECT position::text AS position FROM outbox_relay WHERE name = $1', [this.options.stream]);
-      this.position = BigInt(row.rows[0]?.position ?? '0');
-      return;
-    }
-    this.position = BigInt(claimed.rows[0]!.position);
+    // A lead renewed less than half a lease ago is still this relay's: no claim needed (every batch renews it).
+    if (!(this.leading && this.reconciled && performance.now() - this.renewedAt < leaseMs / 2)) await this.claim(leaseMs);
+    if (!this.leading) return;
     if (!this.reconciled) {
       const inStream = await this.lastRelayed();
       if (inStream > this.position) await this.advance(inStream);
@@ -248,6 +241,26 @@ export class EventRelay {
     }
   }
 
+  /** Takes or renews the lead, or learns that another relay has it; the position is then the database's. */
+  private async claim(leaseMs: number): Promise<void> {
+    const claimed = await this.db.query<{ position: string }>(
+      `UPDATE outbox_relay SET leader = $2, lease_until = now() + ($3::int * interval '1 millisecond')
+       WHERE name = $1 AND (leader IS NULL OR leader = $2 OR lease_until < now())
+       RETURNING position::text AS position`,
+      [this.options.stream, this.me, leaseMs],
+    );
+    this.leading = claimed.rows.length === 1;
+    if (!this.leading) {
+      // Another relay publishes meanwhile: leading again starts from the stream as it then is.
+      this.reconciled = false;
+      const row = await this.db.query<{ position: string }>('SELECT position::text AS position FROM outbox_relay WHERE name = $1', [this.options.stream]);
+      this.position = BigInt(row.rows[0]?.position ?? '0');
+      return;
+    }
+    this.position = BigInt(claimed.rows[0]!.position);
+    this.renewedAt = performance.now();
+  }
+
   /** The position moves forward only, and only while this relay leads; each move renews the lease. */
   private async advance(to: bigint): Promise<void> {
     const moved = await this.db.query(
@@ -258,6 +271,7 @@ export class EventRelay {
     // Another relay took the lead (this one's lease ran out): it reconciles with the stream and goes on.
     if (moved.rowCount === 0) throw new Error(`relay ${this.me} no longer leads ${this.options.stream}`);
     this.position = to;
+    this.renewedAt = performance.now();
   }
 
   /** The outbox id of the stream's newest message (0 for an empty stream). */
