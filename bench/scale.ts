@@ -26,6 +26,8 @@ import { cpuMs, freePort, sleep, startServer, stopServer, type ServerProcess } f
  * 3. The target rate: 100 events/s for 10 s to 1 and to 100 subscribers per gateway: each gateway's CPU
  *    per second idle and under that rate, and commit-to-receipt latency; the per-event and per-delivery
  *    costs of the capacity model (docs/scaling.md) come from these.
+ *    The same rate on machineStatusChanged to 50 subscribers per gateway that each filter on three machines
+ *    of their own (no upstream stream shared): the cost of a delivery when nothing is shared.
  * 4. Fan-out, for each N (default 1,000 and 10,000): N graphql-transport-ws subscribers to
  *    fleetSummaryChanged spread over the three gateways, live; a burst of events,
  *    each its own commit; every event timed at every subscriber, and each gateway's deliveries per second
@@ -42,6 +44,8 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const STREAM = 'OPS_EVENTS';
 const BURST = 12;
 const AFTER_KILL = 4;
+/** The benchmark's fleet events carry `reserved` counts from here up, which no real fleet of 15 machines reaches. */
+const OWN = 1000;
 const RAW_MESSAGES = 20_000;
 const RELAY_EVENTS = 20_000;
 const PHASE_TIMEOUT_MS = 120_000;
@@ -96,6 +100,8 @@ export default async function bench(): Promise<void> {
     const raw = await jetstreamAlone(nats.url);
     // One after the other: the first applies the migrations and leads the relay.
     for (let i = 0; i < 3; i++) gateways.push(await startGateway(i));
+    await sleep(2000);
+    const startRssMiB = gateways.map((g) => Math.round(rssKiB(g.child.pid!) / 1024));
     const db = new pg.Client({ connectionString: postgres.url });
     await db.connect();
     try {
@@ -105,13 +111,15 @@ export default async function bench(): Promise<void> {
       await waitFor(async () => (await Promise.all(gateways.map(hubLag))).every((lag) => lag === 0), 'the gateways to read the block');
       const steady: SteadyRow[] = [];
       for (const perGateway of [1, 100]) steady.push(await steadyRate(perGateway, gateways, db, fleetPayload));
+      const filtered = await filteredRate(FILTERED_PER_GATEWAY, gateways, db);
       const rows: FanOutRow[] = [];
       for (const n of sizes.length > 0 ? sizes : [1000, 10_000]) {
         rows.push(await fanOut(n, gateways, db, fleetPayload, logDir));
         // The killed gateway comes back for the next size.
         gateways[2] = await startGateway(2);
       }
-      report(raw, relay, steady, rows);
+      report(raw, relay, steady, filtered, rows);
+      console.log(`\ngateway resident set after start, before any subscriber: ${startRssMiB.join(' / ')} MiB`);
     } finally {
       await db.end();
     }
@@ -244,10 +252,10 @@ async function fanOut(n: number, gateways: ServerProcess[], db: pg.Client, fleet
     await sleep(1000);
     const rssAfter = gateways.map((g) => rssKiB(g.child.pid!));
     const cpuBefore = gateways.map((g) => cpuMs(g.child.pid!));
-    const sent = await commitBurst(db, fleetPayload, 1, BURST);
+    const sent = await commitBurst(db, fleetPayload, OWN + 1, BURST);
     await waitFor(() => subscribers.every((s) => s.cursors.length >= BURST), `${n} subscribers to receive ${BURST} events`);
     const cpuUsed = gateways.reduce((sum, g, i) => sum + cpuMs(g.child.pid!) - cpuBefore[i]!, 0);
-    const burstStart = sent.get(1)!;
+    const burstStart = sent.get(OWN + 1)!;
     const latencies: number[] = [];
     const lastAt = [0, 0, 0];
     for (const [k, list] of receipts) {
@@ -262,7 +270,7 @@ async function fanOut(n: number, gateways: ServerProcess[], db: pg.Client, fleet
 
     // The third gateway killed; its subscribers resume on the other two from their last cursor.
     await killServer(gateways[2]!);
-    await commitBurst(db, fleetPayload, BURST + 1, AFTER_KILL);
+    await commitBurst(db, fleetPayload, OWN + BURST + 1, AFTER_KILL);
     const orphans = subscribers.filter((s) => s.gateway === 2);
     const resumeStarted = performance.now();
     await within(
@@ -369,6 +377,93 @@ async function steadyRate(perGateway: number, gateways: ServerProcess[], db: pg.
   }
 }
 
+interface FilteredRow {
+  perGateway: number;
+  deliveries: number;
+  deliveriesPerSecondPerGateway: number;
+  busyCpuMsPerSecond: number[];
+  p50: number;
+  p99: number;
+}
+
+const FILTERED_PER_GATEWAY = 50;
+const MACHINES = Array.from({ length: 15 }, (_, i) => `EQ-${String(i + 1).padStart(3, '0')}`);
+
+/**
+ * Dashboards that each watch a few machines of their own: `perGateway` subscribers per gateway to
+ * machineStatusChanged, each with its own ordered triple of machine ids (so none shares an upstream
+ * stream), and 100 machine events/s for 10 s, each on one machine in turn.
+ */
+async function filteredRate(perGateway: number, gateways: ServerProcess[], db: pg.Client): Promise<FilteredRow> {
+  const triples: string[][] = [];
+  for (const a of MACHINES) for (const b of MACHINES) for (const c of MACHINES) if (a !== b && b !== c && a !== c) triples.push([a, b, c]);
+  const sent = new Map<string, number>();
+  const latencies: number[] = [];
+  const sockets: WebSocket[] = [];
+  const received = new Map<WebSocket, number>();
+  try {
+    for (let i = 0; i < 3 * perGateway; i++) {
+      const ids = triples[(i * 37) % triples.length]!;
+      const socket = await within(
+        new Promise<WebSocket>((resolve, reject) => {
+          const ws = new WebSocket(`${gateways[i % 3]!.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
+          ws.once('error', reject);
+          ws.once('open', () => ws.send(JSON.stringify({ type: 'connection_init' })));
+          ws.on('message', (raw: Buffer) => {
+            const at = performance.now();
+            const message = JSON.parse(raw.toString()) as { type: string; payload?: { data?: { machineStatusChanged?: { cursor: string } }; errors?: unknown } };
+            if (message.type === 'connection_ack') {
+              ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: 'subscription($ids: [ID!]) { machineStatusChanged(machineIds: $ids) { cursor status } }', variables: { ids } } }));
+              ws.send(JSON.stringify({ type: 'ping' }));
+            } else if (message.type === 'pong') resolve(ws);
+            else if (message.type === 'next' && message.payload?.data?.machineStatusChanged) {
+              // Only the benchmark's events (the service's own, a quote expiring, are not timed).
+              const at0 = sent.get(message.payload.data.machineStatusChanged.cursor);
+              if (at0 === undefined) return;
+              latencies.push(at - at0);
+              received.set(ws, (received.get(ws) ?? 0) + 1);
+            } else if (message.type !== 'ping') console.error(`unexpected: ${raw.toString()}`);
+          });
+        }),
+        'connecting filtered subscribers',
+      );
+      sockets.push(socket);
+    }
+    await sleep(1000);
+    const cpuBefore = gateways.map((g) => cpuMs(g.child.pid!));
+    const events = STEADY_RATE * STEADY_SECONDS;
+    const started = performance.now();
+    for (let k = 0; k < events; k++) {
+      const wait = started + (k * 1000) / STEADY_RATE - performance.now();
+      if (wait > 0) await sleep(wait);
+      const machine = MACHINES[k % MACHINES.length]!;
+      const at = performance.now();
+      await db.query('BEGIN');
+      const [id] = await appendEvents(db, [
+        { topic: 'rental.machine_status', key: machine, payload: { machineId: machine, previousStatus: 'available', status: 'reserved', reason: 'quote', at: new Date().toISOString() } },
+      ]);
+      sent.set(id!, at);
+      await db.query('COMMIT');
+    }
+    // Each subscriber gets the events of its three machines: 3/15 of them.
+    const expected = (sockets.length * events * 3) / MACHINES.length;
+    await waitFor(() => latencies.length >= expected, 'the filtered events to arrive');
+    const seconds = (performance.now() - started) / 1000;
+    const busy = gateways.map((g, i) => round((cpuMs(g.child.pid!) - cpuBefore[i]!) / seconds));
+    latencies.sort((a, b) => a - b);
+    return {
+      perGateway,
+      deliveries: latencies.length,
+      deliveriesPerSecondPerGateway: Math.round(latencies.length / 3 / seconds),
+      busyCpuMsPerSecond: busy,
+      p50: round(quantile(latencies, 0.5)),
+      p99: round(quantile(latencies, 0.99)),
+    };
+  } finally {
+    for (const s of sockets) s.terminate();
+  }
+}
+
 /** Events numbered first..first+count-1 (as `reserved`), each committed on its own; the time each was committed. */
 async function commitBurst(db: pg.Client, fleetPayload: Record<string, unknown>, first: number, count: number): Promise<Map<number, number>> {
   const sent = new Map<number, number>();
@@ -403,6 +498,8 @@ function subscribe(gateways: ServerProcess[], g: number, after: string | null, r
       } else if (message.type === 'pong') {
         resolve(s);
       } else if (message.type === 'next' && event) {
+        // Only the benchmark's own events (the service's, a quote expiring, carry a real count below OWN).
+        if (event.reserved < OWN) return;
         s.cursors.push(event.cursor);
         let list = receipts.get(event.reserved);
         if (!list) receipts.set(event.reserved, (list = []));
@@ -492,7 +589,7 @@ function killServer(server: ServerProcess): Promise<void> {
   });
 }
 
-function report(raw: RawFigures, relay: RelayFigures, steady: SteadyRow[], rows: FanOutRow[]): void {
+function report(raw: RawFigures, relay: RelayFigures, steady: SteadyRow[], filtered: FilteredRow, rows: FanOutRow[]): void {
   console.log('\nscale: three gateway processes, PostgreSQL and NATS JetStream of the benchmark\'s own, one machine');
   console.log(`\nJetStream alone (file storage, ${raw.payloadBytes}-byte messages):`);
   console.table([
@@ -514,6 +611,16 @@ function report(raw: RawFigures, relay: RelayFigures, steady: SteadyRow[], rows:
       'p99 ms': r.p99,
     })),
   );
+  console.log(`\n${STEADY_RATE} events/s for ${STEADY_SECONDS} s on machineStatusChanged, ${filtered.perGateway} subscribers per gateway each filtering on its own three machines (no two alike: a stream of its own each):`);
+  console.table([
+    {
+      deliveries: filtered.deliveries,
+      'deliveries/s per gateway': filtered.deliveriesPerSecondPerGateway,
+      'CPU ms/s per gateway': filtered.busyCpuMsPerSecond.join(' / '),
+      'p50 ms': filtered.p50,
+      'p99 ms': filtered.p99,
+    },
+  ]);
   console.log(`\nfan-out: fleetSummaryChanged, ${BURST} events, subscribers spread over three gateways; the bare ws floor with one gateway's share:`);
   console.table(
     rows.map((r) => ({

@@ -93,6 +93,11 @@ export function isCursor(value: unknown): value is string {
  */
 export class EventHub {
   private position = 0n;
+  /**
+   * Streams by what they listen to: a topic (every event of it), or a topic and one key (a stream that
+   * filters by keys is under each of its keys). An event reaches only the streams it matches, however
+   * many others filter on other keys.
+   */
   private readonly listeners = new Map<string, Set<Listener>>();
   private pumping: Promise<void> | null = null;
   private again = false;
@@ -183,6 +188,7 @@ export class EventHub {
           this.position = BigInt(event.id);
           this.recent.push(event);
           for (const listener of this.listeners.get(event.topic) ?? []) listener(event);
+          if (event.key !== null) for (const listener of this.listeners.get(slotOf(event.topic, event.key)) ?? []) listener(event);
         }
         if (this.recent.length > 2 * this.recentSize) {
           const dropped = this.recent.splice(0, this.recent.length - this.recentSize);
@@ -219,11 +225,15 @@ export class EventHub {
   stream<P>(topic: string, options: StreamOptions = {}): AsyncIterableIterator<StoredEvent<P>> {
     const keys = options.keys && options.keys.length > 0 ? new Set(options.keys) : null;
     const after = options.after ? BigInt(options.after) : null;
-    let listeners = this.listeners.get(topic);
-    if (!listeners) this.listeners.set(topic, (listeners = new Set()));
-    const topicListeners = listeners;
+    const slots = keys ? [...keys].map((key) => slotOf(topic, key)) : [topic];
     const channel = new Channel<StoredEvent<P>>(
-      () => topicListeners.delete(listener),
+      () => {
+        for (const slot of slots) {
+          const set = this.listeners.get(slot);
+          set?.delete(listener);
+          if (set?.size === 0) this.listeners.delete(slot);
+        }
+      },
       options.maxQueued ?? 10_000,
       () => new StreamOverflowError(),
     );
@@ -232,14 +242,17 @@ export class EventHub {
     let catchingUp = after !== null;
     let newestSeen: bigint | null = null;
     const listener: Listener = (event) => {
-      if (keys && (event.key === null || !keys.has(event.key))) return;
       if (after !== null && BigInt(event.id) <= after) return;
       if (catchingUp) newestSeen = BigInt(event.id);
       else channel.push(event as StoredEvent<P>);
     };
     // Registering and reading the position in one synchronous step: live delivery covers exactly
     // ids > registeredAt, the replay covers (after, registeredAt].
-    topicListeners.add(listener);
+    for (const slot of slots) {
+      let set = this.listeners.get(slot);
+      if (!set) this.listeners.set(slot, (set = new Set()));
+      set.add(listener);
+    }
     const registeredAt = this.position;
     if (after !== null) {
       void (async () => {
@@ -293,6 +306,9 @@ export class EventHub {
     }
   }
 }
+
+/** Where a stream filtering on `key` of `topic` listens (a topic name holds no NUL). */
+const slotOf = (topic: string, key: string) => `${topic}\u0000${key}`;
 
 /** The first index of `events` (in id order) whose id is above `after`. */
 function firstAfter(events: readonly StoredEvent[], after: bigint): number {
