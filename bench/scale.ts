@@ -400,10 +400,12 @@ async function filteredRate(perGateway: number, gateways: ServerProcess[], db: p
   const sent = new Map<string, number>();
   const latencies: number[] = [];
   const sockets: WebSocket[] = [];
-  const received = new Map<WebSocket, number>();
+  const watched: string[][] = [];
   try {
     for (let i = 0; i < 3 * perGateway; i++) {
+      // Distinct triples (37 and the 2,730 ordered triples have no common factor).
       const ids = triples[(i * 37) % triples.length]!;
+      watched.push(ids);
       const socket = await within(
         new Promise<WebSocket>((resolve, reject) => {
           const ws = new WebSocket(`${gateways[i % 3]!.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
@@ -421,7 +423,6 @@ async function filteredRate(perGateway: number, gateways: ServerProcess[], db: p
               const at0 = sent.get(message.payload.data.machineStatusChanged.cursor);
               if (at0 === undefined) return;
               latencies.push(at - at0);
-              received.set(ws, (received.get(ws) ?? 0) + 1);
             } else if (message.type !== 'ping') console.error(`unexpected: ${raw.toString()}`);
           });
         }),
@@ -445,9 +446,11 @@ async function filteredRate(perGateway: number, gateways: ServerProcess[], db: p
       sent.set(id!, at);
       await db.query('COMMIT');
     }
-    // Each subscriber gets the events of its three machines: 3/15 of them.
-    const expected = (sockets.length * events * 3) / MACHINES.length;
+    // Each subscriber gets the events of its three machines.
+    const perMachine = MACHINES.map((_, m) => Array.from({ length: events }, (_, k) => k % MACHINES.length).filter((x) => x === m).length);
+    const expected = watched.reduce((sum, ids) => sum + ids.reduce((n, id) => n + perMachine[MACHINES.indexOf(id)]!, 0), 0);
     await waitFor(() => latencies.length >= expected, 'the filtered events to arrive');
+    if (latencies.length !== expected) throw new Error(`${latencies.length} filtered deliveries, ${expected} expected`);
     const seconds = (performance.now() - started) / 1000;
     const busy = gateways.map((g, i) => round((cpuMs(g.child.pid!) - cpuBefore[i]!) / seconds));
     latencies.sort((a, b) => a - b);
