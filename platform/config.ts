@@ -82,6 +82,8 @@ const envSchema = z.object({
    * event before its subscribers get UPSTREAM_UNAVAILABLE; 0 ends it at once. @default 30000
    */
   SUBSCRIPTION_RESUME_GRACE_MS: intFrom('SUBSCRIPTION_RESUME_GRACE_MS', 0, 600_000).default(30_000),
+  /** The newest events each process keeps in memory to serve resumes without reading the log (0: none). */
+  EVENT_REPLAY_MEMORY: intFrom('EVENT_REPLAY_MEMORY', 0, 1_000_000).default(10_000),
   /** WebSocket ping interval; a peer that misses a pong for as long is dropped. @default 12000 */
   WS_KEEPALIVE_MS: intFrom('WS_KEEPALIVE_MS', 100, 600_000).default(12_000),
   /** Bytes that may wait in one socket's send buffer before it is closed as a slow consumer (4413). @default 1048576 */

@@ -42,7 +42,7 @@ export async function startSubgraphRuntime(args: {
     queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
     readCache: config.EMBEDDED_READ_CACHE,
   });
-  let events = new EventHub(db, args.onError ? { onError: args.onError } : {});
+  let events = new EventHub(db, { recent: config.EVENT_REPLAY_MEMORY, ...(args.onError ? { onError: args.onError } : {}) });
   const instances = new Map<string, SubgraphInstance>();
   const peers = createPeers({
     local: () => instances,
@@ -71,7 +71,7 @@ export async function startSubgraphRuntime(args: {
         ...(args.onError ? { onError: args.onError } : {}),
       });
       const log = await JetStreamLog.open({ url: config.EVENT_BUS_URL, stream: config.EVENT_STREAM });
-      events = new EventHub(db, { log, ...(args.onError ? { onError: args.onError } : {}) });
+      events = new EventHub(db, { log, recent: config.EVENT_REPLAY_MEMORY, ...(args.onError ? { onError: args.onError } : {}) });
     }
     await events.start();
     for (const module of modules) instances.set(module.name, await module.start({ db, config, clock, events, peers }));

@@ -103,7 +103,8 @@ describe.runIf(TEST_DATABASE_URL)('PostgreSQL refusing connections, SQLSTATE by 
     proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
     const viaProxy = new URL(TEST_DATABASE_URL!);
     viaProxy.host = `127.0.0.1:${proxy.port}`;
-    server = await startTestServer({ backend: 'postgres', env: { DATABASE_URL: viaProxy.href } });
+    // Replays read the outbox (none from memory), so the resuming subscription meets the refusal.
+    server = await startTestServer({ backend: 'postgres', env: { DATABASE_URL: viaProxy.href, EVENT_REPLAY_MEMORY: '0' } });
     cursor = await cursorBeforeAnEvent(server);
   }, START_TIMEOUT_MS);
   afterAll(async () => {
@@ -139,7 +140,7 @@ describe.runIf(TEST_DATABASE_URL)('PostgreSQL refusing connections for real: a d
     url.username = role;
     url.password = '';
     url.pathname = `/${database}`;
-    server = await startTestServer({ backend: 'postgres', schema: 'ops', env: { DATABASE_URL: url.href } });
+    server = await startTestServer({ backend: 'postgres', schema: 'ops', env: { DATABASE_URL: url.href, EVENT_REPLAY_MEMORY: '0' } });
     cursor = await cursorBeforeAnEvent(server);
   }, START_TIMEOUT_MS);
   afterAll(async () => {
