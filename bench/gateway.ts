@@ -23,7 +23,8 @@ import { hiveGatewayArgs } from './peers/hive.js';
  * The five subgraphs start once, as processes of their own, on PostgreSQL (BENCH_DATABASE_URL, or the
  * local postgres://postgres@127.0.0.1:5432/test when it answers; a schema of this run's own, dropped
  * afterwards) or else on PGlite. In front of them, each its own process: the project's gateway
- * (distributed mode), stock @apollo/gateway + @apollo/server and Hive Gateway, all on the checked-in
+ * (distributed mode), stock @apollo/gateway + @apollo/server, Hive Gateway and Hive Gateway with Hive
+ * Router's Rust query planner (`--hive-router-runtime`), all on the checked-in
  * supergraph (pointed at this run's subgraph ports); beside them the project's one-process server
  * (`npm start`) on PGlite and on PostgreSQL. The load generator (autocannon) is a process of its own.
  *
@@ -145,10 +146,19 @@ export default async function gatewayBench(): Promise<void> {
     log('starting the gateways');
     const urls = subgraphNames.map((name) => `${name}=${subgraphUrls[name]}`).join(',');
     const hivePort = await freePort();
+    const hiveRustPort = await freePort();
     const specs: { key: string; label: string; args: string[]; env: Record<string, string>; remoteSubgraphs: boolean; project: boolean }[] = [
       { key: 'project', label: 'project gateway (distributed)', args: ['--import', 'tsx', 'gateway/main.ts'], env: { SUBGRAPH_URLS: urls }, remoteSubgraphs: true, project: true },
       { key: 'stock', label: 'stock @apollo/gateway', args: ['--import', 'tsx', 'bench/peers/apollo-stock.ts'], env: { SUPERGRAPH_FILE: supergraphFile }, remoteSubgraphs: true, project: false },
       { key: 'hive', label: 'Hive Gateway', args: hiveGatewayArgs(supergraphFile, hivePort), env: { PORT: String(hivePort) }, remoteSubgraphs: true, project: false },
+      {
+        key: 'hive-rust',
+        label: 'Hive Gateway, Rust planner',
+        args: hiveGatewayArgs(supergraphFile, hiveRustPort, { rustPlanner: true }),
+        env: { PORT: String(hiveRustPort) },
+        remoteSubgraphs: true,
+        project: false,
+      },
       { key: 'one-process-pglite', label: 'npm start (PGlite)', args: ['--import', 'tsx', 'gateway/main.ts'], env: { DATA_DIR: copyOfTemplate('one-process') }, remoteSubgraphs: false, project: true },
       ...(postgres
         ? [{ key: 'one-process-postgres', label: 'npm start (PostgreSQL)', args: ['--import', 'tsx', 'gateway/main.ts'], env: { DATABASE_URL: postgres.url, DATABASE_SCHEMA: postgres.schema }, remoteSubgraphs: false, project: true }]

@@ -123,6 +123,16 @@ export function goals(workloads: WorkloadResult[]): Goal[] {
     if (project && hive) out.push({ goal: `${w}: distributed mode ahead of Hive Gateway`, measured: `${fmt(project.rps)} vs ${fmt(hive.rps)} rps (${ratio(project.rps, hive.rps)})`, met: project.rps > hive.rps });
     if (project && stock) out.push({ goal: `${w}: distributed mode at least 2x stock @apollo/gateway`, measured: `${fmt(project.rps)} vs ${fmt(stock.rps)} rps (${ratio(project.rps, stock.rps)})`, met: project.rps >= 2 * stock.rps });
     if (pglite && hive) out.push({ goal: `${w}: npm start (PGlite) ahead of Hive Gateway`, measured: `${fmt(pglite.rps)} vs ${fmt(hive.rps)} rps (${ratio(pglite.rps, hive.rps)})`, met: pglite.rps > hive.rps });
+    const rust = find(w, 'hive-rust');
+    if (project && rust) {
+      out.push({ goal: `${w}: distributed mode at least 1.25x Hive Gateway with the Rust planner`, measured: `${fmt(project.rps)} vs ${fmt(rust.rps)} rps (${ratio(project.rps, rust.rps)})`, met: project.rps >= 1.25 * rust.rps });
+      out.push({
+        goal: `${w}: gateway CPU per request at most 0.8x Hive Gateway with the Rust planner`,
+        measured: `${fmt(project.gatewayCpuMs, 2)} vs ${fmt(rust.gatewayCpuMs, 2)} ms (${ratio(project.gatewayCpuMs, rust.gatewayCpuMs)})`,
+        met: project.gatewayCpuMs <= 0.8 * rust.gatewayCpuMs,
+      });
+    }
+    if (pglite && rust) out.push({ goal: `${w}: npm start (PGlite) at least level with Hive Gateway with the Rust planner`, measured: `${fmt(pglite.rps)} vs ${fmt(rust.rps)} rps (${ratio(pglite.rps, rust.rps)})`, met: pglite.rps >= rust.rps });
   }
   for (const w of workloads) {
     const project = find(w.name, 'project');
