@@ -11,6 +11,7 @@ import { appendEvents } from '../platform/outbox.js';
 import { NATS_SERVER, TestNats } from '../test/support/nats.js';
 import { PG_BIN, TestPostgres } from '../test/support/postgres.js';
 import { cpuMs, freePort, sleep, startServer, stopServer, type ServerProcess } from './gateway/processes.js';
+import { subscriber } from './subscriptions.js';
 
 /*
  * npm run bench -- scale [N ...]
@@ -529,7 +530,7 @@ async function floorRun(n: number, logDir: string): Promise<FloorFigures> {
   try {
     const receipts: number[][] = Array.from({ length: BURST + 1 }, () => []);
     for (let i = 0; i < n; i += 300) {
-      const batch = Array.from({ length: Math.min(300, n - i) }, () => floorSubscriber(`ws://127.0.0.1:${port}/graphql`, receipts));
+      const batch = Array.from({ length: Math.min(300, n - i) }, () => subscriber(`ws://127.0.0.1:${port}/graphql`, receipts));
       sockets.push(...(await within(Promise.all(batch), 'connecting floor subscribers')));
     }
     await sleep(1000);
@@ -562,26 +563,6 @@ async function startFloor(port: number, logDir: string): Promise<ServerProcess> 
   const url = `http://127.0.0.1:${port}`;
   await waitFor(() => fetch(`${url}/health`).then((r) => r.ok, () => false), 'the ws floor to start');
   return { name: 'ws-floor', url, child, log: join(logDir, 'ws-floor.log') };
-}
-
-function floorSubscriber(url: string, receipts: number[][]): Promise<WebSocket> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, 'graphql-transport-ws');
-    ws.once('error', reject);
-    ws.once('open', () => ws.send(JSON.stringify({ type: 'connection_init' })));
-    ws.on('message', (raw: Buffer) => {
-      const at = performance.now();
-      const text = raw.toString();
-      if (text.includes('"connection_ack"')) {
-        ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: FLEET_QUERY } }));
-        ws.send(JSON.stringify({ type: 'ping' }));
-      } else if (text.includes('"pong"')) resolve(ws);
-      else {
-        const reserved = /"reserved":(\d+)/.exec(text);
-        if (reserved) receipts[Number(reserved[1])]?.push(at);
-      }
-    });
-  });
 }
 
 function killServer(server: ServerProcess): Promise<void> {

@@ -157,8 +157,11 @@ async function runOnce(n: number, target: Target): Promise<Row> {
   }
 }
 
-/** One subscriber on its own socket, speaking graphql-transport-ws; resolves once subscribed. */
-function subscriber(url: string, receipts: number[][]): Promise<WebSocket> {
+/**
+ * One subscriber on its own socket, speaking graphql-transport-ws, timing each fleet event by its `reserved`
+ * count; resolves once subscribed. Shared with bench/scale.ts's floor runs.
+ */
+export function subscriber(url: string, receipts: number[][]): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, 'graphql-transport-ws');
     ws.once('error', reject);
