@@ -99,7 +99,8 @@ export default async function gatewayBench(): Promise<void> {
   try {
     const url = await postgresUrl();
     postgres = url ? { url, schema: `bench_gateway_${Date.now().toString(36)}` } : null;
-    const plan = { bookings: options.bookings, poolMachines: 5 * POOL_PER_TARGET };
+    // Six targets at most, 150 machines each from EQ-100: the pool fills the ids up to EQ-999.
+    const plan = { bookings: options.bookings, poolMachines: 6 * POOL_PER_TARGET };
     log(`seeding ${plan.bookings} bookings and ${plan.poolMachines} pool machines: PGlite${postgres ? ` and PostgreSQL schema ${postgres.schema}` : ''}`);
     const template = join(tmp, 'pglite-template');
     await seedDatabase({ dataDir: template }, plan);
