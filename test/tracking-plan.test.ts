@@ -17,15 +17,16 @@ const site = { latitude: 51.96, longitude: 4.01 };
 const places = { depot: () => depot, site };
 
 /**
- * A forecaster whose road time depends on the departure as rush hour makes it: 100 min at q50 before
- * `clearAt`, 40 min after; q10 and q90 at 0.8x and 1.25x. It records every run it is asked about.
+ * A forecaster whose road time depends on the departure as rush hour makes it: 100 min at q50 from
+ * `beginsAt` until `clearAt`, 40 min outside; q10 and q90 at 0.8x and 1.25x. It records every run it is asked about.
  */
-function rushHour(clearAt: number): TravelForecaster & { asked: { distanceKm: number; departAt: Date }[] } {
+function rushHour(clearAt: number, beginsAt = -Infinity): TravelForecaster & { asked: { distanceKm: number; departAt: Date }[] } {
   const asked: { distanceKm: number; departAt: Date }[] = [];
   const forecaster = async (runs: readonly { distanceKm: number; departAt: Date }[]) => {
     asked.push(...runs);
     return runs.map((r): TravelForecast => {
-      const q50 = (r.departAt.getTime() < clearAt ? 100 : 40) * (r.distanceKm / 60);
+      const t = r.departAt.getTime();
+      const q50 = (t >= beginsAt && t < clearAt ? 100 : 40) * (r.distanceKm / 60);
       return { source: 'model', version: 'test-1', q10: q50 * 0.8, q50, q90: q50 * 1.25 };
     });
   };
@@ -78,6 +79,31 @@ describe('delivery plans on travel forecasts', () => {
     expect(state.etaQ90.toISOString()).toBe('2026-03-02T09:00:00.000Z');
     expect(state.etaQ10.toISOString()).toBe('2026-03-02T08:15:00.000Z');
     expect(forecast.asked.length).toBeLessThanOrEqual(4);
+  });
+
+  it('where rush hour begins there is no fixed point: the run leaves at the latest minute that is still on time at q90', async () => {
+    const now = Date.parse('2026-03-02T05:00:00Z');
+    const rushAt = Date.parse('2026-03-02T07:00:00Z');
+    const forecast = rushHour(Date.parse('2026-03-02T09:30:00Z'), rushAt);
+    // On site by 08:00 at q90: leaving at 07:10 (50 min at q90) leaves into rush hour (125 min), leaving at
+    // 05:55 arrives two hours early, and no departure lands on 08:00 exactly. Leaving just before 07:00 is on time.
+    const start = new Date(Date.parse('2026-03-02T08:30:00Z'));
+    const [leg] = await planLegs({
+      runs: [{ depotId: 'DEP-UTR', machineIds: ['EQ-002'], distanceKm: 60 }],
+      confirmedAt: new Date(now),
+      startTime: start,
+      expiresAt: new Date(now + 2 * MINUTE),
+      forecast,
+    });
+    const depart = Date.parse(leg!.departAt);
+    expect(depart).toBeLessThan(rushAt);
+    expect(rushAt - depart).toBeLessThanOrEqual(MINUTE);
+    const state = legState(leg!, depot, site, new Date(now), false);
+    expect(state.etaQ90.getTime()).toBeLessThanOrEqual(Date.parse('2026-03-02T08:00:00Z'));
+    expect(state.etaQ90.getTime()).toBe(depart + 50 * MINUTE);
+    expect(leg!.forecast).toMatchObject({ q50: 40, q90: 50 });
+    // Four forecasts of the iteration, then at most eight halvings.
+    expect(forecast.asked.length).toBeLessThanOrEqual(12);
   });
 
   it('a run forecast by the rule is forecast again on the road from where the truck is: no jump in place, the model\'s ETA', async () => {

@@ -75,7 +75,8 @@ export function legForecast(leg: PlannedLeg): LegForecast {
  * Plans one truck run per depot from the runs' travel forecasts: each leaves so that it is on site
  * `arrivalBufferMinutes` before the start at its q90, never before the booking is confirmed and loaded.
  * The forecast depends on the departure (rush hours) and the departure on the forecast, so the departure
- * is iterated to its fixed point (at most four forecasts, usually two). A run that cannot make the start
+ * is iterated to its fixed point (at most four forecasts, usually two); where a rush hour's start leaves
+ * none, the latest departure on time is searched for instead (`latestOnTime`). A run that cannot make the start
  * when it leaves now (its median arrival after the start) leaves instead when the quote's promise has it
  * leave, on the forecast the promise was made with: a start at or after the quote's earliest start is met
  * whenever within the quote's life it is confirmed (when prediction answered the quote).
@@ -96,12 +97,17 @@ export async function planLegs(args: {
 
   let departs = runs.map((r) => departureFor(ruleForecast(r.distanceKm)));
   let forecasts = await ask(departs);
-  for (let round = 0; round < 3; round++) {
+  const seen = runs.map((_, i) => [{ depart: departs[i]!, forecast: forecasts[i]! }]);
+  let converged = false;
+  for (let round = 0; round < 3 && !converged; round++) {
     const next = forecasts.map(departureFor);
-    if (next.every((t, i) => t === departs[i])) break;
+    converged = next.every((t, i) => t === departs[i]);
+    if (converged) break;
     departs = next;
     forecasts = await ask(departs);
+    forecasts.forEach((forecast, i) => seen[i]!.push({ depart: departs[i]!, forecast }));
   }
+  if (!converged) ({ departs, forecasts } = await latestOnTime(seen, { target, earliestDepart, ask: args.forecast, runs }));
   return runs.map((run, i) => {
     let depart = departs[i]!;
     let forecast = forecasts[i]!;
@@ -124,6 +130,64 @@ export async function planLegs(args: {
       forecast: { ...forecast, from: departAt, remainingKm: run.distanceKm },
     };
   });
+}
+
+interface Tried {
+  depart: number;
+  forecast: TravelForecast;
+}
+
+/**
+ * The latest departure of each run that is on site by `target` at its q90, when the departure and the
+ * forecast have no fixed point: road time steps up where a rush hour begins, so leaving just before it
+ * arrives early and leaving at the fixed point's place arrives late, and the iteration swings between the
+ * two. From the departures tried, the latest on time and the earliest late one after it bound the answer;
+ * halving that interval (all runs' probes asked together) finds it to the minute in at most eight more
+ * forecasts. A run with nothing on time among its tries steps back half an hour at a time (three times at
+ * most); leaving at `earliestDepart` counts as on time, as nothing earlier can be done.
+ */
+async function latestOnTime(
+  seen: Tried[][],
+  ctx: { target: number; earliestDepart: number; ask: TravelForecaster; runs: readonly QuotedRun[] },
+): Promise<{ departs: number[]; forecasts: TravelForecast[] }> {
+  const onTime = (t: Tried) => t.depart <= ctx.earliestDepart || after(t.depart, t.forecast.q90) <= ctx.target;
+  const probe = async (departs: Map<number, number>): Promise<Map<number, Tried>> => {
+    const order = [...departs.entries()];
+    const answers = await ctx.ask(order.map(([i, d]) => ({ distanceKm: ctx.runs[i]!.distanceKm, departAt: new Date(d) })));
+    return new Map(order.map(([i, depart], k) => [i, { depart, forecast: answers[k]! }]));
+  };
+  const lo = seen.map((tries) => tries.filter(onTime).sort((a, b) => b.depart - a.depart)[0]);
+  for (let back = 1; back <= 3 && lo.some((t) => t === undefined); back++) {
+    const wanted = new Map<number, number>();
+    lo.forEach((t, i) => {
+      if (t) return;
+      const earliestTried = Math.min(...seen[i]!.map((s) => s.depart));
+      wanted.set(i, Math.max(ctx.earliestDepart, earliestTried - back * 30 * 60_000));
+    });
+    for (const [i, tried] of await probe(wanted)) {
+      seen[i]!.push(tried);
+      if (onTime(tried)) lo[i] = tried;
+    }
+  }
+  const hi = seen.map((tries, i) => {
+    const floor = lo[i]?.depart ?? -Infinity;
+    return tries.filter((t) => t.depart > floor && !onTime(t)).sort((a, b) => a.depart - b.depart)[0];
+  });
+  for (let step = 0; step < 8; step++) {
+    const wanted = new Map<number, number>();
+    lo.forEach((l, i) => {
+      const h = hi[i];
+      if (l && h && h.depart - l.depart > 60_000) wanted.set(i, Math.floor((l.depart + h.depart) / 2));
+    });
+    if (wanted.size === 0) break;
+    for (const [i, tried] of await probe(wanted)) {
+      if (onTime(tried)) lo[i] = tried;
+      else hi[i] = tried;
+    }
+  }
+  // Nothing on time even half an hour back three times: the earliest try, the least late.
+  const chosen = seen.map((tries, i) => lo[i] ?? tries.reduce((a, b) => (b.depart < a.depart ? b : a)));
+  return { departs: chosen.map((t) => t.depart), forecasts: chosen.map((t) => t.forecast) };
 }
 
 /** A run forecast by the rule, not yet on site at `now`: forecast again once prediction answers. */
