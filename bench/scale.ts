@@ -1,4 +1,5 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { argv } from 'node:process';
@@ -11,7 +12,7 @@ import { appendEvents } from '../platform/outbox.js';
 import { NATS_SERVER, TestNats } from '../test/support/nats.js';
 import { PG_BIN, TestPostgres } from '../test/support/postgres.js';
 import { cpuMs, freePort, sleep, startServer, stopServer, type ServerProcess } from './gateway/processes.js';
-import { subscriber } from './subscriptions.js';
+import { quantile, round, rssKiB, subscriber } from './subscriptions.js';
 
 /*
  * npm run bench -- scale [N ...]
@@ -558,7 +559,6 @@ async function floorRun(n: number, logDir: string): Promise<FloorFigures> {
 }
 
 async function startFloor(port: number, logDir: string): Promise<ServerProcess> {
-  const { spawn } = await import('node:child_process');
   const child = spawn(process.execPath, ['--import', 'tsx', 'bench/ws-floor.ts'], { cwd: root, env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
   const url = `http://127.0.0.1:${port}`;
   await waitFor(() => fetch(`${url}/health`).then((r) => r.ok, () => false), 'the ws floor to start');
@@ -646,14 +646,3 @@ async function within<T>(promise: Promise<T>, what: string): Promise<T> {
     clearTimeout(timer);
   }
 }
-
-function rssKiB(pid: number): number {
-  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
-}
-
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-}
-
-const round = (x: number) => Math.round(x * 10) / 10;

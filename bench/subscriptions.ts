@@ -233,17 +233,20 @@ function freePort(): Promise<number> {
   });
 }
 
-function rssKiB(pid: number): number {
+/** Resident set of a process, KiB, from /proc. */
+export function rssKiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
 }
 
-function quantile(sorted: number[], q: number): number {
+/** The q-quantile of ascending samples (nearest rank). */
+export function quantile(sorted: number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 }
 
-const round = (x: number) => Math.round(x * 10) / 10;
+/** One decimal. */
+export const round = (x: number) => Math.round(x * 10) / 10;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
