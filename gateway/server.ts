@@ -44,6 +44,7 @@ import { exposeRequestId, requestIdOf } from './request-id.js';
 import { nameSpansByRoute, tracedServerFactory, tracingEnabled } from './tracing.js';
 import { buildOpenApiDocument, PACKAGE_VERSION } from './openapi.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
+import { installCompiledExecution } from './plan-executor.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
 import { remoteUpstream } from './subscriptions/remote-upstream.js';
@@ -186,6 +187,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const closeRemoteSources = async () => {
     for (const source of dataSources.values()) if (source instanceof RemoteDataSource) await source.close();
   };
+  installCompiledExecution(config.GATEWAY_COMPILED_EXECUTION);
   const gateway = new ApolloGateway({
     supergraphSdl,
     buildService: ({ name }) => {

@@ -191,6 +191,14 @@ const envSchema = z.object({
     .default('true')
     .transform((v) => v === 'true'),
   /**
+   * Query plans executed by the gateway's compiled executor (gateway/plan-executor.ts); `false` runs
+   * `@apollo/gateway`'s own execution (to compare, or to rule it out). @default true
+   */
+  GATEWAY_COMPILED_EXECUTION: z
+    .enum(['true', 'false'], { message: 'GATEWAY_COMPILED_EXECUTION must be true or false' })
+    .default('true')
+    .transform((v) => v === 'true'),
+  /**
    * Memory for subgraph answers that are functions of the request alone (gateway/fetch-cache.ts), in MiB;
    * 0 fetches every one. @default 64
    */
