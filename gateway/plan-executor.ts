@@ -367,7 +367,7 @@ function executeIntrospection(
 type ValueShape =
   | { kind: 'nonNull'; of: ValueShape; sel: boolean; typeStr: string }
   | { kind: 'list'; of: ValueShape; sel: boolean; typeStr: string }
-  | { kind: 'composite'; selections: SelectionShape[]; typeName: string; sel: boolean; typeStr: string }
+  | { kind: 'composite'; selections: SelectionShape[]; typeName: string; sel: boolean; typeStr: string; plain: boolean }
   | { kind: 'leaf'; leaf: LeafKind; enumValues: ReadonlySet<string> | null; sel: boolean; typeStr: string };
 
 type LeafKind = 'custom' | 'boolean' | 'int' | 'id' | 'float' | 'string' | 'enum';
@@ -470,7 +470,8 @@ export function compileOperation(operation: Operation): CompiledOperation {
     if (isNonNullType(type)) return { kind: 'nonNull', of: valueShape(type.ofType, selectionSet), sel, typeStr };
     if (isListType(type)) return { kind: 'list', of: valueShape(type.ofType, selectionSet), sel, typeStr };
     if (isCompositeType(type)) {
-      return { kind: 'composite', selections: selectionSet ? selectionShapes(selectionSet) : [], typeName: type.name, sel, typeStr };
+      const selections = selectionSet ? selectionShapes(selectionSet) : [];
+      return { kind: 'composite', selections, typeName: type.name, sel, typeStr, plain: plainObjects(selections) };
     }
     const named = type as NamedType;
     const leaf: LeafKind = isCustomScalarType(named) ? 'custom' : isEnumType(named) ? 'enum' : (leafKinds.get(named) ?? 'string');
@@ -500,6 +501,7 @@ export function compileOperation(operation: Operation): CompiledOperation {
     });
 
   const root = selectionShapes(operation.selectionSet);
+  const rootPlain = plainObjects(root);
   const rootTypeName = schema.schemaDefinition.rootType(operation.rootKind)!.name;
   const defaults = operation.collectDefaultedVariableValues();
   const hasDefaults = Object.keys(defaults).length > 0;
@@ -516,11 +518,21 @@ export function compileOperation(operation: Operation): CompiledOperation {
         hasErrors: false,
         facts,
       };
-      const data: ResultMap = Object.create(null);
+      const data: ResultMap = rootPlain ? {} : Object.create(null);
       const bubbled = applySelections(state, input, root, data, rootTypeName);
       return { data: bubbled ? null : data, errors: state.errors };
     },
   };
+}
+
+/**
+ * Whether the objects of a selection can be plain ones: they can unless a response name is one that
+ * Object.prototype has (`__proto__`, `constructor`, `toString`, ...; then, as in @apollo/gateway, they have
+ * no prototype, so reading a key not yet written finds nothing). Plain objects are made in fast mode and
+ * written by JSON.stringify about a third faster than prototype-less ones, which V8 keeps as dictionaries.
+ */
+function plainObjects(selections: readonly SelectionShape[]): boolean {
+  return selections.every((s) => (s.kind === 'fragment' ? plainObjects(s.selections) : !(s.responseName in Object.prototype)));
 }
 
 const EMPTY: ResultMap = Object.freeze(Object.create(null) as ResultMap);
@@ -667,7 +679,7 @@ function updateValue(state: ShapeState, outputValue: unknown, shape: ValueShape,
         }
         typeName = inputTypename;
       }
-      const output = outputValue === undefined ? (Object.create(null) as ResultMap) : (outputValue as ResultMap);
+      const output = outputValue !== undefined ? (outputValue as ResultMap) : shape.plain ? {} : (Object.create(null) as ResultMap);
       const bubbled = applySelections(state, record, shape.selections, output, typeName);
       state.invalid = false;
       state.hasErrors = bubbled;

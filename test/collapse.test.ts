@@ -1,6 +1,7 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { describe, expect, it } from 'vitest';
+import { copyJson } from '../gateway/json-copy.js';
 import { collapsing } from '../gateway/collapse.js';
 import type { GatewayContext } from '../gateway/context.js';
 import { hoursFromNow, rest } from './support/http.js';
@@ -107,4 +108,19 @@ describe('identical subgraph reads in flight', () => {
     console.log(`collapse: ${collapsed} of ${made + collapsed + kept} fetches joined one in flight, ${kept} answered from the fetch cache`);
     await server.close();
   }, 180_000);
+});
+
+describe('the copy each joined caller gets', () => {
+  it('is what a JSON round trip gives, sharing nothing, own __proto__ keys kept', () => {
+    const answer = JSON.parse('{"data":{"a":[1,{"b":null,"c":"x"}],"__proto__":{"d":true}},"errors":[{"message":"m","path":["a",0]}]}') as Record<string, unknown>;
+    const copy = copyJson(answer);
+    expect(JSON.stringify(copy)).toBe(JSON.stringify(answer));
+    expect(copy).toEqual(JSON.parse(JSON.stringify(answer)));
+    const data = copy['data'] as Record<string, unknown>;
+    expect(Object.prototype.hasOwnProperty.call(data, '__proto__')).toBe(true);
+    expect(Object.getPrototypeOf(data)).toBe(Object.prototype);
+    (data['a'] as unknown[])[0] = 2;
+    expect(((answer['data'] as Record<string, unknown>)['a'] as unknown[])[0]).toBe(1);
+    expect(copyJson({ kept: 1, dropped: undefined })).toEqual({ kept: 1 });
+  });
 });

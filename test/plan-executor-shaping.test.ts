@@ -57,6 +57,11 @@ const OPERATIONS: { name: string; query: string; variables: Record<string, unkno
       fragment N on Booking { status machines { category } }`,
     variables: [{}],
   },
+  {
+    name: 'response names that Object.prototype has (__proto__, constructor, toString)',
+    query: `query { __proto__: fleetSummary { total constructor: available } b: fleetSummary { __proto__: total toString: reserved } c: fleetSummary { total } }`,
+    variables: [{}],
+  },
 ];
 
 /** A deterministic generator (mulberry32). */
@@ -132,13 +137,14 @@ function value(type: Type, selectionSet: SelectionSet | undefined, rnd: () => nu
   }
 }
 
-type Outcome = { data: unknown; errors: { message: string; path: unknown; code: unknown }[] } | { threw: string };
+type Outcome = { data: unknown; text: string; errors: { message: string; path: unknown; code: unknown }[] } | { threw: string };
 
 function outcome(run: () => { data: unknown; errors: GraphQLError[] }): Outcome {
   try {
     const { data, errors } = run();
     return {
       data: JSON.parse(JSON.stringify(data)) as unknown,
+      text: JSON.stringify(data),
       errors: errors.map((e) => ({ message: e.message, path: e.path, code: e.extensions['code'] })),
     };
   } catch (error) {
