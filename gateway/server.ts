@@ -29,7 +29,7 @@ import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.j
 import type { EventRelay } from '../platform/event-relay.js';
 import { READY_CHECK_TIMEOUT_MS, readyWithin } from './health.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
-import { InProcessDataSource } from './in-process-data-source.js';
+import { InProcessDataSource, setCompiledSubgraphExecution } from './in-process-data-source.js';
 import { createLimiter, requestLimitsOf } from './limits.js';
 import { assertPortFree, listenFailure } from './port.js';
 import { GRAPHQL_PATH, pathOf, problem, problemAt, sendProblem } from './problem.js';
@@ -188,6 +188,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     for (const source of dataSources.values()) if (source instanceof RemoteDataSource) await source.close();
   };
   installCompiledExecution(config.GATEWAY_COMPILED_EXECUTION);
+  setCompiledSubgraphExecution(config.SUBGRAPH_COMPILED_EXECUTION);
   const gateway = new ApolloGateway({
     supergraphSdl,
     buildService: ({ name }) => {

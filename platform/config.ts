@@ -199,6 +199,14 @@ const envSchema = z.object({
     .default('true')
     .transform((v) => v === 'true'),
   /**
+   * Subgraphs called in process (one-process mode) run their documents compiled once by graphql-jit
+   * (gateway/in-process-data-source.ts); `false` runs graphql-js's `execute`. @default true
+   */
+  SUBGRAPH_COMPILED_EXECUTION: z
+    .enum(['true', 'false'], { message: 'SUBGRAPH_COMPILED_EXECUTION must be true or false' })
+    .default('true')
+    .transform((v) => v === 'true'),
+  /**
    * Memory for subgraph answers that are functions of the request alone (gateway/fetch-cache.ts), in MiB;
    * 0 fetches every one. @default 64
    */

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FEDERATED_QUERY, mixRequests, PAGING_QUERY, SHALLOW_QUERY } from '../bench/gateway/workloads.js';
+import { setCompiledSubgraphExecution, subgraphExecutionCounts } from '../gateway/in-process-data-source.js';
 import { executionCounts, installCompiledExecution } from '../gateway/plan-executor.js';
 import type { SubgraphModule } from '../platform/subgraph.js';
 import { prediction } from '../subgraphs/prediction/index.js';
@@ -12,9 +13,10 @@ import { startTestServer, type Mode } from './support/server.js';
 
 /*
  * The compiled plan execution (gateway/plan-executor.ts) answers every request as @apollo/gateway's own
- * execution does: the same bodies, byte for byte, for the bench's operations, skip/include, introspection
+ * execution does, and subgraphs called in process answer compiled (graphql-jit) as with graphql-js's
+ * `execute`: the same bodies, byte for byte, for the bench's operations, skip/include, introspection
  * inside a query, subgraph validation errors, a subgraph that cannot be reached (UPSTREAM_UNAVAILABLE) and
- * a query shaped by authorization. Each request is sent twice, once per execution, against the same server.
+ * a query shaped by authorization. Each request is sent once per combination, against the same server.
  */
 
 const OPERATOR = 'plan-operator-key-0000001';
@@ -60,16 +62,21 @@ function cases(bookingId: string): Case[] {
   ];
 }
 
-async function bothWays(url: string, c: Case): Promise<{ stock: string; compiled: string }> {
-  const send = async () => {
+/**
+ * The case's body with the gateway's stock execution and graphql-js in the subgraphs, then with each
+ * compiled execution on its own and both (subgraphs called in process only; a distributed gateway calls
+ * subgraph servers).
+ */
+async function everyWay(url: string, c: Case): Promise<{ stock: string; others: string[] }> {
+  const send = async (plans: boolean, subgraphs: boolean) => {
+    installCompiledExecution(plans);
+    setCompiledSubgraphExecution(subgraphs);
     const res = await gql(url, c.query, c.variables ?? {}, { 'x-api-key': c.key ?? OPERATOR });
     return JSON.stringify({ status: res.status, data: res.data, errors: res.errors });
   };
-  installCompiledExecution(false);
-  const stock = await send();
-  installCompiledExecution(true);
-  const compiled = await send();
-  return { stock, compiled };
+  const stock = await send(false, false);
+  const others = [await send(true, false), await send(false, true), await send(true, true)];
+  return { stock, others };
 }
 
 const unreachablePrediction: SubgraphModule = {
@@ -89,9 +96,11 @@ describe('compiled plan execution answers as @apollo/gateway does', () => {
   const dir = mkdtempSync(join(tmpdir(), 'plan-executor-'));
   const keys = join(dir, 'keys.json');
   writeFileSync(keys, JSON.stringify([{ key: PARTNER, principal: 'plan-partner', tenant: 'partner', scopes: ['rental:read', 'rental:book'] }]));
-  const env = { API_KEYS_FILE: keys, API_KEYS: OPERATOR, PRINCIPAL_SECRET: 'plan-principal-secret-0123456789abcdef' };
+  // No fetch cache: every way of a case must reach the subgraphs, not an answer kept from the way before.
+  const env = { API_KEYS_FILE: keys, API_KEYS: OPERATOR, PRINCIPAL_SECRET: 'plan-principal-secret-0123456789abcdef', GATEWAY_FETCH_CACHE_MB: '0' };
   afterAll(() => {
     installCompiledExecution(true);
+    setCompiledSubgraphExecution(true);
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -120,16 +129,24 @@ describe('compiled plan execution answers as @apollo/gateway does', () => {
 
       it('the same bodies, request by request', async () => {
         const before = { ...executionCounts };
+        const subgraphsBefore = { ...subgraphExecutionCounts };
         const all = cases(bookingId);
         let withErrors = 0;
         for (const c of all) {
-          const { stock, compiled } = await bothWays(url, c);
-          expect(compiled, c.name).toBe(stock);
+          const { stock, others } = await everyWay(url, c);
+          for (const [i, other] of others.entries()) expect(other, `${c.name}, way ${i + 1}`).toBe(stock);
           if (stock.includes('"errors":[')) withErrors += 1;
         }
-        // Both executions ran, once per case each (the query plans run through the patched seam).
-        expect(executionCounts.compiled - before.compiled).toBe(all.length);
-        expect(executionCounts.stock - before.stock).toBe(all.length);
+        // Both plan executions ran, twice per case each (the query plans run through the patched seam).
+        expect(executionCounts.compiled - before.compiled).toBe(2 * all.length);
+        expect(executionCounts.stock - before.stock).toBe(2 * all.length);
+        // In one process, subgraph documents ran both ways, as many compiled as by graphql-js.
+        const compiled = subgraphExecutionCounts.compiled - subgraphsBefore.compiled;
+        const interpreted = subgraphExecutionCounts.interpreted - subgraphsBefore.interpreted;
+        if (setup.mode === 'one-process') {
+          expect(compiled).toBeGreaterThan(all.length);
+          expect(compiled).toBe(interpreted);
+        }
         expect(withErrors).toBeGreaterThanOrEqual(setup.name === 'prediction unreachable' ? 4 : 2);
       });
     });
