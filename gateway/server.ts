@@ -44,6 +44,7 @@ import { exposeRequestId, requestIdOf } from './request-id.js';
 import { nameSpansByRoute, tracedServerFactory, tracingEnabled } from './tracing.js';
 import { buildOpenApiDocument, PACKAGE_VERSION } from './openapi.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
+import { deferAccepting } from './defer.js';
 import { installCompiledExecution } from './plan-executor.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
@@ -220,7 +221,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   gateway.onSchemaLoadOrUpdate(({ apiSchema }) => checkCustomScalars(apiSchema));
   skipRepeatedVariableValidation(gateway);
   const apollo = new ApolloServer<GatewayContext>({
-    gateway: authorizingGateway(gateway, authorizer),
+    gateway: deferAccepting(authorizingGateway(gateway, authorizer)),
     includeStacktraceInErrorResponses: false,
     // Explicit, so NODE_ENV does not change the API: frontend teams and their tools read the schema.
     introspection: true,
