@@ -280,6 +280,8 @@ export function authorizingGateway(gateway: ApolloGateway, authorizer: Authorize
       const verdict = principal ? authorizer.judge(requestContext.document, requestContext.operationName, principal) : null;
       if (!principal || !verdict || !('filtered' in verdict)) return executor(requestContext);
       const { filtered } = verdict;
+      // The answer is shaped back whole (denied fields null, each with its error): no incremental parts.
+      if (context.incremental) context.incremental.disabled = true;
       const narrowed: ExecutorContext = Object.create(requestContext, {
         document: { value: filtered.document },
         operation: { value: filtered.operation },

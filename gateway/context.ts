@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyRequest } from 'fastify';
 import type { Principal } from '../platform/principal.js';
+import type { IncrementalSlot } from './incremental.js';
 
 /** Request headers the gateway passes on to subgraphs (in process and over HTTP alike). */
 export const FORWARDED_HEADERS = ['idempotency-key', 'x-request-id'] as const;
@@ -10,6 +11,8 @@ export interface GatewayContext {
   headers: Record<string, string | undefined>;
   /** Who the request acts for (gateway/auth.ts); subgraphs receive it signed (platform/principal.ts). */
   principal: Principal;
+  /** Incremental delivery of `@defer` (gateway/incremental.ts); absent: whole answers. */
+  incremental?: IncrementalSlot;
 }
 
 /** Identifies a principal in keys of shared work (collapsed fetches, shared streams): answers depend on it. */

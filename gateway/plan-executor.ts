@@ -9,7 +9,9 @@ import {
   isNonNullType,
   isObjectType,
   isSubtype,
+  baseType,
   operationFromDocument,
+  parseSelectionSet,
   Variable,
   type FieldSelection,
   type FragmentSelection,
@@ -21,9 +23,10 @@ import {
   type Type,
 } from '@apollo/federation-internals';
 import type { GraphQLDataSource } from '@apollo/gateway';
-import { evaluateCondition, getResponseName, type FetchNode, type PlanNode, type QueryPlan, type QueryPlanSelectionNode, type ResponsePath } from '@apollo/query-planner';
+import { evaluateCondition, getResponseName, type DeferredNode, type FetchNode, type PlanNode, type QueryPlan, type QueryPlanSelectionNode, type ResponsePath } from '@apollo/query-planner';
 import type { GatewayExecutionResult, GatewayGraphQLRequestContext } from '@apollo/server-gateway-interface';
 import { executeSync, GraphQLError, Kind, OperationTypeNode, visit, type DocumentNode, type GraphQLFormattedError, type GraphQLSchema, type SelectionNode, type VariableDefinitionNode } from 'graphql';
+import type { IncrementalItem, IncrementalSlot, SubsequentPayload } from './incremental.js';
 import { tracingEnabled } from './tracing.js';
 
 /*
@@ -105,7 +108,8 @@ const compiledPlans = new WeakMap<QueryPlan, CompiledOperation>();
 export const executionCounts = { compiled: 0, stock: 0 };
 
 const executeCompiled: ExecuteQueryPlan = async (queryPlan, serviceMap, requestContext, operationContext, supergraphSchema, apiSchema, telemetryConfig) => {
-  if (!compiledOn || tracingEnabled() || requestContext.metrics?.captureTraces) {
+  const deferring = hasDefer(queryPlan);
+  if (!deferring && (!compiledOn || tracingEnabled() || requestContext.metrics?.captureTraces)) {
     executionCounts.stock += 1;
     return stockExecuteQueryPlan(queryPlan, serviceMap, requestContext, operationContext, supergraphSchema, apiSchema, telemetryConfig);
   }
@@ -128,18 +132,50 @@ const executeCompiled: ExecuteQueryPlan = async (queryPlan, serviceMap, requestC
   }
 
   const errors: GraphQLError[] = [];
-  const context: ExecutionContext = { operation: compiled.operation, serviceMap, requestContext, supergraphSchema, errors };
+  const slot = (requestContext.context as { incremental?: IncrementalSlot }).incremental;
+  const streaming = deferring && slot?.accepted === true && !slot.disabled;
+  const context: ExecutionContext = {
+    operation: compiled.operation,
+    serviceMap,
+    requestContext,
+    supergraphSchema,
+    errors,
+    deferred: streaming ? { pending: [], primary: undefined, streamable: true } : null,
+  };
   const unfilteredData: ResultMap = Object.create(null);
+  const root: Cursor = { path: [], data: unfilteredData, fullResult: unfilteredData };
   if (queryPlan.node?.kind === 'Subscription') throw new Error('Execution of subscriptions not supported by gateway');
-  if (queryPlan.node) await executeNode(context, queryPlan.node, { path: [], data: unfilteredData, fullResult: unfilteredData });
+  if (queryPlan.node) await executeNode(context, queryPlan.node, root);
 
   const variables = requestContext.request.variables;
+  const introspect = (selection: FieldSelection) =>
+    executeIntrospection(operationContext.schema, selection.expandFragments().toSelectionNode(), operationContext.operation.variableDefinitions, variables);
+  const deferred = context.deferred;
+  if (deferred && deferred.pending.length > 0) {
+    if (deferred.streamable && deferred.primary !== undefined) {
+      // The initial payload: the primary part, shaped now (before any deferred fetch merges into the tree).
+      const rootTypeName = apiSchema.schemaDefinition.rootType(compiled.operation.rootKind)!.name;
+      const shape = deferred.primary === null ? null : compiled.part(deferred.primary, rootTypeName);
+      const initial = shapedResult(() => (shape ? shape(unfilteredData, variables, introspect) : { data: {}, errors: [] }), errors, requestContext);
+      slot!.subsequent = deferredPayloads({ context, compiled, unfilteredData, variables, introspect }, deferred.pending);
+      return initial;
+    }
+    // Deferred fragments the response cannot be split at: everything now, one answer.
+    await runWhole(context, deferred.pending);
+  }
+  return shapedResult(() => compiled!.shape(unfilteredData, variables, introspect), errors, requestContext);
+};
+
+/** The answer from a shaping, with @apollo/gateway's rules for fetch errors, shaping errors and failures. */
+function shapedResult(
+  shape: () => { data: ResultMap | null; errors: GraphQLError[] },
+  errors: GraphQLError[],
+  requestContext: GatewayGraphQLRequestContext,
+): GatewayExecutionResult {
   let data: ResultMap | null;
   try {
     let shapingErrors: GraphQLError[];
-    ({ data, errors: shapingErrors } = compiled.shape(unfilteredData, variables, (selection) =>
-      executeIntrospection(operationContext.schema, selection.expandFragments().toSelectionNode(), operationContext.operation.variableDefinitions, variables),
-    ));
+    ({ data, errors: shapingErrors } = shape());
     if (errors.length === 0 && shapingErrors.length > 0) {
       return { extensions: { valueCompletion: shapingErrors }, data };
     }
@@ -150,7 +186,187 @@ const executeCompiled: ExecuteQueryPlan = async (queryPlan, serviceMap, requestC
     return { errors: [new GraphQLError('Unexpected error during query plan execution')] };
   }
   return errors.length === 0 ? { data } : { errors, data };
-};
+}
+
+const deferPlans = new WeakMap<QueryPlan, boolean>();
+
+/** Whether a plan has a Defer node (planned for an operation with `@defer`). */
+function hasDefer(plan: QueryPlan): boolean {
+  let known = deferPlans.get(plan);
+  if (known === undefined) {
+    const visit = (node: PlanNode | undefined): boolean => {
+      if (!node) return false;
+      switch (node.kind) {
+        case 'Defer':
+          return true;
+        case 'Sequence':
+        case 'Parallel':
+          return node.nodes.some(visit);
+        case 'Flatten':
+          return visit(node.node);
+        case 'Condition':
+          return visit(node.ifClause) || visit(node.elseClause);
+        default:
+          return false;
+      }
+    };
+    known = plan.node?.kind !== 'Subscription' && visit(plan.node as PlanNode | undefined);
+    deferPlans.set(plan, known);
+  }
+  return known;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Deferred fragments: run after the payload that holds them, each answered at every place it applies.
+
+interface PendingDeferred {
+  node: DeferredNode;
+  cursor: Cursor;
+}
+
+/** Deferred parts met while executing: queued to run after the payload being built is sent. */
+interface DeferQueue {
+  pending: PendingDeferred[];
+  /** The primary subselection of a Defer node at the response's root (null: nothing but deferred parts). */
+  primary: string | null | undefined;
+  /** False when a Defer node sat where no payload boundary can be drawn (not at the root). */
+  streamable: boolean;
+}
+
+interface DeferRun {
+  context: ExecutionContext;
+  compiled: CompiledOperation;
+  unfilteredData: ResultMap;
+  variables: Record<string, unknown> | undefined;
+  introspect: (selection: FieldSelection) => unknown;
+}
+
+/** Runs queued deferred parts (and the ones they queue) to the end, into the tree: for a whole answer. */
+async function runWhole(context: ExecutionContext, pending: PendingDeferred[]): Promise<void> {
+  const queue: DeferQueue = { pending: [], primary: undefined, streamable: false };
+  const inner: ExecutionContext = { ...context, deferred: queue };
+  await Promise.all(pending.map((d) => (d.node.node ? executeNode(inner, d.node.node, d.cursor) : undefined)));
+  if (queue.pending.length > 0) await runWhole(context, queue.pending);
+}
+
+/** The payloads after the initial one: each deferred part's as soon as its own fetches return. */
+async function* deferredPayloads(run: DeferRun, first: PendingDeferred[]): AsyncGenerator<SubsequentPayload> {
+  const running = new Map<number, Promise<{ id: number; payload: Omit<SubsequentPayload, 'hasNext'>; more: PendingDeferred[] }>>();
+  let next = 0;
+  const start = (d: PendingDeferred) => {
+    const id = next++;
+    running.set(id, runDeferred(run, d).then((r) => ({ id, ...r })));
+  };
+  first.forEach(start);
+  while (running.size > 0) {
+    const done = await Promise.race(running.values());
+    running.delete(done.id);
+    done.more.forEach(start);
+    yield { ...done.payload, hasNext: running.size > 0 };
+  }
+}
+
+async function runDeferred(run: DeferRun, d: PendingDeferred): Promise<{ payload: Omit<SubsequentPayload, 'hasNext'>; more: PendingDeferred[] }> {
+  const queue: DeferQueue = { pending: [], primary: undefined, streamable: false };
+  const errors: GraphQLError[] = [];
+  const context: ExecutionContext = { ...run.context, errors, deferred: queue };
+  try {
+    if (d.node.node) await executeNode(context, d.node.node, d.cursor);
+  } catch (error) {
+    errors.push(error instanceof GraphQLError ? error : new GraphQLError(error instanceof Error ? error.message : String(error)));
+  }
+  const parentTypeName = typeAtPath(run.compiled.operation, d.node.queryPath);
+  const shape = d.node.subselection ? run.compiled.part(d.node.subselection, parentTypeName) : null;
+  const items: IncrementalItem[] = [];
+  for (const { path, object } of objectsAt(run.unfilteredData, d.node.queryPath)) {
+    const item: IncrementalItem = { data: {}, path };
+    if (d.node.label !== undefined) item.label = d.node.label;
+    if (shape) {
+      try {
+        const shaped = shape(object, run.variables, run.introspect, path);
+        item.data = shaped.data;
+        if (shaped.errors.length > 0) item.extensions = { valueCompletion: shaped.errors };
+      } catch (error) {
+        item.data = null;
+        errors.push(error instanceof GraphQLError ? error : new GraphQLError(error instanceof Error ? error.message : String(error)));
+      }
+    }
+    items.push(item);
+  }
+  // Each error goes with the item it belongs under (the first, when its path names none).
+  const unplaced: GraphQLError[] = [];
+  for (const error of errors) {
+    const at = error.path ? items.find((item) => item.path.every((p, i) => error.path![i] === p)) : undefined;
+    const target = at ?? items[0];
+    if (!target) {
+      unplaced.push(error);
+      continue;
+    }
+    if (target.extensions) delete target.extensions;
+    (target.errors ??= []).push(error);
+  }
+  const payload: Omit<SubsequentPayload, 'hasNext'> = { incremental: items };
+  if (unplaced.length > 0) payload.errors = unplaced;
+  return { payload, more: queue.pending };
+}
+
+/**
+ * The objects a deferred part applies to: the response's values along `queryPath` (response names, or
+ * `... on Type` for a type condition), every element of the lists on the way, nulls left out.
+ */
+function objectsAt(root: ResultMap, queryPath: readonly string[]): { path: (string | number)[]; object: ResultMap }[] {
+  let current: { path: (string | number)[]; value: unknown }[] = [{ path: [], value: root }];
+  const spread = (path: (string | number)[], value: unknown, into: { path: (string | number)[]; value: unknown }[]) => {
+    if (Array.isArray(value)) value.forEach((v, i) => spread([...path, i], v, into));
+    else if (value !== null && value !== undefined) into.push({ path, value });
+  };
+  for (const element of queryPath) {
+    const nextValues: { path: (string | number)[]; value: unknown }[] = [];
+    if (element.startsWith('... on ')) {
+      const typeName = element.slice('... on '.length).trim();
+      for (const c of current) {
+        const typename = (c.value as ResultMap)['__typename'];
+        if (typename === undefined || typename === typeName) nextValues.push(c);
+      }
+    } else {
+      for (const c of current) {
+        const record = c.value as ResultMap;
+        spread([...c.path, element], hasOwn(record, element) ? record[element] : undefined, nextValues);
+      }
+    }
+    current = nextValues;
+  }
+  const objects: { path: (string | number)[]; object: ResultMap }[] = [];
+  for (const c of current) if (typeof c.value === 'object' && c.value !== null && !Array.isArray(c.value)) objects.push({ path: c.path, object: c.value as ResultMap });
+  return objects;
+}
+
+/** The type of the object at `queryPath` in the operation (response names through its selections). */
+function typeAtPath(operation: Operation, queryPath: readonly string[]): string {
+  const schema = operation.schema();
+  let typeName = schema.schemaDefinition.rootType(operation.rootKind)!.name;
+  let sets: SelectionSet[] = [operation.selectionSet];
+  for (const element of queryPath) {
+    if (element.startsWith('... on ')) {
+      typeName = element.slice('... on '.length).trim();
+      continue;
+    }
+    const found: FieldSelection[] = [];
+    const search = (set: SelectionSet) => {
+      for (const selection of set.selections()) {
+        if (selection.kind === 'FieldSelection') {
+          if ((selection as FieldSelection).element.responseName() === element) found.push(selection as FieldSelection);
+        } else if (selection.selectionSet) search(selection.selectionSet);
+      }
+    };
+    sets.forEach(search);
+    const field = found[0];
+    if (!field) throw new Error(`No field ${element} on the deferred path ${queryPath.join('/')}`);
+    typeName = baseType(field.element.definition.type!).name;
+    sets = found.flatMap((f) => (f.selectionSet ? [f.selectionSet] : []));
+  }
+  return typeName;
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Plan execution: fetches, representations, merging and error paths as @apollo/gateway's executeNode.
@@ -161,6 +377,8 @@ interface ExecutionContext {
   requestContext: GatewayGraphQLRequestContext;
   supergraphSchema: GraphQLSchema;
   errors: GraphQLError[];
+  /** Where deferred parts wait (incremental delivery); null: they run in place, into one answer. */
+  deferred: DeferQueue | null;
 }
 
 interface Cursor {
@@ -193,8 +411,20 @@ async function executeNode(context: ExecutionContext, node: PlanNode, cursor: Cu
       if (branch) await executeNode(context, branch, cursor);
       return;
     }
-    case 'Defer':
-      throw new Error('@defer support is not available in the gateway');
+    case 'Defer': {
+      if (node.primary.node) await executeNode(context, node.primary.node, cursor);
+      const queue = context.deferred;
+      if (!queue) {
+        // One answer: the deferred parts run now, after the primary one they depend on.
+        await Promise.all(node.deferred.map((d) => (d.node ? executeNode(context, d.node, cursor) : undefined)));
+        return;
+      }
+      // The initial payload is the primary part of one Defer node at the root; anything else cannot be split.
+      if (cursor.path.length === 0 && queue.primary === undefined) queue.primary = node.primary.subselection ?? null;
+      else queue.streamable = false;
+      for (const d of node.deferred) queue.pending.push({ node: d, cursor });
+      return;
+    }
   }
 }
 
@@ -409,15 +639,45 @@ function factsOf(schema: Schema): SchemaFacts {
 
 interface CompiledOperation {
   operation: Operation;
-  shape(
-    input: ResultMap,
-    variables: Record<string, unknown> | undefined,
-    introspect: (selection: FieldSelection) => unknown,
-  ): { data: ResultMap | null; errors: GraphQLError[] };
+  /** The whole operation's shaping. */
+  shape: CompiledSelection;
+  /** The shaping of a part of it (a query plan's primary or deferred subselection) on `parentTypeName`. */
+  part(source: string, parentTypeName: string): CompiledSelection;
 }
 
-/** Compiles the operation's shaping once; `shape` then runs per request. Exported for tests. */
+/** Compiles the operation's shaping once; `shape` then runs per request (`part` for deferred parts). Exported for tests. */
 export function compileOperation(operation: Operation): CompiledOperation {
+  const schema = operation.schema();
+  const rootTypeName = schema.schemaDefinition.rootType(operation.rootKind)!.name;
+  const whole = compileSelection(operation, operation.selectionSet, rootTypeName);
+  const parts = new Map<string, CompiledSelection>();
+  return {
+    operation,
+    shape: whole,
+    part(source, parentTypeName) {
+      const key = `${parentTypeName}\u0000${source}`;
+      let compiled = parts.get(key);
+      if (!compiled) {
+        const parentType = schema.type(parentTypeName);
+        if (!parentType || !isCompositeType(parentType)) throw new Error(`No composite type ${parentTypeName} for a deferred part`);
+        const selectionSet = parseSelectionSet({ parentType, source, variableDefinitions: operation.variableDefinitions, validate: false });
+        compiled = compileSelection(operation, selectionSet, parentTypeName);
+        parts.set(key, compiled);
+      }
+      return compiled;
+    },
+  };
+}
+
+/** A selection's shaping: `input` (the merged answers at its object) shaped into a new object. */
+type CompiledSelection = (
+  input: ResultMap,
+  variables: Record<string, unknown> | undefined,
+  introspect: (selection: FieldSelection) => unknown,
+  path?: readonly (string | number)[],
+) => { data: ResultMap | null; errors: GraphQLError[] };
+
+function compileSelection(operation: Operation, selectionSet: SelectionSet, parentTypeName: string): CompiledSelection {
   const schema = operation.schema();
   const facts = factsOf(schema);
   const leafKinds = new Map<NamedType, LeafKind>([
@@ -500,28 +760,24 @@ export function compileOperation(operation: Operation): CompiledOperation {
       };
     });
 
-  const root = selectionShapes(operation.selectionSet);
+  const root = selectionShapes(selectionSet);
   const rootPlain = plainObjects(root);
-  const rootTypeName = schema.schemaDefinition.rootType(operation.rootKind)!.name;
   const defaults = operation.collectDefaultedVariableValues();
   const hasDefaults = Object.keys(defaults).length > 0;
 
-  return {
-    operation,
-    shape(input, variables, introspect) {
-      const state: ShapeState = {
-        variables: usesVariables ? (hasDefaults ? { __proto__: null, ...defaults, ...variables } : { __proto__: null, ...variables }) : EMPTY,
-        errors: [],
-        introspect,
-        path: [],
-        invalid: false,
-        hasErrors: false,
-        facts,
-      };
-      const data: ResultMap = rootPlain ? {} : Object.create(null);
-      const bubbled = applySelections(state, input, root, data, rootTypeName);
-      return { data: bubbled ? null : data, errors: state.errors };
-    },
+  return (input, variables, introspect, path = []) => {
+    const state: ShapeState = {
+      variables: usesVariables ? (hasDefaults ? { __proto__: null, ...defaults, ...variables } : { __proto__: null, ...variables }) : EMPTY,
+      errors: [],
+      introspect,
+      path: [...path],
+      invalid: false,
+      hasErrors: false,
+      facts,
+    };
+    const data: ResultMap = rootPlain ? {} : Object.create(null);
+    const bubbled = applySelections(state, input, root, data, parentTypeName);
+    return { data: bubbled ? null : data, errors: state.errors };
   };
 }
 

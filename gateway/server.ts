@@ -1,9 +1,10 @@
+import { Readable } from 'node:stream';
 import { lingerOnRefusedBodies } from './linger.js';
 import { ApolloGateway, type GraphQLDataSource } from '@apollo/gateway';
 import { ApolloServer, type GraphQLRequest } from '@apollo/server';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { GraphQLError } from 'graphql';
 import { systemClock, type Clock } from '../platform/clock.js';
 import { ConfigError, type Config } from '../platform/config.js';
@@ -44,7 +45,8 @@ import { exposeRequestId, requestIdOf } from './request-id.js';
 import { nameSpansByRoute, tracedServerFactory, tracingEnabled } from './tracing.js';
 import { buildOpenApiDocument, PACKAGE_VERSION } from './openapi.js';
 import { registerRestRoutes, type OperationExecutor } from './rest-engine.js';
-import { deferAccepting } from './defer.js';
+import { deferAccepting, schemaWithDefer } from './defer.js';
+import { acceptsIncremental, formatPayload, MULTIPART_DEFER, multipartBody, type IncrementalSlot } from './incremental.js';
 import { installCompiledExecution } from './plan-executor.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
@@ -216,6 +218,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       return fetchCache.wrap(name, modules.find((m) => m.name === name)?.pure, collapsed);
     },
     logger: app.log,
+    // Deferred fragments are planned as fetches of their own (gateway/plan-executor.ts runs them).
+    queryPlannerConfig: { incrementalDelivery: { enableDefer: true } },
   });
 
   gateway.onSchemaLoadOrUpdate(({ apiSchema }) => checkCustomScalars(apiSchema));
@@ -309,11 +313,27 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     return reply;
   });
 
+  const incrementalSlots = new WeakMap<FastifyRequest, IncrementalSlot>();
   await app.register(fastifyApollo(apollo), {
     path: '/graphql',
     // OPTIONS is answered for every path alike (204 with Allow), not by Apollo.
     method: ['GET', 'POST'],
-    context: async (request) => gatewayContextFrom(request.headers, principalOf(request)),
+    context: async (request) => {
+      const context = gatewayContextFrom(request.headers, principalOf(request));
+      context.incremental = { accepted: acceptsIncremental(request.headers.accept) };
+      incrementalSlots.set(request, context.incremental);
+      return context;
+    },
+  });
+  // An answer with deferred parts still to come leaves as multipart/mixed: Apollo's (the initial payload,
+  // every plugin applied) first, then each deferred part as it is ready, its errors formatted as Apollo's.
+  app.addHook('onSend', async (request, reply, payload) => {
+    const subsequent = incrementalSlots.get(request)?.subsequent;
+    if (!subsequent || typeof payload !== 'string') return payload;
+    const format = (errors: readonly GraphQLError[] | undefined) => errors?.map((error) => formatGraphQLError({ ...error.toJSON() }, error, app.log));
+    reply.header('content-type', MULTIPART_DEFER);
+    reply.removeHeader('content-length');
+    return Readable.from(multipartBody(payload, subsequent, format));
   });
 
   const execute: OperationExecutor = async (operation, variables, contextValue) => {
@@ -387,17 +407,27 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const ws = attachGraphQLWebSocket({
     server: app.server,
     path: '/graphql',
-    schema: subscriptions.schema,
+    schema: schemaWithDefer(subscriptions.schema),
     auth,
     subscriptions,
-    execute: async (query, variables, operationName, contextValue) => {
+    execute: async (query, variables, operationName, gatewayContext) => {
+      // A socket takes incremental payloads: deferred fragments come as `next` messages of their own.
+      const slot: IncrementalSlot = { accepted: true };
+      const contextValue = { ...gatewayContext, incremental: slot };
       const response = await apollo.executeOperation({ query, variables, ...(operationName ? { operationName } : {}) }, { contextValue });
       if (response.body.kind !== 'single') throw new Error('streamed responses are not served over WebSocket');
       const { data, errors } = response.body.singleResult;
-      return {
+      const initial = {
         ...(data !== undefined ? { data } : {}),
         ...(errors ? { errors: errors.map((e) => new GraphQLError(e.message, { ...(e.path ? { path: e.path } : {}), extensions: e.extensions ?? {} })) } : {}),
       };
+      const subsequent = slot.subsequent;
+      if (!subsequent) return initial;
+      const format = (list: readonly GraphQLError[] | undefined) => list?.map((error) => formatGraphQLError({ ...error.toJSON() }, error, app.log));
+      return (async function* () {
+        yield { ...initial, hasNext: true };
+        for await (const payload of subsequent) yield formatPayload(payload, format);
+      })();
     },
     connectionInitTimeoutMs: config.WS_CONNECTION_INIT_TIMEOUT_MS,
     keepAliveMs: config.WS_KEEPALIVE_MS,

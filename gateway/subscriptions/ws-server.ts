@@ -27,8 +27,16 @@ export interface WsOptions {
   /** Subscriptions are charged as they start (queries and mutations on the socket by the server's plugin). */
   rateLimiter: RateLimiter;
   subscriptions: SubscriptionExecutor;
-  /** Runs queries and mutations sent over the socket through the gateway. */
-  execute(query: string, variables: Record<string, unknown>, operationName: string | undefined, context: GatewayContext): Promise<ExecutionResult>;
+  /**
+   * Runs queries and mutations sent over the socket through the gateway: one result, or (deferred
+   * fragments) the initial payload and those after it, each sent as a `next` message.
+   */
+  execute(
+    query: string,
+    variables: Record<string, unknown>,
+    operationName: string | undefined,
+    context: GatewayContext,
+  ): Promise<ExecutionResult | AsyncGenerator<ExecutionResult | Record<string, unknown>>>;
   /** Close a connection that has not sent connection_init by then. */
   connectionInitTimeoutMs: number;
   /** Ping interval; a peer that misses a pong for as long is dropped. */
