@@ -1,6 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ApolloClient, gql as parseQuery, HttpLink, InMemoryCache } from '@apollo/client';
+import { Defer20220824Handler } from '@apollo/client/incremental';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SubgraphModule } from '../platform/subgraph.js';
 import { prediction } from '../subgraphs/prediction/index.js';
@@ -93,10 +95,10 @@ describe('@defer', () => {
     return b.data!['confirmBooking'].id;
   }
 
-  describe('with every subgraph up', () => {
+  for (const mode of ['one-process', 'distributed'] as const) describe(`with every subgraph up (${mode})`, () => {
     let url: string;
     beforeAll(async () => {
-      ({ url } = await startTestServer({ env }));
+      ({ url } = await startTestServer({ env, mode }));
       await book(url, 'EQ-004');
       await book(url, 'EQ-006');
     });
@@ -127,6 +129,40 @@ describe('@defer', () => {
       const data = merged(payloads);
       const key = (d: Json) => JSON.stringify(d['bookings'].edges.map((e: Json) => Object.fromEntries(Object.entries(e['node']).sort())));
       expect(key(data)).toBe(key(whole.data!));
+    });
+
+    it('Apollo Client (its @defer support, over HTTP) shows the fast part first, then the whole answer', async () => {
+      const client = new ApolloClient({
+        link: new HttpLink({ uri: `${url}/graphql`, headers: { 'x-api-key': OPERATOR } }),
+        cache: new InMemoryCache(),
+        incrementalHandler: new Defer20220824Handler(),
+      });
+      const seen: { dataState: string; data: Json | undefined }[] = [];
+      await new Promise<void>((resolve, reject) => {
+        const subscription = client.watchQuery({ query: parseQuery(LEDGER), variables: { n: 2 }, fetchPolicy: 'network-only' }).subscribe({
+          next: (result) => {
+            seen.push({ dataState: result.dataState, data: result.data as Json | undefined });
+            if (result.dataState === 'complete') {
+              subscription.unsubscribe();
+              resolve();
+            }
+          },
+          error: reject,
+        });
+      });
+      const streaming = seen.filter((r) => r.dataState === 'streaming');
+      expect(streaming.length).toBeGreaterThanOrEqual(1);
+      const first = streaming[0]!.data!['bookings'].edges as Json[];
+      expect(first).toHaveLength(2);
+      for (const edge of first) {
+        expect(edge['node'].status).toBe('CONFIRMED');
+        expect(edge['node'].deliveryForecast).toBeUndefined();
+      }
+      const complete = seen.at(-1)!.data!['bookings'].edges as Json[];
+      const whole = await gql(url, LEDGER_PLAIN, { n: 2 }, as(OPERATOR));
+      expect(complete.map((e) => e['node'].deliveryForecast.q50Minutes)).toEqual(whole.data!['bookings'].edges.map((e: Json) => e['node'].deliveryForecast.q50Minutes));
+      expect(complete.map((e) => e['node'].machines.map((m: Json) => m['id']))).toEqual(whole.data!['bookings'].edges.map((e: Json) => e['node'].machines.map((m: Json) => m['id'])));
+      client.stop();
     });
 
     it('without multipart/mixed in Accept, or with @defer(if: false), one whole answer', async () => {
