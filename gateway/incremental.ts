@@ -62,8 +62,13 @@ export async function* multipartBody(
   subsequent: AsyncIterable<SubsequentPayload>,
   format: (errors: readonly GraphQLError[] | undefined) => GraphQLFormattedError[] | undefined,
 ): AsyncGenerator<string> {
-  const first = JSON.parse(initial) as Record<string, unknown>;
-  yield `\r\n---\r\ncontent-type: application/json; charset=utf-8\r\n\r\n${JSON.stringify({ ...first, hasNext: true })}\r\n---\r\n`;
+  // Apollo wrote one JSON object: `hasNext` goes in before its closing brace, with no parse and rewrite.
+  const text = initial.trimEnd();
+  if (!text.endsWith('}')) throw new Error('the initial payload is not a JSON object');
+  yield `\r\n---\r\ncontent-type: application/json; charset=utf-8\r\n\r\n${text.slice(0, -1)},"hasNext":true}\r\n---\r\n`;
+  // The deferred parts start once the first payload has left: in one process a subgraph's work runs on
+  // this event loop and would otherwise hold the first payload back.
+  await new Promise<void>((resolve) => setImmediate(resolve));
   for await (const payload of subsequent) {
     yield `content-type: application/json; charset=utf-8\r\n\r\n${JSON.stringify(formatPayload(payload, format))}\r\n---${payload.hasNext ? '' : '--'}\r\n`;
   }
