@@ -11,10 +11,19 @@ import { startTestServer } from './support/server.js';
  * Every command-line example of the documentation, run as written against a fresh server: each `curl`
  * command of a fenced `sh` block in README.md and docs/*.md, with the documented host and port replaced by
  * the test server's. A command answers 2xx unless its line ends in a comment naming the status it
- * documents (`# 400 ...`). The documentation cannot drift from the behaviour without this failing.
+ * documents (`# 400 ...`); an incremental (multipart/mixed) answer is read part by part. The documentation cannot drift from the behaviour without this failing.
  */
 
 const run = promisify(execFile);
+
+/** The JSON payloads of a multipart/mixed answer (boundary `-`), in order. */
+function multipartParts(text: string): Record<string, unknown>[] {
+  return text
+    .replace(/\r\n-----\r\n$/, '')
+    .split('\r\n---\r\n')
+    .filter((part) => part.trim() !== '')
+    .map((part) => JSON.parse(part.slice(part.indexOf('\r\n\r\n') + 4)) as Record<string, unknown>);
+}
 const root = new URL('..', import.meta.url);
 const DOCUMENTS = ['README.md', ...readdirSync(new URL('docs/', root)).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
 /** How the documentation names the server: `localhost:4000`, optionally with a scheme, or 127.0.0.1. */
@@ -80,12 +89,21 @@ describe('the command-line examples of the documentation run against a fresh ser
     const { stdout } = await run('bash', ['-c', command], { timeout: 60_000 });
     const status = Number(stdout.trim());
     const text = await readFile(body, 'utf8');
-    const answer = JSON.parse(text) as Record<string, unknown>;
+    // An incremental (@defer) answer is multipart/mixed: its parts are checked one by one.
+    const parts = text.startsWith('\r\n---\r\n') ? multipartParts(text) : null;
+    const answer = (parts ? parts[0] : JSON.parse(text)) as Record<string, unknown>;
     if (example.expected === null) {
       expect(status, `${example.command}\n${text}`).toBeGreaterThanOrEqual(200);
       expect(status, `${example.command}\n${text}`).toBeLessThan(300);
       // A GraphQL answer can be 200 with errors; a documented example has none.
-      expect(answer['errors'], text).toBeUndefined();
+      for (const part of parts ?? [answer]) {
+        expect(part['errors'], text).toBeUndefined();
+        for (const item of (part['incremental'] as Record<string, unknown>[] | undefined) ?? []) expect(item['errors'], text).toBeUndefined();
+      }
+      if (parts) {
+        expect(parts.length, text).toBeGreaterThan(1);
+        expect(parts.at(-1)!['hasNext'], text).toBe(false);
+      }
     } else {
       expect(status, `${example.command}\n${text}`).toBe(example.expected);
       expect(answer['status']).toBe(example.expected);
