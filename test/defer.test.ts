@@ -4,10 +4,8 @@ import { join } from 'node:path';
 import { ApolloClient, gql as parseQuery, HttpLink, InMemoryCache } from '@apollo/client';
 import { Defer20220824Handler } from '@apollo/client/incremental';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SubgraphModule } from '../platform/subgraph.js';
-import { prediction } from '../subgraphs/prediction/index.js';
-import { subgraphs } from '../subgraphs/registry.js';
 import { gql, hoursFromNow } from './support/http.js';
+import { withPredictionUnreachable } from './support/prediction.js';
 import { startTestServer } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
 
@@ -57,18 +55,6 @@ async function post(url: string, query: string, variables: Json, headers: Record
   return { status: res.status, type: res.headers.get('content-type') ?? '', body: await res.text() };
 }
 
-const unreachablePrediction: SubgraphModule = {
-  ...prediction,
-  async start(deps) {
-    const instance = await prediction.start(deps);
-    return {
-      ...instance,
-      context: () => {
-        throw new Error('connect ECONNREFUSED 127.0.0.1:4102');
-      },
-    };
-  },
-};
 
 const LEDGER = `query Ledger($n: Int!) { bookings(first: $n) { edges { node { id status customerName
   ... @defer(label: "forecast") { deliveryForecast { q50Minutes modelVersion } }
@@ -219,7 +205,7 @@ describe('@defer', () => {
 
   describe('when the deferred fragment\'s subgraph cannot answer', () => {
     it('its error comes in its own payload, at its path; the initial payload is whole', async () => {
-      const { url } = await startTestServer({ env, subgraphs: subgraphs.map((m) => (m.name === 'prediction' ? unreachablePrediction : m)) });
+      const { url } = await startTestServer({ env, subgraphs: withPredictionUnreachable() });
       await book(url, 'EQ-004');
       const res = await post(url, LEDGER, { n: 1 }, as(OPERATOR, { accept: MULTIPART }));
       const payloads = partsOf(res.body);

@@ -6,9 +6,8 @@ import { FEDERATED_QUERY, mixRequests, PAGING_QUERY, SHALLOW_QUERY } from '../be
 import { setCompiledSubgraphExecution, subgraphExecutionCounts } from '../gateway/in-process-data-source.js';
 import { executionCounts, installCompiledExecution } from '../gateway/plan-executor.js';
 import type { SubgraphModule } from '../platform/subgraph.js';
-import { prediction } from '../subgraphs/prediction/index.js';
-import { subgraphs } from '../subgraphs/registry.js';
 import { gql, hoursFromNow } from './support/http.js';
+import { withPredictionUnreachable } from './support/prediction.js';
 import { startTestServer, type Mode } from './support/server.js';
 
 /*
@@ -79,18 +78,6 @@ async function everyWay(url: string, c: Case): Promise<{ stock: string; others: 
   return { stock, others };
 }
 
-const unreachablePrediction: SubgraphModule = {
-  ...prediction,
-  async start(deps) {
-    const instance = await prediction.start(deps);
-    return {
-      ...instance,
-      context: () => {
-        throw new Error('connect ECONNREFUSED 127.0.0.1:4102');
-      },
-    };
-  },
-};
 
 describe('compiled plan execution answers as @apollo/gateway does', () => {
   const dir = mkdtempSync(join(tmpdir(), 'plan-executor-'));
@@ -107,7 +94,7 @@ describe('compiled plan execution answers as @apollo/gateway does', () => {
   const setups: { name: string; mode: Mode; modules?: readonly SubgraphModule[] }[] = [
     { name: 'one process', mode: 'one-process' },
     { name: 'distributed', mode: 'distributed' },
-    { name: 'prediction unreachable', mode: 'one-process', modules: subgraphs.map((m) => (m.name === 'prediction' ? unreachablePrediction : m)) },
+    { name: 'prediction unreachable', mode: 'one-process', modules: withPredictionUnreachable() },
   ];
   for (const setup of setups) {
     describe(setup.name, () => {

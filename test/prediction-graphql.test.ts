@@ -1,12 +1,10 @@
 import { execute, parse } from 'graphql';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
+import type { SubgraphInstance } from '../platform/subgraph.js';
 import { deliveryTravelFeatures } from '../subgraphs/prediction/forecasts.js';
-import { subgraphs } from '../subgraphs/registry.js';
-import { prediction } from '../subgraphs/prediction/index.js';
 import { loadModels } from '../subgraphs/prediction/model.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
-import { dwellInput, lockerInput, travelFeatures, travelInput } from './support/prediction.js';
+import { dwellInput, lockerInput, travelFeatures, travelInput, withPredictionUnreachable } from './support/prediction.js';
 import { startTestServer } from './support/server.js';
 import { SYSTEM_PRINCIPAL } from '../platform/principal.js';
 
@@ -169,22 +167,9 @@ describe('prediction over GraphQL', () => {
 });
 
 describe('when the prediction subgraph cannot answer', () => {
-  // A stand-in that starts but fails every request, as an unreachable subgraph does.
-  const unreachable: SubgraphModule = {
-    ...prediction,
-    async start(deps) {
-      const instance = await prediction.start(deps);
-      return {
-        ...instance,
-        context: () => {
-          throw new Error('connect ECONNREFUSED 127.0.0.1:4102');
-        },
-      };
-    },
-  };
 
   it('the booking still comes back, with deliveryForecast null and an UPSTREAM_UNAVAILABLE error on that field', async () => {
-    const { url } = await startTestServer({ subgraphs: subgraphs.map((m) => (m.name === 'prediction' ? unreachable : m)) });
+    const { url } = await startTestServer({ subgraphs: withPredictionUnreachable() });
     const id = await book(url, ['EQ-004'], 'LOC-002');
     const res = await gql(url, BOOKING, { id });
     expect(res.data!['booking']).toMatchObject({ id, status: 'CONFIRMED', deliveryForecast: null });

@@ -1,5 +1,25 @@
 import { execute, parse, type GraphQLSchema } from 'graphql';
 import { SYSTEM_PRINCIPAL } from '../../platform/principal.js';
+import type { SubgraphModule } from '../../platform/subgraph.js';
+import { prediction } from '../../subgraphs/prediction/index.js';
+import { subgraphs } from '../../subgraphs/registry.js';
+
+/** A prediction subgraph that starts but fails every request, as an unreachable one does. */
+export const unreachablePrediction: SubgraphModule = {
+  ...prediction,
+  async start(deps) {
+    const instance = await prediction.start(deps);
+    return {
+      ...instance,
+      context: () => {
+        throw new Error('connect ECONNREFUSED 127.0.0.1:4102');
+      },
+    };
+  },
+};
+
+/** Every subgraph, prediction unreachable. */
+export const withPredictionUnreachable = (): SubgraphModule[] => subgraphs.map((m) => (m.name === 'prediction' ? unreachablePrediction : m));
 
 /** Valid feature payloads of the three models, as REST clients send them (snake_case, integer codes). */
 
