@@ -4,10 +4,9 @@ import { DirectiveLocation, GraphQLBoolean, GraphQLDirective, GraphQLNonNull, Gr
 /*
  * `@defer` as the incremental-delivery specification declares it. graphql-js 16 does not define it and
  * `@apollo/gateway` does not put it in the schema it validates against, so a client that marks slow
- * fragments with it (Apollo Client, Relay, urql do) is refused today with "Unknown directive". The gateway
- * accepts it: the query planner leaves deferred fragments in place as ordinary ones (`@apollo/gateway`
- * plans without incremental delivery), so the answer is the whole answer in one payload, which the
- * specification allows a server to send and those clients render.
+ * fragments with it (Apollo Client, Relay, urql do) would be refused with "Unknown directive". The served
+ * schema declares it; the planner plans deferred fragments and the executor delivers them
+ * (gateway/plan-executor.ts, gateway/incremental.ts).
  */
 
 export const GraphQLDeferDirective = new GraphQLDirective({

@@ -1,7 +1,7 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { tracer, tracingEnabled } from './tracing.js';
-import { execute, parse, validate, type DocumentNode, type ExecutionResult, type GraphQLError } from 'graphql';
+import { execute, parse, validate, type DocumentNode, type ExecutionResult, type GraphQLError, type GraphQLSchema } from 'graphql';
 import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
 import { SYSTEM_PRINCIPAL } from '../platform/principal.js';
 import type { SubgraphInstance } from '../platform/subgraph.js';
@@ -105,12 +105,21 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
       const errors = validate(this.subgraph.schema, document);
       if (errors.length > 0) prepared = { errors };
       else {
-        const compiled = compileQuery(this.subgraph.schema, document);
-        prepared = { document, compiled: compiled && isCompiledQuery(compiled) ? compiled : null };
+        prepared = { document, compiled: compiledOrNull(this.subgraph.schema, document) };
       }
       if (this.documents.size >= MAX_CACHED_DOCUMENTS) this.documents.delete(this.documents.keys().next().value!);
       this.documents.set(query, prepared);
     }
     return prepared;
+  }
+}
+
+/** The document compiled by graphql-jit, or null when it declines (graphql-js then executes it). */
+function compiledOrNull(schema: GraphQLSchema, document: DocumentNode): CompiledQuery | null {
+  try {
+    const compiled = compileQuery(schema, document);
+    return isCompiledQuery(compiled) ? compiled : null;
+  } catch {
+    return null;
   }
 }

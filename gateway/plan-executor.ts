@@ -43,7 +43,9 @@ import { tracingEnabled } from './tracing.js';
  * The semantics are `@apollo/gateway` 2.14.4's, line for line: the same fetches in the same order, the same
  * merging, error paths, messages and codes (DOWNSTREAM_SERVICE_ERROR, INVALID_GRAPHQL, the subgraph's own),
  * the same null propagation and `valueCompletion` extension. With OpenTelemetry tracing on, or Apollo usage
- * traces asked for, the stock execution runs instead, so its spans and traces stay what they were.
+ * traces asked for, the stock execution runs instead, so its spans and traces stay what they were; except
+ * for plans with deferred fragments (`@defer`), which the stock execution cannot run. Those are run here,
+ * as one answer or as an initial payload and the ones after it (gateway/incremental.ts).
  */
 
 const require = createRequire(import.meta.url);
@@ -267,6 +269,16 @@ async function* deferredPayloads(run: DeferRun, first: PendingDeferred[]): Async
 }
 
 async function runDeferred(run: DeferRun, d: PendingDeferred): Promise<{ payload: Omit<SubsequentPayload, 'hasNext'>; more: PendingDeferred[] }> {
+  try {
+    return await deferredPart(run, d);
+  } catch (error) {
+    // A fault of the gateway's own (not of a fetch, which has its item): the part's error, the stream goes on.
+    const failure = error instanceof GraphQLError ? error : new GraphQLError(error instanceof Error ? error.message : String(error), { originalError: error instanceof Error ? error : undefined });
+    return { payload: { incremental: [], errors: [failure] }, more: [] };
+  }
+}
+
+async function deferredPart(run: DeferRun, d: PendingDeferred): Promise<{ payload: Omit<SubsequentPayload, 'hasNext'>; more: PendingDeferred[] }> {
   const queue: DeferQueue = { pending: [], primary: undefined, streamable: false };
   const errors: GraphQLError[] = [];
   const context: ExecutionContext = { ...run.context, errors, deferred: queue };
