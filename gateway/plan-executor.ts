@@ -287,8 +287,11 @@ async function deferredPart(run: DeferRun, d: PendingDeferred): Promise<{ payloa
   } catch (error) {
     errors.push(error instanceof GraphQLError ? error : new GraphQLError(error instanceof Error ? error.message : String(error)));
   }
+  // A deferred fragment holding deferred fragments of its own has no subselection: its plan is a Defer
+  // node whose primary part is this payload's.
+  const subselection = d.node.subselection ?? queue.primary ?? undefined;
   const parentTypeName = typeAtPath(run.compiled.operation, d.node.queryPath);
-  const shape = d.node.subselection ? run.compiled.part(d.node.subselection, parentTypeName) : null;
+  const shape = subselection ? run.compiled.part(subselection, parentTypeName) : null;
   const items: IncrementalItem[] = [];
   for (const { path, object } of objectsAt(run.unfilteredData, d.node.queryPath)) {
     const item: IncrementalItem = { data: {}, path };

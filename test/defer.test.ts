@@ -151,6 +151,29 @@ describe('@defer', () => {
       client.stop();
     });
 
+    it('nested deferred fragments come after the payload that holds them; a fragment deferred at the root leaves an empty first payload', async () => {
+      const nested = `{ bookings(first: 2) { edges { node { id ... @defer(label: "outer") { status machines { id ... @defer(label: "inner") { name category } } } } } } }`;
+      const plain = `{ bookings(first: 2) { edges { node { id status machines { id name category } } } } }`;
+      const payloads = partsOf((await post(url, nested, {}, as(OPERATOR, { accept: MULTIPART }))).body);
+      const items = payloads.slice(1).flatMap((p) => (p['incremental'] as Json[]).map((item) => ({ ...item, at: payloads.indexOf(p) })));
+      const outer = items.filter((i) => i['label'] === 'outer');
+      const inner = items.filter((i) => i['label'] === 'inner');
+      expect(outer).toHaveLength(2);
+      for (const o of outer) expect(Object.keys(o['data'])).toEqual(['status', 'machines']);
+      expect(inner.map((i) => i['path'])).toEqual([
+        ['bookings', 'edges', 0, 'node', 'machines', 0],
+        ['bookings', 'edges', 1, 'node', 'machines', 0],
+      ]);
+      // Each inner item comes no earlier than the outer one at its booking.
+      for (const i of inner) expect(i.at).toBeGreaterThanOrEqual(outer.find((o) => o['path'][2] === i['path'][2])!.at);
+      const whole = await gql(url, plain, {}, as(OPERATOR));
+      expect(merged(payloads)).toEqual(whole.data);
+
+      const rootOnly = partsOf((await post(url, `{ ... @defer(label: "all") { fleetSummary { total } } }`, {}, as(OPERATOR, { accept: MULTIPART }))).body);
+      expect(rootOnly[0]).toEqual({ data: {}, hasNext: true });
+      expect(rootOnly[1]).toEqual({ incremental: [{ data: { fleetSummary: { total: expect.any(Number) } }, path: [], label: 'all' }], hasNext: false });
+    });
+
     it('without multipart/mixed in Accept, or with @defer(if: false), one whole answer', async () => {
       const whole = await gql(url, LEDGER_PLAIN, { n: 2 }, as(OPERATOR));
       const json = await post(url, LEDGER, { n: 2 }, as(OPERATOR, { accept: 'application/json' }));
