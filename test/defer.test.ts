@@ -155,7 +155,7 @@ describe('@defer', () => {
       const nested = `{ bookings(first: 2) { edges { node { id ... @defer(label: "outer") { status machines { id ... @defer(label: "inner") { name category } } } } } } }`;
       const plain = `{ bookings(first: 2) { edges { node { id status machines { id name category } } } } }`;
       const payloads = partsOf((await post(url, nested, {}, as(OPERATOR, { accept: MULTIPART }))).body);
-      const items = payloads.slice(1).flatMap((p) => (p['incremental'] as Json[]).map((item) => ({ ...item, at: payloads.indexOf(p) })));
+      const items: Json[] = payloads.slice(1).flatMap((p) => (p['incremental'] as Json[]).map((item): Json => ({ ...item, at: payloads.indexOf(p) })));
       const outer = items.filter((i) => i['label'] === 'outer');
       const inner = items.filter((i) => i['label'] === 'inner');
       expect(outer).toHaveLength(2);
@@ -165,7 +165,7 @@ describe('@defer', () => {
         ['bookings', 'edges', 1, 'node', 'machines', 0],
       ]);
       // Each inner item comes no earlier than the outer one at its booking.
-      for (const i of inner) expect(i.at).toBeGreaterThanOrEqual(outer.find((o) => o['path'][2] === i['path'][2])!.at);
+      for (const i of inner) expect(i['at']).toBeGreaterThanOrEqual(outer.find((o) => o['path'][2] === i['path'][2])!['at']);
       const whole = await gql(url, plain, {}, as(OPERATOR));
       expect(merged(payloads)).toEqual(whole.data);
 
