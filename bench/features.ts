@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import { createConnection } from 'node:net';
 import { argv } from 'node:process';
 import { Worker } from 'node:worker_threads';
@@ -116,16 +117,26 @@ async function lookups(call: (i: number) => Promise<unknown>, count: number) {
 /**
  * The REST caller runs in a worker thread (its own event loop, as a client elsewhere would): the figures are
  * the server's answer times plus one loopback round trip, not the server's loop also running the client.
+ * Two clients, side by side: `fetch` (Node's WHATWG fetch, with its streams and Response objects) and
+ * undici's `request` on one kept-alive connection (what the gateway itself uses for subgraph calls). The
+ * worker shares the machine's two cores with the server, so what a client costs shows in the figures.
  */
 const REST_CLIENT = `
 const { parentPort, workerData } = require('node:worker_threads');
-const { url, count } = workerData;
+const { url, count, client, undiciPath } = workerData;
 const id = (i) => 'P-' + String((i % 3000) + 1).padStart(6, '0');
-const call = async (i) => {
-  const r = await fetch(url + '/features/online/policy/' + id(i));
-  if (r.status !== 200) throw new Error('lookup failed: ' + r.status);
-  await r.arrayBuffer();
-};
+const pool = client === 'request' ? new (require(undiciPath).Pool)(url, { connections: 1 }) : null;
+const call = client === 'request'
+  ? async (i) => {
+      const r = await pool.request({ method: 'GET', path: '/features/online/policy/' + id(i) });
+      if (r.statusCode !== 200) throw new Error('lookup failed: ' + r.statusCode);
+      await r.body.arrayBuffer();
+    }
+  : async (i) => {
+      const r = await fetch(url + '/features/online/policy/' + id(i));
+      if (r.status !== 200) throw new Error('lookup failed: ' + r.status);
+      await r.arrayBuffer();
+    };
 (async () => {
   for (let i = 0; i < 100; i++) await call(i);
   const times = [];
@@ -135,12 +146,14 @@ const call = async (i) => {
     await call(i);
     times.push(performance.now() - t);
   }
+  if (pool) await pool.close();
   parentPort.postMessage(times);
 })().catch((e) => parentPort.postMessage({ error: String(e) }));
 `;
 
-async function restLookups(url: string, count: number) {
-  const worker = new Worker(REST_CLIENT, { eval: true, workerData: { url, count } });
+async function restLookups(url: string, count: number, client: 'fetch' | 'request') {
+  const undiciPath = createRequire(import.meta.url).resolve('undici');
+  const worker = new Worker(REST_CLIENT, { eval: true, workerData: { url, count, client, undiciPath } });
   try {
     const answer = await new Promise<number[] | { error: string }>((resolve, reject) => {
       worker.once('message', resolve);
@@ -182,8 +195,13 @@ async function onlineLookups(): Promise<void> {
       const ctx = server.subgraphs.get('features')!.context({ headers: {}, principal: SYSTEM_PRINCIPAL }) as FeaturesContext;
       const id = (i: number) => `P-${String((i % 3000) + 1).padStart(6, '0')}`;
       const inProcess = await lookups((i) => ctx.service.onlineFeatures('policy', id(i)), 3000);
-      const overRest = await restLookups(server.url, 3000);
-      for (const [path, m] of [['in process', inProcess], ['REST (gateway, loopback; client in a worker thread)', overRest]] as const) {
+      const overFetch = await restLookups(server.url, 3000, 'fetch');
+      const overRequest = await restLookups(server.url, 3000, 'request');
+      for (const [path, m] of [
+        ['in process', inProcess],
+        ['REST (gateway, loopback; fetch client in a worker thread)', overFetch],
+        ['REST (gateway, loopback; undici request client in a worker thread)', overRequest],
+      ] as const) {
         console.log(`| ${store.name} | ${path} | ${m.n} | ${m.p50.toFixed(3)} | ${m.p99.toFixed(3)} |`);
       }
     } finally {
