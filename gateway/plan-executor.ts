@@ -50,6 +50,8 @@ import { tracingEnabled } from './tracing.js';
 
 const require = createRequire(import.meta.url);
 
+const hasOwn = (obj: object, key: string) => Object.prototype.hasOwnProperty.call(obj, key);
+
 type ResultMap = Record<string, unknown>;
 type ExecuteQueryPlan = (
   queryPlan: QueryPlan,
@@ -453,7 +455,7 @@ async function executeFetch(context: ExecutionContext, fetch: FetchNode, cursor:
   if (fetch.variableUsages) {
     const provided = context.requestContext.request.variables;
     for (const name of fetch.variableUsages) {
-      if (provided && Object.prototype.hasOwnProperty.call(provided, name) && typeof provided[name] !== 'undefined') variables[name] = provided[name];
+      if (provided && hasOwn(provided, name) && typeof provided[name] !== 'undefined') variables[name] = provided[name];
     }
   }
 
@@ -552,7 +554,7 @@ function executeSelectionSet(schema: GraphQLSchema, source: ResultMap | null, se
       const responseName = getResponseName(selection);
       const sub = selection.selections;
       const value = source[responseName];
-      if (!Object.prototype.hasOwnProperty.call(source, responseName) || typeof value === 'undefined') return null;
+      if (!hasOwn(source, responseName) || typeof value === 'undefined') return null;
       if (Array.isArray(value)) result[responseName] = value.map((v: ResultMap | null) => (sub ? executeSelectionSet(schema, v, sub) : v));
       else if (sub) result[responseName] = executeSelectionSet(schema, value as ResultMap | null, sub);
       else result[responseName] = value;
@@ -577,7 +579,7 @@ function flattenResultsAtPath(value: unknown, path: ResponsePath): unknown {
   if (typeof current !== 'string') throw new Error(`Unexpected ${typeof current} found in path`);
   if (Array.isArray(value)) throw new Error(`Unexpected array in result for path element ${current}`);
   const record = value as ResultMap;
-  return flattenResultsAtPath(Object.prototype.hasOwnProperty.call(record, current) ? record[current] : undefined, rest);
+  return flattenResultsAtPath(hasOwn(record, current) ? record[current] : undefined, rest);
 }
 
 function executeIntrospection(
@@ -602,7 +604,7 @@ function executeIntrospection(
   const { data, errors } = executeSync({ schema, document, rootValue: {}, variableValues });
   if ((errors && errors.length > 0) || !data) throw new Error(`Introspection query for ${JSON.stringify(selection)} should not have failed but got ${JSON.stringify(errors)}`);
   const key = selection.kind === Kind.FIELD ? (selection.alias?.value ?? selection.name.value) : '';
-  return Object.prototype.hasOwnProperty.call(data, key) ? data[key] : undefined;
+  return hasOwn(data, key) ? data[key] : undefined;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -820,7 +822,6 @@ interface ShapeState {
   facts: SchemaFacts;
 }
 
-const hasOwn = (obj: object, key: string) => Object.prototype.hasOwnProperty.call(obj, key);
 
 /** Shapes `input` into `output` along `selections`; true when a null bubbles up past this object. */
 function applySelections(state: ShapeState, input: ResultMap, selections: readonly SelectionShape[], output: ResultMap, parentTypeName: string): boolean {

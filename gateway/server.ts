@@ -314,6 +314,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
 
   const incrementalSlots = new WeakMap<FastifyRequest, IncrementalSlot>();
+  // Deferred payloads leave after Apollo Server has answered: their errors are formatted as its own are.
+  const formatDeferredErrors = (errors: readonly GraphQLError[] | undefined) =>
+    errors?.map((error) => formatGraphQLError({ ...error.toJSON() }, error, app.log));
   await app.register(fastifyApollo(apollo), {
     path: '/graphql',
     // OPTIONS is answered for every path alike (204 with Allow), not by Apollo.
@@ -330,10 +333,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   app.addHook('onSend', async (request, reply, payload) => {
     const subsequent = incrementalSlots.get(request)?.subsequent;
     if (!subsequent || typeof payload !== 'string') return payload;
-    const format = (errors: readonly GraphQLError[] | undefined) => errors?.map((error) => formatGraphQLError({ ...error.toJSON() }, error, app.log));
     reply.header('content-type', MULTIPART_DEFER);
     reply.removeHeader('content-length');
-    return Readable.from(multipartBody(payload, subsequent, format));
+    return Readable.from(multipartBody(payload, subsequent, formatDeferredErrors));
   });
 
   const execute: OperationExecutor = async (operation, variables, contextValue) => {
@@ -423,10 +425,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       };
       const subsequent = slot.subsequent;
       if (!subsequent) return initial;
-      const format = (list: readonly GraphQLError[] | undefined) => list?.map((error) => formatGraphQLError({ ...error.toJSON() }, error, app.log));
       return (async function* () {
         yield { ...initial, hasNext: true };
-        for await (const payload of subsequent) yield formatPayload(payload, format);
+        for await (const payload of subsequent) yield formatPayload(payload, formatDeferredErrors);
       })();
     },
     connectionInitTimeoutMs: config.WS_CONNECTION_INIT_TIMEOUT_MS,

@@ -33,6 +33,18 @@ function rushHour(clearAt: number, beginsAt = -Infinity): TravelForecaster & { a
   return Object.assign(forecaster, { asked });
 }
 
+/** One 60 km run from Utrecht, confirmed at `now` on a quote expiring two minutes later, planned for `start`. */
+async function planOneRun(forecast: TravelForecaster, now: number, start: Date) {
+  const [leg] = await planLegs({
+    runs: [{ depotId: 'DEP-UTR', machineIds: ['EQ-002'], distanceKm: 60 }],
+    confirmedAt: new Date(now),
+    startTime: start,
+    expiresAt: new Date(now + 2 * MINUTE),
+    forecast,
+  });
+  return leg;
+}
+
 describe('delivery plans on travel forecasts', () => {
   it('a start at the quote\'s earliest start is met whenever within the quote\'s life it is confirmed, rush hour or not', async () => {
     const quotedAt = Date.parse('2026-03-02T06:00:00Z');
@@ -64,13 +76,7 @@ describe('delivery plans on travel forecasts', () => {
     const clearAt = Date.parse('2026-03-02T08:00:00Z');
     const forecast = rushHour(clearAt);
     const start = new Date(Date.parse('2026-03-02T09:30:00Z'));
-    const [leg] = await planLegs({
-      runs: [{ depotId: 'DEP-UTR', machineIds: ['EQ-002'], distanceKm: 60 }],
-      confirmedAt: new Date(now),
-      startTime: start,
-      expiresAt: new Date(now + 2 * MINUTE),
-      forecast,
-    });
+    const leg = await planOneRun(forecast, now, start);
     // The rule's guess (80 min) leaves at 07:40, in rush hour (q90 125 min): leave at 06:55; still rush.
     expect(leg!.departAt).toBe('2026-03-02T06:55:00.000Z');
     expect(leg!.arriveAt).toBe('2026-03-02T08:35:00.000Z');
@@ -88,13 +94,7 @@ describe('delivery plans on travel forecasts', () => {
     // On site by 08:00 at q90: leaving at 07:10 (50 min at q90) leaves into rush hour (125 min), leaving at
     // 05:55 arrives two hours early, and no departure lands on 08:00 exactly. Leaving just before 07:00 is on time.
     const start = new Date(Date.parse('2026-03-02T08:30:00Z'));
-    const [leg] = await planLegs({
-      runs: [{ depotId: 'DEP-UTR', machineIds: ['EQ-002'], distanceKm: 60 }],
-      confirmedAt: new Date(now),
-      startTime: start,
-      expiresAt: new Date(now + 2 * MINUTE),
-      forecast,
-    });
+    const leg = await planOneRun(forecast, now, start);
     const depart = Date.parse(leg!.departAt);
     expect(depart).toBeLessThan(rushAt);
     expect(rushAt - depart).toBeLessThanOrEqual(MINUTE);
