@@ -1,6 +1,7 @@
 import type { ApolloServerPlugin } from '@apollo/server';
-import { Kind, valueFromASTUntyped, type FieldNode, type GraphQLFormattedError } from 'graphql';
+import { valueFromASTUntyped, type FieldNode, type GraphQLFormattedError } from 'graphql';
 import type { GatewayContext } from './context.js';
+import { rootFields } from './operation-fields.js';
 
 /**
  * One line per attempted state change: who (principal and tenant), what (the mutation field), on what
@@ -48,12 +49,12 @@ export function auditPlugin(sink: AuditSink): ApolloServerPlugin<GatewayContext>
   return {
     async requestDidStart() {
       return {
-        async willSendResponse({ operation, contextValue, response, request }) {
-          if (operation?.operation !== 'mutation' || response.body.kind !== 'single') return;
+        async willSendResponse({ document, operation, contextValue, response, request }) {
+          if (!document || operation?.operation !== 'mutation' || response.body.kind !== 'single') return;
           const { data, errors } = response.body.singleResult;
           const variables = (request.variables ?? {}) as Record<string, unknown>;
-          for (const selection of operation.selectionSet.selections) {
-            if (selection.kind !== Kind.FIELD) continue;
+          // Every mutation field that ran, however it was selected (fragments followed, conditions resolved).
+          for (const selection of rootFields(document, operation, variables)) {
             const key = selection.alias?.value ?? selection.name.value;
             sink({
               principal: contextValue.principal.id,

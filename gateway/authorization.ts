@@ -1,17 +1,14 @@
 import {
   buildASTSchema,
-  getNamedType,
-  getOperationAST,
   GraphQLError,
   Kind,
   parse,
   print,
-  TypeInfo,
   visit,
-  visitWithTypeInfo,
   type ConstDirectiveNode,
   type DirectiveNode,
   type DocumentNode,
+  type FieldNode,
   type OperationDefinitionNode,
   type GraphQLSchema,
 } from 'graphql';
@@ -20,6 +17,7 @@ import type { ApolloGateway } from '@apollo/gateway';
 import { ANONYMOUS_PRINCIPAL, isOperator, type Principal } from '../platform/principal.js';
 import type { GatewayContext } from './context.js';
 import { filterOperation, shapeAnswer, type FilteredOperation } from './authorization-filter.js';
+import { collectRunFields, conditionKey, operationOf } from './operation-fields.js';
 
 /*
  * Who may use what, declared in the subgraph SDLs with the Federation 2 authorization directives and
@@ -55,22 +53,31 @@ export interface Denial {
   /** The response path of the field in the operation (no list indices). */
   path: string[];
   requirement: Requirement;
+  /** The field as selected in the document. */
+  node: FieldNode;
 }
+
+type Variables = Readonly<Record<string, unknown>> | null | undefined;
 
 export interface Authorizer {
   /** The requirement of every field that declares one, by `Type.field`. */
   readonly rules: ReadonlyMap<string, Requirement>;
   /** The supergraph without its SECURITY features, for the planners (`withoutSecurityDirectives`). */
   readonly plannerSdl: string;
-  /** The fields of `document` the principal may not use (empty when it may run the whole operation). */
-  denials(document: DocumentNode, principal: Principal): Denial[];
+  /**
+   * The fields of the operation `operationName` selects (the only one when omitted) that the principal may
+   * not use, as the operation runs: fragments followed, `@skip`/`@include` resolved against `variables`
+   * (a condition on a variable not given counts as running). Empty when it may run the whole operation.
+   */
+  denials(document: DocumentNode, principal: Principal, variables?: Variables, operationName?: string | null): Denial[];
   /** Denials as a GraphQL error: UNAUTHENTICATED for the anonymous principal, FORBIDDEN otherwise. Null when allowed. */
   check(document: DocumentNode, principal: Principal): GraphQLError | null;
   /**
    * What becomes of the operation `operationName` selects: run as it is (`null`), refused whole (an error),
-   * or run without its denied fields (a query). Judged once per document and set of scopes.
+   * or run without its denied fields (a query). Judged once per document, set of scopes and resolved
+   * conditions; the refusal's message is made for this principal.
    */
-  judge(document: DocumentNode, operationName: string | null | undefined, principal: Principal): Verdict;
+  judge(document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Verdict;
   /** `check` of an operation's text (a REST route's), parsed once. */
   checkOperation(operation: string, principal: Principal): GraphQLError | null;
   /** Every scope an operation's fields name (their first alternatives), for documentation. */
@@ -142,8 +149,8 @@ export function authorizationPlugin(authorizer: Authorizer): ApolloServerPlugin<
   return {
     async requestDidStart() {
       return {
-        async didResolveOperation({ document, operationName, contextValue }) {
-          const verdict = authorizer.judge(document, operationName, contextValue.principal);
+        async didResolveOperation({ document, operationName, contextValue, request }) {
+          const verdict = authorizer.judge(document, operationName, contextValue.principal, request.variables);
           if (verdict && 'refused' in verdict) throw verdict.refused;
         },
       };
@@ -151,56 +158,38 @@ export function authorizationPlugin(authorizer: Authorizer): ApolloServerPlugin<
   };
 }
 
+/**
+ * Introspection reads the whole schema: it needs `schema:read` (demo mode's principal holds every scope, so
+ * a demo deployment keeps it on), as Apollo Router turns it off in production. `__typename` stays open.
+ */
+export const INTROSPECTION_RULES: ReadonlyMap<string, Requirement> = new Map([
+  ['Query.__schema', { authenticated: true, scopes: [['schema:read']] }],
+  ['Query.__type', { authenticated: true, scopes: [['schema:read']] }],
+]);
+
 export function createAuthorizer(supergraphSdl: string): Authorizer {
   const rules = securityRules(supergraphSdl);
+  for (const [coordinate, requirement] of INTROSPECTION_RULES) rules.set(coordinate, requirement);
   const plannerSdl = withoutSecurityDirectives(supergraphSdl);
   const schema: GraphQLSchema = buildASTSchema(parse(plannerSdl), { assumeValidSDL: true });
 
-  const denials = (document: DocumentNode, principal: Principal): Denial[] => {
+  /** The fields of the operation that runs that `principal` may not use, fragments followed, conditions resolved. */
+  const deniedIn = (document: DocumentNode, operation: OperationDefinitionNode, principal: Principal, variables: Variables): Denial[] => {
     if (isOperator(principal)) return [];
     const found: Denial[] = [];
-    const typeInfo = new TypeInfo(schema);
-    const path: string[] = [];
-    visit(
-      document,
-      visitWithTypeInfo(typeInfo, {
-        OperationDefinition: { enter: () => void path.splice(0) },
-        FragmentDefinition: { enter: (node) => void path.splice(0, path.length, `...${node.name.value}`) },
-        Field: {
-          enter(node) {
-            path.push(node.alias?.value ?? node.name.value);
-            const parent = typeInfo.getParentType();
-            if (!parent) return;
-            const coordinate = `${getNamedType(parent).name}.${node.name.value}`;
-            const requirement = rules.get(coordinate);
-            if (requirement && !satisfies(principal, requirement)) found.push({ coordinate, path: [...path], requirement });
-          },
-          leave() {
-            path.pop();
-          },
-        },
-      }),
-    );
+    for (const field of collectRunFields(schema, document, operation, variables)) {
+      const requirement = rules.get(field.coordinate);
+      if (requirement && !satisfies(principal, requirement)) found.push({ coordinate: field.coordinate, path: [...field.path], requirement, node: field.node });
+    }
     return found;
+  };
+  const denials = (document: DocumentNode, principal: Principal, variables?: Variables, operationName?: string | null): Denial[] => {
+    const operation = operationOf(document, operationName);
+    return operation ? deniedIn(document, operation, principal, variables) : [];
   };
 
   const parsed = new Map<string, DocumentNode>();
-  const check = (document: DocumentNode, principal: Principal): GraphQLError | null => refusal(denials(document, principal), principal);
-  const refusal = (denied: Denial[], principal: Principal): GraphQLError | null => {
-    if (denied.length === 0) return null;
-    const anonymous = principal.id === ANONYMOUS_PRINCIPAL.id;
-    const list = denied.map((d) => `${d.path.join('.')} (${d.coordinate}) needs ${describeRequirement(d.requirement)}`).join('; ');
-    return new GraphQLError(
-      anonymous ? `This operation needs a credential: ${list}` : `Principal ${principal.id} may not run this operation: ${list}`,
-      {
-        extensions: {
-          code: anonymous ? 'UNAUTHENTICATED' : 'FORBIDDEN',
-          denied: denied.map((d) => ({ path: d.path, field: d.coordinate, requires: d.requirement.scopes ?? 'authenticated' })),
-          http: { status: anonymous ? 401 : 403 },
-        },
-      },
-    );
-  };
+  const check = (document: DocumentNode, principal: Principal): GraphQLError | null => refusalFor(denials(document, principal), principal);
 
   const documentOf = (operation: string) => {
     let document = parsed.get(operation);
@@ -210,41 +199,41 @@ export function createAuthorizer(supergraphSdl: string): Authorizer {
   /** A principal with no scope at all is denied every field that names one: their first alternatives. */
   const nobody: Principal = { id: 'documentation', tenant: 'documentation', scopes: [] };
 
-  // Judgements depend on the document, the operation and what the principal holds, not on who it is: the
-  // whole-operation refusal (REST) and the verdict (GraphQL) of each are worked out once.
+  // What an operation comes to depends on the document, the operation, what its conditions resolve to and
+  // what the principal holds, not on who it is: that is worked out once and kept. The messages name the
+  // caller, so they are made for each request from what is kept, never kept themselves.
   interface Judgement {
-    refused: GraphQLError | null;
-    verdict: Verdict;
+    denied: Denial[];
+    /** For a query some of whose fields are denied: the operation without them; null: refused whole. */
+    filtered: FilteredOperation | null;
   }
   const judgements = new WeakMap<DocumentNode, Map<string, Judgement>>();
-  const judgement = (document: DocumentNode, operationName: string | null | undefined, principal: Principal): Judgement => {
+  const judgement = (document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Judgement => {
     const holds = isOperator(principal) ? 'ops:admin' : principal.id === ANONYMOUS_PRINCIPAL.id ? '' : [...principal.scopes].sort().join(' ');
-    const key = `${operationName ?? ''}\n${holds}`;
+    const key = `${operationName ?? ''}\n${holds}\n${conditionKey(document, variables)}`;
     let byKey = judgements.get(document);
     if (!byKey) judgements.set(document, (byKey = new Map()));
     const known = byKey.get(key);
     if (known) return known;
     if (byKey.size >= MAX_VERDICTS_PER_DOCUMENT) byKey.clear();
-    const judged = judgeOnce(document, operationName, principal);
+    const judged = judgeOnce(document, operationName, principal, variables);
     byKey.set(key, judged);
     return judged;
   };
-  const judgeOnce = (document: DocumentNode, operationName: string | null | undefined, principal: Principal): Judgement => {
-    const operation = getOperationAST(document, operationName);
-    if (!operation) return { refused: null, verdict: null };
+  const judgeOnce = (document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Judgement => {
+    const operation = operationOf(document, operationName);
+    if (!operation) return { denied: [], filtered: null };
+    const denied = deniedIn(document, operation, principal, variables);
+    // Introspection denied refuses the whole operation: it is not a field a partial answer could leave out.
+    if (denied.length === 0 || operation.operation !== 'query' || denied.some((d) => INTROSPECTION_RULES.has(d.coordinate))) return { denied, filtered: null };
     const only: DocumentNode = { ...document, definitions: document.definitions.filter((d) => d.kind !== Kind.OPERATION_DEFINITION || d === operation) };
-    const refused = refusal(denials(only, principal), principal);
-    return { refused, verdict: refused ? verdictOf(only, operation, principal, refused) : null };
-  };
-  const verdictOf = (only: DocumentNode, operation: OperationDefinitionNode, principal: Principal, refused: GraphQLError): Verdict => {
-    if (operation.operation !== 'query') return { refused };
-    const filtered = filterOperation(schema, only, operation, (parent, field) => {
-      const coordinate = `${parent.name}.${field.name.value}`;
-      const requirement = rules.get(coordinate);
-      return requirement && !satisfies(principal, requirement) ? { coordinate, needs: describeRequirement(requirement) } : null;
+    const byNode = new Map(denied.map((d) => [d.node, d]));
+    const filtered = filterOperation(schema, only, operation, (_parent, field) => {
+      const denial = byNode.get(field);
+      return denial ? { coordinate: denial.coordinate, needs: describeRequirement(denial.requirement) } : null;
     });
     // A removed non-null root field the client always asks for would null the whole answer: refused whole.
-    return filtered && !filtered.certainlyNull ? { filtered } : { refused };
+    return { denied, filtered: filtered && !filtered.certainlyNull ? filtered : null };
   };
 
   return {
@@ -252,13 +241,31 @@ export function createAuthorizer(supergraphSdl: string): Authorizer {
     plannerSdl,
     denials,
     check,
-    judge: (document, operationName, principal) => judgement(document, operationName, principal).verdict,
-    checkOperation: (operation, principal) => judgement(documentOf(operation), undefined, principal).refused,
+    judge(document, operationName, principal, variables) {
+      const { denied, filtered } = judgement(document, operationName, principal, variables);
+      if (denied.length === 0) return null;
+      return filtered ? { filtered } : { refused: refusalFor(denied, principal)! };
+    },
+    checkOperation: (operation, principal) => refusalFor(judgement(documentOf(operation), undefined, principal, undefined).denied, principal),
     scopesOf(operation) {
       const names = denials(documentOf(operation), nobody).flatMap((d) => d.requirement.scopes?.[0] ?? []);
       return [...new Set(names)].sort();
     },
   };
+}
+
+/** The refusal of an operation with these denied fields, worded for the principal that asked (null: none denied). */
+function refusalFor(denied: readonly Denial[], principal: Principal): GraphQLError | null {
+  if (denied.length === 0) return null;
+  const anonymous = principal.id === ANONYMOUS_PRINCIPAL.id;
+  const list = denied.map((d) => `${d.path.join('.')} (${d.coordinate}) needs ${describeRequirement(d.requirement)}`).join('; ');
+  return new GraphQLError(anonymous ? `This operation needs a credential: ${list}` : `Principal ${principal.id} may not run this operation: ${list}`, {
+    extensions: {
+      code: anonymous ? 'UNAUTHENTICATED' : 'FORBIDDEN',
+      denied: denied.map((d) => ({ path: d.path, field: d.coordinate, requires: d.requirement.scopes ?? 'authenticated' })),
+      http: { status: anonymous ? 401 : 403 },
+    },
+  });
 }
 
 type Executor = NonNullable<Awaited<ReturnType<ApolloGateway['load']>>['executor']>;
@@ -277,7 +284,7 @@ export function authorizingGateway(gateway: ApolloGateway, authorizer: Authorize
     const filtering: Executor = async (requestContext) => {
       const context = requestContext.context as Partial<GatewayContext>;
       const principal = context.principal;
-      const verdict = principal ? authorizer.judge(requestContext.document, requestContext.operationName, principal) : null;
+      const verdict = principal ? authorizer.judge(requestContext.document, requestContext.operationName, principal, requestContext.request.variables) : null;
       if (!principal || !verdict || !('filtered' in verdict)) return executor(requestContext);
       const { filtered } = verdict;
       // The answer is shaped back whole (denied fields null, each with its error): no incremental parts.

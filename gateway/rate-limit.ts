@@ -1,7 +1,8 @@
 import type { ApolloServerPlugin } from '@apollo/server';
-import { GraphQLError, Kind, type DocumentNode, type OperationDefinitionNode } from 'graphql';
+import { GraphQLError, type DocumentNode } from 'graphql';
 import { DEMO_PRINCIPAL, type Principal } from '../platform/principal.js';
 import { principalKey, type GatewayContext } from './context.js';
+import { operationOf, rootFields } from './operation-fields.js';
 
 /*
  * A token bucket per principal (per gateway process): RATE_LIMIT_BURST tokens, refilled at
@@ -80,14 +81,14 @@ export class RateLimiter {
   }
 }
 
-/** The cost of an operation: one token, plus the extra cost of each heavy root field it selects. */
-export function operationCost(document: DocumentNode, operationName?: string | null): number {
-  const operations = document.definitions.filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
-  const operation = operations.find((o) => (operationName ? o.name?.value === operationName : true));
+/**
+ * The cost of an operation: one token, plus the extra cost of each heavy root field it runs, however it is
+ * selected (directly, in an inline fragment or a named one; `@skip`/`@include` resolved).
+ */
+export function operationCost(document: DocumentNode, operationName?: string | null, variables?: Readonly<Record<string, unknown>> | null): number {
+  const operation = operationOf(document, operationName);
   let cost = 1;
-  for (const selection of operation?.selectionSet.selections ?? []) {
-    if (selection.kind === Kind.FIELD) cost += HEAVY_FIELDS[selection.name.value] ?? 0;
-  }
+  for (const field of operation ? rootFields(document, operation, variables) : []) cost += HEAVY_FIELDS[field.name.value] ?? 0;
   return cost;
 }
 
@@ -120,7 +121,7 @@ export function rateLimitPlugin(limiter: RateLimiter): ApolloServerPlugin<Gatewa
     async requestDidStart() {
       return {
         async didResolveOperation({ document, request, contextValue, response }) {
-          const extra = operationCost(document, request.operationName) - 1;
+          const extra = operationCost(document, request.operationName, request.variables) - 1;
           if (extra <= 0) return;
           const decision = limiter.take(contextValue.principal, extra);
           if (!decision.allowed) throw rateLimitedError(contextValue.principal, decision);

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Scope } from '../platform/principal.js';
 import { pathOf, problem, problemAt, sendProblem } from './problem.js';
 
 declare module 'fastify' {
@@ -8,6 +9,12 @@ declare module 'fastify' {
      * Declared on the route, read by the one credential check. @default false
      */
     public?: boolean;
+    /**
+     * The scope a credential must hold to use the route (an operator holds every scope); checked by the
+     * credential check right after authentication, before the body is read. REST routes are judged on
+     * their operations instead. @default none
+     */
+    requires?: Scope;
   }
 }
 

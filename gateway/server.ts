@@ -19,7 +19,7 @@ import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { acceptsGraphQLResponse } from './accept.js';
 import { createAuthenticator } from './auth.js';
 import { boundedVariableErrorsPlugin, skipRepeatedVariableValidation } from './bounded-errors.js';
-import { PrincipalSigner, type Principal } from '../platform/principal.js';
+import { hasScope, PrincipalSigner, type Principal } from '../platform/principal.js';
 import { auditPlugin, type AuditSink } from './audit.js';
 import { BrowserOrigins, registerBrowserRules } from './cors.js';
 import { RateLimiter, rateHeaders, rateLimitedError, rateLimitPlugin } from './rate-limit.js';
@@ -273,6 +273,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     const result = await auth.authenticate(request.headers as Record<string, string | undefined>);
     if ('principal' in result) {
       request.principal = result.principal;
+      // A route that declares a scope (/metrics) is refused before anything else without it.
+      const requires = request.routeOptions.config.requires;
+      if (requires && !hasScope(result.principal, requires)) {
+        return refuse(reply, request.url, 'FORBIDDEN', `Principal ${result.principal.id} may not use ${pathOf(request.url)}: it needs ${requires} (or ops:admin)`);
+      }
       // The first token, before the body is read (gateway/rate-limit.ts).
       const decision = rateLimiter.take(result.principal, 1);
       for (const [name, value] of rateHeaders(decision)) void reply.header(name, value);
@@ -359,8 +364,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   app.get('/openapi.json', { config: { public: true }, exposeHeadRoute: true }, async (_request, reply) => reply.type('application/json').send(openApi));
   registerApiReference(app);
-  // Prometheus metrics; behind the API key like every other path when keys are configured.
-  app.get('/metrics', async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
+  // Prometheus metrics: for operators and monitoring credentials (`metrics:read`), not for partners.
+  app.get('/metrics', { config: { requires: 'metrics:read' } }, async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
 
   const inProcess = inProcessUpstream(byName, (error) => app.log.error({ err: error }, 'subgraph fault'));
   const remote = remoteUpstream(remoteUrls, { apiKey: gatewayKey, signer, keepAliveMs: config.WS_KEEPALIVE_MS, maxQueued: config.WS_MAX_QUEUED_EVENTS });

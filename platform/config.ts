@@ -1,5 +1,19 @@
 import { z } from 'zod';
 
+/** Whether a host (a name or an address, IPv6 with or without brackets) is this machine's loopback. */
+export function isLoopbackHost(host: string): boolean {
+  const bare = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return bare === 'localhost' || bare === '::1' || /^127(\.\d{1,3}){3}$/.test(bare);
+}
+
+function isLoopbackUrl(url: string): boolean {
+  try {
+    return isLoopbackHost(new URL(url).hostname);
+  } catch {
+    return false;
+  }
+}
+
 const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 const intFrom = (name: string, min: number, max: number) =>
@@ -126,8 +140,15 @@ const envSchema = z.object({
    * "tenant", "scopes": [...] }` (gateway/auth.ts). Raw keys are hashed when the file is read.
    */
   API_KEYS_FILE: z.string().min(1).optional(),
-  /** Bearer JWTs from an identity provider: its JWKS (https:// or http://). Needs AUTH_ISSUER and AUTH_AUDIENCE. */
-  AUTH_JWKS_URL: z.string().regex(/^https?:\/\/\S+$/, 'AUTH_JWKS_URL must be an http(s):// URL').optional(),
+  /**
+   * Bearer JWTs from an identity provider: its JWKS, https:// (plain http:// only on loopback, where no
+   * network can alter the keys). Needs AUTH_ISSUER and AUTH_AUDIENCE.
+   */
+  AUTH_JWKS_URL: z
+    .string()
+    .regex(/^https?:\/\/\S+$/, 'AUTH_JWKS_URL must be an https:// URL')
+    .refine((url) => url.startsWith('https://') || isLoopbackUrl(url), 'AUTH_JWKS_URL must be https:// (plain http:// is accepted on loopback only: 127.0.0.0/8, [::1], localhost)')
+    .optional(),
   /** The `iss` a token must carry. */
   AUTH_ISSUER: z.string().min(1).optional(),
   /** The `aud` a token must carry (one of them). */

@@ -22,6 +22,8 @@ export const SCOPES = [
   'features:materialize',
   'optimization:read',
   'optimization:run',
+  'metrics:read',
+  'schema:read',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

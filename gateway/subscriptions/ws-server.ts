@@ -129,10 +129,10 @@ export function attachGraphQLWebSocket(options: WsOptions): {
         if (!getOperationAST(document, payload.operationName)) return [operationNotFound(payload.operationName)];
         // The same authorization as over HTTP, before the operation is planned or a stream opened.
         const principal = principals.get(ctx) ?? unauthenticated();
-        const verdict = options.authorizer.judge(document, payload.operationName, principal);
+        const verdict = options.authorizer.judge(document, payload.operationName, principal, payload.variables);
         if (verdict && 'refused' in verdict) return [verdict.refused];
         if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
-          const decision = options.rateLimiter.take(principal, operationCost(document, payload.operationName));
+          const decision = options.rateLimiter.take(principal, operationCost(document, payload.operationName, payload.variables));
           if (!decision.allowed) return [rateLimitedError(principal, decision)];
         }
         return { schema: options.schema, document, operationName: payload.operationName, variableValues: payload.variables };
