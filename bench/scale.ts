@@ -203,7 +203,7 @@ async function eventsIntoLog(db: pg.Client, url: string): Promise<RelayFigures> 
     const jsm = await jetstreamManager(nc);
     await waitFor(async () => (await relayLag(db)) === 0, 'the relay to catch up before the block');
     const before = (await jsm.streams.info(STREAM)).state.messages;
-    const events = Array.from({ length: RELAY_EVENTS }, (_, i) => ({ topic: 'bench.relay', key: `K-${i % 100}`, payload: { n: i, at: new Date().toISOString() } }));
+    const events = Array.from({ length: RELAY_EVENTS }, (_, i) => ({ audience: 'everyone' as const, topic: 'bench.relay', key: `K-${i % 100}`, payload: { n: i, at: new Date().toISOString() } }));
     await db.query('BEGIN');
     await appendEvents(db, events);
     await db.query('COMMIT');
@@ -356,7 +356,7 @@ async function steadyRate(perGateway: number, gateways: ServerProcess[], db: pg.
       const number = 100_000 + k;
       sent.set(number, performance.now());
       await db.query('BEGIN');
-      await appendEvents(db, [{ topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: number, at: new Date().toISOString() } }]);
+      await appendEvents(db, [{ audience: 'everyone' as const, topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: number, at: new Date().toISOString() } }]);
       await db.query('COMMIT');
     }
     await waitFor(() => subscribers.every((s) => s.cursors.length >= events), 'the steady events to arrive');
@@ -443,7 +443,7 @@ async function filteredRate(perGateway: number, gateways: ServerProcess[], db: p
       const at = performance.now();
       await db.query('BEGIN');
       const [id] = await appendEvents(db, [
-        { topic: 'rental.machine_status', key: machine, payload: { machineId: machine, previousStatus: 'available', status: 'reserved', reason: 'quote', at: new Date().toISOString() } },
+        { audience: 'everyone' as const, topic: 'rental.machine_status', key: machine, payload: { machineId: machine, previousStatus: 'available', status: 'reserved', reason: 'quote', at: new Date().toISOString() } },
       ]);
       sent.set(id!, at);
       await db.query('COMMIT');
@@ -475,7 +475,7 @@ async function commitBurst(db: pg.Client, fleetPayload: Record<string, unknown>,
   for (let k = first; k < first + count; k++) {
     sent.set(k, performance.now());
     await db.query('BEGIN');
-    await appendEvents(db, [{ topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: k, at: new Date().toISOString() } }]);
+    await appendEvents(db, [{ audience: 'everyone' as const, topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: k, at: new Date().toISOString() } }]);
     await db.query('COMMIT');
   }
   return sent;

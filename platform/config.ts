@@ -122,6 +122,8 @@ const envSchema = z.object({
   OPTIMIZATION_MAX_QUBITS: intFrom('OPTIMIZATION_MAX_QUBITS', 4, 24).default(24),
   /** Quantum runs in progress at once, across every instance sharing the database. @default 2 */
   OPTIMIZATION_MAX_CONCURRENT_RUNS: intFrom('OPTIMIZATION_MAX_CONCURRENT_RUNS', 1, 64).default(2),
+  /** Quantum runs one tenant may have in progress at once (operators are not capped by it). */
+  OPTIMIZATION_MAX_CONCURRENT_RUNS_PER_TENANT: intFrom('OPTIMIZATION_MAX_CONCURRENT_RUNS_PER_TENANT', 1, 64).default(1),
   /** A run whose estimated compute time is longer is refused before it starts. @default 120 */
   OPTIMIZATION_MAX_RUN_SECONDS: intFrom('OPTIMIZATION_MAX_RUN_SECONDS', 1, 3600).default(120),
   /**

@@ -1,7 +1,8 @@
 import type { Database } from './db.js';
 import { Channel } from './channel.js';
 import { domainError } from './errors.js';
-import { OUTBOX_CHANNEL } from './outbox.js';
+import { OUTBOX_CHANNEL, type Audience } from './outbox.js';
+import { mayView, type Viewer } from './ownership.js';
 
 /** One stored event; `id` is its cursor (a decimal string: bigint ids do not fit a JS number forever). */
 export interface StoredEvent<P = unknown> {
@@ -9,9 +10,26 @@ export interface StoredEvent<P = unknown> {
   topic: string;
   key: string | null;
   payload: P;
+  /** Who may receive it (platform/outbox.ts); null: every subscriber. */
+  audience: Exclude<Audience, 'everyone'> | null;
+}
+
+/**
+ * The event as `viewer` may receive it: whole (fleet-wide, its own, or an operator), with the owner's
+ * private fields null (another owner's event that every subscriber sees), or not at all (null).
+ */
+export function eventSeenBy<P>(event: StoredEvent<P>, viewer: Viewer): StoredEvent<P> | null {
+  const audience = event.audience;
+  if (!audience || mayView(viewer, audience.owner, audience.grain)) return event;
+  if (!audience.private) return null;
+  const payload = { ...(event.payload as Record<string, unknown>) };
+  for (const field of audience.private) if (field in payload) payload[field] = null;
+  return { ...event, payload: payload as P };
 }
 
 export interface StreamOptions {
+  /** Who receives the stream: it gets only the events, and the parts of them, this viewer may see. */
+  viewer: Viewer;
   /** Replay every event after this cursor first. */
   after?: string | null;
   /** Only events with one of these keys. */
@@ -53,14 +71,14 @@ export function outboxLog(db: Database): EventLog {
     },
     async after(position, limit) {
       const res = await db.query<StoredEvent>(
-        'SELECT id::text AS id, topic, key, payload FROM outbox WHERE id > $1 ORDER BY outbox.id LIMIT $2',
+        'SELECT id::text AS id, topic, key, payload, audience FROM outbox WHERE id > $1 ORDER BY outbox.id LIMIT $2',
         [position.toString(), limit],
       );
       return res.rows;
     },
     async topic(topic, after, upTo, keys, limit) {
       const res = await db.query<StoredEvent>(
-        `SELECT id::text AS id, topic, key, payload FROM outbox
+        `SELECT id::text AS id, topic, key, payload, audience FROM outbox
          WHERE topic = $1 AND id > $2 AND id <= $3 AND ($4::text[] IS NULL OR key = ANY($4))
          ORDER BY outbox.id LIMIT $5`,
         [topic, after.toString(), upTo.toString(), keys ? [...keys] : null, limit],
@@ -222,7 +240,7 @@ export class EventHub {
    * The events of a topic, replayed from `after` and then live, until the consumer calls `return()`.
    * Fails with StreamOverflowError when more than `maxQueued` events wait unread.
    */
-  stream<P>(topic: string, options: StreamOptions = {}): AsyncIterableIterator<StoredEvent<P>> {
+  stream<P>(topic: string, options: StreamOptions): AsyncIterableIterator<StoredEvent<P>> {
     const keys = options.keys && options.keys.length > 0 ? new Set(options.keys) : null;
     const after = options.after ? BigInt(options.after) : null;
     const slots = keys ? [...keys].map((key) => slotOf(topic, key)) : [topic];
@@ -241,10 +259,16 @@ export class EventHub {
     // the replay goes on reading the table up to it. Memory stays bounded however long the catch-up.
     let catchingUp = after !== null;
     let newestSeen: bigint | null = null;
+    // Every event reaches the channel through this one rule: what the viewer may see of it.
+    const viewer = options.viewer;
+    const deliver = (event: StoredEvent) => {
+      const seen = eventSeenBy(event as StoredEvent<P>, viewer);
+      if (seen) channel.push(seen);
+    };
     const listener: Listener = (event) => {
       if (after !== null && BigInt(event.id) <= after) return;
       if (catchingUp) newestSeen = BigInt(event.id);
-      else channel.push(event as StoredEvent<P>);
+      else deliver(event);
     };
     // Registering and reading the position in one synchronous step: live delivery covers exactly
     // ids > registeredAt, the replay covers (after, registeredAt].
@@ -259,7 +283,7 @@ export class EventHub {
         let from = after;
         let upTo = registeredAt;
         for (;;) {
-          await this.replay(topic, from, upTo, keys, channel);
+          await this.replay(topic, from, upTo, keys, channel, deliver);
           if (channel.closed) return;
           // Synchronous with the last read: events after this point go live, none is missed or repeated.
           if (newestSeen === null || newestSeen <= upTo) {
@@ -280,12 +304,13 @@ export class EventHub {
     upTo: bigint,
     keys: Set<string> | null,
     channel: Channel<StoredEvent<P>>,
+    deliver: (event: StoredEvent) => void,
   ): Promise<void> {
-    if (after >= this.recentFrom && upTo <= this.position) return this.replayRecent(topic, after, upTo, keys, channel);
+    if (after >= this.recentFrom && upTo <= this.position) return this.replayRecent(topic, after, upTo, keys, channel, deliver);
     let from = after;
     while (from < upTo && !channel.closed) {
-      const page = (await this.log.topic(topic, from, upTo, keys, PAGE)) as StoredEvent<P>[];
-      for (const event of page) channel.push(event);
+      const page = await this.log.topic(topic, from, upTo, keys, PAGE);
+      for (const event of page) deliver(event);
       if (page.length < PAGE) break;
       from = BigInt(page[page.length - 1]!.id);
       // Read the next page only when the consumer has caught up: a long replay never floods memory.
@@ -294,14 +319,21 @@ export class EventHub {
   }
 
   /** A replay of (after, upTo] from the events in memory, paced like one read from the log. */
-  private async replayRecent<P>(topic: string, after: bigint, upTo: bigint, keys: Set<string> | null, channel: Channel<StoredEvent<P>>): Promise<void> {
+  private async replayRecent<P>(
+    topic: string,
+    after: bigint,
+    upTo: bigint,
+    keys: Set<string> | null,
+    channel: Channel<StoredEvent<P>>,
+    deliver: (event: StoredEvent) => void,
+  ): Promise<void> {
     // A copy of the range: the pump may trim `recent` while this waits for the consumer.
     const events = this.recent.slice(firstAfter(this.recent, after), firstAfter(this.recent, upTo));
     let pushed = 0;
     for (const event of events) {
       if (channel.closed) return;
       if (event.topic !== topic || (keys && (event.key === null || !keys.has(event.key)))) continue;
-      channel.push(event as StoredEvent<P>);
+      deliver(event);
       if (++pushed % PAGE === 0) await channel.room(PAGE);
     }
   }

@@ -24,6 +24,8 @@ import { OUTBOX_CHANNEL } from './outbox.js';
  */
 
 export const OUTBOX_ID_HEADER = 'Ops-Outbox-Id';
+/** The event's audience (platform/outbox.ts) as JSON; absent for fleet-wide events. */
+export const AUDIENCE_HEADER = 'Ops-Audience';
 
 export interface EventRelayOptions {
   url: string;
@@ -60,6 +62,7 @@ interface OutboxRow {
   topic: string;
   key: string | null;
   payload: unknown;
+  audience: unknown;
 }
 
 export class EventRelay {
@@ -211,7 +214,7 @@ export class EventRelay {
     for (;;) {
       const rows = await this.db.query<OutboxRow>(
         // Ordered by the bigint column, not by the text the id is read as ('10' sorts before '9').
-        'SELECT id::text AS id, topic, key, payload FROM outbox WHERE id > $1::bigint ORDER BY outbox.id LIMIT $2',
+        'SELECT id::text AS id, topic, key, payload, audience FROM outbox WHERE id > $1::bigint ORDER BY outbox.id LIMIT $2',
         [this.position.toString(), batch],
       );
       if (rows.rows.length === 0) break;
@@ -220,6 +223,8 @@ export class EventRelay {
           const h = headers();
           h.set(OUTBOX_ID_HEADER, row.id);
           if (row.key !== null) h.set('Ops-Key', row.key);
+          // Who may receive it travels with it: every reader of the stream applies the same rule.
+          if (row.audience !== null) h.set(AUDIENCE_HEADER, JSON.stringify(row.audience));
           return this.js.publish(subject(row.topic), this.encoder.encode(JSON.stringify(row.payload)), {
             msgID: row.id,
             headers: h,

@@ -1,7 +1,7 @@
 import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { EventLog, StoredEvent } from './event-hub.js';
-import { OUTBOX_ID_HEADER } from './event-relay.js';
+import { AUDIENCE_HEADER, OUTBOX_ID_HEADER } from './event-relay.js';
 
 /*
  * The event log read from the JetStream stream the outbox is relayed to (platform/event-relay.ts), so a
@@ -101,7 +101,7 @@ export class JetStreamLog implements EventLog {
       if (page.length === 0) break;
       for (const event of page) {
         if (BigInt(event.id) > upTo) return out;
-        if (!keys || (event.key !== null && keys.has(event.key))) out.push({ id: event.id, topic: event.topic, key: event.key, payload: event.payload });
+        if (!keys || (event.key !== null && keys.has(event.key))) out.push({ id: event.id, topic: event.topic, key: event.key, payload: event.payload, audience: event.audience });
         if (out.length >= limit) return out;
       }
       from = page.at(-1)!.seq + 1;
@@ -196,11 +196,17 @@ export class JetStreamLog implements EventLog {
   }
 
   private sequenced(m: JsMsg): Sequenced {
-    return { ...this.eventOf(m.subject, m.headers?.get(OUTBOX_ID_HEADER), m.headers?.get(KEY_HEADER), m.data), seq: m.seq };
+    return { ...this.eventOf(m.subject, m.headers?.get(OUTBOX_ID_HEADER), m.headers?.get(KEY_HEADER), m.headers?.get(AUDIENCE_HEADER), m.data), seq: m.seq };
   }
 
-  private eventOf(subject: string, id: string | undefined, key: string | undefined, data: Uint8Array): StoredEvent {
+  private eventOf(subject: string, id: string | undefined, key: string | undefined, audience: string | undefined, data: Uint8Array): StoredEvent {
     if (!id) throw new Error(`a message on ${subject} has no ${OUTBOX_ID_HEADER}`);
-    return { id, topic: subject.slice(this.stream.length + 1), key: key ? key : null, payload: JSON.parse(this.decoder.decode(data)) as unknown };
+    return {
+      id,
+      topic: subject.slice(this.stream.length + 1),
+      key: key ? key : null,
+      payload: JSON.parse(this.decoder.decode(data)) as unknown,
+      audience: audience ? (JSON.parse(audience) as StoredEvent['audience']) : null,
+    };
   }
 }

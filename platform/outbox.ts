@@ -1,4 +1,5 @@
 import type { Queryable } from './db.js';
+import type { Grain, Owner } from './ownership.js';
 
 /** The NOTIFY channel that announces new outbox rows (payload: the newest id). */
 export const OUTBOX_CHANNEL = 'outbox_events';
@@ -6,11 +7,23 @@ export const OUTBOX_CHANNEL = 'outbox_events';
 /** Serializes outbox writers so ids commit in order; held only until the writer's commit. */
 const OUTBOX_LOCK = 7_231_004_117;
 
+/**
+ * Who may receive an event, declared by whoever writes it (the event hub applies it to every subscriber,
+ * live and on replay; operators receive everything):
+ * - `everyone`: fleet-wide state (positions, summaries, materializations);
+ * - an owner without `private`: the owner's alone (at its grain);
+ * - an owner with `private`: every subscriber receives it, those payload fields null for all but the owner
+ *   (a machine's status names the quote that reserved it only to that quote's tenant).
+ */
+export type Audience = 'everyone' | { readonly owner: Owner; readonly grain: Grain; readonly private?: readonly string[] };
+
 export interface OutboxEvent<P = unknown> {
   topic: string;
   /** The filter key subscribers select on (machine id, booking id); omit for fleet-wide events. */
   key?: string | null;
   payload: P;
+  /** Required: an event cannot be written without saying whose it is. */
+  audience: Audience;
 }
 
 /**
@@ -32,12 +45,12 @@ export async function appendEvents(tx: Queryable, events: readonly OutboxEvent[]
   if (events.length === 0) return [];
   await lockCommitOrder(tx);
   const res = await tx.query<{ id: string }>(
-    `INSERT INTO outbox (topic, key, payload)
-     SELECT e.topic, e.key, e.payload
-     FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (topic text, key text, payload jsonb)) WITH ORDINALITY AS e(topic, key, payload, n)
+    `INSERT INTO outbox (topic, key, payload, audience)
+     SELECT e.topic, e.key, e.payload, e.audience
+     FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (topic text, key text, payload jsonb, audience jsonb)) WITH ORDINALITY AS e(topic, key, payload, audience, n)
      ORDER BY e.n
      RETURNING id::text AS id`,
-    [JSON.stringify(events.map((e) => ({ topic: e.topic, key: e.key ?? null, payload: e.payload })))],
+    [JSON.stringify(events.map((e) => ({ topic: e.topic, key: e.key ?? null, payload: e.payload, audience: e.audience === 'everyone' ? null : e.audience })))],
   );
   const ids = res.rows.map((r) => r.id);
   await tx.query('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, ids[ids.length - 1]]);

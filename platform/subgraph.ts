@@ -7,6 +7,7 @@ import type { Database } from './db.js';
 import type { EventHub } from './event-hub.js';
 import type { MigrationSet } from './migrate.js';
 import type { Peers } from './peers.js';
+import type { Grain } from './ownership.js';
 import type { Principal } from './principal.js';
 import type { RestRoute } from './rest.js';
 
@@ -64,7 +65,34 @@ export interface SubgraphModule {
    * document impure wherever they are selected (a measured time). @default none
    */
   pure?: PureReads;
+  /**
+   * The entity types whose rows a principal creates and owns, with how one is made: the authorization
+   * matrix (test/authorization-matrix.test.ts) proves, for each, that another tenant reaches none of them
+   * through any root field, REST route, subscription, replay or `_entities`, without a test of its own.
+   * Every entity type of the supergraph is either owned here or listed in `shared`. @default none
+   */
+  owned?: readonly OwnedType[];
+  /** Entity types that are the same for every caller (the fleet, the insurance world). @default none */
+  shared?: readonly string[];
   start(deps: SubgraphDeps): Promise<SubgraphInstance>;
+}
+
+/** An entity type whose rows carry their owner (platform/ownership.ts). */
+export interface OwnedType {
+  /** The GraphQL type, an entity keyed by `id`. */
+  type: string;
+  /** The table of its rows and their owner columns. */
+  table: string;
+  owner: { tenant: string; principal: string };
+  grain: Grain;
+  /** The names an argument carrying its id has (besides `id` on a field that returns it): `bookingId`. */
+  idArguments: readonly string[];
+  /** A well-formed id that no row has: what another tenant's id must answer exactly like. */
+  unknownId: string;
+  /** Values for other required arguments or body fields of operations that take its id, by name. */
+  inputs?: Readonly<Record<string, unknown>>;
+  /** Makes one as a caller, through the public API (`run` executes GraphQL as that caller); resolves to its id. */
+  make(run: (operation: string, variables?: Record<string, unknown>) => Promise<Record<string, any>>): Promise<string>;
 }
 
 export interface PureReads {

@@ -331,7 +331,7 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     const run = (principal: Principal) => {
       // This server runs in demo mode; the context is made as a server with credentials would make it.
       const ctx = instance.context({ headers: {}, principal }) as BondingContext;
-      const contextValue: BondingContext = { ...ctx, demoMode: false, loaders: createLoaders(ctx.store, principal, false) };
+      const contextValue: BondingContext = { ...ctx, demoMode: false, loaders: createLoaders(ctx.store, principal) };
       return execute({
         schema: instance.schema,
         document: parse('mutation($i: QuantumKeyInput!) { generateQuantumKey(input: $i) { status key fingerprint } }'),
@@ -345,7 +345,11 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     // Another user does not see it at all.
     const other = await run({ id: 'someone-else', tenant: 't', scopes: ['bonding:use'] });
     expect(other.errors?.[0]?.extensions?.['code']).toBe('NOT_FOUND');
-    const owner = await run({ id: 'keyed', tenant: 't', scopes: ['bonding:use'] });
+    // The same name in another tenant is another principal: the session is not its to see.
+    const namesake = await run({ id: 'keyed', tenant: 't', scopes: ['bonding:use'] });
+    expect(namesake.errors?.[0]?.extensions?.['code']).toBe('NOT_FOUND');
+    // Demo mode started it for user `keyed` of the demo tenant: that principal distils.
+    const owner = await run({ id: 'keyed', tenant: 'demo', scopes: ['bonding:use'] });
     expect(owner.errors).toBeUndefined();
     expect(owner.data!['generateQuantumKey']).toMatchObject({ status: 'COMPLETED', key: expect.stringMatching(/^[0-9a-f]{32}$/), fingerprint: expect.stringMatching(/^[0-9a-f]{32}$/) });
   });

@@ -104,7 +104,7 @@ describe.skipIf(!TEST_DATABASE_URL)('two instances on one PostgreSQL', () => {
     await migrate(dbA, sets);
     const a = new BondingStore(dbA, options);
     const b = new BondingStore(dbB, options);
-    const session = await a.startSession({ userId: 'race', seed: 5, paths: DEFAULT_TOPOLOGY, now: new Date() });
+    const session = await a.startSession({ user: { tenant: 'tests', principal: 'race' }, seed: 5, paths: DEFAULT_TOPOLOGY, now: new Date() });
     const winners = { a: 0, b: 0 };
     for (let round = 0; round < 40; round++) {
       // The lease free and the step due: both instances go for it at once.
@@ -132,7 +132,7 @@ describe.skipIf(!TEST_DATABASE_URL)('two instances on one PostgreSQL', () => {
     open.push(ra);
     const store = new BondingStore(ra.db, options);
     const ids: string[] = [];
-    for (let i = 0; i < 3; i++) ids.push((await store.startSession({ userId: `svc-${i}`, seed: 100 + i, paths: DEFAULT_TOPOLOGY, now: new Date() })).id);
+    for (let i = 0; i < 3; i++) ids.push((await store.startSession({ user: { tenant: 'tests', principal: `svc-${i}` }, seed: 100 + i, paths: DEFAULT_TOPOLOGY, now: new Date() })).id);
     await waitFor('steps on the first instance', async () => (await Promise.all(ids.map((id) => storedSession(ra.db, id)))).every((s) => s.tick >= 5));
     // The second instance runs beside the first, which holds the leases; then the first stops.
     const rb = await startSubgraphRuntime({ config, clock: systemClock, modules: [bonding] });
@@ -167,7 +167,7 @@ describe.skipIf(!TEST_DATABASE_URL)('two instances on one PostgreSQL', () => {
     const a = new BondingStore(await connect(), options);
     const b = new BondingStore(await connect(), options);
     const results = await Promise.allSettled(
-      Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).startSession({ userId: 'crowd', seed: i, paths: DEFAULT_TOPOLOGY, now: new Date() })),
+      Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).startSession({ user: { tenant: 'tests', principal: 'crowd' }, seed: i, paths: DEFAULT_TOPOLOGY, now: new Date() })),
     );
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(3);
     const rejected = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -188,7 +188,7 @@ describe('the link model with no open session', () => {
       for (let tick = 1; tick <= 3; tick++) expect(await store.runLinkModel(new Date(Date.now() + tick * 1000))).toBe(0);
       await read();
       expect(db.readCacheStats()!.hits).toBeGreaterThan(before.hits);
-      const session = await store.startSession({ userId: 'idle', seed: 9, paths: DEFAULT_TOPOLOGY, now: new Date() });
+      const session = await store.startSession({ user: { tenant: 'tests', principal: 'idle' }, seed: 9, paths: DEFAULT_TOPOLOGY, now: new Date() });
       expect(await store.runLinkModel(new Date(Date.now() + 60_000))).toBe(1);
       expect((await storedSession(db, session.id)).tick).toBe(1);
     } finally {

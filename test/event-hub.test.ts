@@ -3,6 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../platform/db.js';
 import { EventHub, outboxLog, type StoredEvent } from '../platform/event-hub.js';
+import { SYSTEM_VIEWER } from '../platform/ownership.js';
 import { appendEvents } from '../platform/outbox.js';
 import { migrate } from '../platform/migrate.js';
 import { fileURLToPath } from 'node:url';
@@ -37,13 +38,13 @@ describe('outbox event hub', () => {
 
   const write = async (n: number, key: (i: number) => string) => {
     for (let i = 0; i < n; i++) {
-      await db.transaction((tx) => appendEvents(tx, [{ topic: 't', key: key(i), payload: { i } }]));
+      await db.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: 't', key: key(i), payload: { i } }]));
     }
     await hub.wake();
   };
 
   it('delivers live events and replays from a cursor in numeric cursor order, past one page', async () => {
-    const live = hub.stream<{ i: number }>('t');
+    const live = hub.stream<{ i: number }>('t', { viewer: SYSTEM_VIEWER });
     await write(1200, (i) => (i % 2 === 0 ? 'even' : 'odd'));
     const got = await take(live, 1200);
     expect(got.map((e) => e.payload.i)).toEqual([...Array(1200).keys()]);
@@ -52,7 +53,7 @@ describe('outbox event hub', () => {
     await live.return!();
 
     // Replay after the 7th event: ids 8.. in order (9 < 10 < 11 numerically, not as text), across pages.
-    const replay = hub.stream<{ i: number }>('t', { after: got[6]!.id, keys: ['odd'] });
+    const replay = hub.stream<{ i: number }>('t', { viewer: SYSTEM_VIEWER, after: got[6]!.id, keys: ['odd'] });
     const again = await take(replay, 597);
     expect(again.map((e) => e.payload.i)).toEqual([...Array(1200).keys()].filter((i) => i > 6 && i % 2 === 1));
     // Then it continues live without a gap or duplicate.
@@ -68,7 +69,7 @@ describe('outbox event hub', () => {
     // 12,000 events in one statement: more than the stream's 10,000-event bound.
     await db.query(`INSERT INTO outbox (topic, key, payload) SELECT 'bulk', 'k', jsonb_build_object('i', g) FROM generate_series(1, 12000) AS g`);
     await hub.wake();
-    const replay = hub.stream<{ i: number }>('bulk', { after: start, maxQueued: 1000 });
+    const replay = hub.stream<{ i: number }>('bulk', { viewer: SYSTEM_VIEWER, after: start, maxQueued: 1000 });
     const got = await take(replay, 12_000);
     expect(got.length).toBe(12_000);
     expect(got[0]!.payload.i).toBe(1);
@@ -95,8 +96,8 @@ describe('outbox event hub when the database fails', () => {
     const errors: unknown[] = [];
     const hub = new EventHub(flaky, { pollMs: 60_000, onError: (e) => errors.push(e) });
     await hub.start();
-    const live = hub.stream<{ i: number }>('f');
-    await db.transaction((tx) => appendEvents(tx, [{ topic: 'f', key: null, payload: { i: 1 } }]));
+    const live = hub.stream<{ i: number }>('f', { viewer: SYSTEM_VIEWER });
+    await db.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: 'f', key: null, payload: { i: 1 } }]));
     failNext = true;
     await expect(hub.wake()).resolves.toBeUndefined();
     expect(errors.map(String)).toEqual(['Error: connection lost']);
@@ -117,8 +118,8 @@ describe('outbox event hub when the database fails', () => {
     const small = new EventHub(mem, { log: counted, recent: 5, pollMs: 60_000 });
     await small.start();
     try {
-      const live = small.stream<{ i: number }>('odd');
-      for (let i = 0; i < 20; i++) await mem.transaction((tx) => appendEvents(tx, [{ topic: i % 2 ? 'odd' : 'even', key: `k${i % 3}`, payload: { i } }]));
+      const live = small.stream<{ i: number }>('odd', { viewer: SYSTEM_VIEWER });
+      for (let i = 0; i < 20; i++) await mem.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: i % 2 ? 'odd' : 'even', key: `k${i % 3}`, payload: { i } }]));
       await small.wake();
       const all = await within(take(live, 10), 'the live events');
       await live.return!();
@@ -126,13 +127,13 @@ describe('outbox event hub when the database fails', () => {
       expect(all.map((e) => e.id)).toEqual(ids.filter((_, i) => i % 2 === 1));
 
       // After the 17th event: inside the 5 newest kept, so no read of the log; keys filtered.
-      const near = small.stream<{ i: number }>('odd', { after: ids[16]!, keys: ['k0', 'k1'] });
+      const near = small.stream<{ i: number }>('odd', { viewer: SYSTEM_VIEWER, after: ids[16]!, keys: ['k0', 'k1'] });
       expect((await within(take(near, 1), 'the replay from memory')).map((e) => e.payload.i)).toEqual([19]);
       expect(logReads).toBe(0);
       await near.return!();
 
       // After the 3rd: older than what is kept, read from the log, the same events a live stream got.
-      const far = small.stream<{ i: number }>('odd', { after: ids[2]! });
+      const far = small.stream<{ i: number }>('odd', { viewer: SYSTEM_VIEWER, after: ids[2]! });
       expect((await within(take(far, 8), 'the replay from the log')).map((e) => e.payload.i)).toEqual([3, 5, 7, 9, 11, 13, 15, 17, 19].slice(0, 8));
       expect(logReads).toBeGreaterThan(0);
       await far.return!();
@@ -159,13 +160,13 @@ describe('outbox event hub when the database fails', () => {
         [app],
       );
       expect(killed.rowCount).toBe(1);
-      const live = hub.stream<{ i: number }>('r');
+      const live = hub.stream<{ i: number }>('r', { viewer: SYSTEM_VIEWER });
       // Written by another connection, as another instance would: only a working LISTEN wakes this hub.
       const writer = await openDatabase({ url: TEST_DATABASE_URL, schema });
       // The first arrives once the LISTEN connection is back (by NOTIFY, or the wake that follows the
       // reconnect when it was written before); the second, written after that, only by NOTIFY.
       for (const i of [1, 2]) {
-        await writer.transaction((tx) => appendEvents(tx, [{ topic: 'r', key: null, payload: { i } }]));
+        await writer.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: 'r', key: null, payload: { i } }]));
         const got = await within(take(live, 1), `event ${i} after the LISTEN connection was terminated`);
         expect(got.map((e) => e.payload.i)).toEqual([i]);
       }

@@ -183,7 +183,7 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
       const rowsBefore = (await outbox()).length;
       const publishedBefore = [(await a.status()).published, (await b.status()).published];
       const block = 10_000;
-      await server.db.transaction((tx) => appendEvents(tx, Array.from({ length: block }, (_, i) => ({ topic: 'test.block', key: `K-${i % 7}`, payload: { n: i } }))));
+      await server.db.transaction((tx) => appendEvents(tx, Array.from({ length: block }, (_, i) => ({ audience: 'everyone' as const, topic: 'test.block', key: `K-${i % 7}`, payload: { n: i } }))));
       await a.drained(60_000);
       await b.drained(60_000);
       // The block, and anything the server itself wrote meanwhile.

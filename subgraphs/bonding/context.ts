@@ -1,7 +1,8 @@
 import DataLoader from 'dataloader';
 import type { Clock } from '../../platform/clock.js';
 import type { EventHub } from '../../platform/event-hub.js';
-import { isOperator, type Principal } from '../../platform/principal.js';
+import { viewerOf } from '../../platform/ownership.js';
+import type { Principal } from '../../platform/principal.js';
 import type { BondingStore, SessionEventPayload, SessionRecord } from './store.js';
 
 /*
@@ -21,19 +22,17 @@ export interface BondingContext {
   loaders: ReturnType<typeof createLoaders>;
 }
 
-/** A session is its user's; operators see every session (but distil no one else's keys). */
-export const mayView = (principal: Principal, session: SessionRecord, demoMode: boolean) =>
-  demoMode || isOperator(principal) || session.userId === principal.id;
-
-/** Per-request loaders: a session the principal may not see loads as null, exactly as an unknown id. */
-export function createLoaders(store: BondingStore, principal: Principal, demoMode: boolean) {
+/**
+ * Per-request loaders: a session is its user's (in its tenant); operators, and demo mode's one principal,
+ * see every session (but distil no one else's keys). One the principal may not see loads as null, exactly
+ * as an unknown id.
+ */
+export function createLoaders(store: BondingStore, principal: Principal) {
+  const viewer = viewerOf(principal);
   return {
     session: new DataLoader<string, SessionRecord | null>(async (ids) => {
-      const rows = new Map((await store.sessionsByIds(ids)).map((r) => [r.id, r]));
-      return ids.map((id) => {
-        const row = rows.get(id);
-        return row && mayView(principal, row, demoMode) ? row : null;
-      });
+      const rows = new Map((await store.sessionsByIds(ids, viewer)).map((r) => [r.id, r]));
+      return ids.map((id) => rows.get(id) ?? null);
     }),
   };
 }

@@ -16,6 +16,18 @@ import { isDemoMode } from '../../platform/config.js';
  */
 export const bonding: SubgraphModule = {
   name: 'bonding',
+  owned: [
+    {
+      type: 'BondingSession',
+      table: 'bonding_sessions',
+      owner: { tenant: 'tenant', principal: 'user_id' },
+      grain: 'principal',
+      idArguments: ['sessionId'],
+      unknownId: 'BS-000000000000',
+      inputs: { bits: 128, seed: 1 },
+      make: async (run) => (await run('mutation { startBondingSession(seed: 7) { id } }'))['startBondingSession'].id as string,
+    },
+  ],
   restPrefix: '/bonding',
   routes: bondingRoutes,
   migrations: [{ owner: 'bonding', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
@@ -39,7 +51,7 @@ export const bonding: SubgraphModule = {
       schema,
       context(request): BondingContext {
         const { principal } = request;
-        return { store, events, clock, now: clock.now(), demoMode, principal, loaders: createLoaders(store, principal, demoMode) };
+        return { store, events, clock, now: clock.now(), demoMode, principal, loaders: createLoaders(store, principal) };
       },
       async ready() {
         try {

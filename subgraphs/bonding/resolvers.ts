@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import { domainError } from '../../platform/errors.js';
 import { mapEvents } from '../../platform/event-hub.js';
-import { isOperator, type Principal } from '../../platform/principal.js';
+import { viewerOf, type Owner } from '../../platform/ownership.js';
+import { isOperator, samePrincipal, type Principal } from '../../platform/principal.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { parseInput } from '../../platform/validate.js';
 import { QBER_ABORT_THRESHOLD, CryptoSource, runBb84 } from './bb84.js';
@@ -27,17 +28,23 @@ import { TOPICS, type SessionEventPayload, type SessionRecord } from './store.js
 import { createLoaders, type BondingContext, type EventView } from './context.js';
 import type { Resolvers } from './schema-types.js';
 
-/** Keys are distilled on, and shown to, the session's own user only (in demo mode, the demo principal is everyone). */
-const owns = (principal: Principal, session: SessionRecord, demoMode: boolean) => demoMode || session.userId === principal.id;
+/**
+ * Keys are distilled on, and shown to, the session's own user only: the same name in the same tenant (in
+ * demo mode, the demo principal is everyone).
+ */
+const owns = (principal: Principal, session: SessionRecord, demoMode: boolean) =>
+  demoMode || samePrincipal(principal, { id: session.userId, tenant: session.tenant });
 
 /**
- * The user a request acts as: the principal itself; a `userId` naming someone else only for an operator
- * (403 otherwise). Without one, an operator acts for the sandbox user, as demo mode always has.
+ * The user a request acts as, in its tenant: the principal itself; a `userId` naming someone else only for
+ * an operator (403 otherwise), who acts for that user of the operators' own tenant. Without one, an operator
+ * acts for the sandbox user, as demo mode always has. `sandbox` is a reserved name no credential can claim.
  */
-function actingUser(principal: Principal, requested: string | null | undefined, demoMode: boolean): string {
+function actingUser(principal: Principal, requested: string | null | undefined, demoMode: boolean): Owner {
   const operator = demoMode || isOperator(principal);
-  if (requested === null || requested === undefined) return operator ? SANDBOX_USER : principal.id;
-  if (operator || requested === principal.id) return requested;
+  const as = (user: string): Owner => ({ tenant: principal.tenant, principal: user });
+  if (requested === null || requested === undefined) return as(operator ? SANDBOX_USER : principal.id);
+  if (operator || requested === principal.id) return as(requested);
   throw domainError('FORBIDDEN', `userId "${requested}" names another user: a session's user is the principal that starts it (${principal.id})`, [
     { field: 'userId', message: `must be your own principal (${principal.id}) or omitted` },
   ]);
@@ -69,7 +76,7 @@ export const bondingResolvers: Resolvers = {
       const id = parseInput(sessionIdSchema.nullish(), args.sessionId, 'sessionId');
       if (!id) return ctx.store.currentSession(userId);
       const session = await ctx.loaders.session.load(id);
-      return session && (!requested || session.userId === requested) ? session : null;
+      return session && (!requested || (session.userId === userId.principal && session.tenant === userId.tenant)) ? session : null;
     },
     bondingSessions: (_, args, ctx) => {
       const { userId, first } = parseInput(sessionsArgs, { userId: args.userId, first: args.first ?? 20 });
@@ -105,14 +112,14 @@ export const bondingResolvers: Resolvers = {
       const input = parseInput(startArgs, args);
       const seed = input.seed ?? randomBytes(4).readUInt32LE(0) % 2_147_483_648;
       const paths = input.paths?.map((p) => ({ id: p.id, kind: p.kind, sharedRisk: p.sharedRisk ?? [] })) ?? DEFAULT_TOPOLOGY;
-      const session = await ctx.store.startSession({ userId: actingUser(ctx.principal, input.userId, ctx.demoMode), seed, paths, now: ctx.now });
+      const session = await ctx.store.startSession({ user: actingUser(ctx.principal, input.userId, ctx.demoMode), seed, paths, now: ctx.now });
       ctx.loaders.session.prime(session.id, session);
       return session;
     },
     closeBondingSession: async (_, args, ctx) => {
       const id = parseInput(sessionIdSchema, args.id, 'id');
       if (!(await ctx.loaders.session.load(id))) throw domainError('NOT_FOUND', `Bonding session ${id} not found`);
-      const session = await ctx.store.closeSession(id, ctx.now);
+      const session = await ctx.store.closeSession(id, viewerOf(ctx.principal), ctx.now);
       ctx.loaders.session.clear(session.id).prime(session.id, session);
       return session;
     },
@@ -125,7 +132,7 @@ export const bondingResolvers: Resolvers = {
       if (!owns(ctx.principal, visible, ctx.demoMode)) {
         throw domainError('FORBIDDEN', `Bonding session ${input.sessionId} is ${visible.userId}'s: only its own user distils keys on it`);
       }
-      await ctx.store.requireOpenSession(input.sessionId);
+      await ctx.store.requireOpenSession(input.sessionId, viewerOf(ctx.principal));
       const started = performance.now();
       const seeded = input.seed !== null && input.seed !== undefined;
       const rng = seeded ? Random.seeded(input.seed!, 'bb84') : new CryptoSource();
@@ -155,18 +162,21 @@ export const bondingResolvers: Resolvers = {
         eavesdropperDetected: run.eavesdropperDetected,
         attempts: run.attempts,
       };
-      await ctx.store.recordKey({
-        sessionId: input.sessionId,
-        status: run.status,
-        keyId,
-        fingerprint: print,
-        bits: input.bits,
-        qber: run.qber,
-        eavesdropperDetected: run.eavesdropperDetected,
-        figures: { ...figures, reason: run.reason, noise: input.noise ?? 0.02, interceptFraction: input.interceptFraction ?? 0 },
-        reason: run.reason,
-        now: ctx.now,
-      });
+      await ctx.store.recordKey(
+        {
+          sessionId: input.sessionId,
+          status: run.status,
+          keyId,
+          fingerprint: print,
+          bits: input.bits,
+          qber: run.qber,
+          eavesdropperDetected: run.eavesdropperDetected,
+          figures: { ...figures, reason: run.reason, noise: input.noise ?? 0.02, interceptFraction: input.interceptFraction ?? 0 },
+          reason: run.reason,
+          now: ctx.now,
+        },
+        viewerOf(ctx.principal),
+      );
       ctx.loaders.session.clear(input.sessionId);
       return {
         sessionId: input.sessionId,
@@ -194,7 +204,7 @@ export const bondingResolvers: Resolvers = {
         const id = parseInput(sessionIdSchema, args.sessionId, 'sessionId');
         const session = await ctx.loaders.session.load(id);
         if (!session) throw domainError('NOT_FOUND', `Bonding session ${id} not found`);
-        const stream = ctx.events.stream<SessionEventPayload>(TOPICS.session, { after, keys: [id] });
+        const stream = ctx.events.stream<SessionEventPayload>(TOPICS.session, { after, keys: [id], viewer: viewerOf(ctx.principal) });
         return mapEvents(
           stream,
           (e) => ({ bondingSessionUpdated: { ...e.payload, cursor: e.id } }),
@@ -203,7 +213,7 @@ export const bondingResolvers: Resolvers = {
       },
       resolve: (payload: { bondingSessionUpdated: EventView }, _: unknown, ctx: BondingContext) => {
         ctx.now = ctx.clock.now();
-        ctx.loaders = createLoaders(ctx.store, ctx.principal, ctx.demoMode);
+        ctx.loaders = createLoaders(ctx.store, ctx.principal);
         return payload.bondingSessionUpdated;
       },
     },

@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Database, Queryable } from '../../platform/db.js';
 import { domainError } from '../../platform/errors.js';
 import { appendEvents, type OutboxEvent } from '../../platform/outbox.js';
+import { ownedBy, type Owner, type Viewer } from '../../platform/ownership.js';
 import { initialState, step, type LinkModelState, type PathSpec, type PathState } from './link-model.js';
 import { afterStep, initialPlanes, type Planes, type SessionState } from './state-machine.js';
 
@@ -37,6 +38,9 @@ export interface KeySummary {
 
 export interface SessionRecord {
   id: string;
+  /** The tenant of the session's user. */
+  tenant: string;
+  /** The principal (in that tenant) that started it, or `sandbox` for an operator's own. */
   userId: string;
   state: SessionState;
   stateReason: string;
@@ -50,7 +54,10 @@ export interface SessionRecord {
   closedAt: Date | null;
 }
 
-const COLUMNS = `id, user_id AS "userId", state, state_reason AS "stateReason", seed, tick, model, planes,
+/** A session's owner columns: its user is the principal. */
+const USER_COLUMNS = { tenant: 'tenant', principal: 'user_id' };
+
+const COLUMNS = `id, tenant, user_id AS "userId", state, state_reason AS "stateReason", seed, tick, model, planes,
   last_key AS "lastKey", created_at AS "createdAt", updated_at AS "updatedAt", closed_at AS "closedAt"`;
 
 export interface BondingStoreOptions {
@@ -103,25 +110,30 @@ export class BondingStore {
     return res.rows[0]?.id ?? '0';
   }
 
-  async sessionsByIds(ids: readonly string[]): Promise<SessionRecord[]> {
-    const res = await this.db.query<SessionRecord>(`SELECT ${COLUMNS} FROM bonding_sessions WHERE id = ANY($1)`, [[...ids]]);
+  /** The sessions among `ids` that `viewer` may see (another user's are left out, as unknown ids are). */
+  async sessionsByIds(ids: readonly string[], viewer: Viewer): Promise<SessionRecord[]> {
+    const params: unknown[] = [[...ids]];
+    const res = await this.db.query<SessionRecord>(
+      `SELECT ${COLUMNS} FROM bonding_sessions WHERE id = ANY($1) AND ${ownedBy(viewer, 'principal', params, USER_COLUMNS)}`,
+      params,
+    );
     return res.rows;
   }
 
   /** The user's newest open session, else the newest one. */
-  async currentSession(userId: string): Promise<SessionRecord | null> {
+  async currentSession(user: Owner): Promise<SessionRecord | null> {
     const res = await this.db.query<SessionRecord>(
-      `SELECT ${COLUMNS} FROM bonding_sessions WHERE user_id = $1
+      `SELECT ${COLUMNS} FROM bonding_sessions WHERE tenant = $1 AND user_id = $2
        ORDER BY (state <> 'closed') DESC, created_at DESC, id DESC LIMIT 1`,
-      [userId],
+      [user.tenant, user.principal],
     );
     return res.rows[0] ?? null;
   }
 
-  async sessions(userId: string, first: number): Promise<SessionRecord[]> {
+  async sessions(user: Owner, first: number): Promise<SessionRecord[]> {
     const res = await this.db.query<SessionRecord>(
-      `SELECT ${COLUMNS} FROM bonding_sessions WHERE user_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
-      [userId, first],
+      `SELECT ${COLUMNS} FROM bonding_sessions WHERE tenant = $1 AND user_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3`,
+      [user.tenant, user.principal, first],
     );
     return res.rows;
   }
@@ -144,18 +156,19 @@ export class BondingStore {
    * Starts a session. The per-user cap is checked under a per-user advisory lock, so concurrent starts
    * of one user cannot together pass it.
    */
-  async startSession(args: { userId: string; seed: number; paths: readonly PathSpec[]; now: Date }): Promise<SessionRecord> {
-    const { userId, seed, paths, now } = args;
+  async startSession(args: { user: Owner; seed: number; paths: readonly PathSpec[]; now: Date }): Promise<SessionRecord> {
+    const { user, seed, paths, now } = args;
+    const userId = user.principal;
     const id = `BS-${randomBytes(6).toString('hex')}`;
     const model = initialState(paths, seed);
     const at = now.toISOString();
     const planes = initialPlanes(paths.length, at);
     const reason = `probing ${paths.length} paths`;
     return this.transact(async (tx) => {
-      await tx.query(`SELECT pg_advisory_xact_lock(hashtext('bonding.user:' || $1))`, [userId]);
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtext('bonding.user:' || $1 || '/' || $2))`, [user.tenant, userId]);
       const open = await tx.query<{ n: number }>(
-        `SELECT count(*) AS n FROM bonding_sessions WHERE user_id = $1 AND state <> 'closed'`,
-        [userId],
+        `SELECT count(*) AS n FROM bonding_sessions WHERE tenant = $1 AND user_id = $2 AND state <> 'closed'`,
+        [user.tenant, userId],
       );
       const count = open.rows[0]?.n ?? 0;
       if (count >= this.options.maxOpenSessionsPerUser) {
@@ -165,20 +178,24 @@ export class BondingStore {
         );
       }
       const res = await tx.query<SessionRecord>(
-        `INSERT INTO bonding_sessions (id, user_id, state, state_reason, seed, tick, model, planes, next_tick_at,
+        `INSERT INTO bonding_sessions (id, tenant, user_id, state, state_reason, seed, tick, model, planes, next_tick_at,
            last_activity_at, created_at, updated_at)
-         VALUES ($1, $2, 'negotiating', $3, $4, 0, $5, $6, $7, $7, $7, $7)
+         VALUES ($1, $8, $2, 'negotiating', $3, $4, 0, $5, $6, $7, $7, $7, $7)
          RETURNING ${COLUMNS}`,
-        [id, userId, reason, seed, JSON.stringify(model), JSON.stringify(planes), now],
+        [id, userId, reason, seed, JSON.stringify(model), JSON.stringify(planes), now, user.tenant],
       );
-      await appendEvents(tx, [event(id, 'started', 'negotiating', null, 0, reason, model.paths, at)]);
+      await appendEvents(tx, [event(res.rows[0]!, 'started', 'negotiating', null, 0, reason, model.paths, at)]);
       return res.rows[0]!;
     });
   }
 
-  async closeSession(id: string, now: Date): Promise<SessionRecord> {
+  async closeSession(id: string, viewer: Viewer, now: Date): Promise<SessionRecord> {
     return this.transact(async (tx) => {
-      const current = await tx.query<SessionRecord>(`SELECT ${COLUMNS} FROM bonding_sessions WHERE id = $1 FOR UPDATE`, [id]);
+      const params: unknown[] = [id];
+      const current = await tx.query<SessionRecord>(
+        `SELECT ${COLUMNS} FROM bonding_sessions WHERE id = $1 AND ${ownedBy(viewer, 'principal', params, USER_COLUMNS)} FOR UPDATE`,
+        params,
+      );
       const row = current.rows[0];
       if (!row) throw domainError('NOT_FOUND', `Bonding session ${id} not found`);
       if (row.state === 'closed') throw domainError('CONFLICT', `Bonding session ${id} is already closed`);
@@ -200,32 +217,36 @@ export class BondingStore {
       [row.id, reason, JSON.stringify(planes), now],
     );
     if (res.rowCount !== 1) throw domainError('CONFLICT', `Bonding session ${row.id} is already closed`);
-    await appendEvents(tx, [event(row.id, 'closed', 'closed', row.state, row.tick, reason, row.model.paths, at)]);
+    await appendEvents(tx, [event(row, 'closed', 'closed', row.state, row.tick, reason, row.model.paths, at)]);
     return res.rows[0]!;
   }
 
   /** Looks a session up for key generation: 404 unknown, 409 closed. */
-  async requireOpenSession(id: string): Promise<SessionRecord> {
-    const [row] = await this.sessionsByIds([id]);
+  async requireOpenSession(id: string, viewer: Viewer): Promise<SessionRecord> {
+    const [row] = await this.sessionsByIds([id], viewer);
     if (!row) throw domainError('NOT_FOUND', `Bonding session ${id} not found`);
     if (row.state === 'closed') throw domainError('CONFLICT', `Bonding session ${id} is closed`);
     return row;
   }
 
   /** Records a key generation on its session: figures, the security plane, an event; one transaction. */
-  async recordKey(input: KeyRecordInput): Promise<SessionRecord> {
+  async recordKey(input: KeyRecordInput, viewer: Viewer): Promise<SessionRecord> {
     const at = input.now.toISOString();
     return this.transact(async (tx) => {
-      const current = await tx.query<SessionRecord>(`SELECT ${COLUMNS} FROM bonding_sessions WHERE id = $1 FOR UPDATE`, [input.sessionId]);
+      const params: unknown[] = [input.sessionId];
+      const current = await tx.query<SessionRecord>(
+        `SELECT ${COLUMNS} FROM bonding_sessions WHERE id = $1 AND ${ownedBy(viewer, 'principal', params, USER_COLUMNS)} FOR UPDATE`,
+        params,
+      );
       const row = current.rows[0];
       if (!row) throw domainError('NOT_FOUND', `Bonding session ${input.sessionId} not found`);
       if (row.state === 'closed') throw domainError('CONFLICT', `Bonding session ${input.sessionId} is closed`);
       await tx.query(
-        `INSERT INTO bonding_keys (id, session_id, status, key_id, fingerprint, bits, qber, eavesdropper_detected, figures, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+        `INSERT INTO bonding_keys (id, session_id, status, key_id, fingerprint, bits, qber, eavesdropper_detected, figures, created_at, tenant, principal)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
         [
           `KG-${randomBytes(8).toString('hex')}`, input.sessionId, input.status, input.keyId, input.fingerprint, input.bits,
-          input.qber, input.eavesdropperDetected, JSON.stringify(input.figures), input.now,
+          input.qber, input.eavesdropperDetected, JSON.stringify(input.figures), input.now, row.tenant, row.userId,
         ],
       );
       const summary: KeySummary = {
@@ -252,7 +273,7 @@ export class BondingStore {
          WHERE id = $1 RETURNING ${COLUMNS}`,
         [row.id, JSON.stringify(summary), JSON.stringify(planes), input.now],
       );
-      await appendEvents(tx, [event(row.id, 'key', row.state, null, row.tick, security.lastAction, row.model.paths, at)]);
+      await appendEvents(tx, [event(row, 'key', row.state, null, row.tick, security.lastAction, row.model.paths, at)]);
       return res.rows[0]!;
     });
   }
@@ -311,18 +332,19 @@ export class BondingStore {
       if (updated.rowCount !== 1) return false;
       const events: OutboxEvent[] = [];
       if (outcome.state !== row.state) {
-        events.push(event(id, 'state', outcome.state, row.state, tick, outcome.reason, model.paths, at, this.instanceId));
+        events.push(event(row, 'state', outcome.state, row.state, tick, outcome.reason, model.paths, at, this.instanceId));
       }
       const what = changes.map((c) => `${c.pathId ?? c.group} ${c.change}`).join(', ');
-      events.push(event(id, 'metrics', outcome.state, null, tick, what || 'metrics moved', model.paths, at, this.instanceId));
+      events.push(event(row, 'metrics', outcome.state, null, tick, what || 'metrics moved', model.paths, at, this.instanceId));
       await appendEvents(tx, events);
       return true;
     });
   }
 }
 
+/** A session's events are its user's alone (operators see every session's). */
 function event(
-  sessionId: string,
+  session: { id: string; tenant: string; userId: string },
   kind: SessionEventKind,
   state: SessionState,
   previousState: SessionState | null,
@@ -332,9 +354,11 @@ function event(
   at: string,
   runner?: string,
 ): OutboxEvent<SessionEventPayload> {
+  const sessionId = session.id;
   return {
     topic: TOPICS.session,
     key: sessionId,
+    audience: { owner: { tenant: session.tenant, principal: session.userId }, grain: 'principal' },
     payload: { sessionId, kind, state, previousState, tick, reason, paths, at, ...(runner ? { runner } : {}) },
   };
 }

@@ -18,6 +18,7 @@ import { FeaturesStore } from './store.js';
  */
 export const features: SubgraphModule = {
   name: 'features',
+  shared: ['Policy', 'Claim', 'Machine'],
   restPrefix: '/features',
   routes: featuresRoutes,
   migrations: [{ owner: 'features', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],

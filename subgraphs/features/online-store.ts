@@ -1,3 +1,4 @@
+import { SYSTEM_VIEWER } from '../../platform/ownership.js';
 import { randomUUID } from 'node:crypto';
 import { domainError } from '../../platform/errors.js';
 import { periodic } from '../../platform/periodic.js';
@@ -94,7 +95,7 @@ function onMaterialized(events: EventHub, changed: () => Promise<void>): () => P
   let stream: AsyncIterableIterator<unknown> | null = null;
   void (async () => {
     while (!closed) {
-      stream = events.stream(MATERIALIZED_TOPIC);
+      stream = events.stream(MATERIALIZED_TOPIC, { viewer: SYSTEM_VIEWER });
       try {
         for await (const event of stream) {
           void event;

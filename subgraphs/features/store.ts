@@ -163,7 +163,8 @@ export class FeaturesStore {
       if (beforeCommit) await beforeCommit(record.id);
       // Every instance's in-memory copy of the online rows reloads on this event (appended last: its lock
       // is held until commit).
-      await appendEvents(tx, [{ topic: MATERIALIZED_TOPIC, payload: { materializationId: record.id, views: m.views.map((v) => v.view) } }]);
+      // A materialization changes what every caller is served: everyone's event.
+      await appendEvents(tx, [{ topic: MATERIALIZED_TOPIC, payload: { materializationId: record.id, views: m.views.map((v) => v.view) }, audience: 'everyone' }]);
       return record;
     });
   }

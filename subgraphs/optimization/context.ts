@@ -1,6 +1,8 @@
 import DataLoader from 'dataloader';
 import type { Clock } from '../../platform/clock.js';
 import type { EventHub } from '../../platform/event-hub.js';
+import { viewerOf } from '../../platform/ownership.js';
+import type { Principal } from '../../platform/principal.js';
 import type { VesselPosition } from './fleet.js';
 import type { JobResult } from './job.js';
 import type { RunService } from './runs.js';
@@ -27,16 +29,19 @@ export interface OptimizationContext {
   tickIntervalMs: number;
   ready(): Promise<boolean>;
   loaders: ReturnType<typeof createLoaders>;
+  /** Who the request acts for: runs are its tenant's. */
+  principal: Principal;
 }
 
-export function createLoaders(store: OptimizationStore) {
+export function createLoaders(store: OptimizationStore, principal: Principal) {
+  const viewer = viewerOf(principal);
   return {
     vessel: new DataLoader<string, VesselRecord | null>(async (mmsis) => {
       const rows = new Map((await store.vesselsByMmsi(mmsis)).map((v) => [v.mmsi, v]));
       return mmsis.map((m) => rows.get(m) ?? null);
     }),
     run: new DataLoader<string, RunRecord | null>(async (ids) => {
-      const rows = new Map((await store.runsByIds(ids)).map((r) => [r.id, r]));
+      const rows = new Map((await store.runsByIds(ids, viewer)).map((r) => [r.id, r]));
       return ids.map((id) => rows.get(id) ?? null);
     }),
   };

@@ -19,6 +19,19 @@ import { periodic } from '../../platform/periodic.js';
  */
 export const optimization: SubgraphModule = {
   name: 'optimization',
+  shared: ['Vessel'],
+  owned: [
+    {
+      type: 'QuantumRun',
+      table: 'optimization_runs',
+      owner: { tenant: 'tenant', principal: 'principal' },
+      grain: 'tenant',
+      idArguments: ['runId'],
+      unknownId: '00000000-0000-4000-8000-000000000000',
+      make: async (run) =>
+        (await run('mutation { startQuantumRun(input: { problem: REGULAR3_MAXCUT, size: 4, maxEvaluations: 5, shots: 64 }) { id } }'))['startQuantumRun'].id as string,
+    },
+  ],
   restPrefix: '/optimization',
   routes: optimizationRoutes,
   migrations: [{ owner: 'optimization', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
@@ -38,6 +51,7 @@ export const optimization: SubgraphModule = {
     const runs = new RunService(store, clock, {
       maxQubits: config.OPTIMIZATION_MAX_QUBITS,
       maxConcurrentRuns: config.OPTIMIZATION_MAX_CONCURRENT_RUNS,
+      maxConcurrentRunsPerTenant: config.OPTIMIZATION_MAX_CONCURRENT_RUNS_PER_TENANT,
       maxEstimatedSeconds: config.OPTIMIZATION_MAX_RUN_SECONDS,
     });
     const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('optimization')), resolvers: resolverMap });
@@ -82,8 +96,8 @@ export const optimization: SubgraphModule = {
 
     return {
       schema,
-      context(): OptimizationContext {
-        return { store, runs, safety, events, clock, tickIntervalMs: config.FLEET_TICK_MS, ready, loaders: createLoaders(store) };
+      context({ principal }): OptimizationContext {
+        return { store, runs, safety, events, clock, tickIntervalMs: config.FLEET_TICK_MS, ready, principal, loaders: createLoaders(store, principal) };
       },
       ready,
       async close() {

@@ -1,5 +1,6 @@
 import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import { mapEvents } from '../../platform/event-hub.js';
+import { viewerOf } from '../../platform/ownership.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
 import { createLoaders, type OptimizationContext, type PositionsEventView, type RunEventView } from './context.js';
@@ -27,7 +28,7 @@ const vesselOrFail = async (ctx: OptimizationContext, mmsi: string) => {
 };
 
 function renew(ctx: OptimizationContext): void {
-  ctx.loaders = createLoaders(ctx.store);
+  ctx.loaders = createLoaders(ctx.store, ctx.principal);
 }
 
 const optimizationResolvers: Resolvers = {
@@ -39,7 +40,7 @@ const optimizationResolvers: Resolvers = {
       return { status: database ? 'ok' : 'degraded', ready: database, database, fleetTick: clock?.tick ?? 0, solverLoaded: ctx.safety.solverLoaded() };
     },
     optimizationStatus: async (_, __, ctx) => {
-      const [clock, runs] = await Promise.all([ctx.store.fleetClock(), ctx.store.runCounts()]);
+      const [clock, runs] = await Promise.all([ctx.store.fleetClock(), ctx.store.runCounts(viewerOf(ctx.principal))]);
       return {
         service: 'optimization',
         version: '1.0',
@@ -50,6 +51,7 @@ const optimizationResolvers: Resolvers = {
           maxShots: 100_000,
           maxEvaluations: 500,
           maxConcurrentRuns: ctx.runs.limits.maxConcurrentRuns,
+          maxConcurrentRunsPerTenant: ctx.runs.limits.maxConcurrentRunsPerTenant,
           maxEstimatedSeconds: ctx.runs.limits.maxEstimatedSeconds,
         },
         fleet: { seed: clock.seed, vessels: clock.size, tick: clock.tick, tickIntervalMs: ctx.tickIntervalMs, updatedAt: clock.updatedAt },
@@ -67,14 +69,14 @@ const optimizationResolvers: Resolvers = {
     quantumRuns: async (_, args, ctx) => {
       const first = parseInput(runsFirst, args.first ?? 20, 'first');
       const before = args.after === null || args.after === undefined ? null : seqOfCursor(args.after);
-      const page = await ctx.store.runsPage(first, before);
+      const page = await ctx.store.runsPage(first, before, viewerOf(ctx.principal));
       for (const r of page.runs) ctx.loaders.run.prime(r.id, r);
       const edges = page.runs.map((r) => ({ cursor: cursorOf(r.seq), node: r }));
       return { edges, pageInfo: { hasNextPage: page.hasNext, endCursor: edges.at(-1)?.cursor ?? null }, totalCount: page.total };
     },
     quantumRun: (_, args, ctx) => ctx.loaders.run.load(parseInput(runId, args.id, 'id')),
     latestRefinedResult: async (_, __, ctx) => {
-      const run = await ctx.store.latestCompleted();
+      const run = await ctx.store.latestCompleted(viewerOf(ctx.principal));
       // A completed run has its result and completion time.
       if (!run?.result || !run.completedAt) return null;
       return {
@@ -89,12 +91,12 @@ const optimizationResolvers: Resolvers = {
     optimizationEventCursor: (_, __, ctx) => ctx.store.eventCursor(),
   },
   Mutation: {
-    startQuantumRun: (_, args, ctx) => ctx.runs.start(parseInput(startRunInput, args.input, 'input')),
+    startQuantumRun: (_, args, ctx) => ctx.runs.start(parseInput(startRunInput, args.input, 'input'), ctx.principal),
   },
   Subscription: {
     quantumRunCompleted: {
       subscribe: async (_, args, ctx) => {
-        const stream = ctx.events.stream<RunEventPayload>(TOPICS.run, { after: await ctx.events.resumeCursor(args.after) });
+        const stream = ctx.events.stream<RunEventPayload>(TOPICS.run, { after: await ctx.events.resumeCursor(args.after), viewer: viewerOf(ctx.principal) });
         return mapEvents(stream, (e) => ({ quantumRunCompleted: { ...e.payload, cursor: e.id } }));
       },
       resolve: (payload: { quantumRunCompleted: RunEventView }, _: unknown, ctx: OptimizationContext) => {
@@ -107,7 +109,7 @@ const optimizationResolvers: Resolvers = {
         const after = await ctx.events.resumeCursor(args.after);
         const keep = parseInput(mmsiFilter, args.mmsis, 'mmsis');
         const filter = keep ? new Set(keep) : null;
-        const stream = ctx.events.stream<PositionsEventPayload>(TOPICS.positions, { after });
+        const stream = ctx.events.stream<PositionsEventPayload>(TOPICS.positions, { after, viewer: viewerOf(ctx.principal) });
         return mapEvents(stream, (e) => ({
           vesselPositionsChanged: {
             cursor: e.id,

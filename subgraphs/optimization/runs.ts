@@ -1,5 +1,7 @@
 import type { Clock } from '../../platform/clock.js';
 import { domainError } from '../../platform/errors.js';
+import { ownerOf } from '../../platform/ownership.js';
+import { isOperator, type Principal } from '../../platform/principal.js';
 import { invalidInput } from '../../platform/validate.js';
 import { berthInstance, convoyInstance, qubitsFor, regular3Instance, type Instance } from './instances.js';
 import type { StartRunInput } from './inputs.js';
@@ -10,7 +12,10 @@ import type { OptimizationStore, RunRecord } from './store.js';
 
 export interface RunLimits {
   maxQubits: number;
+  /** Runs in progress at once, across every tenant and instance. */
   maxConcurrentRuns: number;
+  /** Runs in progress at once of one tenant (operators are not capped by it): no tenant holds every slot. */
+  maxConcurrentRunsPerTenant: number;
   maxEstimatedSeconds: number;
 }
 
@@ -42,7 +47,8 @@ export class RunService {
     private readonly onFault: (error: unknown) => void = () => undefined,
   ) {}
 
-  async start(input: StartRunInput): Promise<RunRecord> {
+  /** Starts a run for `principal`, whose tenant owns it. */
+  async start(input: StartRunInput, principal: Principal): Promise<RunRecord> {
     const qubits = qubitsFor(input.problem, input.size);
     if (qubits > this.limits.maxQubits) {
       throw invalidInput([{ field: 'input.size', message: `needs ${qubits} qubits; at most ${this.limits.maxQubits} are simulated` }]);
@@ -82,11 +88,17 @@ export class RunService {
         instance: { description: instance.description, variables: instance.variables, edges: instance.edges },
         backend: BACKEND.name,
       },
-      this.limits.maxConcurrentRuns,
+      ownerOf(principal),
+      { global: this.limits.maxConcurrentRuns, tenant: isOperator(principal) ? null : this.limits.maxConcurrentRunsPerTenant },
       this.clock.now(),
     );
-    if (!run) {
-      throw domainError('RATE_LIMITED', `${this.limits.maxConcurrentRuns} quantum runs are in progress, the most allowed at once; start this one when one of them has completed`);
+    if ('full' in run) {
+      throw domainError(
+        'RATE_LIMITED',
+        run.full === 'global'
+          ? `${this.limits.maxConcurrentRuns} quantum runs are in progress, the most allowed at once; start this one when one of them has completed`
+          : `Tenant ${principal.tenant} has ${this.limits.maxConcurrentRunsPerTenant} quantum runs in progress, the most one tenant may have at once; start this one when one of them has completed`,
+      );
     }
     this.launch(run, instance, input);
     return run;

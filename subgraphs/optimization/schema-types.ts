@@ -484,6 +484,8 @@ export type RunLimits = {
   maxShots: Scalars['Int']['output'];
   maxEvaluations: Scalars['Int']['output'];
   maxConcurrentRuns: Scalars['Int']['output'];
+  /** Runs one tenant may have in progress at once (operators are not capped by it). */
+  maxConcurrentRunsPerTenant: Scalars['Int']['output'];
   maxEstimatedSeconds: Scalars['Float']['output'];
 };
 
@@ -986,6 +988,7 @@ export type RunLimitsResolvers<ContextType = OptimizationContext, ParentType ext
   maxShots?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
   maxEvaluations?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
   maxConcurrentRuns?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
+  maxConcurrentRunsPerTenant?: Resolver<ResolversTypes['Int'], ParentType, ContextType>;
   maxEstimatedSeconds?: Resolver<ResolversTypes['Float'], ParentType, ContextType>;
 };
 

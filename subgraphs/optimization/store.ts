@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Database, Queryable } from '../../platform/db.js';
-import { appendEvents } from '../../platform/outbox.js';
+import { appendEvents, type OutboxEvent } from '../../platform/outbox.js';
+import type { Owner, Viewer } from '../../platform/ownership.js';
 import { generateFleet, positionAt, type VesselPosition, type VesselSpec, type VesselTrack, type VesselType } from './fleet.js';
 import type { Instance, ProblemKind } from './instances.js';
 import type { JobResult } from './job.js';
@@ -42,6 +43,9 @@ export type RunStatus = 'running' | 'completed' | 'failed';
 export interface RunRecord {
   id: string;
   seq: string;
+  /** Whose run it is: the tenant, and the principal of it that started the run. */
+  tenant: string;
+  principal: string;
   status: RunStatus;
   problem: ProblemKind;
   size: number;
@@ -81,19 +85,23 @@ export interface PositionsEventPayload {
 
 /** Fails the RUNNING runs (those whose lease expired, or all of them) and appends an event for each. */
 async function failRunning(tx: Queryable, which: 'expired' | 'all', message: string): Promise<string[]> {
-  const res = await tx.query<{ id: string; completed_at: Date | string }>(
+  const res = await tx.query<{ id: string; completed_at: Date | string; tenant: string; principal: string }>(
     `UPDATE optimization_runs SET status = 'failed', error = $1, completed_at = clock_timestamp(), lease_until = NULL
-     WHERE status = 'running' ${which === 'expired' ? 'AND lease_until < clock_timestamp()' : ''} RETURNING id::text AS id, completed_at`,
+     WHERE status = 'running' ${which === 'expired' ? 'AND lease_until < clock_timestamp()' : ''}
+     RETURNING id::text AS id, completed_at, tenant, principal`,
     [message],
   );
-  if (res.rows.length > 0) {
-    await appendEvents(
-      tx,
-      res.rows.map((r) => ({ topic: TOPICS.run, key: r.id, payload: { runId: r.id, status: 'failed', at: iso(r.completed_at) } satisfies RunEventPayload })),
-    );
-  }
+  if (res.rows.length > 0) await appendEvents(tx, res.rows.map((r) => runEvent(r.id, 'failed', iso(r.completed_at), r)));
   return res.rows.map((r) => r.id);
 }
+
+/** A run's end: its tenant's alone to hear of (operators hear of every run). */
+function runEvent(runId: string, status: RunStatus, at: string, owner: Owner): OutboxEvent<RunEventPayload> {
+  return { topic: TOPICS.run, key: runId, payload: { runId, status, at }, audience: { owner: { tenant: owner.tenant, principal: owner.principal }, grain: 'tenant' } };
+}
+
+/** Reads of runs filter on the viewer's tenant (an operator's viewer reads every tenant's). */
+const tenantOf = (viewer: Viewer): string | null => (viewer.all ? null : viewer.owner.tenant);
 
 const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
 
@@ -113,11 +121,13 @@ interface VesselRow {
 }
 const vesselOf = (r: VesselRow): VesselRecord => ({ ...r, at: iso(r.at) });
 
-const RUN_COLUMNS = `id::text AS id, seq::text AS seq, status, problem, size, qubits, depth, shots, seed, max_evaluations, refine_top,
+const RUN_COLUMNS = `id::text AS id, seq::text AS seq, tenant, principal, status, problem, size, qubits, depth, shots, seed, max_evaluations, refine_top,
   fleet_tick, instance, backend, result, error, duration_ms, created_at, completed_at`;
 interface RunRow {
   id: string;
   seq: string;
+  tenant: string;
+  principal: string;
   status: RunStatus;
   problem: ProblemKind;
   size: number;
@@ -139,6 +149,8 @@ interface RunRow {
 const runOf = (r: RunRow): RunRecord => ({
   id: r.id,
   seq: r.seq,
+  tenant: r.tenant,
+  principal: r.principal,
   status: r.status,
   problem: r.problem,
   size: r.size,
@@ -232,7 +244,8 @@ export class OptimizationStore {
       await insertPositions(tx, positions, tick, now);
       await tx.query('DELETE FROM optimization_positions WHERE tick <= $1', [tick - TRACK_HISTORY]);
       const payload: PositionsEventPayload = { tick, at: now.toISOString(), positions };
-      await appendEvents(tx, [{ topic: TOPICS.positions, payload }]);
+      // The fleet is everyone's: every subscriber receives its positions.
+      await appendEvents(tx, [{ topic: TOPICS.positions, payload, audience: 'everyone' }]);
       return tick;
     });
     if (ticked !== null) this.options.onEvents();
@@ -273,21 +286,26 @@ export class OptimizationStore {
   }
 
   /**
-   * Inserts a RUNNING run unless `maxConcurrent` runs are already in progress (counted under a lock, so
-   * concurrent starts on any instance cannot overshoot). Null: the limit is reached.
+   * Inserts a RUNNING run of `owner` unless `slots.global` runs are already in progress, or `slots.tenant`
+   * of the owner's tenant (null: no cap for this owner, an operator), counted under a lock so concurrent
+   * starts on any instance cannot overshoot. `{ full }` names the cap that was reached.
    */
-  async insertRun(run: NewRun, maxConcurrent: number, now: Date): Promise<RunRecord | null> {
+  async insertRun(run: NewRun, owner: Owner, slots: { global: number; tenant: number | null }, now: Date): Promise<RunRecord | { full: 'global' | 'tenant' }> {
     return this.db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [RUN_LOCK]);
       // Shared runs (PostgreSQL): a dead process's run must not hold a slot. Embedded, the one writer failed
       // its predecessors' runs at start and renews no lease.
       if (this.db.kind === 'postgres') await this.expireLeases(tx);
-      const running = await tx.query<{ n: number }>(`SELECT count(*) AS n FROM optimization_runs WHERE status = 'running'`);
-      if (running.rows[0]!.n >= maxConcurrent) return null;
+      const running = await tx.query<{ n: number; mine: number }>(
+        `SELECT count(*)::int AS n, (count(*) FILTER (WHERE tenant = $1))::int AS mine FROM optimization_runs WHERE status = 'running'`,
+        [owner.tenant],
+      );
+      if (running.rows[0]!.n >= slots.global) return { full: 'global' };
+      if (slots.tenant !== null && running.rows[0]!.mine >= slots.tenant) return { full: 'tenant' };
       const res = await tx.query<RunRow>(
         `INSERT INTO optimization_runs (id, status, problem, size, qubits, depth, shots, seed, max_evaluations, refine_top, fleet_tick, instance, backend, created_at,
-           owner, lease_until)
-         VALUES ($1, 'running', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, clock_timestamp() + make_interval(secs => $15::double precision / 1000.0))
+           owner, lease_until, tenant, principal)
+         VALUES ($1, 'running', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, clock_timestamp() + make_interval(secs => $15::double precision / 1000.0), $16, $17)
          RETURNING ${RUN_COLUMNS}`,
         [
           randomUUID(),
@@ -305,6 +323,8 @@ export class OptimizationStore {
           now,
           this.options.owner,
           this.options.leaseMs,
+          owner.tenant,
+          owner.principal,
         ],
       );
       return runOf(res.rows[0]!);
@@ -343,12 +363,12 @@ export class OptimizationStore {
       const res = await tx.query(
         `UPDATE optimization_runs SET status = 'completed', result = $2, energy = $3, optimality_ratio = $4, refined_ratio = $5,
            baseline_ratio = $6, duration_ms = $7, completed_at = $8, lease_until = NULL
-         WHERE id = $1 AND status = 'running'`,
+         WHERE id = $1 AND status = 'running' RETURNING tenant, principal`,
         [id, JSON.stringify(result), result.expectedValue, result.expectedRatio, result.refined.ratio, result.baseline.ratio, Math.round(result.timings.totalMs), now],
       );
-      if (res.rowCount === 0) return false;
-      const payload: RunEventPayload = { runId: id, status: 'completed', at: now.toISOString() };
-      await appendEvents(tx, [{ topic: TOPICS.run, key: id, payload }]);
+      const owner = res.rows[0] as Owner | undefined;
+      if (!owner) return false;
+      await appendEvents(tx, [runEvent(id, 'completed', now.toISOString(), owner)]);
       return true;
     });
     if (done) this.options.onEvents();
@@ -358,46 +378,59 @@ export class OptimizationStore {
   async failRun(id: string, message: string, durationMs: number, now: Date): Promise<boolean> {
     const done = await this.db.transaction(async (tx) => {
       const res = await tx.query(
-        `UPDATE optimization_runs SET status = 'failed', error = $2, duration_ms = $3, completed_at = $4, lease_until = NULL WHERE id = $1 AND status = 'running'`,
+        `UPDATE optimization_runs SET status = 'failed', error = $2, duration_ms = $3, completed_at = $4, lease_until = NULL
+         WHERE id = $1 AND status = 'running' RETURNING tenant, principal`,
         [id, message, durationMs, now],
       );
-      if (res.rowCount === 0) return false;
-      const payload: RunEventPayload = { runId: id, status: 'failed', at: now.toISOString() };
-      await appendEvents(tx, [{ topic: TOPICS.run, key: id, payload }]);
+      const owner = res.rows[0] as Owner | undefined;
+      if (!owner) return false;
+      await appendEvents(tx, [runEvent(id, 'failed', now.toISOString(), owner)]);
       return true;
     });
     if (done) this.options.onEvents();
     return done;
   }
 
-  async runsByIds(ids: readonly string[]): Promise<RunRecord[]> {
+  /** The runs among `ids` that `viewer` may see (another tenant's are left out, as unknown ids are). */
+  async runsByIds(ids: readonly string[], viewer: Viewer): Promise<RunRecord[]> {
     const uuids = ids.filter((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id));
     if (uuids.length === 0) return [];
-    const res = await this.db.query<RunRow>(`SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE id = ANY($1::uuid[])`, [uuids]);
+    const res = await this.db.query<RunRow>(`SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE id = ANY($1::uuid[]) AND ($2::text IS NULL OR tenant = $2)`, [
+      uuids,
+      tenantOf(viewer),
+    ]);
     return res.rows.map(runOf);
   }
 
-  /** Newest first, `first` of them after the run with sequence number `beforeSeq`. */
-  async runsPage(first: number, beforeSeq: string | null): Promise<{ runs: RunRecord[]; hasNext: boolean; total: number }> {
+  /** The viewer's runs, newest first, `first` of them after the run with sequence number `beforeSeq`. */
+  async runsPage(first: number, beforeSeq: string | null, viewer: Viewer): Promise<{ runs: RunRecord[]; hasNext: boolean; total: number }> {
     return this.db.transaction(async (tx) => {
       const res = await tx.query<RunRow>(
-        `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE ($1::bigint IS NULL OR seq < $1::bigint) ORDER BY optimization_runs.seq DESC LIMIT $2`,
-        [beforeSeq, first + 1],
+        `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE ($1::bigint IS NULL OR seq < $1::bigint) AND ($3::text IS NULL OR tenant = $3)
+         ORDER BY optimization_runs.seq DESC LIMIT $2`,
+        [beforeSeq, first + 1, tenantOf(viewer)],
       );
-      const total = await tx.query<{ n: number }>('SELECT count(*) AS n FROM optimization_runs');
+      const total = await tx.query<{ n: number }>('SELECT count(*) AS n FROM optimization_runs WHERE $1::text IS NULL OR tenant = $1', [tenantOf(viewer)]);
       return { runs: res.rows.slice(0, first).map(runOf), hasNext: res.rows.length > first, total: total.rows[0]!.n };
     });
   }
 
-  async latestCompleted(): Promise<RunRecord | null> {
+  /** The viewer's newest completed run. */
+  async latestCompleted(viewer: Viewer): Promise<RunRecord | null> {
     const res = await this.db.query<RunRow>(
-      `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE status = 'completed' ORDER BY completed_at DESC, optimization_runs.seq DESC LIMIT 1`,
+      `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE status = 'completed' AND ($1::text IS NULL OR tenant = $1)
+       ORDER BY completed_at DESC, optimization_runs.seq DESC LIMIT 1`,
+      [tenantOf(viewer)],
     );
     return res.rows[0] ? runOf(res.rows[0]) : null;
   }
 
-  async runCounts(): Promise<{ total: number; running: number; completed: number; failed: number }> {
-    const res = await this.db.query<{ status: RunStatus; n: number }>('SELECT status, count(*) AS n FROM optimization_runs GROUP BY status');
+  /** The viewer's runs by status. */
+  async runCounts(viewer: Viewer): Promise<{ total: number; running: number; completed: number; failed: number }> {
+    const res = await this.db.query<{ status: RunStatus; n: number }>(
+      'SELECT status, count(*) AS n FROM optimization_runs WHERE $1::text IS NULL OR tenant = $1 GROUP BY status',
+      [tenantOf(viewer)],
+    );
     const by = Object.fromEntries(res.rows.map((r) => [r.status, r.n])) as Partial<Record<RunStatus, number>>;
     const running = by.running ?? 0;
     const completed = by.completed ?? 0;

@@ -13,6 +13,8 @@ import { predictionRoutes } from './rest.js';
  */
 export const prediction: SubgraphModule = {
   name: 'prediction',
+  // Booking here is rental's (a reference); its owner is checked where it is stored.
+  shared: [],
   restPrefix: '/prediction',
   routes: predictionRoutes,
   migrations: [],

@@ -1,10 +1,11 @@
 import DataLoader from 'dataloader';
 import type { Clock } from '../../platform/clock.js';
 import type { EventHub } from '../../platform/event-hub.js';
-import { isOperator, mayActFor, type Principal } from '../../platform/principal.js';
+import { viewerOf } from '../../platform/ownership.js';
+import type { Principal } from '../../platform/principal.js';
 import type { BookingRecord } from './records.js';
 import type { QuoteSigner } from './signing.js';
-import type { MachineStatusEvent, RentalStore, Viewer } from './store.js';
+import type { MachineStatusEvent, RentalStore } from './store.js';
 import type { TrackingEventPayload, TrackingState } from './tracking.js';
 
 /*
@@ -29,15 +30,12 @@ export interface RentalContext {
   loaders: ReturnType<typeof createLoaders>;
 }
 
-/** The quotes and bookings a principal may see: its tenant's, or all of them for an operator. */
-export const viewerOf = (principal: Principal): Viewer => ({ tenant: isOperator(principal) ? null : principal.tenant });
-
 /**
  * Per-request loaders. Quotes and bookings of another tenant load as null, exactly as an unknown id, so
  * every path that reaches one (a root field, an entity reference, a subscription) answers as for nothing.
  */
 export function createLoaders(store: RentalStore, principal: Principal) {
-  const visible = <T extends { tenant: string }>(row: T | undefined) => (row && mayActFor(principal, row.tenant) ? row : null);
+  const viewer = viewerOf(principal);
   const byId = <T extends { id: string }>(fetch: (ids: readonly string[]) => Promise<T[]>, keep: (row: T | undefined) => T | null = (r) => r ?? null) =>
     new DataLoader<string, T | null>(async (ids) => {
       const rows = new Map((await fetch(ids)).map((r) => [r.id, r]));
@@ -45,11 +43,11 @@ export function createLoaders(store: RentalStore, principal: Principal) {
     });
   return {
     machine: byId((ids) => store.machinesByIds(ids)),
-    quote: byId((ids) => store.quotesByIds(ids), visible),
-    booking: byId((ids) => store.bookingsByIds(ids), visible),
+    quote: byId((ids) => store.quotesByIds(ids, viewer)),
+    booking: byId((ids) => store.bookingsByIds(ids, viewer)),
     bookingByQuote: new DataLoader<string, BookingRecord | null>(async (quoteIds) => {
-      const rows = new Map((await store.bookingsByQuoteIds(quoteIds)).map((b) => [b.quoteId, b]));
-      return quoteIds.map((id) => visible(rows.get(id)));
+      const rows = new Map((await store.bookingsByQuoteIds(quoteIds, viewer)).map((b) => [b.quoteId, b]));
+      return quoteIds.map((id) => rows.get(id) ?? null);
     }),
   };
 }

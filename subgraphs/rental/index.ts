@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { buildSubgraphSchema } from '@apollo/subgraph';
 import { parse } from 'graphql';
-import type { SubgraphModule } from '../../platform/subgraph.js';
+import type { OwnedType, SubgraphModule } from '../../platform/subgraph.js';
 import { readSubgraphSdl } from '../../platform/subgraph.js';
 import { createLoaders, type RentalContext } from './context.js';
 import { resolverMap } from './resolvers.js';
@@ -17,6 +17,32 @@ export const rental: SubgraphModule = {
   routes: rentalRoutes,
   migrations: [{ owner: 'rental', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
   peers: ['prediction'],
+  shared: ['Machine'],
+  owned: [
+    {
+      type: 'Quote',
+      table: 'rental_quotes',
+      owner: { tenant: 'tenant', principal: 'principal' },
+      grain: 'tenant',
+      idArguments: ['quoteId'],
+      unknownId: '00000000-0000-4000-8000-000000000000',
+      inputs: { customerName: 'Matrix BV', customer_name: 'Matrix BV' },
+      make: (run) => makeQuote(run),
+    },
+    {
+      type: 'Booking',
+      table: 'rental_bookings',
+      owner: { tenant: 'tenant', principal: 'principal' },
+      grain: 'tenant',
+      idArguments: ['bookingId'],
+      unknownId: 'BK-000000000000',
+      make: async (run) => {
+        const quoteId = await makeQuote(run);
+        const booked = await run('mutation($i: ConfirmBookingInput!) { confirmBooking(input: $i) { id } }', { i: { quoteId, customerName: 'Matrix BV' } });
+        return booked['confirmBooking'].id as string;
+      },
+    },
+  ],
   async start({ db, config, clock, events, peers }) {
     const signer = await createQuoteSigner(db, config.QUOTE_SIGNING_KEY);
     const store = await RentalStore.open(db, signer, {
@@ -62,3 +88,13 @@ export const rental: SubgraphModule = {
     };
   },
 };
+
+/** A quote for the first available machine, two days ahead (a start every depot can reach). */
+async function makeQuote(run: Parameters<OwnedType['make']>[0]): Promise<string> {
+  const fleet = await run('{ machines { id status } }');
+  const free = (fleet['machines'] as { id: string; status: string }[]).find((m) => m.status === 'AVAILABLE');
+  if (!free) throw new Error('no available machine to quote');
+  const startTime = new Date(Date.now() + 48 * 3_600_000).toISOString();
+  const quote = await run('mutation($i: CreateQuoteInput!) { createQuote(input: $i) { id } }', { i: { machineIds: [free.id], locationId: 'LOC-001', startTime, durationHours: 2 } });
+  return quote['createQuote'].id as string;
+}

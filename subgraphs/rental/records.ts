@@ -26,6 +26,8 @@ export interface QuoteRecord {
   id: string;
   /** The tenant whose principal made it; only it (and operators) see it. */
   tenant: string;
+  /** The principal of that tenant that made it. */
+  principal: string;
   status: QuoteStatus;
   machineIds: string[];
   locationId: string;
@@ -52,6 +54,8 @@ export interface BookingRecord {
   id: string;
   /** The tenant of its quote. */
   tenant: string;
+  /** The principal of that tenant that confirmed it. */
+  principal: string;
   quoteId: string;
   customerName: string;
   status: BookingStatus;

@@ -4,7 +4,8 @@ import { mapEvents } from '../../platform/event-hub.js';
 import { isOperator } from '../../platform/principal.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
-import { createLoaders, viewerOf, type MachineStatusView, type RentalContext, type TrackingEventView, type TrackingView } from './context.js';
+import { ownerOf, viewerOf } from '../../platform/ownership.js';
+import { createLoaders, type MachineStatusView, type RentalContext, type TrackingEventView, type TrackingView } from './context.js';
 import {
   START_TIME_WINDOW,
   bookingIdArg,
@@ -118,7 +119,7 @@ export const rentalResolvers: Resolvers = {
           const unknown = keys.filter((id) => !known.has(id));
           if (unknown.length > 0) throw domainError('NOT_FOUND', `Machine ${unknown.join(', ')} not found`);
         }
-        const stream = ctx.events.stream<MachineStatusEvent>(TOPICS.machineStatus, { after, keys });
+        const stream = ctx.events.stream<MachineStatusEvent>(TOPICS.machineStatus, { after, keys, viewer: viewerOf(ctx.principal) });
         return mapEvents(stream, (e) => ({ machineStatusChanged: { ...e.payload, cursor: e.id } }));
       },
       resolve: (payload: { machineStatusChanged: MachineStatusView }, _: unknown, ctx: RentalContext) => {
@@ -128,7 +129,10 @@ export const rentalResolvers: Resolvers = {
     },
     fleetSummaryChanged: {
       subscribe: async (_, args, ctx) => {
-        const stream = ctx.events.stream<FleetSummaryRecord & { at: string }>(TOPICS.fleetSummary, { after: await ctx.events.resumeCursor(args.after) });
+        const stream = ctx.events.stream<FleetSummaryRecord & { at: string }>(TOPICS.fleetSummary, {
+          after: await ctx.events.resumeCursor(args.after),
+          viewer: viewerOf(ctx.principal),
+        });
         return mapEvents(stream, (e) => ({ fleetSummaryChanged: { ...e.payload, cursor: e.id } }));
       },
       resolve: (payload: { fleetSummaryChanged: FleetSummaryRecord & { cursor: string; at: string } }, _: unknown, ctx: RentalContext) => {
@@ -141,7 +145,7 @@ export const rentalResolvers: Resolvers = {
         const after = await ctx.events.resumeCursor(args.after);
         const booking = await ctx.loaders.booking.load(parseInput(bookingIdArg, args.bookingId, 'bookingId'));
         if (!booking) throw domainError('NOT_FOUND', `Booking ${args.bookingId} not found`);
-        const stream = ctx.events.stream<TrackingEventPayload>(TOPICS.tracking, { after, keys: [booking.id] });
+        const stream = ctx.events.stream<TrackingEventPayload>(TOPICS.tracking, { after, keys: [booking.id], viewer: viewerOf(ctx.principal) });
         return mapEvents(
           stream,
           (e) => ({ trackingUpdated: { ...e.payload, cursor: e.id } }),
@@ -178,7 +182,7 @@ export const rentalResolvers: Resolvers = {
       if (input.startTime.getTime() > latest) {
         throw invalidInput([{ field: 'startTime', message: `must be at most ${START_TIME_WINDOW.futureDays} days ahead` }]);
       }
-      const quote = await ctx.store.createQuote({ ...input, now: ctx.now, tenant: ctx.principal.tenant });
+      const quote = await ctx.store.createQuote({ ...input, now: ctx.now, owner: ownerOf(ctx.principal) });
       ctx.loaders.quote.prime(quote.id, quote);
       return quote;
     },

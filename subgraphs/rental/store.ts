@@ -3,6 +3,7 @@ import type { GraphQLError } from 'graphql';
 import type { Database, Queryable } from '../../platform/db.js';
 import { domainError } from '../../platform/errors.js';
 import { appendEvents, lockCommitOrder, type OutboxEvent } from '../../platform/outbox.js';
+import type { Owner, Viewer } from '../../platform/ownership.js';
 import { PRICING, closeBill, deliveryRuns, priceQuote, surgeMultiplier, utilizationOf, type FleetCounts } from './pricing.js';
 import type {
   BookingRecord,
@@ -29,6 +30,7 @@ import {
   type PlannedLeg,
   type QuotedRun,
   type Run,
+  type TrackingEventPayload,
   type TrackingStatus,
 } from './tracking.js';
 import type { TravelForecaster } from './travel.js';
@@ -55,13 +57,13 @@ export interface MachineStatusEvent {
 }
 
 const MACHINE_COLUMNS = `id, name, category, hourly_rate_cents AS "hourlyRateCents", depot_id AS "depotId", status`;
-const QUOTE_COLUMNS = `id::text AS id, tenant, status, machine_ids AS "machineIds", location_id AS "locationId",
+const QUOTE_COLUMNS = `id::text AS id, tenant, principal, status, machine_ids AS "machineIds", location_id AS "locationId",
   start_time AS "startTime", duration_hours AS "durationHours", utilization, surge_multiplier AS "surgeMultiplier",
   lead_time_hours AS "leadTimeHours", lead_time_factor AS "leadTimeFactor", line_items AS "lineItems",
   deliveries, subtotal_cents AS "subtotalCents", delivery_cents AS "deliveryCents", total_cents AS "totalCents",
   currency, signature, created_at AS "createdAt", expires_at AS "expiresAt"`;
 /** Booking columns, optionally qualified by a table alias. */
-const bookingColumns = (t = '') => `${t}seq::text AS seq, ${t}id, ${t}tenant, ${t}quote_id::text AS "quoteId",
+const bookingColumns = (t = '') => `${t}seq::text AS seq, ${t}id, ${t}tenant, ${t}principal, ${t}quote_id::text AS "quoteId",
   ${t}customer_name AS "customerName", ${t}status, ${t}machine_ids AS "machineIds", ${t}location_id AS "locationId",
   ${t}start_time AS "startTime", ${t}duration_hours AS "durationHours", ${t}confirmed_at AS "confirmedAt",
   ${t}completed_at AS "completedAt", ${t}legs, ${t}quoted_cents AS "quotedCents", ${t}actual_hours AS "actualHours",
@@ -95,12 +97,11 @@ const keyReused = () =>
   domainError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request; send a new key for a new request');
 
 /**
- * Whose quotes and bookings a request may see and change: one tenant's, or every tenant's (an operator,
- * `tenant: null`). Another tenant's row answers exactly as a row that does not exist.
+ * The tenant whose quotes and bookings a viewer may see and change (ownership reaches the whole tenant),
+ * or null for an operator's viewer, which sees every tenant's. Another tenant's row answers exactly as a
+ * row that does not exist.
  */
-export interface Viewer {
-  tenant: string | null;
-}
+const tenantOf = (viewer: Viewer): string | null => (viewer.all ? null : viewer.owner.tenant);
 
 /** A booking on its way, with what the tracker last published for it. */
 type TrackedBooking = BookingRecord & { trackingStatus: TrackingStatus; trackingAt: Date };
@@ -193,7 +194,7 @@ export class RentalStore {
           [booking.id, due.status, now, booking.trackingStatus, booking.trackingAt],
         );
         if (claimed.rowCount !== 1) return false;
-        await appendEvents(tx, due.events.map((payload) => ({ topic: TOPICS.tracking, key: booking.id, payload })));
+        await appendEvents(tx, due.events.map((payload) => trackingEvent(booking.id, payload, ownerFields(booking))));
         return true;
       });
       if (won) published += due.events.length;
@@ -242,7 +243,7 @@ export class RentalStore {
           [booking.id, JSON.stringify(legs), announce, now, JSON.stringify(booking.legs)],
         );
         if (claimed.rowCount !== 1) return false;
-        if (announce) await appendEvents(tx, [{ topic: TOPICS.tracking, key: booking.id, payload: trackingPayload(booking.id, state, now) }]);
+        if (announce) await appendEvents(tx, [trackingEvent(booking.id, trackingPayload(booking.id, state, now), ownerFields(booking))]);
         return true;
       });
       if (won) {
@@ -286,23 +287,24 @@ export class RentalStore {
     return summaryOf(await fleetCounts(this.db));
   }
 
-  async quotesByIds(ids: readonly string[]): Promise<QuoteRecord[]> {
+  /** The quotes among `ids` that `viewer` may see (another tenant's are left out, as unknown ids are). */
+  async quotesByIds(ids: readonly string[], viewer: Viewer): Promise<QuoteRecord[]> {
     const valid = ids.filter((id) => UUID_RE.test(id));
     if (valid.length === 0) return [];
-    return (await this.db.query<QuoteRecord>(`SELECT ${QUOTE_COLUMNS} FROM rental_quotes WHERE id = ANY($1::uuid[])`, [valid]))
-      .rows;
+    const sql = `SELECT ${QUOTE_COLUMNS} FROM rental_quotes WHERE id = ANY($1::uuid[]) AND ($2::text IS NULL OR tenant = $2)`;
+    return (await this.db.query<QuoteRecord>(sql, [valid, tenantOf(viewer)])).rows;
   }
 
-  async bookingsByIds(ids: readonly string[]): Promise<BookingRecord[]> {
-    return (await this.db.query<BookingRecord>(`SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE id = ANY($1)`, [[...ids]]))
-      .rows;
+  async bookingsByIds(ids: readonly string[], viewer: Viewer): Promise<BookingRecord[]> {
+    const sql = `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE id = ANY($1) AND ($2::text IS NULL OR tenant = $2)`;
+    return (await this.db.query<BookingRecord>(sql, [[...ids], tenantOf(viewer)])).rows;
   }
 
-  async bookingsByQuoteIds(quoteIds: readonly string[]): Promise<BookingRecord[]> {
+  async bookingsByQuoteIds(quoteIds: readonly string[], viewer: Viewer): Promise<BookingRecord[]> {
     const valid = quoteIds.filter((id) => UUID_RE.test(id));
     if (valid.length === 0) return [];
-    const sql = `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE quote_id = ANY($1::uuid[])`;
-    return (await this.db.query<BookingRecord>(sql, [valid])).rows;
+    const sql = `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE quote_id = ANY($1::uuid[]) AND ($2::text IS NULL OR tenant = $2)`;
+    return (await this.db.query<BookingRecord>(sql, [valid, tenantOf(viewer)])).rows;
   }
 
   /** Newest first; `beforeSeq` is the exclusive upper bound from the previous page's cursor. */
@@ -311,10 +313,10 @@ export class RentalStore {
       `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE ($1::bigint IS NULL OR seq < $1::bigint)
          AND ($3::text IS NULL OR tenant = $3)
        ORDER BY rental_bookings.seq DESC LIMIT $2`,
-      [beforeSeq, first + 1, viewer.tenant],
+      [beforeSeq, first + 1, tenantOf(viewer)],
     );
     const total = await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM rental_bookings WHERE $1::text IS NULL OR tenant = $1', [
-      viewer.tenant,
+      tenantOf(viewer),
     ]);
     return { rows: res.rows.slice(0, first), hasNext: res.rows.length > first, total: total.rows[0]?.n ?? 0 };
   }
@@ -332,20 +334,20 @@ export class RentalStore {
     const earliest = due.rows[0]?.earliest;
     if (earliest === null || earliest === undefined || new Date(earliest).getTime() > now.getTime()) return 0;
     return this.transact(async (tx) => {
-      const released = await tx.query<{ machineId: string; quoteId: string }>(
+      const released = await tx.query<{ machineId: string; quoteId: string; tenant: string; principal: string }>(
         `WITH expired AS (
            UPDATE rental_quotes SET status = 'expired', released_at = $1
-           WHERE status = 'active' AND expires_at <= $1 RETURNING id
+           WHERE status = 'active' AND expires_at <= $1 RETURNING id, tenant, principal
          )
          UPDATE rental_machines m SET status = 'available', quote_id = NULL, updated_at = $1
          FROM expired e WHERE m.quote_id = e.id AND m.status = 'reserved'
-         RETURNING m.id AS "machineId", e.id::text AS "quoteId"`,
+         RETURNING m.id AS "machineId", e.id::text AS "quoteId", e.tenant, e.principal`,
         [now],
       );
       if (released.rowCount > 0) {
         await appendEvents(tx, [
           ...released.rows.map((r) =>
-            machineEvent(r.machineId, 'reserved', 'available', 'expiry', now, { quoteId: r.quoteId }),
+            machineEvent(r.machineId, 'reserved', 'available', 'expiry', now, { quoteId: r.quoteId }, { tenant: r.tenant, principal: r.principal }),
           ),
           await fleetEvent(tx, now),
         ]);
@@ -360,8 +362,8 @@ export class RentalStore {
     startTime: Date;
     durationHours: number;
     now: Date;
-    /** The tenant the quote belongs to: the requesting principal's. */
-    tenant: string;
+    /** Whose the quote is: the requesting principal, in its tenant. */
+    owner: Owner;
   }): Promise<QuoteRecord> {
     await this.releaseExpired(input.now);
     const { now } = input;
@@ -441,10 +443,10 @@ export class RentalStore {
         exp: Math.floor(expiresAt.getTime() / 1000),
       });
       const inserted = await tx.query<QuoteRecord>(
-        `INSERT INTO rental_quotes (id, tenant, status, machine_ids, location_id, start_time, duration_hours, utilization,
+        `INSERT INTO rental_quotes (id, tenant, principal, status, machine_ids, location_id, start_time, duration_hours, utilization,
            surge_multiplier, lead_time_hours, lead_time_factor, line_items, deliveries, subtotal_cents, delivery_cents,
            total_cents, currency, signature, created_at, expires_at)
-         VALUES ($1, $19, 'active', $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::jsonb, $12, $13, $14, $15, $16, $17, $18)
+         VALUES ($1, $19, $20, 'active', $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::jsonb, $12, $13, $14, $15, $16, $17, $18)
          RETURNING ${QUOTE_COLUMNS}`,
         [
           quoteId,
@@ -465,11 +467,12 @@ export class RentalStore {
           signature,
           now,
           expiresAt,
-          input.tenant,
+          input.owner.tenant,
+          input.owner.principal,
         ],
       );
       await appendEvents(tx, [
-        ...machineIds.map((id) => machineEvent(id, 'available', 'reserved', 'quote', now, { quoteId })),
+        ...machineIds.map((id) => machineEvent(id, 'available', 'reserved', 'quote', now, { quoteId }, input.owner)),
         fleetEventFrom(countsAfter, now),
       ]);
       return inserted.rows[0]!;
@@ -504,7 +507,7 @@ export class RentalStore {
       await this.db.query<Pick<QuoteRecord, 'deliveries' | 'startTime' | 'expiresAt'>>(
         `SELECT deliveries, start_time AS "startTime", expires_at AS "expiresAt" FROM rental_quotes
          WHERE id = $1 AND status = 'active' AND ($2::text IS NULL OR tenant = $2)`,
-        [quoteId, viewer.tenant],
+        [quoteId, tenantOf(viewer)],
       )
     ).rows[0];
     const planned = terms
@@ -518,7 +521,7 @@ export class RentalStore {
           await tx.query<QuoteRecord>(
             `UPDATE rental_quotes SET status = 'confirmed'
              WHERE id = $1 AND status = 'active' AND expires_at > $2 AND ($3::text IS NULL OR tenant = $3) RETURNING ${QUOTE_COLUMNS}`,
-            [quoteId, now, viewer.tenant],
+            [quoteId, now, tenantOf(viewer)],
           )
         ).rows[0];
         if (!quote) {
@@ -527,7 +530,7 @@ export class RentalStore {
               `SELECT q.status, q.expires_at AS "expiresAt", b.id AS "bookingId"
                FROM rental_quotes q LEFT JOIN rental_bookings b ON b.quote_id = q.id
                WHERE q.id = $1 AND ($2::text IS NULL OR q.tenant = $2)`,
-              [quoteId, viewer.tenant],
+              [quoteId, tenantOf(viewer)],
             )
           ).rows[0];
           if (!found) throw domainError('NOT_FOUND', `Quote ${quoteId} not found`);
@@ -556,9 +559,9 @@ export class RentalStore {
         await lockCommitOrder(tx);
         const booking = (
           await tx.query<BookingRecord>(
-            `INSERT INTO rental_bookings (id, tenant, quote_id, idempotency_key, customer_name, status, machine_ids, location_id,
+            `INSERT INTO rental_bookings (id, tenant, principal, quote_id, idempotency_key, customer_name, status, machine_ids, location_id,
                start_time, duration_hours, confirmed_at, legs, quoted_cents, tracking_status, tracking_at, idempotency_fingerprint)
-             VALUES ($1, $14, $2, $3, $4, 'confirmed', $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $9, $13)
+             VALUES ($1, $14, $15, $2, $3, $4, 'confirmed', $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $9, $13)
              RETURNING ${BOOKING_COLUMNS}`,
             [
               bookingId,
@@ -575,14 +578,16 @@ export class RentalStore {
               tracking.status,
               idempotencyKey === null ? null : fingerprint,
               quote.tenant,
+              viewer.owner.principal,
             ],
           )
         ).rows[0]!;
+        const owner = { tenant: booking.tenant, principal: booking.principal };
         await appendEvents(tx, [
-          ...quote.machineIds.map((id) => machineEvent(id, 'reserved', 'in_use', 'confirm', now, { quoteId, bookingId })),
+          ...quote.machineIds.map((id) => machineEvent(id, 'reserved', 'in_use', 'confirm', now, { quoteId, bookingId }, owner)),
           await fleetEvent(tx, now),
-          { topic: TOPICS.booking, key: bookingId, payload: { bookingId, status: 'confirmed', at: now.toISOString() } },
-          { topic: TOPICS.tracking, key: bookingId, payload: trackingPayload(bookingId, tracking, now) },
+          bookingEvent(bookingId, 'confirmed', now, owner),
+          trackingEvent(bookingId, trackingPayload(bookingId, tracking, now), owner),
         ]);
         return booking;
       });
@@ -607,7 +612,7 @@ export class RentalStore {
              q.subtotal_cents AS "subtotalCents"
            FROM rental_bookings b JOIN rental_quotes q ON q.id = b.quote_id
            WHERE b.id = $1 AND ($2::text IS NULL OR b.tenant = $2) FOR UPDATE OF b`,
-          [bookingId, viewer.tenant],
+          [bookingId, tenantOf(viewer)],
         )
       ).rows[0];
       if (!current) throw domainError('NOT_FOUND', `Booking ${bookingId} not found`);
@@ -635,15 +640,12 @@ export class RentalStore {
          WHERE booking_id = $1 AND status = 'in_use' RETURNING id`,
         [bookingId, now],
       );
+      const owner = { tenant: booking.tenant, principal: booking.principal };
       await appendEvents(tx, [
-        ...released.rows.map((r) => machineEvent(r.id, 'in_use', 'available', 'complete', now, { bookingId })),
+        ...released.rows.map((r) => machineEvent(r.id, 'in_use', 'available', 'complete', now, { bookingId }, owner)),
         await fleetEvent(tx, now),
-        { topic: TOPICS.booking, key: bookingId, payload: { bookingId, status: 'completed', at: now.toISOString() } },
-        {
-          topic: TOPICS.tracking,
-          key: bookingId,
-          payload: trackingPayload(bookingId, trackingState(booking.legs, this.trackingPlaces(booking.locationId), now, true), now),
-        },
+        bookingEvent(bookingId, 'completed', now, owner),
+        trackingEvent(bookingId, trackingPayload(bookingId, trackingState(booking.legs, this.trackingPlaces(booking.locationId), now, true), now), owner),
       ]);
       return booking;
     });
@@ -657,7 +659,7 @@ export class RentalStore {
       await q.query<BookingRecord & { fingerprint: string | null }>(
         `SELECT ${BOOKING_COLUMNS}, idempotency_fingerprint AS fingerprint FROM rental_bookings
          WHERE idempotency_key = $1 AND ($2::text IS NULL OR tenant = $2) ORDER BY seq LIMIT 1`,
-        [key, viewer.tenant],
+        [key, tenantOf(viewer)],
       )
     ).rows[0];
     if (!found) return null;
@@ -687,9 +689,22 @@ function summaryOf(counts: FleetCounts): FleetSummaryRecord {
   return { ...counts, utilization, surgeMultiplier: surgeMultiplier(next) };
 }
 
+/** Fleet state: every subscriber sees all of it. */
 function fleetEventFrom(counts: FleetCounts, at: Date): OutboxEvent {
-  return { topic: TOPICS.fleetSummary, payload: { ...summaryOf(counts), at: at.toISOString() } };
+  return { topic: TOPICS.fleetSummary, payload: { ...summaryOf(counts), at: at.toISOString() }, audience: 'everyone' };
 }
+
+/** A booking's own events: its tenant's alone. */
+function bookingEvent(bookingId: string, status: 'confirmed' | 'completed', at: Date, owner: Owner): OutboxEvent {
+  return { topic: TOPICS.booking, key: bookingId, payload: { bookingId, status, at: at.toISOString() }, audience: { owner: ownerFields(owner), grain: 'tenant' } };
+}
+
+function trackingEvent(bookingId: string, payload: TrackingEventPayload, owner: Owner): OutboxEvent<TrackingEventPayload> {
+  return { topic: TOPICS.tracking, key: bookingId, payload, audience: { owner: ownerFields(owner), grain: 'tenant' } };
+}
+
+/** Just the owner (a booking record passed as its owner carries much more). */
+const ownerFields = (owner: Owner | { tenant: string; principal: string }): Owner => ({ tenant: owner.tenant, principal: owner.principal });
 
 /**
  * The fleet after this transaction, counted under the commit-order lock: every writer that took the lock
@@ -707,10 +722,13 @@ function machineEvent(
   reason: MachineStatusEvent['reason'],
   at: Date,
   refs: { quoteId?: string; bookingId?: string },
+  owner: Owner,
 ): OutboxEvent<MachineStatusEvent> {
   return {
     topic: TOPICS.machineStatus,
     key: machineId,
+    // The fleet sees every machine's status; the quote or booking behind it is its tenant's alone.
+    audience: { owner: ownerFields(owner), grain: 'tenant', private: ['quoteId', 'bookingId'] },
     payload: {
       machineId,
       previousStatus,

@@ -109,7 +109,7 @@ export class LiveSubscriptions {
     if (this.watched.has(hub)) return;
     this.watched.add(hub);
     const stream = hub.stream.bind(hub);
-    hub.stream = <P>(topic: string, options?: StreamOptions): AsyncIterableIterator<StoredEvent<P>> => {
+    hub.stream = <P>(topic: string, options: StreamOptions): AsyncIterableIterator<StoredEvent<P>> => {
       this.streams++;
       return stream<P>(topic, options);
     };
