@@ -3,12 +3,15 @@ import { readFileSync } from 'node:fs';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { z } from 'zod';
 import { ConfigError, isDemoMode, type Config } from '../platform/config.js';
-import { ANONYMOUS_PRINCIPAL, DEMO_PRINCIPAL, isScope, SCOPES, type Principal, type Scope } from '../platform/principal.js';
+import { ANONYMOUS_PRINCIPAL, DEMO_PRINCIPAL, isScope, reservedName, samePrincipal, SCOPES, type Principal, type Scope } from '../platform/principal.js';
 
 const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
 
-/** What a request's credentials come to: a principal, or a refusal (401) with its reason. */
-export type Authentication = { principal: Principal } | { refused: string };
+/**
+ * What a request's credentials come to: a principal (and, for a JWT, the instant it expires, in ms since
+ * the epoch: a WebSocket opened with it is closed then), or a refusal (401) with its reason.
+ */
+export type Authentication = { principal: Principal; expiresAt?: number } | { refused: string };
 
 export interface Authenticator {
   /** False in demo mode (no credential configured): every call acts as the demo principal. */
@@ -42,7 +45,11 @@ const keyEntry = z
     tenant: z.string().min(1).max(200),
     scopes: z.array(z.enum(SCOPES, { message: `each scope must be one of ${SCOPES.join(', ')}` })).min(1),
   })
-  .refine((e) => (e.key === undefined) !== (e.key_sha256 === undefined), { message: 'give exactly one of key and key_sha256' });
+  .refine((e) => (e.key === undefined) !== (e.key_sha256 === undefined), { message: 'give exactly one of key and key_sha256' })
+  .superRefine((e, ctx) => {
+    const reserved = reservedName(e.principal, e.tenant);
+    if (reserved) ctx.addIssue({ code: 'custom', message: `${reserved}: choose another name` });
+  });
 const keyFile = z.array(keyEntry).min(1, 'the file lists no key');
 
 interface KeyedPrincipal {
@@ -121,7 +128,9 @@ export function createAuthenticator(config: Pick<Config, 'API_KEYS' | 'API_KEYS_
       });
       const tenant = payload[config.AUTH_TENANT_CLAIM];
       if (typeof tenant !== 'string' || tenant.length === 0) return { refused: `the token has no ${config.AUTH_TENANT_CLAIM} claim` };
-      return { principal: { id: payload.sub!, tenant, scopes: scopesOf(payload) } };
+      const reserved = reservedName(payload.sub!, tenant);
+      if (reserved) return { refused: `the token names a ${reserved}: only the deployment itself uses it` };
+      return { principal: { id: payload.sub!, tenant, scopes: scopesOf(payload) }, expiresAt: payload.exp! * 1000 };
     } catch (error) {
       return { refused: `the token is not valid (${(error as { code?: string }).code ?? 'ERR_JWT_INVALID'})` };
     }
@@ -136,12 +145,14 @@ export function createAuthenticator(config: Pick<Config, 'API_KEYS' | 'API_KEYS_
       const presented = credentialsOf(headers);
       if (presented.length === 0) return { refused: 'no credential: send x-api-key or Authorization: Bearer' };
       const principals: Principal[] = [];
+      let expiresAt: number | undefined;
       for (const credential of presented) {
         if (!credential) return { refused: 'an empty or repeated credential header' };
         if (jwks && JWT_SHAPE.test(credential)) {
           const result = await byJwt(credential);
           if ('refused' in result) return result;
           principals.push(result.principal);
+          expiresAt = result.expiresAt;
           continue;
         }
         const principal = byKey(credential);
@@ -149,8 +160,8 @@ export function createAuthenticator(config: Pick<Config, 'API_KEYS' | 'API_KEYS_
         principals.push(principal);
       }
       const first = principals[0]!;
-      if (principals.some((p) => p.id !== first.id || p.tenant !== first.tenant)) return { refused: 'the credentials name different principals' };
-      return { principal: first };
+      if (principals.some((p) => !samePrincipal(p, first))) return { refused: 'the credentials name different principals' };
+      return expiresAt === undefined ? { principal: first } : { principal: first, expiresAt };
     },
   };
 }

@@ -121,4 +121,35 @@ describe('bearer JWTs verified against a JWKS', () => {
     expect(summary.data[0]).toEqual({ fleetSummary: { total: 15 } });
     await accepted.dispose();
   });
+
+  it('a WebSocket is closed 4401 when its JWT expires, its live subscription with it; nothing runs after', async () => {
+    const exp = now() + 3;
+    const socket = wsClient(url, { authorization: `Bearer ${await mint({}, { exp })}` });
+    const live = new Collector(socket.client, 'subscription { fleetSummaryChanged { total } }');
+    const before = new Collector<{ fleetSummary: { total: number } }>(socket.client, '{ fleetSummary { total } }');
+    await before.count(1);
+    const closed = await within(socket.closed, 'the socket to close when its token expires');
+    expect(closed.code).toBe(4401);
+    expect(closed.reason).toContain('expired');
+    // Closed at exp, not before it (exp has a one-second resolution).
+    expect(Date.now()).toBeGreaterThanOrEqual(exp * 1000);
+    await live.until((c) => c.error !== undefined || c.completed, undefined, 'the live subscription to end with its socket');
+    // A new connection with the expired token is refused at connection_init.
+    const again = wsClient(url, { authorization: `Bearer ${await mint({}, { exp })}` });
+    expect((await within(again.closed, 'the expired token to be refused')).code).toBe(4401);
+  });
+
+  it('a token naming a reserved principal or tenant is 401', async () => {
+    for (const claims of [{ sub: 'sandbox' }, { sub: 'operator-1' }, { tenant: 'demo' }, { tenant: 'operators' }]) {
+      const jwt = new SignJWT({ tenant: 'tenant-jwt', scope: 'fleet:read', ...claims })
+        .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+        .setSubject(String((claims as { sub?: string }).sub ?? 'user-42'))
+        .setIssuer(ISSUER)
+        .setAudience(AUDIENCE)
+        .setExpirationTime(now() + 300);
+      const res = await rest(url, 'GET', '/rental/fleet/summary', undefined, bearer(await jwt.sign(signing)));
+      expect(res.status, JSON.stringify(claims)).toBe(401);
+      expect(String(res.body['detail']), JSON.stringify(claims)).toContain('reserved');
+    }
+  });
 });

@@ -3,7 +3,10 @@
  * 4408 connection_init timeout, 4409 duplicate id, 4429 too many connection_init).
  */
 export const CloseCode = {
-  /** connection_init carried no valid API key (API_KEYS set). */
+  /**
+   * connection_init carried no valid credential, or the JWT the connection was opened with has expired (the
+   * socket is closed at its `exp`): connect again with a fresh token and resubscribe from the last cursor.
+   */
   Unauthorized: 4401,
   /**
    * The client does not read fast enough: its send buffer overflowed. Reconnect and resubscribe with

@@ -91,6 +91,11 @@ export function attachGraphQLWebSocket(options: WsOptions): {
 
   /** The principal each connection authenticated as (connection_init). */
   const principals = new WeakMap<object, Principal>();
+  /** When each connection's credential expires (JWTs), in ms since the epoch. */
+  const expiries = new WeakMap<object, number>();
+  const closeExpired = (socket: WebSocket) => {
+    if (socket.readyState === socket.OPEN) socket.close(CloseCode.Unauthorized, 'Unauthorized: the credential expired; reconnect with a fresh one');
+  };
   const disposer = useServer<Record<string, unknown> | undefined, { socket: WebSocket; request: IncomingMessage }>(
     {
       schema: options.schema,
@@ -100,6 +105,14 @@ export function attachGraphQLWebSocket(options: WsOptions): {
         if ('principal' in result) {
           principals.set(ctx, result.principal);
           open.add(ctx);
+          // A credential that ends (a JWT) ends the connection with it: closed at `exp`, whatever is open.
+          if (result.expiresAt !== undefined) {
+            expiries.set(ctx, result.expiresAt);
+            const socket = ctx.extra.socket;
+            const timer = setTimeout(() => closeExpired(socket), Math.max(0, result.expiresAt - Date.now()));
+            timer.unref();
+            socket.once('close', () => clearTimeout(timer));
+          }
           return true;
         }
         ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized: send x-api-key or authorization in connection_init');
@@ -111,6 +124,12 @@ export function attachGraphQLWebSocket(options: WsOptions): {
       // Parse and validate here rather than in graphql-ws, so a bad document is an `error` message for
       // that operation, with a catalogue code, instead of a closed socket (graphql-ws closes on a parse error).
       onSubscribe: (ctx, _id, payload) => {
+        // An operation that arrives after the credential expired (before the timer closed the socket) runs nothing.
+        const expiresAt = expiries.get(ctx);
+        if (expiresAt !== undefined && Date.now() >= expiresAt) {
+          closeExpired(ctx.extra.socket);
+          return [new GraphQLError('The credential of this connection has expired: reconnect with a fresh one', { extensions: { code: 'UNAUTHENTICATED' } })];
+        }
         // graphql-ws registers every operation of the connection (this one included) until it completes,
         // errs, or the client completes it.
         const others = Object.keys(ctx.subscriptions).length - 1;
