@@ -78,6 +78,8 @@ export interface Authorizer {
    * conditions; the refusal's message is made for this principal.
    */
   judge(document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Verdict;
+  /** The whole operation refused when any field it runs is denied (a subgraph server's rule); null: allowed. */
+  refusal(document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): GraphQLError | null;
   /** `check` of an operation's text (a REST route's), parsed once. */
   checkOperation(operation: string, principal: Principal): GraphQLError | null;
   /** Every scope an operation's fields name (their first alternatives), for documentation. */
@@ -167,11 +169,15 @@ export const INTROSPECTION_RULES: ReadonlyMap<string, Requirement> = new Map([
   ['Query.__type', { authenticated: true, scopes: [['schema:read']] }],
 ]);
 
-export function createAuthorizer(supergraphSdl: string): Authorizer {
+/**
+ * The authorizer of a schema: the gateway's, from the supergraph; a subgraph server's, from its own SDL and
+ * the schema it serves (`options.schema`), judging with the same rules and the same code.
+ */
+export function createAuthorizer(supergraphSdl: string, options: { schema?: GraphQLSchema } = {}): Authorizer {
   const rules = securityRules(supergraphSdl);
   for (const [coordinate, requirement] of INTROSPECTION_RULES) rules.set(coordinate, requirement);
   const plannerSdl = withoutSecurityDirectives(supergraphSdl);
-  const schema: GraphQLSchema = buildASTSchema(parse(plannerSdl), { assumeValidSDL: true });
+  const schema: GraphQLSchema = options.schema ?? buildASTSchema(parse(plannerSdl), { assumeValidSDL: true });
 
   /** The fields of the operation that runs that `principal` may not use, fragments followed, conditions resolved. */
   const deniedIn = (document: DocumentNode, operation: OperationDefinitionNode, principal: Principal, variables: Variables): Denial[] => {
@@ -246,6 +252,7 @@ export function createAuthorizer(supergraphSdl: string): Authorizer {
       if (denied.length === 0) return null;
       return filtered ? { filtered } : { refused: refusalFor(denied, principal)! };
     },
+    refusal: (document, operationName, principal, variables) => refusalFor(judgement(document, operationName, principal, variables).denied, principal),
     checkOperation: (operation, principal) => refusalFor(judgement(documentOf(operation), undefined, principal, undefined).denied, principal),
     scopesOf(operation) {
       const names = denials(documentOf(operation), nobody).flatMap((d) => d.requirement.scopes?.[0] ?? []);

@@ -4,7 +4,7 @@ import { parse, type GraphQLFormattedError } from 'graphql';
 import { STATUS_CODES } from 'node:http';
 import { Pool } from 'undici';
 import { randomUUID } from 'node:crypto';
-import { PRINCIPAL_HEADER, SYSTEM_PRINCIPAL, type PrincipalSigner } from '../platform/principal.js';
+import { PRINCIPAL_HEADER, SYSTEM_PRINCIPAL, type Principal, type PrincipalSigner } from '../platform/principal.js';
 import { FORWARDED_HEADERS, type GatewayContext } from './context.js';
 import { unavailableErrors } from './subgraph-errors.js';
 import { injectTrace } from './tracing.js';
@@ -28,7 +28,10 @@ export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
   ) {
     const target = new URL(url);
     const pool = new Pool(target.origin, { connections: 64, keepAliveTimeout: 30_000 });
-    super({ url, fetcher: leanFetcher(pool, `${target.pathname}${target.search}`, options.timeoutMs) });
+    const path = `${target.pathname}${target.search}`;
+    // The principal is signed where the body is known: the signature binds this very call.
+    const sign = options.signer ? signingFor(options.signer, service, path) : null;
+    super({ url, fetcher: leanFetcher(pool, path, options.timeoutMs, sign) });
     this.pool = pool;
   }
 
@@ -46,11 +49,9 @@ export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
       const value = incoming[name];
       if (value !== undefined) headers.set(name, value);
     }
-    // The caller's principal, signed for this request (health checks act as the system).
-    const requestId = incoming['x-request-id'] ?? randomUUID();
-    headers.set('x-request-id', requestId);
-    const signer = this.options.signer;
-    if (signer) headers.set(PRINCIPAL_HEADER, signer.sign(fromClient ? options.context.principal : SYSTEM_PRINCIPAL, requestId));
+    headers.set('x-request-id', incoming['x-request-id'] ?? randomUUID());
+    // The caller's principal (health checks act as the system), signed by the fetcher over the body it sends.
+    if (this.options.signer) headers.set(UNSIGNED_PRINCIPAL, JSON.stringify(fromClient ? options.context.principal : SYSTEM_PRINCIPAL));
     if (this.options.apiKey) headers.set('x-api-key', this.options.apiKey);
     // The trace goes on to the subgraph server (a no-op unless tracing is on).
     injectTrace(headers);
@@ -75,18 +76,33 @@ export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
  * headers, a JSON or text body), with less work per request than the global fetch (no web streams, no
  * Request or Response objects); the body is read as one buffer. Each request is given up after `timeoutMs`.
  */
-function leanFetcher(pool: Pool, path: string, timeoutMs: number): Fetcher {
+function leanFetcher(pool: Pool, path: string, timeoutMs: number, sign: ((headers: Record<string, string>, method: string, body: string) => void) | null): Fetcher {
   const fetcher = async (url: string, init?: { method?: string; headers?: Record<string, string>; body?: string }) => {
+    const headers = { ...(init?.headers ?? {}) };
+    sign?.(headers, init?.method ?? 'POST', init?.body ?? '');
     const answer = await pool.request({
       method: (init?.method ?? 'POST') as 'POST',
       path,
-      headers: init?.headers ?? {},
+      headers,
       body: init?.body ?? null,
       signal: AbortSignal.timeout(timeoutMs),
     });
     return new LeanResponse(url, answer.statusCode, answer.headers, await answer.body.text());
   };
   return fetcher as unknown as Fetcher;
+}
+
+/** Where `willSendRequest` leaves the principal for the fetcher to sign; never sent. */
+const UNSIGNED_PRINCIPAL = 'x-ops-principal-unsigned';
+
+/** Replaces the unsigned principal with its signature over this call (subgraph, method, path, body). */
+function signingFor(signer: PrincipalSigner, subgraph: string, path: string) {
+  return (headers: Record<string, string>, method: string, body: string) => {
+    const unsigned = headers[UNSIGNED_PRINCIPAL];
+    delete headers[UNSIGNED_PRINCIPAL];
+    if (unsigned === undefined) return;
+    headers[PRINCIPAL_HEADER] = signer.sign(JSON.parse(unsigned) as Principal, { subgraph, method, path, body });
+  };
 }
 
 /** What the data source reads of an answer; its methods live on the prototype, so a copy of a result skips them. */

@@ -19,7 +19,7 @@ import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { acceptsGraphQLResponse } from './accept.js';
 import { createAuthenticator } from './auth.js';
 import { boundedVariableErrorsPlugin, skipRepeatedVariableValidation } from './bounded-errors.js';
-import { hasScope, PrincipalSigner, type Principal } from '../platform/principal.js';
+import { hasScope, isOperator, PrincipalSigner, type Principal } from '../platform/principal.js';
 import { auditPlugin, type AuditSink } from './audit.js';
 import { BrowserOrigins, registerBrowserRules } from './cors.js';
 import { RateLimiter, rateHeaders, rateLimitedError, rateLimitPlugin } from './rate-limit.js';
@@ -380,16 +380,25 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   subscriptionResumes = () => subscriptions.resumed;
 
+  /** Whether a public route's request presents an operator's credential (a wrong one is simply not one). */
+  const callerIsOperator = async (request: FastifyRequest) => {
+    if (!auth.enabled) return isOperator(auth.publicPrincipal);
+    if (request.headers['x-api-key'] === undefined && request.headers.authorization === undefined) return false;
+    const result = await auth.authenticate(request.headers as Record<string, string | undefined>);
+    return 'principal' in result && isOperator(result.principal);
+  };
   const startedAt = Date.now();
   const uptime = () => Math.round((Date.now() - startedAt) / 1000);
   // Readiness: 503 whenever a subgraph cannot serve (its database does not answer, its server is down).
-  const health = async (_request: unknown, reply: FastifyReply) => {
+  // Public, so it names no address: a subgraph server's URL is shown to an operator's credential only.
+  const health = async (request: FastifyRequest, reply: FastifyReply) => {
+    const operator = await callerIsOperator(request);
     const checks = await Promise.all(
       modules.map(async ({ name }) => {
         const url = remoteUrls.get(name);
         const instance = byName.get(name);
         const ready = url ? await remoteReady(url, gatewayKey) : instance ? await readyWithin(() => instance.ready()) : false;
-        return [name, url ? { ready, url } : { ready }] as const;
+        return [name, url && operator ? { ready, url } : { ready }] as const;
       }),
     );
     const ready = checks.every(([, c]) => c.ready);

@@ -66,18 +66,21 @@ export function createPeers(options: PeerOptions): Peers {
       contextValue: instance.context({ headers: {}, principal: SYSTEM_PRINCIPAL }),
     })) as ExecutionResult;
 
-  const remote = async (url: string, document: string, variables: Record<string, unknown>): Promise<ExecutionResult> => {
+  const remote = async (peer: string, url: string, document: string, variables: Record<string, unknown>): Promise<ExecutionResult> => {
     const requestId = randomUUID();
+    const sent = JSON.stringify({ query: document, variables });
+    const target = new URL(url);
+    const call = { subgraph: peer, method: 'POST', path: `${target.pathname}${target.search}`, body: sent };
     const response = await fetch(url, {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
         accept: 'application/json',
         'x-request-id': requestId,
-        ...(options.signer ? { [PRINCIPAL_HEADER]: options.signer.sign(SYSTEM_PRINCIPAL, requestId) } : {}),
+        ...(options.signer ? { [PRINCIPAL_HEADER]: options.signer.sign(SYSTEM_PRINCIPAL, call) } : {}),
         ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}),
       },
-      body: JSON.stringify({ query: document, variables }),
+      body: sent,
       signal: AbortSignal.timeout(options.timeoutMs),
     });
     const body = (await response.json()) as ExecutionResult;
@@ -93,7 +96,7 @@ export function createPeers(options: PeerOptions): Peers {
       if (!instance && !url) throw new PeerUnavailable(peer, 'it runs neither in this process nor in SUBGRAPH_URLS');
       let result: ExecutionResult;
       try {
-        result = instance ? await local(instance, document, variables) : await remote(url!, document, variables);
+        result = instance ? await local(instance, document, variables) : await remote(peer, url!, document, variables);
         if (result.errors?.length || !result.data) throw new Error(result.errors?.map((e) => e.message).join('; ') ?? 'no data');
       } catch (error) {
         awayUntil.set(peer, now() + backoffMs);

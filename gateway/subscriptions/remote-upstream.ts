@@ -4,7 +4,7 @@ import type { ExecutionResult } from 'graphql';
 import WebSocket from 'ws';
 import { Channel } from '../../platform/channel.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
-import { PRINCIPAL_HEADER, type PrincipalSigner } from '../../platform/principal.js';
+import { PRINCIPAL_HEADER, subscriptionBody, type PrincipalSigner } from '../../platform/principal.js';
 import { upstreamUnavailable } from '../subgraph-errors.js';
 import type { UpstreamOpener, UpstreamResult } from './executor.js';
 
@@ -139,15 +139,13 @@ export function remoteUpstream(urls: ReadonlyMap<string, string>, options: Remot
         channel.end();
       },
     };
-    // Streams of several principals share a connection: each subscription carries its own, signed.
+    // Streams of several principals share a connection: each subscription carries its own, signed over
+    // this subscribe message (query, variables, operation name) for this subgraph.
     const requestId = context.headers['x-request-id'] ?? randomUUID();
+    const payload = { query: request.query, variables: request.variables, ...(request.operationName ? { operationName: request.operationName } : {}) };
+    const call = { subgraph: service, method: 'SUBSCRIBE', path: '/graphql', body: subscriptionBody(payload) };
     unsubscribe = connection.client.subscribe(
-      {
-        query: request.query,
-        variables: request.variables,
-        ...(request.operationName ? { operationName: request.operationName } : {}),
-        ...(options.signer ? { extensions: { [PRINCIPAL_HEADER]: options.signer.sign(context.principal, requestId), requestId } } : {}),
-      },
+      { ...payload, ...(options.signer ? { extensions: { [PRINCIPAL_HEADER]: options.signer.sign(context.principal, call), requestId } } : {}) },
       sink,
     );
     const stream: AsyncIterableIterator<ExecutionResult> = {
