@@ -1,14 +1,66 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { composeServices } from '@apollo/composition';
-import { parse } from 'graphql';
+import { Kind, parse, type DocumentNode, type ObjectTypeDefinitionNode, type ObjectTypeExtensionNode, type TypeNode } from 'graphql';
 import { readSubgraphSdl } from '../platform/subgraph.js';
 import { subgraphNames, defaultSubgraphUrl } from './subgraphs.js';
 
 export const SUPERGRAPH_PATH = fileURLToPath(new URL('./supergraph.graphql', import.meta.url));
 
+const ROOTS = new Set(['Query', 'Mutation', 'Subscription']);
+const REQUIREMENTS = new Set(['requiresScopes', 'authenticated']);
+
+/**
+ * Default deny, checked before anything composes: every field that reads or changes something declares
+ * who may use it (`@requiresScopes`, `@authenticated`, or `@requiresScopes(scopes: [[]])`, the explicit
+ * public marker). Those are every root field, and every field a subgraph adds to an entity another
+ * subgraph serves (a reference it is only handed through `_entities`, such as `Machine.utilizationFeatures`
+ * in features): such a field reads that subgraph's own store, beside whatever authorized the parent.
+ * Key fields and `@external` fields read nothing. Returns `subgraph: Type.field` for each one that does not.
+ */
+export function undeclaredFields(subgraphs: readonly { name: string; sdl: string }[]): string[] {
+  const parsed = subgraphs.map(({ name, sdl }) => ({ name, document: parse(sdl) }));
+  const objects = (document: DocumentNode) =>
+    document.definitions.filter((d): d is ObjectTypeDefinitionNode | ObjectTypeExtensionNode => d.kind === Kind.OBJECT_TYPE_DEFINITION || d.kind === Kind.OBJECT_TYPE_EXTENSION);
+  const keysOf = (type: ObjectTypeDefinitionNode | ObjectTypeExtensionNode) =>
+    (type.directives ?? []).filter((d) => d.name.value === 'key').flatMap((d) => {
+      const fields = d.arguments?.find((a) => a.name.value === 'fields')?.value;
+      return fields?.kind === Kind.STRING ? fields.value.split(/[\s{}]+/).filter(Boolean) : [];
+    });
+  const definedIn = new Map<string, Set<string>>();
+  for (const { name, document } of parsed) for (const type of objects(document)) definedIn.set(type.name.value, (definedIn.get(type.name.value) ?? new Set()).add(name));
+  const missing: string[] = [];
+  for (const { name, document } of parsed) {
+    const types = objects(document);
+    // The types this subgraph returns from some field of its own: the entities it serves, not just references.
+    const returned = new Set(types.flatMap((t) => (t.fields ?? []).map((f) => namedType(f.type)).filter((n) => n !== t.name.value)));
+    for (const type of types) {
+      const root = ROOTS.has(type.name.value);
+      const keys = keysOf(type);
+      const reference = keys.length > 0 && (definedIn.get(type.name.value)?.size ?? 0) > 1 && !returned.has(type.name.value);
+      if (!root && !reference) continue;
+      for (const field of type.fields ?? []) {
+        const directives = (field.directives ?? []).map((d) => d.name.value);
+        if (!root && (keys.includes(field.name.value) || directives.includes('external'))) continue;
+        if (!directives.some((d) => REQUIREMENTS.has(d))) missing.push(`${name}: ${type.name.value}.${field.name.value}`);
+      }
+    }
+  }
+  return missing;
+}
+
+function namedType(type: TypeNode): string {
+  return type.kind === Kind.NAMED_TYPE ? type.name.value : namedType(type.type);
+}
+
 /** Composes `schema/<name>.graphql` of every subgraph into the supergraph SDL. */
 export function composeSupergraph(): string {
+  const undeclared = undeclaredFields(subgraphNames.map((name) => ({ name, sdl: readSubgraphSdl(name) })));
+  if (undeclared.length > 0) {
+    throw new Error(
+      `Composition refused: these fields declare no requirement (add @requiresScopes(scopes: [["<scope>"]]), @authenticated, or @requiresScopes(scopes: [[]]) for a public field):\n${undeclared.map((f) => `  - ${f}`).join('\n')}`,
+    );
+  }
   const result = composeServices(
     subgraphNames.map((name) => ({ name, typeDefs: parse(readSubgraphSdl(name)), url: defaultSubgraphUrl(name) })),
   );
@@ -23,6 +75,12 @@ export function readCheckedInSupergraph(): string {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  writeFileSync(SUPERGRAPH_PATH, composeSupergraph());
-  console.log(`wrote ${SUPERGRAPH_PATH}`);
+  try {
+    const supergraph = composeSupergraph();
+    writeFileSync(SUPERGRAPH_PATH, supergraph);
+    console.log(`wrote ${SUPERGRAPH_PATH}`);
+  } catch (error) {
+    console.error(error instanceof Error ? error.message : String(error));
+    process.exit(1);
+  }
 }

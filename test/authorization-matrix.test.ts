@@ -1,11 +1,13 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildASTSchema, getNamedType, isObjectType, parse, type GraphQLField } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthorizer, satisfies, withoutSecurityDirectives } from '../gateway/authorization.js';
 import { SCOPES, type Principal, type Scope } from '../platform/principal.js';
-import { readCheckedInSupergraph } from '../schema/compose.js';
+import { readCheckedInSupergraph, undeclaredFields } from '../schema/compose.js';
+import { OPERATIONS_DOC, withScopesTable } from '../tools/scopes-table.js';
+import { readSubgraphSdl } from '../platform/subgraph.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
 import { setups, startTestServer, type TestServer } from './support/server.js';
@@ -73,6 +75,24 @@ describe('every root field and REST route declares who may use it', () => {
     for (const [coordinate, requirement] of authorizer.rules) {
       expect(satisfies({ id: 'op', tenant: 'ops', scopes: ['ops:admin'] }, requirement), coordinate).toBe(true);
     }
+  });
+});
+
+describe('default deny, declared in the SDLs', () => {
+  it('composition refuses a root field or a field added to another subgraph\'s entity without a requirement, naming it', () => {
+    const base = (extra: string) => `type Query { a: Int @requiresScopes(scopes: [["fleet:read"]]) ${extra} }`;
+    const owner = { name: 'owner', sdl: `${base('')} type Thing @key(fields: "id") { id: ID! name: String } extend type Query { thing: Thing @authenticated }` };
+    const adds = { name: 'adds', sdl: `${base('b: Int')} type Thing @key(fields: "id") { id: ID! price: Int seen: Int @external }` };
+    expect(undeclaredFields([owner, adds])).toEqual(['adds: Query.b', 'adds: Thing.price']);
+    // Declared (or public by declaration) and the owner's own fields: nothing to say.
+    const fixed = { name: 'adds', sdl: `${base('b: Int @requiresScopes(scopes: [[]])')} type Thing @key(fields: "id") { id: ID! price: Int @authenticated }` };
+    expect(undeclaredFields([owner, fixed])).toEqual([]);
+    expect(undeclaredFields(subgraphs.map((m) => ({ name: m.name, sdl: readSubgraphSdl(m.name) })))).toEqual([]);
+  });
+
+  it('the scopes table of docs/operations.md is the one generated from the SDLs (npm run compose)', () => {
+    expect(readFileSync(OPERATIONS_DOC, 'utf8')).toBe(withScopesTable(readFileSync(OPERATIONS_DOC, 'utf8'), composed));
+    expect(readFileSync(OPERATIONS_DOC, 'utf8')).toContain('`Machine.utilizationFeatures`');
   });
 });
 
