@@ -90,6 +90,10 @@ export class GatewayMetrics {
       const status = await sources.relay().catch(() => null);
       if (status) this.set(status.lagSeconds);
     } });
+    new Gauge({ name: 'event_relay_lineage_mismatch', help: '1 while the event bus stream holds another database\'s events (nothing is relayed; see /health)', registers, async collect() {
+      const status = await sources.relay().catch(() => null);
+      if (status) this.set(status.lineage === 'foreign' ? 1 : 0);
+    } });
     new Gauge({ name: 'event_stream_bytes', help: 'Size of the event bus stream as JetStream last reported it', registers, async collect() {
       const status = await sources.relay().catch(() => null);
       if (status?.streamBytes != null) this.set(status.streamBytes);

@@ -132,7 +132,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   await assertPortFree(config.HOST, config.PORT);
   const runtime: SubgraphRuntime | null =
     local.length > 0
-      ? await startSubgraphRuntime({ config, clock, modules: local, onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying') })
+      ? await startSubgraphRuntime({
+          config,
+          clock,
+          modules: local,
+          onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying'),
+          onRestore: (lost) => app.log.warn({ lost }, `the database is behind its event stream (restored from a backup): events ${lost.lostFrom}..${lost.lostTo} are in the stream but not in the database; new events follow them`),
+        })
       : null;
   const byName: ReadonlyMap<string, SubgraphInstance> = runtime?.instances ?? new Map();
   const gatewayKey = config.API_KEYS[0];
@@ -402,14 +408,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       }),
     );
     const ready = checks.every(([, c]) => c.ready);
+    const eventBus = runtime?.relay ? await eventBusHealth(runtime.relay) : null;
+    // A foreign stream does not make the process unready (it serves, its events wait in the outbox), but
+    // it is degraded: nothing reaches the bus until an operator acts.
     return reply.code(ready ? 200 : 503).send({
-      status: ready ? 'ok' : 'degraded',
+      status: ready && eventBus?.status !== 'degraded' ? 'ok' : 'degraded',
       ready,
       uptime_s: uptime(),
       database: runtime?.db.kind ?? null,
       subgraphs: Object.fromEntries(checks),
       websocket: { connections: ws.connections(), slow_consumer_closes: ws.slowConsumerCloses() },
-      ...(runtime?.relay ? { event_bus: await eventBusHealth(runtime.relay) } : {}),
+      ...(eventBus ? { event_bus: eventBus } : {}),
     });
   };
   app.get('/health', { config: { public: true }, exposeHeadRoute: true }, health);
@@ -496,8 +505,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 /** The event bus as /health reports it: the relay's connection and how far behind the outbox it is. */
 async function eventBusHealth(relay: EventRelay) {
   const status = await relay.status().catch(() => null);
-  if (!status) return { connected: false };
-  return { connected: status.connected, leading: status.leading, relay_lag_events: status.lagEvents, relay_lag_seconds: Math.round(status.lagSeconds * 10) / 10 };
+  if (!status) return { status: 'degraded', connected: false };
+  return {
+    status: status.lineage === 'foreign' ? 'degraded' : 'ok',
+    connected: status.connected,
+    leading: status.leading,
+    relay_lag_events: status.lagEvents,
+    relay_lag_seconds: Math.round(status.lagSeconds * 10) / 10,
+    ...(status.lineageReason ? { reason: status.lineageReason } : {}),
+  };
 }
 
 /** A subgraph server's readiness, from its /health (unreachable or slow: not ready). */

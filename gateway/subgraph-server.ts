@@ -80,6 +80,7 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
     clock: options.clock ?? systemClock,
     modules: [module],
     onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying'),
+    onRestore: (lost) => app.log.warn({ lost }, `the database is behind its event stream (restored from a backup): events ${lost.lostFrom}..${lost.lostTo} are in the stream but not in the database; new events follow them`),
   });
   const instance = runtime.instances.get(module.name)!;
   for (const peer of module.peers ?? []) {

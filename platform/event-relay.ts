@@ -24,6 +24,8 @@ import { OUTBOX_CHANNEL } from './outbox.js';
  */
 
 export const OUTBOX_ID_HEADER = 'Ops-Outbox-Id';
+/** The identity of the database an event was relayed from (platform/migrations/005_database_identity.sql). */
+export const LINEAGE_HEADER = 'Ops-Lineage';
 /** The event's audience (platform/outbox.ts) as JSON; absent for fleet-wide events. */
 export const AUDIENCE_HEADER = 'Ops-Audience';
 
@@ -40,6 +42,11 @@ export interface EventRelayOptions {
   /** How long a relay's lead lasts unless renewed. @default 10000 */
   leaseMs?: number;
   onError?: (error: unknown) => void;
+  /**
+   * The database was behind its own stream (restored from a backup): events `lostFrom`..`lostTo` are in the
+   * stream but not in the database, and the outbox goes on after them. @default nothing
+   */
+  onRestore?: (range: { lostFrom: string; lostTo: string }) => void;
 }
 
 export interface RelayStatus {
@@ -55,6 +62,23 @@ export interface RelayStatus {
   streamMessages: number | null;
   /** Events this relay published since it started (a repeat deduplicated by JetStream included). */
   published: number;
+  /**
+   * Whether the stream is this database's (`ok`) or holds another's (`foreign`: nothing is published, every
+   * event waits in the outbox until an operator points EVENT_STREAM elsewhere or resets the stream).
+   */
+  lineage: 'ok' | 'foreign';
+  /** Why the stream is foreign, and the way out. */
+  lineageReason: string | null;
+}
+
+/**
+ * This database's identity, made the first time the service opens it (a copy of a data directory made
+ * before that, such as the test suite's migrated template, still gets one of its own).
+ */
+export async function databaseIdentity(db: Database): Promise<string> {
+  await db.query('INSERT INTO database_identity (id) VALUES (gen_random_uuid()) ON CONFLICT (one) DO NOTHING');
+  const res = await db.query<{ id: string }>('SELECT id::text AS id FROM database_identity');
+  return res.rows[0]!.id;
 }
 
 interface OutboxRow {
@@ -81,8 +105,11 @@ export class EventRelay {
   private unlisten: (() => Promise<void>) | undefined;
   private published = 0;
   private readonly encoder = new TextEncoder();
+  /** Set while the stream holds another database's events: the relay publishes nothing. */
+  private foreign: string | null = null;
 
   private constructor(
+    private readonly identity: string,
     private readonly db: Database,
     private readonly nc: NatsConnection,
     private readonly js: JetStreamClient,
@@ -97,7 +124,10 @@ export class EventRelay {
       const jsm = await jetstreamManager(nc);
       await ensureStream(jsm, options);
       await db.query('INSERT INTO outbox_relay (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [options.stream]);
-      const relay = new EventRelay(db, nc, jetstream(nc), jsm, options);
+      const relay = new EventRelay(await databaseIdentity(db), db, nc, jetstream(nc), jsm, options);
+      // The stream's lineage is known before the process serves: a restored database moves its outbox
+      // sequence past the stream before it writes a single event.
+      await relay.checkLineage();
       relay.watchConnection();
       // A commit wakes the leader; the others only try for the lead on their poll, costing nothing per event.
       relay.unlisten = await db.listen(OUTBOX_CHANNEL, () => {
@@ -166,7 +196,60 @@ export class EventRelay {
       streamBytes: info?.state.bytes ?? null,
       streamMessages: info?.state.messages ?? null,
       published: this.published,
+      lineage: this.foreign ? 'foreign' : 'ok',
+      lineageReason: this.foreign,
     };
+  }
+
+  /** Whether the stream holds another database's events (the relay then publishes nothing). */
+  get refusing(): boolean {
+    return this.foreign !== null;
+  }
+
+  /**
+   * Reads the stream's newest message and decides whose stream it is:
+   * - empty: this database's from now on;
+   * - relayed from this database (its `Ops-Lineage`): this one's. If the stream is ahead of the outbox (a
+   *   database restored from a backup older than the stream), the outbox sequence moves past the stream's
+   *   last id, so no new event reuses an id a subscriber may hold, and the range the restore lost is logged;
+   * - relayed from another database, or from before lineages were recorded by a relay that is not at its
+   *   end: foreign. Nothing is published until an operator acts; the check runs again every round.
+   */
+  async checkLineage(): Promise<void> {
+    // A stream started afresh (`npm run event-stream -- reset` deleted it) is made again here.
+    let info = await this.jsm.streams.info(this.options.stream).catch(() => null);
+    if (!info) {
+      await ensureStream(this.jsm, this.options);
+      info = await this.jsm.streams.info(this.options.stream);
+    }
+    this.streamSeq = info.state.last_seq;
+    if (info.state.messages === 0) {
+      this.foreign = null;
+      return;
+    }
+    const last = await this.jsm.streams.getMessage(this.options.stream, { seq: info.state.last_seq });
+    const theirs = last?.header.get(LINEAGE_HEADER) ?? '';
+    const lastId = last?.header.get(OUTBOX_ID_HEADER) ?? '';
+    const inStream = /^\d+$/.test(lastId) ? BigInt(lastId) : 0n;
+    const position = BigInt((await this.db.query<{ position: string }>('SELECT position::text AS position FROM outbox_relay WHERE name = $1', [this.options.stream])).rows[0]?.position ?? '0');
+    const way = `point EVENT_STREAM at a stream of this deployment's own, or start this stream afresh with \`npm run event-stream -- reset\` (its events are deleted; subscribers resuming from them are told their cursor expired)`;
+    if (theirs === '' && inStream !== position) {
+      this.foreign = `stream ${this.options.stream} holds events relayed before databases were told apart, up to id ${inStream}, and this database's relay stands at ${position}: ${way}`;
+      return;
+    }
+    if (theirs !== '' && theirs !== this.identity) {
+      this.foreign = `stream ${this.options.stream} holds the events of database ${theirs}; this is database ${this.identity}: ${way}`;
+      return;
+    }
+    this.foreign = null;
+    // This database's own stream: is it ahead of the outbox (a restore)?
+    // The last id the sequence gave (none yet: one before its start value).
+    const seq = await this.db.query<{ last: string }>(`SELECT (CASE WHEN is_called THEN last_value ELSE last_value - 1 END)::text AS last FROM outbox_id_seq`);
+    const newest = BigInt(seq.rows[0]?.last ?? '0');
+    if (inStream > newest) {
+      await this.db.query(`SELECT setval('outbox_id_seq', GREATEST($1::bigint, (SELECT last_value FROM outbox_id_seq)))`, [inStream.toString()]);
+      this.options.onRestore?.({ lostFrom: (newest + 1n).toString(), lostTo: inStream.toString() });
+    }
   }
 
   async close(): Promise<void> {
@@ -204,7 +287,10 @@ export class EventRelay {
     // A lead renewed less than half a lease ago is still this relay's: no claim needed (every batch renews it).
     if (!(this.leading && this.reconciled && performance.now() - this.renewedAt < leaseMs / 2)) await this.claim(leaseMs);
     if (!this.leading) return;
-    if (!this.reconciled) {
+    if (!this.reconciled || this.foreign) {
+      // Whose stream it is, checked whenever the relay (re)connects, and every round while it is foreign.
+      await this.checkLineage();
+      if (this.foreign) return;
       const inStream = await this.lastRelayed();
       if (inStream > this.position) await this.advance(inStream);
       this.reconciled = true;
@@ -222,6 +308,7 @@ export class EventRelay {
         rows.rows.map((row, i) => {
           const h = headers();
           h.set(OUTBOX_ID_HEADER, row.id);
+          h.set(LINEAGE_HEADER, this.identity);
           if (row.key !== null) h.set('Ops-Key', row.key);
           // Who may receive it travels with it: every reader of the stream applies the same rule.
           if (row.audience !== null) h.set(AUDIENCE_HEADER, JSON.stringify(row.audience));

@@ -3,7 +3,7 @@ import type { Clock } from './clock.js';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db.js';
 import { EventHub } from './event-hub.js';
-import { EventRelay } from './event-relay.js';
+import { databaseIdentity, EventRelay } from './event-relay.js';
 import { JetStreamLog } from './jetstream-log.js';
 import { migrate } from './migrate.js';
 import { createPeers } from './peers.js';
@@ -33,6 +33,8 @@ export async function startSubgraphRuntime(args: {
   modules: readonly SubgraphModule[];
   /** A failed outbox read (retried by the next poll). */
   onError?: (error: unknown) => void;
+  /** The database was found behind its own event stream (a restore): the ids it lost. */
+  onRestore?: (range: { lostFrom: string; lostTo: string }) => void;
 }): Promise<SubgraphRuntime> {
   const { config, clock, modules } = args;
   const db = await openDatabase({
@@ -60,6 +62,7 @@ export async function startSubgraphRuntime(args: {
   };
   try {
     await migrate(db, [platformMigrations, ...modules.flatMap((m) => m.migrations)]);
+    await databaseIdentity(db);
     if (config.EVENT_BUS_URL) {
       // The outbox relayed to JetStream, and this process's streams read from there.
       relay = await EventRelay.start(db, {
@@ -69,9 +72,14 @@ export async function startSubgraphRuntime(args: {
         maxBytes: config.EVENT_STREAM_MAX_BYTES,
         duplicateWindowS: config.EVENT_STREAM_DUPLICATE_WINDOW_S,
         ...(args.onError ? { onError: args.onError } : {}),
+        ...(args.onRestore ? { onRestore: args.onRestore } : {}),
       });
-      const log = await JetStreamLog.open({ url: config.EVENT_BUS_URL, stream: config.EVENT_STREAM });
-      events = new EventHub(db, { log, recent: config.EVENT_REPLAY_MEMORY, ...(args.onError ? { onError: args.onError } : {}) });
+      // A stream of another database's events is no log of this one's: subscribers then read the outbox
+      // itself (as without an event bus) while /health says why nothing is relayed.
+      if (!relay.refusing) {
+        const log = await JetStreamLog.open({ url: config.EVENT_BUS_URL, stream: config.EVENT_STREAM });
+        events = new EventHub(db, { log, recent: config.EVENT_REPLAY_MEMORY, ...(args.onError ? { onError: args.onError } : {}) });
+      }
     }
     await events.start();
     for (const module of modules) instances.set(module.name, await module.start({ db, config, clock, events, peers }));
