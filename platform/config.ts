@@ -297,6 +297,10 @@ const envSchema = z.object({
     .default('OPS_EVENTS'),
   /** Events older than this leave the stream. @default 604800 (7 days) */
   EVENT_STREAM_MAX_AGE_S: intFrom('EVENT_STREAM_MAX_AGE_S', 60, 365 * 86_400).default(7 * 86_400),
+  /** Seconds an outbox event is kept (and in any case until relayed); high-rate topics keep less. */
+  OUTBOX_RETENTION_S: intFrom('OUTBOX_RETENTION_S', 60, 365 * 86_400).default(7 * 86_400),
+  /** How often the outbox is pruned. */
+  OUTBOX_PRUNE_INTERVAL_MS: intFrom('OUTBOX_PRUNE_INTERVAL_MS', 100, 86_400_000).default(60_000),
   /** The stream's size bound; the oldest events leave first. @default 1073741824 (1 GiB) */
   EVENT_STREAM_MAX_BYTES: intFrom('EVENT_STREAM_MAX_BYTES', 1024 * 1024, 1024 ** 4).default(1024 ** 3),
   /** JetStream's deduplication window: a relayed event published again within it is stored once. @default 120 */

@@ -28,6 +28,7 @@ export const errorCatalogue = {
   REQUEST_TIMEOUT: { status: 408, title: 'Request timeout' },
   CONFLICT: { status: 409, title: 'Conflict' },
   GONE: { status: 410, title: 'Gone' },
+  CURSOR_EXPIRED: { status: 410, title: 'Resume cursor older than the events kept' },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'Payload too large' },
   URI_TOO_LONG: { status: 414, title: 'URI too long' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type' },

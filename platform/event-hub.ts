@@ -1,6 +1,8 @@
 import type { Database } from './db.js';
 import { Channel } from './channel.js';
+import { GraphQLError } from 'graphql';
 import { domainError } from './errors.js';
+import { outboxHorizon } from './outbox-retention.js';
 import { OUTBOX_CHANNEL, type Audience } from './outbox.js';
 import { mayView, type Viewer } from './ownership.js';
 
@@ -60,6 +62,11 @@ export interface EventLog {
   topic(topic: string, after: bigint, upTo: bigint, keys: ReadonlySet<string> | null, limit: number): Promise<StoredEvent[]>;
   /** Calls `wake` whenever new events may be there; resolves to a function that stops it. */
   watch(wake: () => void): Promise<() => Promise<void>>;
+  /**
+   * The oldest cursor of `topic` the log is whole after: every event of the topic with a greater id is
+   * there, some at or below it may be gone (retention). `position` is the hub's.
+   */
+  horizon(topic: string, position: bigint): Promise<bigint>;
 }
 
 /** The outbox table itself: NOTIFY wakes the hub, from any instance writing to the same database. */
@@ -86,6 +93,7 @@ export function outboxLog(db: Database): EventLog {
       return res.rows;
     },
     watch: (wake) => db.listen(OUTBOX_CHANNEL, () => wake()),
+    horizon: (topic) => outboxHorizon(db, topic),
   };
 }
 
@@ -222,7 +230,7 @@ export class EventHub {
    * `field`) when it is not a cursor, or names an event beyond the newest one written, which a stream would
    * otherwise wait for silently, forever or until that many events exist.
    */
-  async resumeCursor(after: unknown, field = 'after'): Promise<string | null> {
+  async resumeCursor(after: unknown, topic: string, field = 'after'): Promise<string | null> {
     if (after === null || after === undefined) return null;
     const refuse = (message: string) => domainError('BAD_USER_INPUT', `${field}: ${message}`, [{ field, message }]);
     if (!isCursor(after) || BigInt(after) > MAX_CURSOR) throw refuse('must be a cursor from an earlier event (a whole number up to 9223372036854775807)');
@@ -233,6 +241,9 @@ export class EventHub {
       const newest = BigInt(res.rows[0]?.max ?? '0');
       if (cursor > newest) throw refuse(`is beyond the newest event (${newest}): resume from a cursor this API returned`);
     }
+    // Older than what the log keeps of this topic: said, never replayed with a gap.
+    const horizon = await this.log.horizon(topic, this.position);
+    if (cursor < horizon) throw cursorExpired(field, after, horizon.toString(), topic);
     return after;
   }
 
@@ -337,6 +348,17 @@ export class EventHub {
       if (++pushed % PAGE === 0) await channel.room(PAGE);
     }
   }
+}
+
+/**
+ * A resume cursor older than the events kept: CURSOR_EXPIRED (410 in the catalogue), naming the oldest cursor
+ * from which the stream is whole. The client reloads its state and subscribes from there, or from now.
+ */
+export function cursorExpired(field: string, cursor: string, oldest: string, topic: string): GraphQLError {
+  return new GraphQLError(
+    `${field}: cursor ${cursor} is older than the ${topic} events kept (retention): the oldest cursor to resume from is ${oldest}; reload the state and subscribe from there or from now`,
+    { extensions: { code: 'CURSOR_EXPIRED', oldestCursor: oldest, fields: [{ field, message: `expired; the oldest cursor still available is ${oldest}` }] } },
+  );
 }
 
 /** Where a stream filtering on `key` of `topic` listens (a topic name holds no NUL). */

@@ -65,6 +65,18 @@ export class JetStreamLog implements EventLog {
     return id;
   }
 
+  /**
+   * Events after this cursor are whole in the stream: one before the first message's outbox id (the
+   * stream's age and size limits drop the oldest), or, for a stream whose every message was dropped, the
+   * hub's position.
+   */
+  async horizon(_topic: string, position: bigint): Promise<bigint> {
+    const info = await this.jsm.streams.info(this.stream);
+    if (info.state.messages === 0) return info.state.first_seq > 1 ? position : 0n;
+    const first = await this.idAt(info.state.first_seq);
+    return first > 0n ? first - 1n : 0n;
+  }
+
   async after(position: bigint, limit: number): Promise<StoredEvent[]> {
     const live = this.live;
     if (live && !live.ended && this.last && this.last.id === position) {

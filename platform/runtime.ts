@@ -4,6 +4,8 @@ import type { Config } from './config.js';
 import { openDatabase, type Database } from './db.js';
 import { EventHub } from './event-hub.js';
 import { databaseIdentity, EventRelay } from './event-relay.js';
+import { pruneOutbox } from './outbox-retention.js';
+import { periodic } from './periodic.js';
 import { JetStreamLog } from './jetstream-log.js';
 import { migrate } from './migrate.js';
 import { createPeers } from './peers.js';
@@ -54,7 +56,9 @@ export async function startSubgraphRuntime(args: {
     timeoutMs: config.PEER_TIMEOUT_MS,
   });
   let relay: EventRelay | null = null;
+  let pruner: { stop(): Promise<void> } | null = null;
   const close = async () => {
+    await pruner?.stop();
     for (const instance of [...instances.values()].reverse()) await instance.close();
     await relay?.close();
     await events.close();
@@ -83,6 +87,22 @@ export async function startSubgraphRuntime(args: {
     }
     await events.start();
     for (const module of modules) instances.set(module.name, await module.start({ db, config, clock, events, peers }));
+    // The outbox is bounded: pruned in short batches, never an event the bus has not received.
+    const policies = modules.flatMap((m) => m.retention ?? []);
+    const stream = config.EVENT_BUS_URL ? config.EVENT_STREAM : null;
+    pruner = periodic(
+      () =>
+        pruneOutbox(db, {
+          retentionS: config.OUTBOX_RETENTION_S,
+          policies,
+          relayedThrough: async () => {
+            if (!stream) return null;
+            const res = await db.query<{ position: string }>('SELECT position::text AS position FROM outbox_relay WHERE name = $1', [stream]);
+            return BigInt(res.rows[0]?.position ?? '0');
+          },
+        }).catch((error: unknown) => args.onError?.(error)),
+      config.OUTBOX_PRUNE_INTERVAL_MS,
+    );
   } catch (error) {
     await close();
     throw error;

@@ -7,6 +7,7 @@ import type { Database } from './db.js';
 import type { EventHub } from './event-hub.js';
 import type { MigrationSet } from './migrate.js';
 import type { Peers } from './peers.js';
+import type { TopicRetention } from './outbox-retention.js';
 import type { Grain } from './ownership.js';
 import type { Principal } from './principal.js';
 import type { RestRoute } from './rest.js';
@@ -74,6 +75,11 @@ export interface SubgraphModule {
   owned?: readonly OwnedType[];
   /** Entity types that are the same for every caller (the fleet, the insurance world). @default none */
   shared?: readonly string[];
+  /**
+   * What the outbox keeps of this subgraph's high-rate topics beyond the shared OUTBOX_RETENTION_S
+   * (platform/outbox-retention.ts). @default every topic kept for OUTBOX_RETENTION_S
+   */
+  retention?: readonly TopicRetention[];
   start(deps: SubgraphDeps): Promise<SubgraphInstance>;
 }
 

@@ -6,7 +6,7 @@ import { readSubgraphSdl } from '../../platform/subgraph.js';
 import { createLoaders, type BondingContext } from './context.js';
 import { resolverMap } from './resolvers.js';
 import { bondingRoutes } from './rest.js';
-import { BondingStore } from './store.js';
+import { BondingStore, TOPICS } from './store.js';
 import { periodic } from '../../platform/periodic.js';
 import { isDemoMode } from '../../platform/config.js';
 
@@ -16,6 +16,9 @@ import { isDemoMode } from '../../platform/config.js';
  */
 export const bonding: SubgraphModule = {
   name: 'bonding',
+  // An open session writes a metrics event a tick (about 60 a minute): after an hour only the newest per
+  // session is kept; its starts, state changes, keys and close are kept whole.
+  retention: [{ topic: TOPICS.session, compact: { afterS: 3600, where: `o.payload->>'kind' = 'metrics'` } }],
   owned: [
     {
       type: 'BondingSession',

@@ -200,7 +200,7 @@ export const bondingResolvers: Resolvers = {
   Subscription: {
     bondingSessionUpdated: {
       subscribe: async (_, args, ctx) => {
-        const after = await ctx.events.resumeCursor(args.after);
+        const after = await ctx.events.resumeCursor(args.after, TOPICS.session);
         const id = parseInput(sessionIdSchema, args.sessionId, 'sessionId');
         const session = await ctx.loaders.session.load(id);
         if (!session) throw domainError('NOT_FOUND', `Bonding session ${id} not found`);

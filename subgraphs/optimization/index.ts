@@ -9,7 +9,7 @@ import { createLoaders, type OptimizationContext, type SafetyService } from './c
 import { resolverMap } from './resolvers.js';
 import { optimizationRoutes } from './rest.js';
 import { RunService } from './runs.js';
-import { OptimizationStore } from './store.js';
+import { OptimizationStore, TOPICS } from './store.js';
 import { verifyFleet, type Verification } from './verify.js';
 import { periodic } from '../../platform/periodic.js';
 
@@ -20,6 +20,9 @@ import { periodic } from '../../platform/periodic.js';
 export const optimization: SubgraphModule = {
   name: 'optimization',
   shared: ['Vessel'],
+  // Every fleet tick carries every vessel's position: an hour of them is kept (the tracks live in their own
+  // table); runs' ends are kept whole.
+  retention: [{ topic: TOPICS.positions, maxAgeS: 3600 }],
   owned: [
     {
       type: 'QuantumRun',

@@ -96,7 +96,7 @@ const optimizationResolvers: Resolvers = {
   Subscription: {
     quantumRunCompleted: {
       subscribe: async (_, args, ctx) => {
-        const stream = ctx.events.stream<RunEventPayload>(TOPICS.run, { after: await ctx.events.resumeCursor(args.after), viewer: viewerOf(ctx.principal) });
+        const stream = ctx.events.stream<RunEventPayload>(TOPICS.run, { after: await ctx.events.resumeCursor(args.after, TOPICS.run), viewer: viewerOf(ctx.principal) });
         return mapEvents(stream, (e) => ({ quantumRunCompleted: { ...e.payload, cursor: e.id } }));
       },
       resolve: (payload: { quantumRunCompleted: RunEventView }, _: unknown, ctx: OptimizationContext) => {
@@ -106,7 +106,7 @@ const optimizationResolvers: Resolvers = {
     },
     vesselPositionsChanged: {
       subscribe: async (_, args, ctx) => {
-        const after = await ctx.events.resumeCursor(args.after);
+        const after = await ctx.events.resumeCursor(args.after, TOPICS.positions);
         const keep = parseInput(mmsiFilter, args.mmsis, 'mmsis');
         const filter = keep ? new Set(keep) : null;
         const stream = ctx.events.stream<PositionsEventPayload>(TOPICS.positions, { after, viewer: viewerOf(ctx.principal) });

@@ -7,7 +7,7 @@ import { createLoaders, type RentalContext } from './context.js';
 import { resolverMap } from './resolvers.js';
 import { rentalRoutes } from './rest.js';
 import { createQuoteSigner } from './signing.js';
-import { RentalStore } from './store.js';
+import { RentalStore, TOPICS } from './store.js';
 import { predictionForecaster } from './travel.js';
 import { periodic } from '../../platform/periodic.js';
 
@@ -18,6 +18,9 @@ export const rental: SubgraphModule = {
   migrations: [{ owner: 'rental', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
   peers: ['prediction'],
   shared: ['Machine'],
+  // A delivery in transit publishes its position every few seconds: after an hour only the newest per
+  // booking is kept (its status changes, which carry their own positions, are kept whole).
+  retention: [{ topic: TOPICS.tracking, compact: { afterS: 3600, where: `o.payload->>'status' = 'in_transit'` } }],
   owned: [
     {
       type: 'Quote',

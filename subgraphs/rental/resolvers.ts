@@ -112,7 +112,7 @@ export const rentalResolvers: Resolvers = {
   Subscription: {
     machineStatusChanged: {
       subscribe: async (_, args, ctx) => {
-        const after = await ctx.events.resumeCursor(args.after);
+        const after = await ctx.events.resumeCursor(args.after, TOPICS.machineStatus);
         const keys = parseInput(machineIdsFilter, args.machineIds, 'machineIds') ?? null;
         if (keys) {
           const known = new Set((await ctx.store.machinesByIds(keys)).map((m) => m.id));
@@ -130,7 +130,7 @@ export const rentalResolvers: Resolvers = {
     fleetSummaryChanged: {
       subscribe: async (_, args, ctx) => {
         const stream = ctx.events.stream<FleetSummaryRecord & { at: string }>(TOPICS.fleetSummary, {
-          after: await ctx.events.resumeCursor(args.after),
+          after: await ctx.events.resumeCursor(args.after, TOPICS.fleetSummary),
           viewer: viewerOf(ctx.principal),
         });
         return mapEvents(stream, (e) => ({ fleetSummaryChanged: { ...e.payload, cursor: e.id } }));
@@ -142,7 +142,7 @@ export const rentalResolvers: Resolvers = {
     },
     trackingUpdated: {
       subscribe: async (_, args, ctx) => {
-        const after = await ctx.events.resumeCursor(args.after);
+        const after = await ctx.events.resumeCursor(args.after, TOPICS.tracking);
         const booking = await ctx.loaders.booking.load(parseInput(bookingIdArg, args.bookingId, 'bookingId'));
         if (!booking) throw domainError('NOT_FOUND', `Booking ${args.bookingId} not found`);
         const stream = ctx.events.stream<TrackingEventPayload>(TOPICS.tracking, { after, keys: [booking.id], viewer: viewerOf(ctx.principal) });

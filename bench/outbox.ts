@@ -1,0 +1,135 @@
+import { writeFileSync } from 'node:fs';
+import { argv } from 'node:process';
+import { fileURLToPath } from 'node:url';
+import { startServer } from '../gateway/server.js';
+import { loadConfig } from '../platform/config.js';
+import { pruneOutbox } from '../platform/outbox-retention.js';
+import { subgraphs } from '../subgraphs/registry.js';
+import { PG_BIN, TestPostgres } from '../test/support/postgres.js';
+import { quantile, round } from './subscriptions.js';
+
+/*
+ * npm run bench -- outbox [EVENTS]
+ *
+ * The bounded outbox, on a PostgreSQL cluster of the benchmark's own (initdb on a free port; PGlite when the
+ * machine has no server binaries): EVENTS (default 1,000,000) events older than the retention, shaped as a
+ * bonding session's metrics events (the highest-rate topic), written in one statement; their rows and bytes
+ * per event; then quotes made one after another (POST /rental/pricing/quote through the gateway, the
+ * machines released between quotes by a clock that moves past each quote's expiry) without pruning, and
+ * again while the pruner deletes every one of those events in its batches: the p50/p99 of a quote in both,
+ * side by side, and the pruner's rate and CPU per thousand events (this process; the database's own CPU is
+ * the server's). Traffic only to 127.0.0.1; bounded in count and time.
+ */
+
+const EVENTS = Number(argv[3] ?? 1_000_000);
+const QUOTES_IDLE = 300;
+
+/** A bonding metrics event as a session writes it (16 paths' figures): the payload pruning deals with most. */
+function metricsPayload(): Record<string, unknown> {
+  const paths = Array.from({ length: 4 }, (_, i) => ({
+    id: `p${i}`,
+    kind: ['fiber', 'lte', 'satellite', 'microwave'][i],
+    up: true,
+    latencyMs: 12.5 + i,
+    jitterMs: 1.2,
+    lossPct: 0.1,
+    capacityMbps: 500,
+    outageProbability: 0.01,
+    sharedRisk: [`duct-${i % 2}`],
+  }));
+  return { sessionId: 'BS-000000000000', kind: 'metrics', state: 'bonded', previousState: null, tick: 1, reason: 'p0 latency up, p2 loss down', paths, at: new Date().toISOString(), runner: 'host:1:0' };
+}
+
+export default async function main(): Promise<void> {
+  const cluster = PG_BIN ? await TestPostgres.start() : null;
+  let offsetMs = 0;
+  const clock = { now: () => new Date(Date.now() + offsetMs) };
+  const config = loadConfig({
+    PORT: '0',
+    LOG_LEVEL: 'warn',
+    DATA_DIR: ':memory:',
+    FEATURES_DATA_DIR: ':memory:',
+    QUOTE_TTL_SECONDS: '5',
+    QUOTE_SWEEP_INTERVAL_MS: '600000',
+    OUTBOX_PRUNE_INTERVAL_MS: '86400000',
+    BONDING_TICK_MS: '600000',
+    FLEET_TICK_MS: '600000',
+    TRACKING_TICK_MS: '600000',
+    ...(cluster ? { DATABASE_URL: cluster.url } : {}),
+  });
+  const server = await startServer({ config, clock });
+  const db = server.db!;
+  try {
+    console.log(`outbox bench: ${EVENTS.toLocaleString('en')} events on ${db.kind}${cluster ? ' (a cluster of its own)' : ''}`);
+    const t0 = performance.now();
+    await db.query(
+      `INSERT INTO outbox (topic, key, payload, created_at)
+       SELECT 'bonding.session', 'BS-' || lpad((i % 1000)::text, 12, '0'), $1::jsonb, now() - interval '8 days'
+       FROM generate_series(1, $2::int) AS i`,
+      [JSON.stringify(metricsPayload()), EVENTS],
+    );
+    const writeS = (performance.now() - t0) / 1000;
+    const size = await db.query<{ rows: string; table: string; total: string }>(
+      `SELECT (SELECT count(*) FROM outbox)::text AS rows, pg_relation_size('outbox')::text AS table, pg_total_relation_size('outbox')::text AS total`,
+    );
+    const rows = Number(size.rows[0]!.rows);
+    const bytesPerEvent = Number(size.rows[0]!.total) / rows;
+    const heapPerEvent = Number(size.rows[0]!.table) / rows;
+
+    let machine = 0;
+    const quote = async () => {
+      // Every quote's machines are free again: the clock moves past the previous quote's expiry.
+      offsetMs += 10_000;
+      const id = `EQ-${String((machine++ % 15) + 1).padStart(3, '0')}`;
+      const startTime = new Date(clock.now().getTime() + 48 * 3_600_000).toISOString();
+      const t = performance.now();
+      const res = await fetch(`${server.url}/rental/pricing/quote`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ machine_ids: [id], location_id: 'LOC-001', start_time: startTime, duration_hours: 2 }),
+      });
+      const ms = performance.now() - t;
+      if (res.status !== 200) throw new Error(`quote answered ${res.status}: ${await res.text()}`);
+      return ms;
+    };
+    for (let i = 0; i < 20; i++) await quote(); // warm-up
+    const idle: number[] = [];
+    for (let i = 0; i < QUOTES_IDLE; i++) idle.push(await quote());
+
+    const during: number[] = [];
+    let pruning = true;
+    const cpu0 = process.cpuUsage();
+    const p0 = performance.now();
+    const pruned = pruneOutbox(db, { retentionS: 7 * 86_400, policies: subgraphs.flatMap((m) => m.retention ?? []), relayedThrough: async () => null }).finally(() => {
+      pruning = false;
+    });
+    while (pruning) during.push(await quote());
+    const result = await pruned;
+    const pruneS = (performance.now() - p0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    const left = Number((await db.query<{ n: string }>(`SELECT count(*)::text AS n FROM outbox WHERE topic = 'bonding.session'`)).rows[0]!.n);
+
+    idle.sort((a, b) => a - b);
+    during.sort((a, b) => a - b);
+    const lines = [
+      `# Outbox retention (npm run bench -- outbox ${EVENTS})`,
+      '',
+      `${new Date().toISOString().slice(0, 10)}, ${db.kind}${cluster ? ' (a cluster of the benchmark\'s own, fsync off)' : ''}, one process; quotes through the gateway one after another.`,
+      '',
+      '| | value |',
+      '|---|---:|',
+      `| events written (one statement) | ${EVENTS.toLocaleString('en')} in ${round(writeS)} s |`,
+      `| bytes per event, table and indexes | ${Math.round(bytesPerEvent)} (heap ${Math.round(heapPerEvent)}) |`,
+      `| pruned | ${result.pruned.toLocaleString('en')} in ${round(pruneS)} s (${Math.round(result.pruned / pruneS).toLocaleString('en')} events/s); ${left} left of the topic |`,
+      `| CPU of this process (gateway, quotes and pruner) per 1,000 events pruned | ${round((cpu.user + cpu.system) / 1000 / (result.pruned / 1000))} ms |`,
+      `| quote p50 / p99, no pruning (${idle.length}) | ${round(quantile(idle, 0.5))} / ${round(quantile(idle, 0.99))} ms |`,
+      `| quote p50 / p99, while pruning (${during.length}) | ${round(quantile(during, 0.5))} / ${round(quantile(during, 0.99))} ms |`,
+      `| p99 while pruning / without | ${round(quantile(during, 0.99) / quantile(idle, 0.99))}x |`,
+    ];
+    console.log(lines.join('\n'));
+    writeFileSync(fileURLToPath(new URL('./results/outbox.md', import.meta.url)), `${lines.join('\n')}\n`);
+  } finally {
+    await server.close();
+    await cluster?.close();
+  }
+}
