@@ -123,6 +123,28 @@ describe.runIf(NATS_SERVER)('one lineage: a database and its event stream', () =
     await a.close();
   });
 
+  it('a cursor older than the stream keeps (its age and size limits dropped the oldest) is answered CURSOR_EXPIRED, naming the oldest still there', async () => {
+    const server = await startTestServer({ env: { EVENT_BUS_URL: nats.url, EVENT_STREAM: 'LINEAGE_KEPT' } });
+    for (const m of ['EQ-008', 'EQ-009', 'EQ-010']) await quote(server, m);
+    await server.relay!.drained();
+    // The stream keeps only its last two events, as its limits would after long enough.
+    await jsm.streams.purge('LINEAGE_KEPT', { keep: 2 });
+    const kept = await contents(jsm, 'LINEAGE_KEPT');
+    const oldest = (BigInt(kept[0]!.outboxId) - 1n).toString();
+    const ws = wsClient(server.url);
+    const query = 'subscription($a: ID) { machineStatusChanged(after: $a) { cursor } }';
+    const expired = new Collector(ws.client, query, { a: '0' });
+    await expired.until((c) => c.results.length > 0 || c.error !== undefined);
+    expect(expired.results[0]?.errors?.[0]?.extensions).toMatchObject({ code: 'CURSOR_EXPIRED', oldestCursor: oldest });
+    const whole = new Collector<{ machineStatusChanged: { cursor: string } }>(ws.client, query, { a: oldest });
+    await whole.until((c) => c.results.length > 0 || c.error !== undefined);
+    expect(whole.results[0]?.errors).toBeUndefined();
+    // The first event after the oldest cursor: one the stream still holds.
+    expect(kept.map((m) => m.outboxId)).toContain(whole.data[0]!.machineStatusChanged.cursor);
+    await ws.dispose();
+    await server.close();
+  });
+
   it.runIf(TEST_DATABASE_URL)('a database restored from a pg_dump older than its stream goes on after the stream: no id is reused, the lost range is said', async () => {
     const schema = `lineage_${Date.now().toString(36)}`;
     const env = { EVENT_BUS_URL: nats.url, EVENT_STREAM: 'LINEAGE_RESTORE' };
