@@ -1,15 +1,32 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The peers' own package (bench/peers/package.json and its lockfile): not installed by the product's `npm ci`. */
+const PEERS_DIR = fileURLToPath(new URL('.', import.meta.url));
 
 /*
  * The Hive Gateway peers of `npm run bench -- gateway`: The Guild's own CLI, `hive-gateway supergraph
  * <file>`, with its defaults (one process: `--fork` defaults to 1), given only the supergraph file (the
  * benchmark's copy, with this run's subgraph URLs), the host and the port; and the same with
  * `--hive-router-runtime`: Hive Router's Rust query planner (`@graphql-hive/router-runtime`, a native
- * addon installed from npm) in place of the default JavaScript runtime.
+ * addon installed from npm) in place of the default JavaScript runtime. Both live in a package of their
+ * own, installed (`npm ci` in bench/peers) the first time a benchmark needs them, so `npm ci` at the root
+ * installs only what the product and its tests need.
  */
+
+/** Installs the peers from their lockfile when they are not there yet. */
+export function ensurePeersInstalled(): void {
+  if (existsSync(join(PEERS_DIR, 'node_modules', '@graphql-hive', 'gateway', 'package.json'))) return;
+  console.log('installing the benchmark peers (bench/peers: npm ci), once');
+  execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: PEERS_DIR, stdio: 'inherit' });
+}
+
 export function hiveGatewayArgs(supergraphFile: string, port: number, options: { rustPlanner?: boolean } = {}): string[] {
-  const pkg = createRequire(import.meta.url).resolve('@graphql-hive/gateway/package.json');
+  ensurePeersInstalled();
+  const pkg = createRequire(join(PEERS_DIR, 'package.json')).resolve('@graphql-hive/gateway/package.json');
   return [
     join(dirname(pkg), 'dist', 'bin.js'),
     'supergraph',
