@@ -11,11 +11,3 @@ export function parseDuration(text: string): number | null {
   const ms = (Number(w ?? 0) * 7 * 86_400 + Number(d ?? 0) * 86_400 + Number(h ?? 0) * 3600 + Number(m ?? 0) * 60 + Number(s ?? 0)) * 1000;
   return Number.isSafeInteger(ms) && ms > 0 ? ms : null;
 }
-
-/** The canonical text of a duration in ms (`P35D`, `PT36H`). */
-export function formatDuration(ms: number): string {
-  const day = 86_400_000;
-  if (ms % day === 0) return `P${ms / day}D`;
-  if (ms % 3_600_000 === 0) return `PT${ms / 3_600_000}H`;
-  return `PT${ms / 1000}S`;
-}

@@ -75,7 +75,6 @@ export interface SnapshotRow {
 }
 
 export type ModelName = 'underwriting' | 'pricing' | 'fraud';
-export const MODELS: readonly ModelName[] = ['underwriting', 'pricing', 'fraud'];
 
 export interface LabelRow {
   policyId: string;

@@ -224,5 +224,3 @@ function interpolate(xs: Float64Array, ys: Float64Array, x: number): number {
   const span = xs[hi]! - xs[lo]!;
   return span > 0 ? ys[lo]! + ((ys[hi]! - ys[lo]!) * (x - xs[lo]!)) / span : ys[lo]!;
 }
-
-export const laneName = (lane: number) => LANES[lane]?.name ?? 'unknown';

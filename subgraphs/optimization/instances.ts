@@ -1,4 +1,4 @@
-import { plane, PORT_ENTRANCE, type VesselPosition } from './fleet.js';
+import { plane, type VesselPosition } from './fleet.js';
 import { KNOT_MPS } from './geo.js';
 import { random3Regular } from './graphs.js';
 import { maxCutProblem, quboProblem, type IsingProblem, type WeightedEdge } from './problem.js';
@@ -129,5 +129,3 @@ export function regular3Instance(size: number, seed: number): Instance {
     description: `MaxCut of a random 3-regular graph on ${size} vertices (seed ${seed}).`,
   };
 }
-
-export const portEntrance = PORT_ENTRANCE;

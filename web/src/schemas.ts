@@ -203,7 +203,6 @@ export const vesselFleet = z.object({
 export const runEvent = z.object({
   quantumRunCompleted: z.object({ cursor: z.string(), status: z.string(), at: z.string(), run }),
 });
-export type RunEvent = z.infer<typeof runEvent>['quantumRunCompleted'];
 
 export const vesselEvent = z.object({
   vesselPositionsChanged: z.object({ cursor: z.string(), tick: z.number(), at: z.string(), vessels: z.array(vessel) }),
