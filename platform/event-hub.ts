@@ -294,8 +294,13 @@ export class EventHub {
         let from = after;
         let upTo = registeredAt;
         for (;;) {
-          await this.replay(topic, from, upTo, keys, channel, deliver);
+          const fromLog = await this.replay(topic, from, upTo, keys, channel, deliver);
           if (channel.closed) return;
+          // Pruned between the cursor's check and this read: the gap is said (the stream ends expired).
+          if (fromLog && from === after) {
+            const horizon = await this.log.horizon(topic, this.position);
+            if (after < horizon) return channel.fail(cursorExpired('after', after.toString(), horizon.toString(), topic));
+          }
           // Synchronous with the last read: events after this point go live, none is missed or repeated.
           if (newestSeen === null || newestSeen <= upTo) {
             catchingUp = false;
@@ -316,8 +321,11 @@ export class EventHub {
     keys: Set<string> | null,
     channel: Channel<StoredEvent<P>>,
     deliver: (event: StoredEvent) => void,
-  ): Promise<void> {
-    if (after >= this.recentFrom && upTo <= this.position) return this.replayRecent(topic, after, upTo, keys, channel, deliver);
+  ): Promise<boolean> {
+    if (after >= this.recentFrom && upTo <= this.position) {
+      await this.replayRecent(topic, after, upTo, keys, channel, deliver);
+      return false;
+    }
     let from = after;
     while (from < upTo && !channel.closed) {
       const page = await this.log.topic(topic, from, upTo, keys, PAGE);
@@ -327,6 +335,7 @@ export class EventHub {
       // Read the next page only when the consumer has caught up: a long replay never floods memory.
       await channel.room(PAGE);
     }
+    return true;
   }
 
   /** A replay of (after, upTo] from the events in memory, paced like one read from the log. */

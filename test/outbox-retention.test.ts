@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { outboxHorizon, pruneOutbox } from '../platform/outbox-retention.js';
+import { SYSTEM_VIEWER } from '../platform/ownership.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { hoursFromNow, rest } from './support/http.js';
 import { backends, startTestServer, type TestServer } from './support/server.js';
@@ -106,5 +107,28 @@ describe.each(backends)('outbox retention (%s)', (backend) => {
     // Whatever the interleaving, a later run finishes the job.
     await pruneOutbox(server.db, { retentionS: 7 * DAY, policies, relayedThrough: async () => null });
     expect(await count(`created_at < now() - interval '7 days'`)).toBe(0);
+  });
+});
+
+describe('a replay the pruner overtook', () => {
+  it('ends CURSOR_EXPIRED instead of going on with a gap, even past the cursor check', async () => {
+    // Every replay read from the log (no memory), as on a process that restarted.
+    const server = await startTestServer({ env: { OUTBOX_PRUNE_INTERVAL_MS: '86400000', EVENT_REPLAY_MEMORY: '0' } });
+    for (const m of ['EQ-014', 'EQ-015']) {
+      expect((await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: [m], location_id: 'LOC-001', start_time: hoursFromNow(30), duration_hours: 2 })).status).toBe(200);
+    }
+    await server.db.query(`UPDATE outbox SET created_at = now() - interval '8 days' WHERE id <= (SELECT min(id) + 1 FROM outbox)`);
+    await pruneOutbox(server.db, { retentionS: 7 * DAY, policies, relayedThrough: async () => null });
+    // A stream opened from a cursor the check would have refused (the pruner ran after the check).
+    const stream = server.events.stream('rental.machine_status', { after: '0', viewer: SYSTEM_VIEWER });
+    const error = await (async () => {
+      try {
+        for await (const event of stream) void event;
+      } catch (e) {
+        return e as { extensions?: Record<string, unknown> };
+      }
+      return null;
+    })();
+    expect(error?.extensions).toMatchObject({ code: 'CURSOR_EXPIRED' });
   });
 });
