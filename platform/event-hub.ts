@@ -294,7 +294,7 @@ export class EventHub {
         let from = after;
         let upTo = registeredAt;
         for (;;) {
-          const fromLog = await this.replay(topic, from, upTo, keys, channel, deliver);
+          const fromLog = await this.replay({ topic, after: from, upTo, keys, channel, deliver });
           if (channel.closed) return;
           // Pruned between the cursor's check and this read: the gap is said (the stream ends expired).
           if (fromLog && from === after) {
@@ -314,16 +314,11 @@ export class EventHub {
     return channel;
   }
 
-  private async replay<P>(
-    topic: string,
-    after: bigint,
-    upTo: bigint,
-    keys: Set<string> | null,
-    channel: Channel<StoredEvent<P>>,
-    deliver: (event: StoredEvent) => void,
-  ): Promise<boolean> {
+  /** Replays (after, upTo] of a topic: from memory when it holds the range (false), else from the log (true). */
+  private async replay<P>(range: ReplayRange<P>): Promise<boolean> {
+    const { topic, after, upTo, keys, channel, deliver } = range;
     if (after >= this.recentFrom && upTo <= this.position) {
-      await this.replayRecent(topic, after, upTo, keys, channel, deliver);
+      await this.replayRecent(range);
       return false;
     }
     let from = after;
@@ -339,14 +334,7 @@ export class EventHub {
   }
 
   /** A replay of (after, upTo] from the events in memory, paced like one read from the log. */
-  private async replayRecent<P>(
-    topic: string,
-    after: bigint,
-    upTo: bigint,
-    keys: Set<string> | null,
-    channel: Channel<StoredEvent<P>>,
-    deliver: (event: StoredEvent) => void,
-  ): Promise<void> {
+  private async replayRecent<P>({ topic, after, upTo, keys, channel, deliver }: ReplayRange<P>): Promise<void> {
     // A copy of the range: the pump may trim `recent` while this waits for the consumer.
     const events = this.recent.slice(firstAfter(this.recent, after), firstAfter(this.recent, upTo));
     let pushed = 0;
@@ -368,6 +356,16 @@ export function cursorExpired(field: string, cursor: string, oldest: string, top
     `${field}: cursor ${cursor} is older than the ${topic} events kept (retention): the oldest cursor to resume from is ${oldest}; reload the state and subscribe from there or from now`,
     { extensions: { code: 'CURSOR_EXPIRED', oldestCursor: oldest, fields: [{ field, message: `expired; the oldest cursor still available is ${oldest}` }] } },
   );
+}
+
+/** One stretch of a replay: the events of `topic` (of `keys`) in (after, upTo], each handed to `deliver`. */
+interface ReplayRange<P> {
+  topic: string;
+  after: bigint;
+  upTo: bigint;
+  keys: Set<string> | null;
+  channel: Channel<StoredEvent<P>>;
+  deliver: (event: StoredEvent) => void;
 }
 
 /** Where a stream filtering on `key` of `topic` listens (a topic name holds no NUL). */
