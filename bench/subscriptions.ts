@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { argv } from 'node:process';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
+import { freePort } from '../test/support/port.js';
 
 /*
  * npm run bench -- subscriptions [N ...]
@@ -222,16 +222,6 @@ function stopGateway(child: ChildProcess): Promise<void> {
   });
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 /** Resident set of a process, KiB, from /proc. */
 export function rssKiB(pid: number): number {
