@@ -27,7 +27,7 @@ import { authorizationPlugin, authorizingGateway, createAuthorizer } from './aut
 import { gatewayContextFrom, principalOf, type GatewayContext } from './context.js';
 import { registerDashboard } from './dashboard.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from './graphql-errors.js';
-import type { EventRelay } from '../platform/event-relay.js';
+import { restoreMessage, type EventRelay } from '../platform/event-relay.js';
 import { READY_CHECK_TIMEOUT_MS, readyWithin } from './health.js';
 import { answerClientError, frameworkProblem } from './http-errors.js';
 import { InProcessDataSource, setCompiledSubgraphExecution } from './in-process-data-source.js';
@@ -137,7 +137,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
           clock,
           modules: local,
           onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying'),
-          onRestore: (lost) => app.log.warn({ lost }, `the database is behind its event stream (restored from a backup): events ${lost.lostFrom}..${lost.lostTo} are in the stream but not in the database; new events follow them`),
+          onRestore: (lost) => app.log.warn({ lost }, restoreMessage(lost)),
         })
       : null;
   const byName: ReadonlyMap<string, SubgraphInstance> = runtime?.instances ?? new Map();

@@ -14,6 +14,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { systemClock, type Clock } from '../platform/clock.js';
 import { ConfigError, isDemoMode, isLoopbackHost, type Config } from '../platform/config.js';
 import { isDatabaseUnavailable } from '../platform/db-errors.js';
+import { restoreMessage } from '../platform/event-relay.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.js';
 import { readSubgraphSdl, type SubgraphModule } from '../platform/subgraph.js';
 import { createAuthenticator } from './auth.js';
@@ -80,7 +81,7 @@ export async function startSubgraphServer(options: { config: Config; module: Sub
     clock: options.clock ?? systemClock,
     modules: [module],
     onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying'),
-    onRestore: (lost) => app.log.warn({ lost }, `the database is behind its event stream (restored from a backup): events ${lost.lostFrom}..${lost.lostTo} are in the stream but not in the database; new events follow them`),
+    onRestore: (lost) => app.log.warn({ lost }, restoreMessage(lost)),
   });
   const instance = runtime.instances.get(module.name)!;
   for (const peer of module.peers ?? []) {

@@ -49,6 +49,10 @@ export interface EventRelayOptions {
   onRestore?: (range: { lostFrom: string; lostTo: string }) => void;
 }
 
+/** What a restore behind the stream lost, in words for the log. */
+export const restoreMessage = (lost: { lostFrom: string; lostTo: string }) =>
+  `the database is behind its event stream (restored from a backup): events ${lost.lostFrom}..${lost.lostTo} are in the stream but not in the database; new events follow them`;
+
 export interface RelayStatus {
   connected: boolean;
   leading: boolean;
@@ -118,13 +122,14 @@ export class EventRelay {
   ) {}
 
   /** Connects, makes sure the stream exists with the configured limits, and starts relaying. */
-  static async start(db: Database, options: EventRelayOptions): Promise<EventRelay> {
+  /** `identity`: this database's (`databaseIdentity`), which every event it relays carries. */
+  static async start(db: Database, identity: string, options: EventRelayOptions): Promise<EventRelay> {
     const nc = await connect({ servers: options.url, name: 'ops-supergraph-relay', maxReconnectAttempts: -1, reconnectTimeWait: 250 });
     try {
       const jsm = await jetstreamManager(nc);
       await ensureStream(jsm, options);
       await db.query('INSERT INTO outbox_relay (name) VALUES ($1) ON CONFLICT (name) DO NOTHING', [options.stream]);
-      const relay = new EventRelay(await databaseIdentity(db), db, nc, jetstream(nc), jsm, options);
+      const relay = new EventRelay(identity, db, nc, jetstream(nc), jsm, options);
       // The stream's lineage is known before the process serves: a restored database moves its outbox
       // sequence past the stream before it writes a single event.
       await relay.checkLineage();

@@ -31,6 +31,12 @@ export const viewerOf = (principal: Principal): Viewer => ({ all: isOperator(pri
 /** The deployment's own work (a subgraph reading its own events): every owner's. */
 export const SYSTEM_VIEWER: Viewer = viewerOf(SYSTEM_PRINCIPAL);
 
+/**
+ * The tenant a viewer's reads are limited to, or null for an operator's (every tenant): the parameter of a
+ * `($n::text IS NULL OR tenant = $n)` condition, for rows whose ownership reaches the whole tenant.
+ */
+export const viewedTenant = (viewer: Viewer): string | null => (viewer.all ? null : viewer.owner.tenant);
+
 /** Whether `viewer` may see a row or event of `owner` at `grain`. */
 export function mayView(viewer: Viewer, owner: Owner, grain: Grain): boolean {
   if (viewer.all) return true;

@@ -66,10 +66,10 @@ export async function startSubgraphRuntime(args: {
   };
   try {
     await migrate(db, [platformMigrations, ...modules.flatMap((m) => m.migrations)]);
-    await databaseIdentity(db);
+    const identity = await databaseIdentity(db);
     if (config.EVENT_BUS_URL) {
       // The outbox relayed to JetStream, and this process's streams read from there.
-      relay = await EventRelay.start(db, {
+      relay = await EventRelay.start(db, identity, {
         url: config.EVENT_BUS_URL,
         stream: config.EVENT_STREAM,
         maxAgeS: config.EVENT_STREAM_MAX_AGE_S,

@@ -1,7 +1,7 @@
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EventRelay, OUTBOX_ID_HEADER } from '../platform/event-relay.js';
+import { databaseIdentity, EventRelay, OUTBOX_ID_HEADER } from '../platform/event-relay.js';
 import { appendEvents } from '../platform/outbox.js';
 import { hoursFromNow, rest } from './support/http.js';
 import { NATS_SERVER, TestNats } from './support/nats.js';
@@ -141,7 +141,7 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
   });
 
   it('two relays on one database: one leads and publishes, the other waits; each event once', async () => {
-    const second = await EventRelay.start(server.db, { url: nats.url, stream: STREAM, maxAgeS: 7 * 86_400, maxBytes: 1024 ** 3, duplicateWindowS: 120 });
+    const second = await EventRelay.start(server.db, await databaseIdentity(server.db), { url: nats.url, stream: STREAM, maxAgeS: 7 * 86_400, maxBytes: 1024 ** 3, duplicateWindowS: 120 });
     try {
       await quote('EQ-006');
       await relay.drained();
@@ -161,7 +161,7 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
     await relay.close();
     // As if the relay had published everything and crashed before saving where it stood.
     await server.db.query(`UPDATE outbox_relay SET position = 0, leader = NULL, lease_until = NULL WHERE name = $1`, [STREAM]);
-    relay = await EventRelay.start(server.db, { url: nats.url, stream: STREAM, maxAgeS: 7 * 86_400, maxBytes: 1024 ** 3, duplicateWindowS: 120 });
+    relay = await EventRelay.start(server.db, await databaseIdentity(server.db), { url: nats.url, stream: STREAM, maxAgeS: 7 * 86_400, maxBytes: 1024 ** 3, duplicateWindowS: 120 });
     await quote('EQ-003');
     await relay.drained();
     const after = await streamContents(jsm);
@@ -175,7 +175,7 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
   it('a block longer than one lease, published pipelined by one of two relays: the lead renewed with every batch, each event once, in order', async () => {
     await relay.close();
     const options = { url: nats.url, stream: STREAM, maxAgeS: 7 * 86_400, maxBytes: 1024 ** 3, duplicateWindowS: 120, leaseMs: 250, batch: 25 };
-    const [a, b] = [await EventRelay.start(server.db, options), await EventRelay.start(server.db, options)];
+    const [a, b] = [await EventRelay.start(server.db, await databaseIdentity(server.db), options), await EventRelay.start(server.db, await databaseIdentity(server.db), options)];
     relay = a;
     try {
       await a.drained();

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Database, Queryable } from '../../platform/db.js';
 import { appendEvents, type OutboxEvent } from '../../platform/outbox.js';
-import type { Owner, Viewer } from '../../platform/ownership.js';
+import { viewedTenant, type Owner, type Viewer } from '../../platform/ownership.js';
 import { generateFleet, positionAt, type VesselPosition, type VesselSpec, type VesselTrack, type VesselType } from './fleet.js';
 import type { Instance, ProblemKind } from './instances.js';
 import type { JobResult } from './job.js';
@@ -100,8 +100,6 @@ function runEvent(runId: string, status: RunStatus, at: string, owner: Owner): O
   return { topic: TOPICS.run, key: runId, payload: { runId, status, at }, audience: { owner: { tenant: owner.tenant, principal: owner.principal }, grain: 'tenant' } };
 }
 
-/** Reads of runs filter on the viewer's tenant (an operator's viewer reads every tenant's). */
-const tenantOf = (viewer: Viewer): string | null => (viewer.all ? null : viewer.owner.tenant);
 
 const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
 
@@ -397,7 +395,7 @@ export class OptimizationStore {
     if (uuids.length === 0) return [];
     const res = await this.db.query<RunRow>(`SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE id = ANY($1::uuid[]) AND ($2::text IS NULL OR tenant = $2)`, [
       uuids,
-      tenantOf(viewer),
+      viewedTenant(viewer),
     ]);
     return res.rows.map(runOf);
   }
@@ -408,9 +406,9 @@ export class OptimizationStore {
       const res = await tx.query<RunRow>(
         `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE ($1::bigint IS NULL OR seq < $1::bigint) AND ($3::text IS NULL OR tenant = $3)
          ORDER BY optimization_runs.seq DESC LIMIT $2`,
-        [beforeSeq, first + 1, tenantOf(viewer)],
+        [beforeSeq, first + 1, viewedTenant(viewer)],
       );
-      const total = await tx.query<{ n: number }>('SELECT count(*) AS n FROM optimization_runs WHERE $1::text IS NULL OR tenant = $1', [tenantOf(viewer)]);
+      const total = await tx.query<{ n: number }>('SELECT count(*) AS n FROM optimization_runs WHERE $1::text IS NULL OR tenant = $1', [viewedTenant(viewer)]);
       return { runs: res.rows.slice(0, first).map(runOf), hasNext: res.rows.length > first, total: total.rows[0]!.n };
     });
   }
@@ -420,7 +418,7 @@ export class OptimizationStore {
     const res = await this.db.query<RunRow>(
       `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE status = 'completed' AND ($1::text IS NULL OR tenant = $1)
        ORDER BY completed_at DESC, optimization_runs.seq DESC LIMIT 1`,
-      [tenantOf(viewer)],
+      [viewedTenant(viewer)],
     );
     return res.rows[0] ? runOf(res.rows[0]) : null;
   }
@@ -429,7 +427,7 @@ export class OptimizationStore {
   async runCounts(viewer: Viewer): Promise<{ total: number; running: number; completed: number; failed: number }> {
     const res = await this.db.query<{ status: RunStatus; n: number }>(
       'SELECT status, count(*) AS n FROM optimization_runs WHERE $1::text IS NULL OR tenant = $1 GROUP BY status',
-      [tenantOf(viewer)],
+      [viewedTenant(viewer)],
     );
     const by = Object.fromEntries(res.rows.map((r) => [r.status, r.n])) as Partial<Record<RunStatus, number>>;
     const running = by.running ?? 0;

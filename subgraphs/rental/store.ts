@@ -3,7 +3,7 @@ import type { GraphQLError } from 'graphql';
 import type { Database, Queryable } from '../../platform/db.js';
 import { domainError } from '../../platform/errors.js';
 import { appendEvents, lockCommitOrder, type OutboxEvent } from '../../platform/outbox.js';
-import type { Owner, Viewer } from '../../platform/ownership.js';
+import { viewedTenant, type Owner, type Viewer } from '../../platform/ownership.js';
 import { PRICING, closeBill, deliveryRuns, priceQuote, surgeMultiplier, utilizationOf, type FleetCounts } from './pricing.js';
 import type {
   BookingRecord,
@@ -96,12 +96,6 @@ function startTooEarly(runs: readonly QuotedRun[], earliest: Date): GraphQLError
 const keyReused = () =>
   domainError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request; send a new key for a new request');
 
-/**
- * The tenant whose quotes and bookings a viewer may see and change (ownership reaches the whole tenant),
- * or null for an operator's viewer, which sees every tenant's. Another tenant's row answers exactly as a
- * row that does not exist.
- */
-const tenantOf = (viewer: Viewer): string | null => (viewer.all ? null : viewer.owner.tenant);
 
 /** A booking on its way, with what the tracker last published for it. */
 type TrackedBooking = BookingRecord & { trackingStatus: TrackingStatus; trackingAt: Date };
@@ -292,19 +286,19 @@ export class RentalStore {
     const valid = ids.filter((id) => UUID_RE.test(id));
     if (valid.length === 0) return [];
     const sql = `SELECT ${QUOTE_COLUMNS} FROM rental_quotes WHERE id = ANY($1::uuid[]) AND ($2::text IS NULL OR tenant = $2)`;
-    return (await this.db.query<QuoteRecord>(sql, [valid, tenantOf(viewer)])).rows;
+    return (await this.db.query<QuoteRecord>(sql, [valid, viewedTenant(viewer)])).rows;
   }
 
   async bookingsByIds(ids: readonly string[], viewer: Viewer): Promise<BookingRecord[]> {
     const sql = `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE id = ANY($1) AND ($2::text IS NULL OR tenant = $2)`;
-    return (await this.db.query<BookingRecord>(sql, [[...ids], tenantOf(viewer)])).rows;
+    return (await this.db.query<BookingRecord>(sql, [[...ids], viewedTenant(viewer)])).rows;
   }
 
   async bookingsByQuoteIds(quoteIds: readonly string[], viewer: Viewer): Promise<BookingRecord[]> {
     const valid = quoteIds.filter((id) => UUID_RE.test(id));
     if (valid.length === 0) return [];
     const sql = `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE quote_id = ANY($1::uuid[]) AND ($2::text IS NULL OR tenant = $2)`;
-    return (await this.db.query<BookingRecord>(sql, [valid, tenantOf(viewer)])).rows;
+    return (await this.db.query<BookingRecord>(sql, [valid, viewedTenant(viewer)])).rows;
   }
 
   /** Newest first; `beforeSeq` is the exclusive upper bound from the previous page's cursor. */
@@ -313,10 +307,10 @@ export class RentalStore {
       `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE ($1::bigint IS NULL OR seq < $1::bigint)
          AND ($3::text IS NULL OR tenant = $3)
        ORDER BY rental_bookings.seq DESC LIMIT $2`,
-      [beforeSeq, first + 1, tenantOf(viewer)],
+      [beforeSeq, first + 1, viewedTenant(viewer)],
     );
     const total = await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM rental_bookings WHERE $1::text IS NULL OR tenant = $1', [
-      tenantOf(viewer),
+      viewedTenant(viewer),
     ]);
     return { rows: res.rows.slice(0, first), hasNext: res.rows.length > first, total: total.rows[0]?.n ?? 0 };
   }
@@ -507,7 +501,7 @@ export class RentalStore {
       await this.db.query<Pick<QuoteRecord, 'deliveries' | 'startTime' | 'expiresAt'>>(
         `SELECT deliveries, start_time AS "startTime", expires_at AS "expiresAt" FROM rental_quotes
          WHERE id = $1 AND status = 'active' AND ($2::text IS NULL OR tenant = $2)`,
-        [quoteId, tenantOf(viewer)],
+        [quoteId, viewedTenant(viewer)],
       )
     ).rows[0];
     const planned = terms
@@ -521,7 +515,7 @@ export class RentalStore {
           await tx.query<QuoteRecord>(
             `UPDATE rental_quotes SET status = 'confirmed'
              WHERE id = $1 AND status = 'active' AND expires_at > $2 AND ($3::text IS NULL OR tenant = $3) RETURNING ${QUOTE_COLUMNS}`,
-            [quoteId, now, tenantOf(viewer)],
+            [quoteId, now, viewedTenant(viewer)],
           )
         ).rows[0];
         if (!quote) {
@@ -530,7 +524,7 @@ export class RentalStore {
               `SELECT q.status, q.expires_at AS "expiresAt", b.id AS "bookingId"
                FROM rental_quotes q LEFT JOIN rental_bookings b ON b.quote_id = q.id
                WHERE q.id = $1 AND ($2::text IS NULL OR q.tenant = $2)`,
-              [quoteId, tenantOf(viewer)],
+              [quoteId, viewedTenant(viewer)],
             )
           ).rows[0];
           if (!found) throw domainError('NOT_FOUND', `Quote ${quoteId} not found`);
@@ -612,7 +606,7 @@ export class RentalStore {
              q.subtotal_cents AS "subtotalCents"
            FROM rental_bookings b JOIN rental_quotes q ON q.id = b.quote_id
            WHERE b.id = $1 AND ($2::text IS NULL OR b.tenant = $2) FOR UPDATE OF b`,
-          [bookingId, tenantOf(viewer)],
+          [bookingId, viewedTenant(viewer)],
         )
       ).rows[0];
       if (!current) throw domainError('NOT_FOUND', `Booking ${bookingId} not found`);
@@ -659,7 +653,7 @@ export class RentalStore {
       await q.query<BookingRecord & { fingerprint: string | null }>(
         `SELECT ${BOOKING_COLUMNS}, idempotency_fingerprint AS fingerprint FROM rental_bookings
          WHERE idempotency_key = $1 AND ($2::text IS NULL OR tenant = $2) ORDER BY seq LIMIT 1`,
-        [key, tenantOf(viewer)],
+        [key, viewedTenant(viewer)],
       )
     ).rows[0];
     if (!found) return null;
