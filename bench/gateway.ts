@@ -4,7 +4,7 @@ import { join, relative } from 'node:path';
 import { argv, env } from 'node:process';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { withoutSecurityDirectives } from '../gateway/authorization.js';
+import { withoutSecurityDirectives } from '../gateway/security/authorization.js';
 import { subgraphNames } from '../schema/subgraphs.js';
 import type { LoadResult } from './gateway/load.js';
 import { LoadGenerator, measurePaired, measureRound, pairedSide, resetPeaks, summarize, type Cell, type CellResult, type Round, type RunSettings, type Target } from './gateway/measure.js';

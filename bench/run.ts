@@ -1,5 +1,5 @@
 import { argv, exit } from 'node:process';
-import { productionModeUnlessSet } from '../gateway/process.js';
+import { productionModeUnlessSet } from '../gateway/http/process.js';
 
 /** `npm run bench -- <name>`: runs bench/<name>.ts, whose default export is the benchmark. */
 const name = argv[2];

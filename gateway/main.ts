@@ -1,5 +1,5 @@
-import { assertPortFree } from './port.js';
-import { closeOnSignal, configOrExit, exitOnStartFailure, productionModeUnlessSet } from './process.js';
+import { assertPortFree } from './http/port.js';
+import { closeOnSignal, configOrExit, exitOnStartFailure, productionModeUnlessSet } from './http/process.js';
 
 /** `npm start`: the supergraph, configured from the environment (every subgraph in process by default). */
 async function main(): Promise<void> {
@@ -9,13 +9,13 @@ async function main(): Promise<void> {
   // Before anything loads graphql-js (the dashboard's module reaches the error catalogue).
   productionModeUnlessSet();
   // `npm ci` builds the dashboard (the package's prepare script); an install that skipped scripts has it built here.
-  const { buildDashboard, dashboardBuilt } = await import('./dashboard.js');
+  const { buildDashboard, dashboardBuilt } = await import('./http/dashboard.js');
   if (!dashboardBuilt()) {
     console.log('ops-supergraph: building the dashboard (web/dist is missing)');
     await buildDashboard();
   }
   // Tracing, when the OTLP exporter settings ask for it, is installed before the gateway is built.
-  const { startTracing, tracingConfigured } = await import('./tracing.js');
+  const { startTracing, tracingConfigured } = await import('./observability/tracing.js');
   const tracing = tracingConfigured() ? startTracing('ops-supergraph') : null;
   const { startServer } = await import('./server.js');
   const server = await startServer({ config });

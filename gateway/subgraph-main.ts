@@ -1,7 +1,7 @@
 import { argv, env, exit } from 'node:process';
 import { subgraphNames, subgraphPorts, type SubgraphName } from '../schema/subgraphs.js';
-import { assertPortFree } from './port.js';
-import { closeOnSignal, configOrExit, exitOnStartFailure, productionModeUnlessSet } from './process.js';
+import { assertPortFree } from './http/port.js';
+import { closeOnSignal, configOrExit, exitOnStartFailure, productionModeUnlessSet } from './http/process.js';
 
 /** `npm run subgraph -- <name>`: one subgraph as its own server, on PORT or its own port (rental 4101, ...). */
 async function main(): Promise<void> {
@@ -12,9 +12,9 @@ async function main(): Promise<void> {
   // Checked before the subgraph's modules are loaded and its database opened.
   await assertPortFree(config.HOST, config.PORT);
   productionModeUnlessSet();
-  const { startTracing, tracingConfigured } = await import('./tracing.js');
+  const { startTracing, tracingConfigured } = await import('./observability/tracing.js');
   const tracing = tracingConfigured() ? startTracing(`ops-supergraph-${name}`) : null;
-  const [{ subgraphs }, { startSubgraphServer }] = await Promise.all([import('../subgraphs/registry.js'), import('./subgraph-server.js')]);
+  const [{ subgraphs }, { startSubgraphServer }] = await Promise.all([import('../subgraphs/registry.js'), import('./subgraph-host/server.js')]);
   const module = subgraphs.find((m) => m.name === name);
   if (!module) usage();
   const server = await startSubgraphServer({ config, module });

@@ -139,7 +139,7 @@ const envSchema = z.object({
     .pipe(z.array(z.string().min(8, 'each API key in API_KEYS must be at least 8 characters'))),
   /**
    * A JSON file of API keys with their principals: an array of `{ "key" | "key_sha256", "principal",
-   * "tenant", "scopes": [...] }` (gateway/auth.ts). Raw keys are hashed when the file is read.
+   * "tenant", "scopes": [...] }` (gateway/security/auth.ts). Raw keys are hashed when the file is read.
    */
   API_KEYS_FILE: z.string().min(1).optional(),
   /**
@@ -190,7 +190,7 @@ const envSchema = z.object({
     }),
   /**
    * Per-principal rate limit of the gateway: tokens refilled per second (0: no limit). An operation costs
-   * one token, a heavy one more (gateway/rate-limit.ts). The demo principal is not limited. @default 50
+   * one token, a heavy one more (gateway/security/rate-limit.ts). The demo principal is not limited. @default 50
    */
   RATE_LIMIT_PER_S: intFrom('RATE_LIMIT_PER_S', 0, 1_000_000).default(50),
   /** The bucket's size: the most tokens a principal can spend at once. @default 200 */
@@ -206,7 +206,7 @@ const envSchema = z.object({
     .default('true')
     .transform((v) => v === 'true'),
   /**
-   * Identical subgraph reads in flight at once are made once (gateway/collapse.ts); `false` makes every
+   * Identical subgraph reads in flight at once are made once (gateway/execution/collapse.ts); `false` makes every
    * fetch on its own (to compare, or to rule it out). @default true
    */
   GATEWAY_COLLAPSE_FETCHES: z
@@ -214,7 +214,7 @@ const envSchema = z.object({
     .default('true')
     .transform((v) => v === 'true'),
   /**
-   * Query plans executed by the gateway's compiled executor (gateway/plan-executor.ts); `false` runs
+   * Query plans executed by the gateway's compiled executor (gateway/execution/plan-executor.ts); `false` runs
    * `@apollo/gateway`'s own execution (to compare, or to rule it out). @default true
    */
   GATEWAY_COMPILED_EXECUTION: z
@@ -223,14 +223,14 @@ const envSchema = z.object({
     .transform((v) => v === 'true'),
   /**
    * Subgraphs called in process (one-process mode) run their documents compiled once by graphql-jit
-   * (gateway/in-process-data-source.ts); `false` runs graphql-js's `execute`. @default true
+   * (gateway/execution/in-process-data-source.ts); `false` runs graphql-js's `execute`. @default true
    */
   SUBGRAPH_COMPILED_EXECUTION: z
     .enum(['true', 'false'], { message: 'SUBGRAPH_COMPILED_EXECUTION must be true or false' })
     .default('true')
     .transform((v) => v === 'true'),
   /**
-   * Memory for subgraph answers that are functions of the request alone (gateway/fetch-cache.ts), in MiB;
+   * Memory for subgraph answers that are functions of the request alone (gateway/execution/fetch-cache.ts), in MiB;
    * 0 fetches every one. @default 64
    */
   GATEWAY_FETCH_CACHE_MB: intFrom('GATEWAY_FETCH_CACHE_MB', 0, 4096).default(64),

@@ -1,6 +1,6 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { TurnGate } from '../gateway/admission.js';
+import { TurnGate } from '../gateway/http/admission.js';
 
 describe('operations take turns', () => {
   it('admits one operation per event-loop turn, in arrival order, with the loop free between them', async () => {

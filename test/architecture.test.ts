@@ -2,12 +2,16 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { GATEWAY_ENTRY_POINTS, GATEWAY_ROOMS, LAYOUT_DOCS, withLayout } from '../tools/layout.js';
 
 /*
  * The layers, read from the import statements of the source files: platform/ depends on nothing of the
  * project; a subgraph depends on platform/ and on its own folder only (subgraphs share code through
  * platform/, never through each other); the gateway reaches the subgraphs through subgraphs/registry.ts.
+ * Inside gateway/, the rooms of tools/layout.ts and the rooms each may import (type-only imports included);
+ * only the entry points sit at its top.
  */
+
 
 const root = normalize(join(dirname(fileURLToPath(import.meta.url)), '..'));
 const LAYERS = ['platform', 'gateway', 'subgraphs', 'schema', 'tools'] as const;
@@ -39,6 +43,7 @@ function violation(file: string, target: string): string | null {
   const [layer, second] = file.split('/');
   const [targetLayer, targetSecond] = target.split('/');
   if (targetLayer === 'tools' && layer !== 'tools') return 'nothing of the service imports tools/ (build tools above the layers)';
+  if (layer === 'gateway' && targetLayer === 'gateway') return roomViolation(file, target);
   if (targetLayer === layer && layer !== 'subgraphs') return null;
   switch (layer) {
     case 'platform':
@@ -61,6 +66,16 @@ function violation(file: string, target: string): string | null {
   }
 }
 
+/** Whether a gateway file may import another: its own room, a room its room may import, never an entry point. */
+function roomViolation(file: string, target: string): string | null {
+  const roomOf = (path: string) => (path.split('/').length > 2 ? path.split('/')[1]! : null);
+  const [from, to] = [roomOf(file), roomOf(target)];
+  if (from === null) return null; // an entry point composes every room
+  if (to === null) return `gateway/${from}/ imports an entry point (${target}); entry points compose rooms, rooms do not import them`;
+  if (from === to) return null;
+  return GATEWAY_ROOMS[from]?.imports.includes(to) ? null : `gateway/${from}/ may import ${GATEWAY_ROOMS[from]?.imports.join(', ') || 'no other room'}, not gateway/${to}/`;
+}
+
 describe('the layers', () => {
   const files = LAYERS.flatMap((layer) => sourceFiles(layer));
 
@@ -81,6 +96,23 @@ describe('the layers', () => {
     expect(problems).toEqual([]);
   });
 
+  it('gateway/ is rooms: every file in a known room or an entry point, and the rooms import one another without a loop', () => {
+    const gateway = files.filter((f) => f.startsWith('gateway/'));
+    const stray = gateway.filter((f) => (f.split('/').length === 2 ? !(f in GATEWAY_ENTRY_POINTS) : !(f.split('/')[1]! in GATEWAY_ROOMS)));
+    expect(stray).toEqual([]);
+    for (const room of Object.keys(GATEWAY_ROOMS)) expect(gateway.some((f) => f.startsWith(`gateway/${room}/`)), room).toBe(true);
+    // The allowed imports form no loop: a room never reaches itself through others.
+    const reaches = (from: string, seen = new Set<string>()): Set<string> => {
+      for (const next of GATEWAY_ROOMS[from]?.imports ?? []) if (!seen.has(next)) (seen.add(next), reaches(next, seen));
+      return seen;
+    };
+    expect(Object.keys(GATEWAY_ROOMS).filter((room) => reaches(room).has(room))).toEqual([]);
+  });
+
+  it('README.md and docs/architecture.md draw the layout from tools/layout.ts (npm run docs)', () => {
+    for (const doc of LAYOUT_DOCS) expect(readFileSync(doc, 'utf8')).toBe(withLayout(readFileSync(doc, 'utf8')));
+  });
+
   it('platform/ has no import loop: no two of its files import each other, type-only imports included', () => {
     const platform = files.filter((f) => f.startsWith('platform/'));
     const imports = new Map(platform.map((f) => [f, new Set(projectImports(f))]));
@@ -93,5 +125,8 @@ describe('the layers', () => {
     expect(violation('platform/db.ts', 'gateway/server.ts')).toMatch(/imports nothing/);
     expect(violation('gateway/server.ts', 'subgraphs/rental/store.ts')).toMatch(/registry/);
     expect(violation('subgraphs/rental/store.ts', 'subgraphs/rental/tracking.ts')).toBeNull();
+    expect(violation('gateway/execution/plan-executor.ts', 'gateway/security/authorization.ts')).toMatch(/may import observability, not gateway\/security/);
+    expect(violation('gateway/http/app.ts', 'gateway/server.ts')).toMatch(/entry point/);
+    expect(violation('gateway/server.ts', 'gateway/http/app.ts')).toBeNull();
   });
 });

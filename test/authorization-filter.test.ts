@@ -1,6 +1,6 @@
 import { buildSchema, execute, getOperationAST, parse, print, type GraphQLError } from 'graphql';
 import { describe, expect, it } from 'vitest';
-import { filterOperation, shapeAnswer, type FilteredOperation } from '../gateway/authorization-filter.js';
+import { filterOperation, shapeAnswer, type FilteredOperation } from '../gateway/security/authorization-filter.js';
 
 /*
  * A query with denied fields runs without them and its answer is shaped back to the query as sent: each

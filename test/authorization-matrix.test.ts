@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildASTSchema, getNamedType, isObjectType, parse, type GraphQLField } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAuthorizer, satisfies, withoutSecurityDirectives } from '../gateway/authorization.js';
+import { createAuthorizer, satisfies, withoutSecurityDirectives } from '../gateway/security/authorization.js';
 import { SCOPES, type Principal, type Scope } from '../platform/principal.js';
 import { readCheckedInSupergraph, undeclaredFields } from '../schema/compose.js';
 import { OPERATIONS_DOC, withScopesTable } from '../tools/scopes-table.js';

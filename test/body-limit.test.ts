@@ -10,7 +10,7 @@ import { startTestServer, type TestServer } from './support/server.js';
 
 /*
  * A body over BODY_LIMIT_BYTES is refused before it is read. Every client must read the 413: the server
- * answers, half-closes and discards the rest of the body (a lingering close, gateway/linger.ts), where
+ * answers, half-closes and discards the rest of the body (a lingering close, gateway/http/linger.ts), where
  * destroying the socket at once made the kernel reset the connection and clients saw ECONNRESET instead.
  */
 

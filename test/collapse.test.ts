@@ -1,9 +1,9 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { describe, expect, it } from 'vitest';
-import { copyJson } from '../gateway/json-copy.js';
-import { collapsing } from '../gateway/collapse.js';
-import type { GatewayContext } from '../gateway/context.js';
+import { copyJson } from '../gateway/execution/json-copy.js';
+import { collapsing } from '../gateway/execution/collapse.js';
+import type { GatewayContext } from '../gateway/execution/context.js';
 import { hoursFromNow, rest } from './support/http.js';
 import { startTestServer } from './support/server.js';
 import { DEMO_PRINCIPAL, type Principal } from '../platform/principal.js';
@@ -101,7 +101,7 @@ describe('identical subgraph reads in flight', () => {
         .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
     const made = total('subgraph_fetch_duration_seconds_count');
     const collapsed = total('subgraph_fetches_collapsed_total');
-    // Forecasts already fetched are answered from the gateway's fetch cache (gateway/fetch-cache.ts).
+    // Forecasts already fetched are answered from the gateway's fetch cache (gateway/execution/fetch-cache.ts).
     const kept = metrics.split('\n').filter((l) => l.startsWith('subgraph_fetch_cache_reads_total') && l.includes('result="hit"')).reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
     // 21 operations of two fetches each (the ledger page, then its forecasts), plus the health checks made.
     expect(made + collapsed + kept).toBeGreaterThanOrEqual(42);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createAuthenticator } from '../gateway/auth.js';
+import { createAuthenticator } from '../gateway/security/auth.js';
 import { ConfigError, loadConfig } from '../platform/config.js';
 
 describe('configuration', () => {

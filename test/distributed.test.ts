@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSubgraphServer } from '../gateway/subgraph-server.js';
+import { startSubgraphServer } from '../gateway/subgraph-host/server.js';
 import { loadConfig } from '../platform/config.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
@@ -186,7 +186,7 @@ describe('distributed mode: the prediction subgraph down', () => {
 
     await server.subgraphServers.get('prediction')!.close();
     // A forecast already answered is a function of the leg and the model: the gateway still has it
-    // (gateway/fetch-cache.ts). One never asked for cannot be had.
+    // (gateway/execution/fetch-cache.ts). One never asked for cannot be had.
     expect(await gql(server.url, query, { id: seen })).toEqual(up);
     const down = await gql(server.url, query, { id });
     expect(down.data!['booking']).toEqual({ id, status: 'CONFIRMED', deliveryForecast: null });

@@ -1,8 +1,8 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { describe, expect, it } from 'vitest';
-import type { GatewayContext } from '../gateway/context.js';
-import { FetchCache, pureClassifier } from '../gateway/fetch-cache.js';
+import type { GatewayContext } from '../gateway/execution/context.js';
+import { FetchCache, pureClassifier } from '../gateway/execution/fetch-cache.js';
 import { bonding } from '../subgraphs/bonding/index.js';
 import { prediction } from '../subgraphs/prediction/index.js';
 import { gql, hoursFromNow, rest } from './support/http.js';

@@ -3,16 +3,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AuditEntry } from '../gateway/audit.js';
-import { createAuthorizer } from '../gateway/authorization.js';
-import { operationCost } from '../gateway/rate-limit.js';
+import type { AuditEntry } from '../gateway/security/audit.js';
+import { createAuthorizer } from '../gateway/security/authorization.js';
+import { operationCost } from '../gateway/security/rate-limit.js';
 import type { Principal } from '../platform/principal.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { gql, hoursFromNow } from './support/http.js';
 import { startTestServer } from './support/server.js';
 
 /*
- * The fields an operation runs are collected one way (gateway/operation-fields.ts) for the audit line, the
+ * The fields an operation runs are collected one way (gateway/security/operation-fields.ts) for the audit line, the
  * rate-limit charge and authorization: a field selected directly, in an inline fragment, in a named
  * fragment, or under @skip/@include is counted by all three alike. And a refusal names the principal that
  * asked, never one that asked the same thing before.

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer } from '../gateway/server.js';
-import { startSubgraphServer, type RunningSubgraphServer } from '../gateway/subgraph-server.js';
+import { startSubgraphServer, type RunningSubgraphServer } from '../gateway/subgraph-host/server.js';
 import { loadConfig } from '../platform/config.js';
 import { gql, rest } from './support/http.js';
 import type { Database } from '../platform/db.js';

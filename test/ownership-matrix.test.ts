@@ -20,8 +20,8 @@ import {
 } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { readKeyFile } from '../gateway/auth.js';
-import { createAuthorizer, securityRules, withoutSecurityDirectives } from '../gateway/authorization.js';
+import { readKeyFile } from '../gateway/security/auth.js';
+import { createAuthorizer, securityRules, withoutSecurityDirectives } from '../gateway/security/authorization.js';
 import { PRINCIPAL_HEADER, PrincipalSigner, SCOPES, type Principal, type Scope } from '../platform/principal.js';
 import { readSubgraphSdl, type OwnedType, type SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';

@@ -15,12 +15,12 @@ import {
 import { GraphQLError, parse } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { FEDERATED_QUERY, PAGING_QUERY, SHALLOW_QUERY } from '../bench/gateway/workloads.js';
-import { compileOperation } from '../gateway/plan-executor.js';
-import { createAuthorizer } from '../gateway/authorization.js';
+import { compileOperation } from '../gateway/execution/plan-executor.js';
+import { createAuthorizer } from '../gateway/security/authorization.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 
 /*
- * The compiled shaping (gateway/plan-executor.ts) against @apollo/gateway's own `computeResponse`, on the
+ * The compiled shaping (gateway/execution/plan-executor.ts) against @apollo/gateway's own `computeResponse`, on the
  * same merged subgraph answers: valid ones and every kind of broken one a subgraph can send (nulls where
  * the schema owes a value, unknown or wrong __typenames, values of the wrong kind, missing keys, lists
  * where objects belong). Data, error messages, paths and codes, and thrown assertions must be the same.

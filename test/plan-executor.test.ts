@@ -3,15 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FEDERATED_QUERY, mixRequests, PAGING_QUERY, SHALLOW_QUERY } from '../bench/gateway/workloads.js';
-import { setCompiledSubgraphExecution, subgraphExecutionCounts } from '../gateway/in-process-data-source.js';
-import { executionCounts, installCompiledExecution } from '../gateway/plan-executor.js';
+import { setCompiledSubgraphExecution, subgraphExecutionCounts } from '../gateway/execution/in-process-data-source.js';
+import { executionCounts, installCompiledExecution } from '../gateway/execution/plan-executor.js';
 import type { SubgraphModule } from '../platform/subgraph.js';
 import { gql, hoursFromNow } from './support/http.js';
 import { withPredictionUnreachable } from './support/prediction.js';
 import { startTestServer, type Mode } from './support/server.js';
 
 /*
- * The compiled plan execution (gateway/plan-executor.ts) answers every request as @apollo/gateway's own
+ * The compiled plan execution (gateway/execution/plan-executor.ts) answers every request as @apollo/gateway's own
  * execution does, and subgraphs called in process answer compiled (graphql-jit) as with graphql-js's
  * `execute`: the same bodies, byte for byte, for the bench's operations, skip/include, introspection
  * inside a query, subgraph validation errors, a subgraph that cannot be reached (UPSTREAM_UNAVAILABLE) and

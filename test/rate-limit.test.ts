@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { operationCost, RateLimiter } from '../gateway/rate-limit.js';
+import { operationCost, RateLimiter } from '../gateway/security/rate-limit.js';
 import { DEMO_PRINCIPAL, type Principal } from '../platform/principal.js';
 import { gql, rest } from './support/http.js';
 import { startTestServer } from './support/server.js';

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AuditEntry } from '../gateway/audit.js';
+import type { AuditEntry } from '../gateway/security/audit.js';
 import { PRINCIPAL_HEADER, PrincipalSigner } from '../platform/principal.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
 import { setups, startTestServer, type TestServer } from './support/server.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTracing, tracingConfigured } from '../gateway/tracing.js';
+import { startTracing, tracingConfigured } from '../gateway/observability/tracing.js';
 import { hoursFromNow, rest } from './support/http.js';
 import { modes, startTestServer } from './support/server.js';
 import { until } from './support/wait.js';

@@ -16,7 +16,7 @@ import {
 import { Channel } from '../../platform/channel.js';
 import { checkCustomScalars } from '../../platform/scalars.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
-import { principalKey, type GatewayContext } from '../context.js';
+import { principalKey, type GatewayContext } from '../execution/context.js';
 import { isLoss, RESUME_AFTER, resumable, takeCursor } from './resumable.js';
 
 /** A subgraph's answer to a subscription operation: an event stream, or errors instead of one. */

@@ -4,15 +4,15 @@ import { GraphQLError, getOperationAST, print, validate, type ExecutionResult, t
 
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { Authenticator } from '../auth.js';
-import type { Authorizer } from '../authorization.js';
-import type { BrowserOrigins } from '../cors.js';
-import { operationCost, rateLimitedError, type RateLimiter } from '../rate-limit.js';
+import type { Authenticator } from '../security/auth.js';
+import type { Authorizer } from '../security/authorization.js';
+import type { BrowserOrigins } from '../security/cors.js';
+import { operationCost, rateLimitedError, type RateLimiter } from '../security/rate-limit.js';
 import type { Principal } from '../../platform/principal.js';
-import { clientMessage } from '../bounded-errors.js';
-import { gatewayContextFrom, type GatewayContext } from '../context.js';
-import { MAX_ERRORS, operationNotFound } from '../graphql-errors.js';
-import type { Limiter } from '../limits.js';
+import { clientMessage } from '../execution/bounded-errors.js';
+import { gatewayContextFrom, type GatewayContext } from '../execution/context.js';
+import { MAX_ERRORS, operationNotFound } from '../execution/graphql-errors.js';
+import type { Limiter } from '../security/limits.js';
 import { CloseCode } from './close-codes.js';
 import { SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
 
@@ -31,12 +31,7 @@ export interface WsOptions {
    * Runs queries and mutations sent over the socket through the gateway: one result, or (deferred
    * fragments) the initial payload and those after it, each sent as a `next` message.
    */
-  execute(
-    query: string,
-    variables: Record<string, unknown>,
-    operationName: string | undefined,
-    context: GatewayContext,
-  ): Promise<ExecutionResult | AsyncGenerator<ExecutionResult | Record<string, unknown>>>;
+  execute: SocketExecution;
   /** Close a connection that has not sent connection_init by then. */
   connectionInitTimeoutMs: number;
   /** Ping interval; a peer that misses a pong for as long is dropped. */
@@ -49,6 +44,14 @@ export interface WsOptions {
   /** Operations one connection may have open at once; more are refused with an `error`, the connection kept. */
   maxSubscriptions: number;
 }
+
+/** Runs a query or mutation sent on a socket: one result, or the initial payload and the deferred ones after it. */
+export type SocketExecution = (
+  query: string,
+  variables: Record<string, unknown>,
+  operationName: string | undefined,
+  context: GatewayContext,
+) => Promise<ExecutionResult | AsyncGenerator<ExecutionResult | Record<string, unknown>>>;
 
 /** How long clients get to answer the close at shutdown before their sockets are cut. */
 const SHUTDOWN_GRACE_MS = 1000;

@@ -8,11 +8,11 @@ import type { Database } from '../../platform/db.js';
 import type { EventHub, StoredEvent, StreamOptions } from '../../platform/event-hub.js';
 import { startServer, type RunningServer } from '../../gateway/server.js';
 import type { SubscriptionExecutor } from '../../gateway/subscriptions/executor.js';
-import { startSubgraphServer, type RunningSubgraphServer } from '../../gateway/subgraph-server.js';
+import { startSubgraphServer, type RunningSubgraphServer } from '../../gateway/subgraph-host/server.js';
 import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
 import { subgraphs as allSubgraphs } from '../../subgraphs/registry.js';
 import { until } from './wait.js';
-import type { AuditSink } from '../../gateway/audit.js';
+import type { AuditSink } from '../../gateway/security/audit.js';
 
 export type Backend = 'pglite' | 'postgres';
 

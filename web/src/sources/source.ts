@@ -18,7 +18,7 @@ export abstract class Source {
     protected readonly connection: Connection,
     private readonly note: HTMLElement,
     pollMs: number | null,
-    /** The scopes its documents need (gateway/authorization.ts; docs/operations.md, "Auth"). */
+    /** The scopes its documents need (gateway/security/authorization.ts; docs/operations.md, "Auth"). */
     private readonly needs: readonly string[],
   ) {
     if (pollMs !== null) setInterval(() => this.poll(), pollMs);

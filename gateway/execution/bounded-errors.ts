@@ -1,0 +1,94 @@
+import { HeaderMap, type ApolloServerPlugin, type BaseContext } from '@apollo/server';
+import { getVariableValues, type GraphQLFormattedError } from 'graphql';
+import { MAX_FIELD_PROBLEMS } from '../../platform/validate.js';
+
+/*
+ * Answers stay proportional to their requests: a document or variables with thousands of problems get
+ * the first few listed and a count, and no message carries library internals or a caller's long value
+ * back in full.
+ */
+
+/** Quoted values longer than this are shortened in messages (graphql-js echoes invalid values whole). */
+const MAX_QUOTED = 40;
+const LONG_QUOTED = new RegExp(`"((?:[^"\\\\]|\\\\.){${MAX_QUOTED + 1},})"`, 'g');
+
+/** Whether an error, or anything it wraps, is a JavaScript engine fault (a stack overflow on deep nesting). */
+function isEngineFault(error: unknown): boolean {
+  for (let e = error, depth = 0; e !== null && typeof e === 'object' && depth < 10; depth++) {
+    if (e instanceof RangeError || (e instanceof Error && /Maximum call stack size exceeded/.test(e.message))) return true;
+    e = (e as { originalError?: unknown; cause?: unknown }).originalError ?? (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+export const TOO_DEEP = 'The request is nested too deeply to be processed';
+
+/** A client error's message as a caller may see it: no engine internals, no long value echoed whole. */
+export function clientMessage(message: string, error: unknown): string {
+  if (isEngineFault(error) || /Maximum call stack size exceeded/.test(message)) return TOO_DEEP;
+  return message.replace(LONG_QUOTED, (_match, value: string) => `"${value.slice(0, MAX_QUOTED)}..." (${value.length} characters)`);
+}
+
+/**
+ * Variables this plugin has coerced without error, by the operation they were checked for (the gateway
+ * receives a copy of the request, but the same variables object and the same parsed operation).
+ */
+const checkedVariables = new WeakMap<object, object>();
+
+/**
+ * Coerces the variables of an operation before the gateway does, stopping after MAX_FIELD_PROBLEMS
+ * errors: graphql-js otherwise reports every invalid value (a batch of 50,000 bad items is hundreds of
+ * thousands of errors, and minutes of work). Valid variables pass on to the gateway untouched.
+ */
+export function boundedVariableErrorsPlugin<C extends BaseContext>(): ApolloServerPlugin<C> {
+  return {
+    async requestDidStart() {
+      return {
+        async responseForOperation({ schema, operation, request }) {
+          const definitions = operation.variableDefinitions ?? [];
+          if (definitions.length === 0) return null;
+          const { errors } = getVariableValues(schema, definitions, request.variables ?? {}, { maxErrors: MAX_FIELD_PROBLEMS });
+          if (!errors || errors.length === 0) {
+            if (request.variables) checkedVariables.set(request.variables, operation);
+            return null;
+          }
+          const listed = errors.slice(0, MAX_FIELD_PROBLEMS);
+          const formatted: GraphQLFormattedError[] = listed.map((e) => ({
+            message: clientMessage(e.message, e),
+            ...(e.locations ? { locations: e.locations } : {}),
+            extensions: { code: 'BAD_USER_INPUT' },
+          }));
+          if (errors.length > MAX_FIELD_PROBLEMS) {
+            formatted.push({
+              message: `More variable values are invalid; the first ${MAX_FIELD_PROBLEMS} are listed`,
+              extensions: { code: 'BAD_USER_INPUT' },
+            });
+          }
+          return { http: { status: 400, headers: new HeaderMap() }, body: { kind: 'single', singleResult: { errors: formatted } } };
+        },
+      };
+    },
+  };
+}
+
+/** What @apollo/gateway validates before planning: the variables against the API schema (a private method). */
+interface IncomingRequestValidation {
+  validateIncomingRequest(requestContext: { request: { variables?: object } }, operationContext: { operation: object }): readonly unknown[];
+}
+
+/**
+ * The gateway coerces an operation's variables again before planning, only to find errors, and discards
+ * the values: a second full pass over every item of a 1,000-item batch. This lets it skip requests the
+ * plugin above has already coerced without error (the same variables object for the same operation, against
+ * the same API schema); any other request is validated by the gateway as before.
+ */
+export function skipRepeatedVariableValidation(gateway: object): void {
+  const target = gateway as unknown as IncomingRequestValidation;
+  const validate = target.validateIncomingRequest;
+  if (typeof validate !== 'function') throw new Error('@apollo/gateway no longer has validateIncomingRequest: revisit skipRepeatedVariableValidation');
+  target.validateIncomingRequest = function (requestContext, operationContext) {
+    const variables = requestContext.request.variables;
+    const checked = variables !== undefined && checkedVariables.get(variables) === operationContext.operation;
+    return checked ? [] : validate.call(this, requestContext, operationContext);
+  };
+}

@@ -1,0 +1,95 @@
+import { ApolloGateway, type GraphQLDataSource } from '@apollo/gateway';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../../platform/config.js';
+import type { PrincipalSigner } from '../../platform/principal.js';
+import { checkCustomScalars } from '../../platform/scalars.js';
+import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
+import type { GatewayMetrics } from '../observability/metrics.js';
+import { skipRepeatedVariableValidation } from './bounded-errors.js';
+import { collapsing } from './collapse.js';
+import type { GatewayContext } from './context.js';
+import { FetchCache } from './fetch-cache.js';
+import { InProcessDataSource, setCompiledSubgraphExecution } from './in-process-data-source.js';
+import { installCompiledExecution } from './plan-executor.js';
+import { RemoteDataSource } from './remote-data-source.js';
+
+export interface FederatedGatewayOptions {
+  config: Pick<
+    Config,
+    'SUBGRAPH_TIMEOUT_MS' | 'GATEWAY_COLLAPSE_FETCHES' | 'GATEWAY_FETCH_CACHE_MB' | 'GATEWAY_FETCH_CACHE_MAX_AGE_S' | 'GATEWAY_COMPILED_EXECUTION' | 'SUBGRAPH_COMPILED_EXECUTION'
+  >;
+  /** The supergraph as the planner reads it (without the security directives it does not support). */
+  supergraphSdl: string;
+  modules: readonly SubgraphModule[];
+  /** Subgraphs served by servers of their own (SUBGRAPH_URLS), by name. */
+  remoteUrls: ReadonlyMap<string, string>;
+  /** Subgraphs running in this process, by name. */
+  local: ReadonlyMap<string, SubgraphInstance>;
+  /** The key the gateway presents to subgraph servers, and the signer of the principal it acts for. */
+  apiKey: string | undefined;
+  signer: PrincipalSigner | null;
+  metrics: GatewayMetrics;
+  log: FastifyBaseLogger;
+}
+
+export interface FederatedGateway {
+  gateway: ApolloGateway;
+  /** The data source of each subgraph, by name, once the gateway has loaded (subscriptions reuse them). */
+  dataSources: ReadonlyMap<string, GraphQLDataSource>;
+  fetchCache: FetchCache;
+  /** Closes the connections to subgraph servers. */
+  close(): Promise<void>;
+}
+
+/**
+ * The query planner and its data sources: each subgraph is reached in process or over HTTP, its fetches
+ * timed, identical reads in flight collapsed (gateway/execution/collapse.ts), and answers that are functions
+ * of the request alone kept (gateway/execution/fetch-cache.ts). Plans run on the compiled executor
+ * (gateway/execution/plan-executor.ts).
+ */
+export function createFederatedGateway(options: FederatedGatewayOptions): FederatedGateway {
+  const { config, remoteUrls, local, metrics, log } = options;
+  const fetchCache = new FetchCache({ maxBytes: config.GATEWAY_FETCH_CACHE_MB * 1024 * 1024, maxAgeMs: config.GATEWAY_FETCH_CACHE_MAX_AGE_S * 1000 });
+  const dataSources = new Map<string, GraphQLDataSource>();
+  installCompiledExecution(config.GATEWAY_COMPILED_EXECUTION);
+  setCompiledSubgraphExecution(config.SUBGRAPH_COMPILED_EXECUTION);
+  const sourceOf = (name: string): GraphQLDataSource<GatewayContext> => {
+    const url = remoteUrls.get(name);
+    if (url) {
+      return new RemoteDataSource(name, url, {
+        timeoutMs: config.SUBGRAPH_TIMEOUT_MS,
+        apiKey: options.apiKey,
+        signer: options.signer,
+        onFailure: (error) => log.warn({ subgraph: name, reason: String(error) }, 'subgraph unavailable'),
+      });
+    }
+    const instance = local.get(name);
+    if (instance) return new InProcessDataSource(name, instance, (error) => log.error({ err: error, subgraph: name }, 'subgraph fault'));
+    throw new Error(`subgraph ${name} is in the supergraph but neither running here nor in SUBGRAPH_URLS`);
+  };
+  const gateway = new ApolloGateway({
+    supergraphSdl: options.supergraphSdl,
+    buildService: ({ name }) => {
+      const source = sourceOf(name);
+      dataSources.set(name, source);
+      // Timed as made; identical reads in flight collapsed before that; answers that are functions of the
+      // request alone kept before that.
+      const measured = metrics.measured(name, source);
+      const collapsed = config.GATEWAY_COLLAPSE_FETCHES ? collapsing(measured, metrics.collapsedFetch(name)) : measured;
+      return fetchCache.wrap(name, options.modules.find((m) => m.name === name)?.pure, collapsed);
+    },
+    logger: log,
+    // Deferred fragments are planned as fetches of their own (gateway/execution/plan-executor.ts runs them).
+    queryPlannerConfig: { incrementalDelivery: { enableDefer: true } },
+  });
+  gateway.onSchemaLoadOrUpdate(({ apiSchema }) => checkCustomScalars(apiSchema));
+  skipRepeatedVariableValidation(gateway);
+  return {
+    gateway,
+    dataSources,
+    fetchCache,
+    async close() {
+      for (const source of dataSources.values()) if (source instanceof RemoteDataSource) await source.close();
+    },
+  };
+}

@@ -1,0 +1,135 @@
+import type { ApolloServerPlugin, BaseContext } from '@apollo/server';
+import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import { isDatabaseUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../../platform/db-errors.js';
+import { isErrorCode, statusOf, type ErrorCode } from '../../platform/errors.js';
+import { MAX_FIELD_PROBLEMS } from '../../platform/validate.js';
+import { clientMessage } from './bounded-errors.js';
+
+/**
+ * Codes the GraphQL libraries put on errors that are the client's doing, as catalogue codes. Anything
+ * else without a catalogued code is a fault of ours.
+ */
+const CLIENT_ERROR_CODES: Readonly<Record<string, ErrorCode>> = {
+  // @apollo/gateway: the operation cannot be run as written (e.g. a Float literal beyond the double range).
+  INVALID_GRAPHQL: 'GRAPHQL_VALIDATION_FAILED',
+  // @apollo/server: operationName names no operation of the document.
+  OPERATION_RESOLUTION_FAILURE: 'BAD_REQUEST',
+  // @apollo/server: automatic persisted queries are off, so a hash alone can never be served.
+  PERSISTED_QUERY_NOT_FOUND: 'PERSISTED_QUERY_NOT_SUPPORTED',
+  PERSISTED_QUERY_NOT_SUPPORTED: 'PERSISTED_QUERY_NOT_SUPPORTED',
+};
+
+const MESSAGES: Partial<Record<ErrorCode, string>> = {
+  PERSISTED_QUERY_NOT_SUPPORTED: 'Persisted queries are not supported: send the query text',
+};
+
+interface Logger {
+  error(details: object, message: string): void;
+}
+
+/**
+ * Apollo Server's `formatError`: every error leaves with a catalogue code. Client errors keep their
+ * message; faults of ours are logged and shown only as "Internal server error".
+ */
+export function formatGraphQLError(formatted: GraphQLFormattedError, error: unknown, log: Logger): GraphQLFormattedError {
+  const raw = formatted.extensions?.['code'];
+  const code = catalogued(raw, error);
+  if (code && code !== 'INTERNAL_SERVER_ERROR') {
+    const message = clientMessage(MESSAGES[code] ?? formatted.message, error);
+    if (code === raw && message === formatted.message) return formatted;
+    return { ...formatted, message, extensions: { ...formatted.extensions, code } };
+  }
+  if (raw !== 'INTERNAL_SERVER_ERROR') log.error({ err: error }, 'unexpected GraphQL error');
+  return {
+    message: 'Internal server error',
+    ...(formatted.path ? { path: formatted.path } : {}),
+    extensions: { code: 'INTERNAL_SERVER_ERROR' },
+  };
+}
+
+function catalogued(code: unknown, error: unknown): ErrorCode | null {
+  if (isDatabaseUnavailable(error)) return 'SERVICE_UNAVAILABLE';
+  // Apollo answers a mutation over GET (405) and an Accept header it cannot satisfy (406) with
+  // BAD_REQUEST and that status; the catalogue has a code for each.
+  if (code === 'BAD_REQUEST' && error instanceof GraphQLError) {
+    const status = (error.extensions['http'] as { status?: number } | undefined)?.status;
+    if (status === 405) return 'METHOD_NOT_ALLOWED';
+    if (status === 406) return 'NOT_ACCEPTABLE';
+  }
+  if (isErrorCode(code)) return code;
+  return typeof code === 'string' ? (CLIENT_ERROR_CODES[code] ?? null) : null;
+}
+
+/**
+ * Request errors (no `data`: nothing was executed) get their HTTP status from the error catalogue, as
+ * REST answers do; otherwise an error thrown by the gateway before execution would leave as 500. An
+ * operationName that selects no operation, and a subscription sent over HTTP (the gateway executes
+ * subscriptions only over WebSocket), are refused here, before the gateway plans anything.
+ */
+export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerPlugin<C> {
+  return {
+    async requestDidStart() {
+      return {
+        async didResolveOperation({ operation, request }) {
+          if (operation?.operation === 'subscription') {
+            throw new GraphQLError('Subscriptions are served over WebSocket (graphql-transport-ws) at /graphql, not over HTTP', {
+              extensions: { code: 'BAD_REQUEST' },
+            });
+          }
+          if (operation) return;
+          throw operationNotFound(request.operationName);
+        },
+        async willSendResponse({ response }) {
+          if (response.body.kind !== 'single') return;
+          const result = response.body.singleResult;
+          const outage = isOutage(result);
+          if (result.errors) result.errors = capErrors(result.errors);
+          if (outage) {
+            response.http.status = statusOf('SERVICE_UNAVAILABLE');
+            response.http.headers.set('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
+            return;
+          }
+          if (result.data !== undefined) return;
+          const code = result.errors?.[0]?.extensions?.['code'];
+          if (isErrorCode(code)) response.http.status = statusOf(code);
+        },
+      };
+    },
+  };
+}
+
+/** Errors an answer lists (as many as field problems); the rest are counted, so an answer stays proportional. */
+export const MAX_ERRORS = MAX_FIELD_PROBLEMS;
+
+/**
+ * The first MAX_ERRORS errors and one that counts the others (with the first one's code, so the status
+ * holds). A list that already ends in its own count (MAX_ERRORS and one more) is left as it is.
+ */
+export function capErrors(errors: readonly GraphQLFormattedError[]): GraphQLFormattedError[] {
+  if (errors.length <= MAX_ERRORS + 1) return [...errors];
+  const omitted = errors.length - MAX_ERRORS;
+  return [
+    ...errors.slice(0, MAX_ERRORS),
+    {
+      message: `${omitted.toLocaleString('en-US')} more errors not listed`,
+      extensions: { code: errors[0]?.extensions?.['code'] ?? 'INTERNAL_SERVER_ERROR', omitted },
+    },
+  ];
+}
+
+/**
+ * An answer that holds nothing because the database cannot be reached: no data, or only nulls at the root,
+ * and a SERVICE_UNAVAILABLE error. It leaves as 503 (with Retry-After), not as a 200 with errors.
+ */
+function isOutage(result: { data?: Record<string, unknown> | null; errors?: readonly GraphQLFormattedError[] }): boolean {
+  if (!result.errors?.some((e) => e.extensions?.['code'] === 'SERVICE_UNAVAILABLE')) return false;
+  return result.data == null || Object.values(result.data).every((value) => value === null);
+}
+
+/** The error for a document whose operationName selects no operation (over HTTP and WebSocket alike). */
+export function operationNotFound(operationName: string | null | undefined): GraphQLError {
+  return new GraphQLError(
+    operationName ? `Unknown operation named "${operationName}"` : 'Must provide operationName when the document contains several operations',
+    { extensions: { code: 'BAD_REQUEST' } },
+  );
+}

@@ -1,0 +1,101 @@
+import { ApolloServer } from '@apollo/server';
+import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
+import { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
+import type { FastifyInstance } from 'fastify';
+import { GraphQLError } from 'graphql';
+import type { Config } from '../../platform/config.js';
+import { turnGatePlugin, type TurnGate } from '../http/admission.js';
+import { boundedVariableErrorsPlugin } from '../execution/bounded-errors.js';
+import type { GatewayContext } from '../execution/context.js';
+import { deferAccepting } from '../execution/defer.js';
+import { formatGraphQLError, requestErrorStatusPlugin } from '../execution/graphql-errors.js';
+import { formatPayload, type IncrementalSlot } from '../execution/incremental.js';
+import { auditPlugin, type AuditSink } from '../security/audit.js';
+import { authorizationPlugin, authorizingGateway, type Authorizer } from '../security/authorization.js';
+import { rateLimitPlugin, type RateLimiter } from '../security/rate-limit.js';
+import type { OperationExecutor } from '../rest/engine.js';
+import type { SocketExecution } from '../subscriptions/ws-server.js';
+import type { ApolloGateway } from '@apollo/gateway';
+
+export interface GraphQLServerOptions {
+  app: FastifyInstance;
+  config: Pick<Config, 'GRAPHQL_MAX_TOKENS'>;
+  gateway: ApolloGateway;
+  authorizer: Authorizer;
+  rateLimiter: RateLimiter;
+  turns: TurnGate;
+  audit: AuditSink;
+}
+
+export interface GraphQLServer {
+  apollo: ApolloServer<GatewayContext>;
+  /** Runs a REST route's operation through the same pipeline as /graphql (gateway/rest/engine.ts). */
+  execute: OperationExecutor;
+  /** Runs a query or mutation sent on a graphql-ws socket (gateway/subscriptions/ws-server.ts). */
+  executeOnSocket: SocketExecution;
+  /** Formats the errors of deferred payloads as Apollo Server formats its own. */
+  formatDeferredErrors(errors: readonly GraphQLError[] | undefined): ReturnType<typeof formatGraphQLError>[] | undefined;
+}
+
+/**
+ * Apollo Server over the federated gateway, with the gateway's plugins in the order they act: a turn of
+ * the event loop, authorization by the supergraph's declarations, the rate limit's charge, the audit trail.
+ */
+export async function startGraphQLServer(options: GraphQLServerOptions): Promise<GraphQLServer> {
+  const { app } = options;
+  const apollo = new ApolloServer<GatewayContext>({
+    gateway: deferAccepting(authorizingGateway(options.gateway, options.authorizer)),
+    includeStacktraceInErrorResponses: false,
+    // Explicit, so NODE_ENV does not change the API: frontend teams and their tools read the schema.
+    introspection: true,
+    // The limits hook has already parsed every document within this bound; this keeps Apollo's own parse
+    // bounded for any path that reaches it another way.
+    parseOptions: { maxTokens: options.config.GRAPHQL_MAX_TOKENS },
+    // Operations are sent as text; a persisted-query hash is answered PERSISTED_QUERY_NOT_SUPPORTED.
+    persistedQueries: false,
+    // No landing page: Apollo's loads scripts and fonts from its CDN, and nothing leaves the machine, so a
+    // browser asking /graphql for text/html gets 406 like any other client that accepts no GraphQL type.
+    plugins: [
+      fastifyApolloDrainPlugin(app),
+      ApolloServerPluginLandingPageDisabled(),
+      requestErrorStatusPlugin(),
+      boundedVariableErrorsPlugin(),
+      turnGatePlugin(options.turns),
+      authorizationPlugin(options.authorizer),
+      rateLimitPlugin(options.rateLimiter),
+      auditPlugin(options.audit),
+    ],
+    formatError: (formatted, error) => formatGraphQLError(formatted, error, app.log),
+  });
+  await apollo.start();
+
+  const formatDeferredErrors = (errors: readonly GraphQLError[] | undefined) => errors?.map((error) => formatGraphQLError({ ...error.toJSON() }, error, app.log));
+
+  const execute: OperationExecutor = async (operation, variables, contextValue) => {
+    const response = await apollo.executeOperation({ query: operation, variables }, { contextValue });
+    if (response.body.kind !== 'single') throw new Error('REST operations must not stream');
+    const { data, errors } = response.body.singleResult;
+    return { data: data ?? null, ...(errors ? { errors } : {}) };
+  };
+
+  const executeOnSocket: SocketExecution = async (query, variables, operationName, gatewayContext) => {
+    // A socket takes incremental payloads: deferred fragments come as `next` messages of their own.
+    const slot: IncrementalSlot = { accepted: true };
+    const contextValue = { ...gatewayContext, incremental: slot };
+    const response = await apollo.executeOperation({ query, variables, ...(operationName ? { operationName } : {}) }, { contextValue });
+    if (response.body.kind !== 'single') throw new Error('streamed responses are not served over WebSocket');
+    const { data, errors } = response.body.singleResult;
+    const initial = {
+      ...(data !== undefined ? { data } : {}),
+      ...(errors ? { errors: errors.map((e) => new GraphQLError(e.message, { ...(e.path ? { path: e.path } : {}), extensions: e.extensions ?? {} })) } : {}),
+    };
+    const subsequent = slot.subsequent;
+    if (!subsequent) return initial;
+    return (async function* () {
+      yield { ...initial, hasNext: true };
+      for await (const payload of subsequent) yield formatPayload(payload, formatDeferredErrors);
+    })();
+  };
+
+  return { apollo, execute, executeOnSocket, formatDeferredErrors };
+}

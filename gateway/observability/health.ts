@@ -1,0 +1,120 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { EventRelay } from '../../platform/event-relay.js';
+import type { SubgraphInstance } from '../../platform/subgraph.js';
+
+/*
+ * Probe paths, open without a key (declared public on their routes): `/health` (the full report; 503 when
+ * not ready), `/health/ready` (readiness: the same report, 200 or 503) and `/health/live` (liveness: 200
+ * whenever the process serves).
+ */
+
+/** How long a readiness check may take before it counts as not ready (probes time out in seconds). */
+export const READY_CHECK_TIMEOUT_MS = 2000;
+
+/** `check()`, false when it throws or takes longer than READY_CHECK_TIMEOUT_MS. */
+export async function readyWithin(check: () => Promise<boolean>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), READY_CHECK_TIMEOUT_MS);
+  });
+  try {
+    return await Promise.race([check().catch(() => false), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export interface GatewayHealthOptions {
+  /** Every subgraph of the supergraph, by name. */
+  names: readonly string[];
+  /** Subgraphs served by servers of their own (SUBGRAPH_URLS), by name. */
+  remoteUrls: ReadonlyMap<string, string>;
+  /** Subgraphs running in this process, by name. */
+  local: ReadonlyMap<string, SubgraphInstance>;
+  /** The key the gateway presents to subgraph servers. */
+  apiKey: string | undefined;
+  /** Whether the request presents an operator's credential (then subgraph server URLs are shown). */
+  callerIsOperator(request: FastifyRequest): Promise<boolean>;
+  database(): string | null;
+  relay(): EventRelay | null;
+  websocket(): { connections(): number; slowConsumerCloses(): number };
+}
+
+/**
+ * The gateway's probes. Readiness (`/health`, `/health/ready`): 503 whenever a subgraph cannot serve (its
+ * database does not answer, its server is down). Public, so it names no address: a subgraph server's URL is
+ * shown to an operator's credential only. Liveness (`/health/live`): the process serves requests (a
+ * database outage is not a reason to restart it).
+ */
+export function registerGatewayHealth(app: FastifyInstance, options: GatewayHealthOptions): void {
+  const startedAt = Date.now();
+  const uptime = () => Math.round((Date.now() - startedAt) / 1000);
+  const health = async (request: FastifyRequest, reply: FastifyReply) => {
+    const operator = await options.callerIsOperator(request);
+    const checks = await Promise.all(
+      options.names.map(async (name) => {
+        const url = options.remoteUrls.get(name);
+        const instance = options.local.get(name);
+        const ready = url ? await remoteReady(url, options.apiKey) : instance ? await readyWithin(() => instance.ready()) : false;
+        return [name, url && operator ? { ready, url } : { ready }] as const;
+      }),
+    );
+    const ready = checks.every(([, c]) => c.ready);
+    const relay = options.relay();
+    const eventBus = relay ? await eventBusHealth(relay) : null;
+    const ws = options.websocket();
+    // A foreign stream does not make the process unready (it serves, its events wait in the outbox), but
+    // it is degraded: nothing reaches the bus until an operator acts.
+    return reply.code(ready ? 200 : 503).send({
+      status: ready && eventBus?.status !== 'degraded' ? 'ok' : 'degraded',
+      ready,
+      uptime_s: uptime(),
+      database: options.database(),
+      subgraphs: Object.fromEntries(checks),
+      websocket: { connections: ws.connections(), slow_consumer_closes: ws.slowConsumerCloses() },
+      ...(eventBus ? { event_bus: eventBus } : {}),
+    });
+  };
+  app.get('/health', { config: { public: true }, exposeHeadRoute: true }, health);
+  app.get('/health/ready', { config: { public: true }, exposeHeadRoute: true }, health);
+  app.get('/health/live', { config: { public: true }, exposeHeadRoute: true }, async () => ({ status: 'ok', uptime_s: uptime() }));
+}
+
+/** A subgraph server's probes: ready when its own subgraph is. */
+export function registerSubgraphHealth(app: FastifyInstance, name: string, instance: SubgraphInstance, database: string): void {
+  const health = async (_request: unknown, reply: FastifyReply) => {
+    const ready = await readyWithin(() => instance.ready());
+    return reply.status(ready ? 200 : 503).send({ subgraph: name, ready, database });
+  };
+  app.get('/health', { config: { public: true }, exposeHeadRoute: true }, health);
+  app.get('/health/ready', { config: { public: true }, exposeHeadRoute: true }, health);
+  app.get('/health/live', { config: { public: true }, exposeHeadRoute: true }, async () => ({ subgraph: name, status: 'ok' }));
+}
+
+/** The event bus as /health reports it: the relay's connection and how far behind the outbox it is. */
+async function eventBusHealth(relay: EventRelay) {
+  const status = await relay.status().catch(() => null);
+  if (!status) return { status: 'degraded', connected: false };
+  return {
+    status: status.lineage === 'foreign' ? 'degraded' : 'ok',
+    connected: status.connected,
+    leading: status.leading,
+    relay_lag_events: status.lagEvents,
+    relay_lag_seconds: Math.round(status.lagSeconds * 10) / 10,
+    ...(status.lineageReason ? { reason: status.lineageReason } : {}),
+  };
+}
+
+/** A subgraph server's readiness, from its /health (unreachable or slow: not ready). */
+async function remoteReady(graphqlUrl: string, apiKey: string | undefined): Promise<boolean> {
+  try {
+    const res = await fetch(new URL('/health', graphqlUrl), {
+      signal: AbortSignal.timeout(READY_CHECK_TIMEOUT_MS),
+      ...(apiKey ? { headers: { 'x-api-key': apiKey } } : {}),
+    });
+    const body = (await res.json()) as { ready?: unknown };
+    return res.ok && body.ready === true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,37 @@
+import type { FastifyInstance } from 'fastify';
+import type { Principal } from '../../platform/principal.js';
+import type { SubgraphModule } from '../../platform/subgraph.js';
+import type { Authorizer } from '../security/authorization.js';
+import { registerApiReference } from './api-reference.js';
+import { registerRestRoutes, type OperationExecutor } from './engine.js';
+import { buildOpenApiDocument, PACKAGE_VERSION } from './openapi.js';
+
+export interface RestOptions {
+  modules: readonly SubgraphModule[];
+  /** Runs a route's operation through the GraphQL pipeline (gateway/graphql/apollo.ts). */
+  execute: OperationExecutor;
+  authorizer: Authorizer;
+  /** Whether credentials are configured (the OpenAPI document then declares the key). */
+  keysRequired: boolean;
+}
+
+/**
+ * The REST paths of every subgraph's route table, each a GraphQL operation run through the same execution,
+ * authorization and limits; the OpenAPI document generated from the same tables and schemas, and a page
+ * that renders it.
+ */
+export function registerRest(app: FastifyInstance, options: RestOptions): void {
+  // Outside production every REST answer is checked against its documented schema (gateway/rest/engine.ts).
+  const restOptions = {
+    checkAnswers: process.env['NODE_ENV'] !== 'production',
+    authorize: (operation: string, principal: Principal) => options.authorizer.checkOperation(operation, principal),
+  };
+  for (const module of options.modules) registerRestRoutes(app, module.restPrefix, module.routes, options.execute, restOptions);
+  const openApi = buildOpenApiDocument(options.modules, {
+    keysRequired: options.keysRequired,
+    version: PACKAGE_VERSION,
+    scopesOf: (operation) => options.authorizer.scopesOf(operation),
+  });
+  app.get('/openapi.json', { config: { public: true }, exposeHeadRoute: true }, async (_request, reply) => reply.type('application/json').send(openApi));
+  registerApiReference(app);
+}

@@ -1,0 +1,72 @@
+import type { ApolloServerPlugin } from '@apollo/server';
+import { valueFromASTUntyped, type FieldNode, type GraphQLFormattedError } from 'graphql';
+import type { GatewayContext } from '../execution/context.js';
+import { rootFields } from './operation-fields.js';
+
+/**
+ * One line per attempted state change: who (principal and tenant), what (the mutation field), on what
+ * (the target id), how it ended (`ok` or the error code), and the request id that ties it to the other
+ * log lines. Refused attempts (403, 404, 409...) are recorded as well as successes. Never variables,
+ * answers, credentials or key material: only ids.
+ */
+export interface AuditEntry {
+  principal: string;
+  tenant: string;
+  operation: string;
+  target: string | null;
+  outcome: string;
+  requestId: string | null;
+}
+
+export type AuditSink = (entry: AuditEntry) => void;
+
+/** Argument names that name the thing a mutation changes, in the order they are looked for. */
+const TARGET_ARGUMENTS = ['id', 'bookingId', 'sessionId', 'quoteId', 'runId'];
+
+function argumentTarget(field: FieldNode, variables: Record<string, unknown>): string | null {
+  const args = Object.fromEntries((field.arguments ?? []).map((a) => [a.name.value, valueFromASTUntyped(a.value, variables)]));
+  for (const source of [args, typeof args['input'] === 'object' && args['input'] !== null ? (args['input'] as Record<string, unknown>) : {}]) {
+    for (const name of TARGET_ARGUMENTS) if (typeof source[name] === 'string') return source[name] as string;
+  }
+  return null;
+}
+
+const responseTarget = (data: Record<string, unknown> | null | undefined, key: string): string | null => {
+  const value = data?.[key];
+  if (value && typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    for (const name of ['id', 'runId', 'sessionId', 'materializationId']) if (typeof record[name] === 'string') return record[name] as string;
+  }
+  return null;
+};
+
+function outcomeAt(errors: readonly GraphQLFormattedError[] | undefined, key: string): string {
+  const own = errors?.find((e) => e.path === undefined || e.path[0] === key);
+  return own ? String(own.extensions?.['code'] ?? 'INTERNAL_SERVER_ERROR') : 'ok';
+}
+
+export function auditPlugin(sink: AuditSink): ApolloServerPlugin<GatewayContext> {
+  return {
+    async requestDidStart() {
+      return {
+        async willSendResponse({ document, operation, contextValue, response, request }) {
+          if (!document || operation?.operation !== 'mutation' || response.body.kind !== 'single') return;
+          const { data, errors } = response.body.singleResult;
+          const variables = (request.variables ?? {}) as Record<string, unknown>;
+          // Every mutation field that ran, however it was selected (fragments followed, conditions resolved).
+          for (const selection of rootFields(document, operation, variables)) {
+            const key = selection.alias?.value ?? selection.name.value;
+            sink({
+              principal: contextValue.principal.id,
+              tenant: contextValue.principal.tenant,
+              operation: selection.name.value,
+              target: argumentTarget(selection, variables) ?? responseTarget(data, key),
+              outcome: outcomeAt(errors, key),
+              requestId: contextValue.headers['x-request-id'] ?? null,
+            });
+          }
+        },
+      };
+    },
+  };
+}

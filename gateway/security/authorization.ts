@@ -1,0 +1,326 @@
+import {
+  buildASTSchema,
+  GraphQLError,
+  Kind,
+  parse,
+  print,
+  visit,
+  type ConstDirectiveNode,
+  type DirectiveNode,
+  type DocumentNode,
+  type FieldNode,
+  type OperationDefinitionNode,
+  type GraphQLSchema,
+} from 'graphql';
+import type { ApolloServerPlugin } from '@apollo/server';
+import type { ApolloGateway } from '@apollo/gateway';
+import { ANONYMOUS_PRINCIPAL, isOperator, type Principal } from '../../platform/principal.js';
+import type { GatewayContext } from '../execution/context.js';
+import { filterOperation, shapeAnswer, type FilteredOperation } from './authorization-filter.js';
+import { collectRunFields, conditionKey, operationOf } from './operation-fields.js';
+
+/*
+ * Who may use what, declared in the subgraph SDLs with the Federation 2 authorization directives and
+ * composed into the supergraph: `@requiresScopes(scopes: [["rental:read"]])` (any one inner list, all of
+ * its scopes; `[[]]` is a public field) and `@authenticated` (any credential). The gateway reads them
+ * from the supergraph and judges every operation before it is planned; `ops:admin` holds every scope.
+ * `@apollo/gateway` does not itself support these SECURITY features, so it gets the supergraph without
+ * them (`withoutSecurityDirectives`).
+ *
+ * A query some of whose fields the principal may not use runs without them: they answer `null` with a
+ * FORBIDDEN error at their paths while the rest resolves (Apollo Router's default; the gateway's executor
+ * is wrapped by `authorizingGateway`). The whole operation is refused instead when nothing of it would
+ * remain, when it is a mutation (state changes run as asked or not at all) or a subscription, and for
+ * REST routes (a route's answer is its operation's whole answer).
+ */
+
+const SECURITY = new Set(['requiresScopes', 'authenticated']);
+
+/** Verdicts kept per document (one per distinct set of scopes that used it). */
+const MAX_VERDICTS_PER_DOCUMENT = 64;
+
+export type Verdict = null | { refused: GraphQLError } | { filtered: FilteredOperation };
+
+export interface Requirement {
+  authenticated: boolean;
+  /** Alternatives, each a set of scopes that must all be held; null when no scope is named. */
+  scopes: string[][] | null;
+}
+
+export interface Denial {
+  /** `Type.field` */
+  coordinate: string;
+  /** The response path of the field in the operation (no list indices). */
+  path: string[];
+  requirement: Requirement;
+  /** The field as selected in the document. */
+  node: FieldNode;
+}
+
+type Variables = Readonly<Record<string, unknown>> | null | undefined;
+
+export interface Authorizer {
+  /** The requirement of every field that declares one, by `Type.field`. */
+  readonly rules: ReadonlyMap<string, Requirement>;
+  /** The supergraph without its SECURITY features, for the planners (`withoutSecurityDirectives`). */
+  readonly plannerSdl: string;
+  /**
+   * The fields of the operation `operationName` selects (the only one when omitted) that the principal may
+   * not use, as the operation runs: fragments followed, `@skip`/`@include` resolved against `variables`
+   * (a condition on a variable not given counts as running). Empty when it may run the whole operation.
+   */
+  denials(document: DocumentNode, principal: Principal, variables?: Variables, operationName?: string | null): Denial[];
+  /** Denials as a GraphQL error: UNAUTHENTICATED for the anonymous principal, FORBIDDEN otherwise. Null when allowed. */
+  check(document: DocumentNode, principal: Principal): GraphQLError | null;
+  /**
+   * What becomes of the operation `operationName` selects: run as it is (`null`), refused whole (an error),
+   * or run without its denied fields (a query). Judged once per document, set of scopes and resolved
+   * conditions; the refusal's message is made for this principal.
+   */
+  judge(document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Verdict;
+  /** The whole operation refused when any field it runs is denied (a subgraph server's rule); null: allowed. */
+  refusal(document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): GraphQLError | null;
+  /** `check` of an operation's text (a REST route's), parsed once. */
+  checkOperation(operation: string, principal: Principal): GraphQLError | null;
+  /** Every scope an operation's fields name (their first alternatives), for documentation. */
+  scopesOf(operation: string): string[];
+}
+
+const stringLists = (value: unknown): string[][] | null => {
+  if (!Array.isArray(value)) return null;
+  return value.map((inner) => (Array.isArray(inner) ? inner.filter((s): s is string => typeof s === 'string') : []));
+};
+
+function constValue(node: ConstDirectiveNode | DirectiveNode, name: string): unknown {
+  const arg = node.arguments?.find((a) => a.name.value === name);
+  if (!arg) return undefined;
+  const read = (v: typeof arg.value): unknown => {
+    if (v.kind === Kind.LIST) return v.values.map(read);
+    if (v.kind === Kind.STRING || v.kind === Kind.ENUM) return v.value;
+    return null;
+  };
+  return read(arg.value);
+}
+
+/** The requirements declared in a supergraph, by `Type.field`. */
+export function securityRules(supergraphSdl: string): Map<string, Requirement> {
+  const rules = new Map<string, Requirement>();
+  for (const def of parse(supergraphSdl).definitions) {
+    if (def.kind !== Kind.OBJECT_TYPE_DEFINITION && def.kind !== Kind.OBJECT_TYPE_EXTENSION) continue;
+    for (const field of def.fields ?? []) {
+      const directives = field.directives ?? [];
+      const authenticated = directives.some((d) => d.name.value === 'authenticated');
+      const scoped = directives.find((d) => d.name.value === 'requiresScopes');
+      if (!authenticated && !scoped) continue;
+      rules.set(`${def.name.value}.${field.name.value}`, { authenticated, scopes: scoped ? stringLists(constValue(scoped, 'scopes')) : null });
+    }
+  }
+  return rules;
+}
+
+/** The supergraph without the SECURITY features (their links, definitions and uses), for `@apollo/gateway`. */
+export function withoutSecurityDirectives(supergraphSdl: string): string {
+  const securityLink = (d: DirectiveNode) =>
+    d.name.value === 'link' && [...SECURITY].some((name) => String(constValue(d, 'url')).includes(`/${name}/`));
+  const stripped = visit(parse(supergraphSdl), {
+    Directive: (node) => (SECURITY.has(node.name.value) || securityLink(node) ? null : undefined),
+    DirectiveDefinition: (node) => (SECURITY.has(node.name.value) ? null : undefined),
+    ScalarTypeDefinition: (node) => (node.name.value.startsWith('requiresScopes__') ? null : undefined),
+  });
+  return print(stripped);
+}
+
+export function satisfies(principal: Principal, requirement: Requirement): boolean {
+  if (isOperator(principal)) return true;
+  if (requirement.authenticated && principal.id === ANONYMOUS_PRINCIPAL.id) return false;
+  if (!requirement.scopes) return true;
+  return requirement.scopes.some((all) => all.every((scope) => (principal.scopes as readonly string[]).includes(scope)));
+}
+
+export function describeRequirement(r: Requirement): string {
+  if (!r.scopes) return 'a credential';
+  return r.scopes.map((all) => (all.length === 0 ? 'nothing' : all.join(' and '))).join(', or ');
+}
+
+/**
+ * Judges every operation once it is parsed, validated and its operation chosen, before it is planned or
+ * anything runs: GraphQL over HTTP and WebSocket queries, and the REST routes (they run operations
+ * through the same server). A denied operation runs nothing and answers 403 (401 without a credential).
+ */
+export function authorizationPlugin(authorizer: Authorizer): ApolloServerPlugin<GatewayContext> {
+  return {
+    async requestDidStart() {
+      return {
+        async didResolveOperation({ document, operationName, contextValue, request }) {
+          const verdict = authorizer.judge(document, operationName, contextValue.principal, request.variables);
+          if (verdict && 'refused' in verdict) throw verdict.refused;
+        },
+      };
+    },
+  };
+}
+
+/**
+ * Introspection reads the whole schema: it needs `schema:read` (demo mode's principal holds every scope, so
+ * a demo deployment keeps it on), as Apollo Router turns it off in production. `__typename` stays open.
+ */
+export const INTROSPECTION_RULES: ReadonlyMap<string, Requirement> = new Map([
+  ['Query.__schema', { authenticated: true, scopes: [['schema:read']] }],
+  ['Query.__type', { authenticated: true, scopes: [['schema:read']] }],
+]);
+
+/**
+ * The authorizer of a schema: the gateway's, from the supergraph; a subgraph server's, from its own SDL and
+ * the schema it serves (`options.schema`), judging with the same rules and the same code.
+ */
+export function createAuthorizer(supergraphSdl: string, options: { schema?: GraphQLSchema } = {}): Authorizer {
+  const rules = securityRules(supergraphSdl);
+  for (const [coordinate, requirement] of INTROSPECTION_RULES) rules.set(coordinate, requirement);
+  const plannerSdl = withoutSecurityDirectives(supergraphSdl);
+  const schema: GraphQLSchema = options.schema ?? buildASTSchema(parse(plannerSdl), { assumeValidSDL: true });
+
+  /** The fields of the operation that runs that `principal` may not use, fragments followed, conditions resolved. */
+  const deniedIn = (document: DocumentNode, operation: OperationDefinitionNode, principal: Principal, variables: Variables): Denial[] => {
+    if (isOperator(principal)) return [];
+    const found: Denial[] = [];
+    for (const field of collectRunFields(schema, document, operation, variables)) {
+      const requirement = rules.get(field.coordinate);
+      if (requirement && !satisfies(principal, requirement)) found.push({ coordinate: field.coordinate, path: [...field.path], requirement, node: field.node });
+    }
+    return found;
+  };
+  const denials = (document: DocumentNode, principal: Principal, variables?: Variables, operationName?: string | null): Denial[] => {
+    const operation = operationOf(document, operationName);
+    return operation ? deniedIn(document, operation, principal, variables) : [];
+  };
+
+  const parsed = new Map<string, DocumentNode>();
+  const check = (document: DocumentNode, principal: Principal): GraphQLError | null => refusalFor(denials(document, principal), principal);
+
+  const documentOf = (operation: string) => {
+    let document = parsed.get(operation);
+    if (!document) parsed.set(operation, (document = parse(operation)));
+    return document;
+  };
+  /** A principal with no scope at all is denied every field that names one: their first alternatives. */
+  const nobody: Principal = { id: 'documentation', tenant: 'documentation', scopes: [] };
+
+  // What an operation comes to depends on the document, the operation, what its conditions resolve to and
+  // what the principal holds, not on who it is: that is worked out once and kept. The messages name the
+  // caller, so they are made for each request from what is kept, never kept themselves.
+  interface Judgement {
+    denied: Denial[];
+    /** For a query some of whose fields are denied: the operation without them; null: refused whole. */
+    filtered: FilteredOperation | null;
+  }
+  const judgements = new WeakMap<DocumentNode, Map<string, Judgement>>();
+  const judgement = (document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Judgement => {
+    const holds = isOperator(principal) ? 'ops:admin' : principal.id === ANONYMOUS_PRINCIPAL.id ? '' : [...principal.scopes].sort().join(' ');
+    const key = `${operationName ?? ''}\n${holds}\n${conditionKey(document, variables)}`;
+    let byKey = judgements.get(document);
+    if (!byKey) judgements.set(document, (byKey = new Map()));
+    const known = byKey.get(key);
+    if (known) return known;
+    if (byKey.size >= MAX_VERDICTS_PER_DOCUMENT) byKey.clear();
+    const judged = judgeOnce(document, operationName, principal, variables);
+    byKey.set(key, judged);
+    return judged;
+  };
+  const judgeOnce = (document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Judgement => {
+    const operation = operationOf(document, operationName);
+    if (!operation) return { denied: [], filtered: null };
+    const denied = deniedIn(document, operation, principal, variables);
+    // Introspection denied refuses the whole operation: it is not a field a partial answer could leave out.
+    if (denied.length === 0 || operation.operation !== 'query' || denied.some((d) => INTROSPECTION_RULES.has(d.coordinate))) return { denied, filtered: null };
+    const only: DocumentNode = { ...document, definitions: document.definitions.filter((d) => d.kind !== Kind.OPERATION_DEFINITION || d === operation) };
+    const byNode = new Map(denied.map((d) => [d.node, d]));
+    const filtered = filterOperation(schema, only, operation, (_parent, field) => {
+      const denial = byNode.get(field);
+      return denial ? { coordinate: denial.coordinate, needs: describeRequirement(denial.requirement) } : null;
+    });
+    // A removed non-null root field the client always asks for would null the whole answer: refused whole.
+    return { denied, filtered: filtered && !filtered.certainlyNull ? filtered : null };
+  };
+
+  return {
+    rules,
+    plannerSdl,
+    denials,
+    check,
+    judge(document, operationName, principal, variables) {
+      const { denied, filtered } = judgement(document, operationName, principal, variables);
+      if (denied.length === 0) return null;
+      return filtered ? { filtered } : { refused: refusalFor(denied, principal)! };
+    },
+    refusal: (document, operationName, principal, variables) => refusalFor(judgement(document, operationName, principal, variables).denied, principal),
+    checkOperation: (operation, principal) => refusalFor(judgement(documentOf(operation), undefined, principal, undefined).denied, principal),
+    scopesOf(operation) {
+      const names = denials(documentOf(operation), nobody).flatMap((d) => d.requirement.scopes?.[0] ?? []);
+      return [...new Set(names)].sort();
+    },
+  };
+}
+
+/** The refusal of an operation with these denied fields, worded for the principal that asked (null: none denied). */
+function refusalFor(denied: readonly Denial[], principal: Principal): GraphQLError | null {
+  if (denied.length === 0) return null;
+  const anonymous = principal.id === ANONYMOUS_PRINCIPAL.id;
+  const list = denied.map((d) => `${d.path.join('.')} (${d.coordinate}) needs ${describeRequirement(d.requirement)}`).join('; ');
+  return new GraphQLError(anonymous ? `This operation needs a credential: ${list}` : `Principal ${principal.id} may not run this operation: ${list}`, {
+    extensions: {
+      code: anonymous ? 'UNAUTHENTICATED' : 'FORBIDDEN',
+      denied: denied.map((d) => ({ path: d.path, field: d.coordinate, requires: d.requirement.scopes ?? 'authenticated' })),
+      http: { status: anonymous ? 401 : 403 },
+    },
+  });
+}
+
+type Executor = NonNullable<Awaited<ReturnType<ApolloGateway['load']>>['executor']>;
+type ExecutorContext = Parameters<Executor>[0];
+
+/**
+ * `gateway` with its executor running a query without the fields its principal may not use and shaping
+ * the answer back: each such field `null` with a FORBIDDEN (UNAUTHENTICATED without a credential) error
+ * at its path. Everything else about the gateway is its own.
+ */
+export function authorizingGateway(gateway: ApolloGateway, authorizer: Authorizer): Pick<ApolloGateway, 'load' | 'onSchemaLoadOrUpdate' | 'stop'> {
+  const load: ApolloGateway['load'] = async (options) => {
+    const loaded = await gateway.load(options);
+    const executor = loaded.executor;
+    if (!executor) return loaded;
+    const filtering: Executor = async (requestContext) => {
+      const context = requestContext.context as Partial<GatewayContext>;
+      const principal = context.principal;
+      const verdict = principal ? authorizer.judge(requestContext.document, requestContext.operationName, principal, requestContext.request.variables) : null;
+      if (!principal || !verdict || !('filtered' in verdict)) return executor(requestContext);
+      const { filtered } = verdict;
+      // The answer is shaped back whole (denied fields null, each with its error): no incremental parts.
+      if (context.incremental) context.incremental.disabled = true;
+      const narrowed: ExecutorContext = Object.create(requestContext, {
+        document: { value: filtered.document },
+        operation: { value: filtered.operation },
+        source: { value: filtered.source },
+        queryHash: { value: filtered.queryHash },
+      });
+      const result = await executor(narrowed);
+      const anonymous = principal.id === ANONYMOUS_PRINCIPAL.id;
+      const shaped = shapeAnswer(filtered.shape, result.data, requestContext.request.variables ?? {}, (path, removal) => {
+        const needs = removal.denials.map((d) => `${d.coordinate} needs ${d.needs}`).join('; ');
+        const message = removal.emptied
+          ? `Principal ${principal.id} may use none of the fields selected under ${path.join('.')}: ${needs}`
+          : `Principal ${principal.id} may not use ${path.join('.')}: ${needs}`;
+        return new GraphQLError(message, {
+          path,
+          extensions: {
+            code: anonymous ? 'UNAUTHENTICATED' : 'FORBIDDEN',
+            denied: removal.denials.map((d) => d.coordinate),
+          },
+        });
+      });
+      const errors = [...(result.errors ?? []), ...shaped.errors];
+      return { ...result, data: shaped.data, ...(errors.length > 0 ? { errors } : {}) };
+    };
+    return { ...loaded, executor: filtering };
+  };
+  return { load, onSchemaLoadOrUpdate: (callback) => gateway.onSchemaLoadOrUpdate(callback), stop: () => gateway.stop() };
+}

@@ -1,0 +1,53 @@
+import type { FastifyInstance } from 'fastify';
+import { hasScope } from '../../platform/principal.js';
+import { pathOf, refuse } from '../http/problem.js';
+import type { RouteTable } from '../http/route-table.js';
+import type { Authenticator } from './auth.js';
+import { registerBrowserRules, type BrowserOrigins } from './cors.js';
+import { RateLimiter, rateHeaders, rateLimitedError } from './rate-limit.js';
+
+/** The longest a rate-limited request waits for its 429. */
+const REFUSAL_PAUSE_MS = 1000;
+
+export interface EdgeGuardOptions {
+  routes: RouteTable;
+  auth: Authenticator;
+  browserOrigins: BrowserOrigins;
+  rateLimiter: RateLimiter;
+}
+
+/**
+ * The gateway's edge, before any body is read: browsers first (CORS preflights carry no credential, and a
+ * cross-site state change is refused before anything else is looked at, gateway/security/cors.ts), then one
+ * credential check for GraphQL over HTTP and every REST path. Every credential resolves to a principal
+ * (gateway/security/auth.ts) and the request acts for it from here on; routes declared public (the JWKS,
+ * /health) stay open. A route that declares a scope (/metrics) is refused without it, and the first
+ * rate-limit token is taken (gateway/security/rate-limit.ts).
+ */
+export function registerEdgeGuard(app: FastifyInstance, { routes, auth, browserOrigins, rateLimiter }: EdgeGuardOptions): void {
+  registerBrowserRules(app, browserOrigins);
+  app.decorateRequest('principal', null);
+  app.addHook('onRequest', async (request, reply) => {
+    if (routes.isPublic(request)) {
+      request.principal = auth.publicPrincipal;
+      return;
+    }
+    const result = await auth.authenticate(request.headers as Record<string, string | undefined>);
+    if (!('principal' in result)) {
+      return refuse(reply, request.url, 'UNAUTHENTICATED', `Missing or invalid credential (${result.refused}): send x-api-key or Authorization: Bearer`);
+    }
+    const principal = result.principal;
+    request.principal = principal;
+    const requires = request.routeOptions.config.requires;
+    if (requires && !hasScope(principal, requires)) {
+      return refuse(reply, request.url, 'FORBIDDEN', `Principal ${principal.id} may not use ${pathOf(request.url)}: it needs ${requires} (or ops:admin)`);
+    }
+    const decision = rateLimiter.take(principal, 1);
+    for (const [name, value] of rateHeaders(decision)) void reply.header(name, value);
+    if (decision.allowed) return;
+    // Answered after a pause (its Retry-After, at most a second): a client that ignores Retry-After
+    // cannot turn refusals into load; the pause is a timer, not work.
+    await new Promise((resolve) => setTimeout(resolve, Math.min(REFUSAL_PAUSE_MS, decision.retryAfter * 1000)));
+    return refuse(reply, request.url, 'RATE_LIMITED', rateLimitedError(principal, decision).message);
+  });
+}
