@@ -1,4 +1,3 @@
-import { createRequire } from 'node:module';
 import {
   isCompositeType,
   isEnumType,
@@ -7,7 +6,6 @@ import {
   operationFromDocument,
   Supergraph,
   type NamedType,
-  type Operation,
   type Schema,
   type SelectionSet,
   type Type,
@@ -15,26 +13,17 @@ import {
 import { GraphQLError, parse } from 'graphql';
 import { describe, expect, it } from 'vitest';
 import { FEDERATED_QUERY, PAGING_QUERY, SHALLOW_QUERY } from '../bench/gateway/workloads.js';
-import { compileOperation } from '../gateway/execution/plan-executor.js';
+import { stockComputeResponse as computeResponse } from '../gateway/execution/apollo-seam.js';
+import { compileOperation } from '../gateway/execution/result-shaping.js';
 import { createAuthorizer } from '../gateway/security/authorization.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 
 /*
- * The compiled shaping (gateway/execution/plan-executor.ts) against @apollo/gateway's own `computeResponse`, on the
+ * The compiled shaping (gateway/execution/result-shaping.ts) against @apollo/gateway's own `computeResponse`, on the
  * same merged subgraph answers: valid ones and every kind of broken one a subgraph can send (nulls where
  * the schema owes a value, unknown or wrong __typenames, values of the wrong kind, missing keys, lists
  * where objects belong). Data, error messages, paths and codes, and thrown assertions must be the same.
  */
-
-const require = createRequire(import.meta.url);
-const { computeResponse } = require('@apollo/gateway/dist/resultShaping.js') as {
-  computeResponse(args: {
-    operation: Operation;
-    variables: Record<string, unknown> | undefined;
-    input: Record<string, unknown>;
-    introspectionHandling: (selection: unknown) => unknown;
-  }): { data: unknown; errors: GraphQLError[] };
-};
 
 // The supergraph the gateway plans on (its SECURITY features are the gateway's own, not the planner's).
 const apiSchema: Schema = Supergraph.build(createAuthorizer(readCheckedInSupergraph()).plannerSdl).apiSchema();
@@ -176,4 +165,15 @@ describe('compiled result shaping answers as @apollo/gateway computeResponse doe
       if (op.name.startsWith('@skip')) expect(threw).toBeGreaterThan(0);
     });
   }
+});
+
+describe('the seam to @apollo/gateway', () => {
+  it('is written against the version package.json pins, and a start with another one fails naming what to revisit', async () => {
+    const { PINNED_APOLLO_GATEWAY, checkApolloGatewayVersion } = await import('../gateway/execution/apollo-seam.js');
+    const { readFileSync } = await import('node:fs');
+    const pinned = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { dependencies: Record<string, string> }).dependencies['@apollo/gateway'];
+    expect(pinned).toBe(PINNED_APOLLO_GATEWAY);
+    expect(() => checkApolloGatewayVersion()).not.toThrow();
+    expect(() => checkApolloGatewayVersion('2.15.0')).toThrow(/@apollo\/gateway 2\.15\.0 is installed.*apollo-seam\.ts\) follow 2\.14\.4/);
+  });
 });

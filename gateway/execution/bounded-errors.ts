@@ -1,6 +1,8 @@
 import { HeaderMap, type ApolloServerPlugin, type BaseContext } from '@apollo/server';
 import { getVariableValues, type GraphQLFormattedError } from 'graphql';
+import type { ApolloGateway } from '@apollo/gateway';
 import { MAX_FIELD_PROBLEMS } from '../../platform/validate.js';
+import { wrapIncomingRequestValidation } from './apollo-seam.js';
 
 /*
  * Answers stay proportional to their requests: a document or variables with thousands of problems get
@@ -71,24 +73,15 @@ export function boundedVariableErrorsPlugin<C extends BaseContext>(): ApolloServ
   };
 }
 
-/** What @apollo/gateway validates before planning: the variables against the API schema (a private method). */
-interface IncomingRequestValidation {
-  validateIncomingRequest(requestContext: { request: { variables?: object } }, operationContext: { operation: object }): readonly unknown[];
-}
-
 /**
  * The gateway coerces an operation's variables again before planning, only to find errors, and discards
  * the values: a second full pass over every item of a 1,000-item batch. This lets it skip requests the
  * plugin above has already coerced without error (the same variables object for the same operation, against
  * the same API schema); any other request is validated by the gateway as before.
  */
-export function skipRepeatedVariableValidation(gateway: object): void {
-  const target = gateway as unknown as IncomingRequestValidation;
-  const validate = target.validateIncomingRequest;
-  if (typeof validate !== 'function') throw new Error('@apollo/gateway no longer has validateIncomingRequest: revisit skipRepeatedVariableValidation');
-  target.validateIncomingRequest = function (requestContext, operationContext) {
+export function skipRepeatedVariableValidation(gateway: ApolloGateway): void {
+  wrapIncomingRequestValidation(gateway, (requestContext, operationContext) => {
     const variables = requestContext.request.variables;
-    const checked = variables !== undefined && checkedVariables.get(variables) === operationContext.operation;
-    return checked ? [] : validate.call(this, requestContext, operationContext);
-  };
+    return variables !== undefined && checkedVariables.get(variables) === operationContext.operation;
+  });
 }
