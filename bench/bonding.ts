@@ -1,5 +1,5 @@
 import { availableParallelism, cpus } from 'node:os';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { startServer } from '../gateway/server.js';
 import { runBb84 } from '../subgraphs/bonding/bb84.js';
 import { hybridKey, mlKemExchange } from '../subgraphs/bonding/hybrid.js';

@@ -1,7 +1,7 @@
 import { argv } from 'node:process';
 import { Worker } from 'node:worker_threads';
 import { startServer } from '../gateway/server.js';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 
 /*
  * `npm run bench -- defer [rounds]`: what `@defer` buys a page. For each slow field (a delivery forecast

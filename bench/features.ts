@@ -3,7 +3,7 @@ import { createConnection } from 'node:net';
 import { argv } from 'node:process';
 import { Worker } from 'node:worker_threads';
 import { startServer } from '../gateway/server.js';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { DuckDbEngine } from '../subgraphs/features/duckdb-engine.js';
 import { DAY_MS, emptyLabels, type LabelRows, type ViewData } from '../subgraphs/features/frame.js';
 import type { FeaturesContext } from '../subgraphs/features/context.js';

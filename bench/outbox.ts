@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { argv } from 'node:process';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../gateway/server.js';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { pruneOutbox } from '../platform/outbox-retention.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { PG_BIN, TestPostgres } from '../test/support/postgres.js';

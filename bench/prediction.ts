@@ -1,5 +1,5 @@
 import { availableParallelism, cpus } from 'node:os';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { startServer } from '../gateway/server.js';
 import type { ModelName } from '../subgraphs/prediction/features.js';
 import { generate } from '../subgraphs/prediction/generator.js';

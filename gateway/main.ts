@@ -1,5 +1,6 @@
 import { assertPortFree } from './http/port.js';
-import { closeOnSignal, configOrExit, exitOnStartFailure, productionModeUnlessSet } from './http/process.js';
+import { configOrExit } from './config.js';
+import { closeOnSignal, exitOnStartFailure, productionModeUnlessSet } from './http/process.js';
 
 /** `npm start`: the supergraph, configured from the environment (every subgraph in process by default). */
 async function main(): Promise<void> {

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { systemClock, type Clock } from '../platform/clock.js';
-import { ConfigError, type Config } from '../platform/config.js';
+import { ConfigError } from '../platform/config.js';
+import { type Config } from './config.js';
 import type { Database } from '../platform/db.js';
 import type { EventHub } from '../platform/event-hub.js';
 import { restoreMessage, type EventRelay } from '../platform/event-relay.js';

@@ -1,7 +1,8 @@
 import { argv, env, exit } from 'node:process';
 import { subgraphNames, subgraphPorts, type SubgraphName } from '../schema/subgraphs.js';
 import { assertPortFree } from './http/port.js';
-import { closeOnSignal, configOrExit, exitOnStartFailure, productionModeUnlessSet } from './http/process.js';
+import { configOrExit } from './config.js';
+import { closeOnSignal, exitOnStartFailure, productionModeUnlessSet } from './http/process.js';
 
 /** `npm run subgraph -- <name>`: one subgraph as its own server, on PORT or its own port (rental 4101, ...). */
 async function main(): Promise<void> {

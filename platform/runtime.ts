@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import type { Clock } from './clock.js';
-import type { Config } from './config.js';
+import { isDemoMode, sliceOf, type PlatformConfig } from './config.js';
 import { openDatabase, type Database } from './db.js';
 import { EventHub } from './event-hub.js';
 import { databaseIdentity, EventRelay } from './event-relay.js';
@@ -30,7 +30,8 @@ export interface SubgraphRuntime {
  * subgraphs; `npm run subgraph` runs it for one.
  */
 export async function startSubgraphRuntime(args: {
-  config: Config;
+  /** The whole configuration: platform's section is read here, and each subgraph is handed its own slice. */
+  config: PlatformConfig & Readonly<Record<string, unknown>>;
   clock: Clock;
   modules: readonly SubgraphModule[];
   /** A failed outbox read (retried by the next poll). */
@@ -86,7 +87,7 @@ export async function startSubgraphRuntime(args: {
       }
     }
     await events.start();
-    for (const module of modules) instances.set(module.name, await module.start({ db, config, clock, events, peers }));
+    for (const module of modules) instances.set(module.name, await module.start({ db, config: sliceOf(module.config, config), demoMode: isDemoMode(config), clock, events, peers }));
     // The outbox is bounded: pruned in short batches, never an event the bus has not received.
     const policies = modules.flatMap((m) => m.retention ?? []);
     const stream = config.EVENT_BUS_URL ? config.EVENT_STREAM : null;

@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { GraphQLSchema } from 'graphql';
+import { buildSubgraphSchema } from '@apollo/subgraph';
+import { parse, type GraphQLSchema } from 'graphql';
 import type { Clock } from './clock.js';
-import type { Config } from './config.js';
+import type { ConfigSection, ConfigShape, ConfigValues } from './config.js';
 import type { Database } from './db.js';
 import type { EventHub } from './event-hub.js';
 import type { MigrationSet } from './migrate.js';
@@ -22,9 +23,12 @@ export interface SubgraphRequest {
   principal: Principal;
 }
 
-export interface SubgraphDeps {
+export interface SubgraphDeps<C = unknown> {
   db: Database;
-  config: Config;
+  /** The subgraph's own slice of the configuration (its `config` section), nothing else. */
+  config: C;
+  /** No credential configured at all: every call acts for the demo principal (platform/config.ts). */
+  demoMode: boolean;
   clock: Clock;
   /** The outbox reader: subscription resolvers stream from it. */
   events: EventHub;
@@ -43,8 +47,10 @@ export interface SubgraphInstance {
   close(): Promise<void>;
 }
 
-export interface SubgraphModule {
+export interface SubgraphModule<S extends ConfigShape = ConfigShape> {
   name: string;
+  /** The variables it reads, declared beside its code (subgraphs/<name>/config.ts). */
+  config: ConfigSection<S>;
   /** URL prefix of the REST compatibility paths. */
   restPrefix: string;
   /**
@@ -80,7 +86,7 @@ export interface SubgraphModule {
    * (platform/outbox-retention.ts). @default every topic kept for OUTBOX_RETENTION_S
    */
   retention?: readonly TopicRetention[];
-  start(deps: SubgraphDeps): Promise<SubgraphInstance>;
+  start(deps: SubgraphDeps<ConfigValues<S>>): Promise<SubgraphInstance>;
 }
 
 /** An entity type whose rows carry their owner (platform/ownership.ts). */
@@ -112,4 +118,59 @@ const schemaDir = fileURLToPath(new URL('../schema/', import.meta.url));
 /** A subgraph's SDL, `schema/<name>.graphql`: the single source of its schema and of composition. */
 export function readSubgraphSdl(name: string): string {
   return readFileSync(`${schemaDir}${name}.graphql`, 'utf8');
+}
+
+/** The resolvers `buildSubgraphSchema` accepts, named through its own signature. */
+type ResolverMap = Extract<Parameters<typeof buildSubgraphSchema>[0], { typeDefs: unknown }>['resolvers'];
+
+/** What a subgraph's start makes: the per-request context, and its own readiness and stop when it has them. */
+export interface SubgraphParts<Context> {
+  /** The per-request context (fresh loaders, the request's "now", the caller). */
+  context(request: SubgraphRequest): Context;
+  /** @default the `readiness` table answers a read (or always ready without one) */
+  ready?(): Promise<boolean>;
+  /** Stops background work (sweepers, timers). @default nothing to stop */
+  close?(): Promise<void>;
+}
+
+export interface SubgraphDefinition<S extends ConfigShape, Context> extends Omit<SubgraphModule<S>, 'start'> {
+  /** The resolvers, typed by the subgraph's generated schema-types.ts; the schema is its SDL (`schema/<name>.graphql`). */
+  resolvers: object;
+  /** A table whose read proves the subgraph's database answers (readiness). @default none */
+  readiness?: string;
+  start(deps: SubgraphDeps<ConfigValues<S>>): Promise<SubgraphParts<Context>>;
+}
+
+/**
+ * A subgraph from its parts: the schema built from its SDL and resolvers, readiness from its table, and
+ * the wiring every subgraph shares, so a subgraph's index.ts holds only what is its own. Each subgraph is
+ * layered alike: resolvers (resolvers.ts) call a service holding the domain logic (service.ts), which
+ * calls the store holding the SQL (store.ts).
+ */
+export function defineSubgraph<S extends ConfigShape, Context>(definition: SubgraphDefinition<S, Context>): SubgraphModule<S> {
+  const { resolvers, readiness, start, ...module } = definition;
+  return {
+    ...module,
+    async start(deps) {
+      const parts = await start(deps);
+      const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl(definition.name)), resolvers: resolvers as ResolverMap });
+      const tableAnswers = async () => {
+        if (!readiness) return true;
+        try {
+          await deps.db.query(`SELECT 1 FROM ${readiness} LIMIT 1`);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      return {
+        schema,
+        context: (request) => parts.context(request),
+        ready: parts.ready ? () => parts.ready!() : tableAnswers,
+        close: async () => {
+          await parts.close?.();
+        },
+      };
+    },
+  };
 }

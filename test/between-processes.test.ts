@@ -6,7 +6,7 @@ import { createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startSubgraphServer } from '../gateway/subgraph-host/server.js';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { PRINCIPAL_HEADER, PrincipalSigner, subscriptionBody, type Principal } from '../platform/principal.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { gql } from './support/http.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { systemClock } from '../platform/clock.js';
 import { openDatabase, type Database } from '../platform/db.js';
 import { migrate } from '../platform/migrate.js';

@@ -3,7 +3,15 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createAuthenticator } from '../gateway/security/auth.js';
-import { ConfigError, loadConfig } from '../platform/config.js';
+import { ConfigError } from '../platform/config.js';
+import { CONFIG_SECTIONS, loadConfig } from '../gateway/config.js';
+import { httpConfig } from '../gateway/http/config.js';
+import { configSection, parseConfig, sliceOf } from '../platform/config.js';
+import { systemClock } from '../platform/clock.js';
+import { startSubgraphRuntime } from '../platform/runtime.js';
+import { subgraphs } from '../subgraphs/registry.js';
+import { CONFIGURATION_DOC, withConfigurationTable } from '../tools/config-table.js';
+import { readFileSync } from 'node:fs';
 
 describe('configuration', () => {
   it('has documented defaults', () => {
@@ -73,4 +81,38 @@ describe('configuration', () => {
     expect(() => loadConfig({ CORS_ORIGINS: 'https://app.example.com/' })).toThrow(/exact origin/);
     expect(() => loadConfig({ CORS_ORIGINS: '*' })).toThrow(/exact origin/);
   });
+
+  it('is declared by the modules that read it: each variable once, documented, and the table of docs/operations.md generated from the declarations', () => {
+    const owners = CONFIG_SECTIONS.map((section) => section.owner);
+    expect(owners).toEqual(['platform', 'gateway/http', 'gateway/security', 'gateway/execution', 'gateway/subscriptions', 'rental', 'prediction', 'bonding', 'features', 'optimization']);
+    const names = CONFIG_SECTIONS.flatMap((section) => Object.keys(section.shape));
+    expect(new Set(names).size).toBe(names.length);
+    expect(names.length).toBe(73);
+    for (const section of CONFIG_SECTIONS) for (const [name, schema] of Object.entries(section.shape)) expect(schema.description, name).toBeTruthy();
+    expect(readFileSync(CONFIGURATION_DOC, 'utf8')).toBe(withConfigurationTable(readFileSync(CONFIGURATION_DOC, 'utf8')));
+    // A variable declared twice is a programming error, found at the first start.
+    const twice = configSection('twice', 'test', { PORT: httpConfig.shape.PORT });
+    expect(() => parseConfig([...CONFIG_SECTIONS, twice], {}, {})).toThrow(/PORT is declared by both gateway\/http and twice/);
+  });
+
+  it('hands each subgraph its own slice of the configuration, nothing else', async () => {
+    const config = loadConfig({ DATA_DIR: ':memory:', FEATURES_DATA_DIR: ':memory:', FEATURES_POLICIES: '40', QUOTE_TTL_SECONDS: '77' });
+    expect(sliceOf(subgraphs.find((m) => m.name === 'rental')!.config, config)).toEqual({ QUOTE_TTL_SECONDS: 77, QUOTE_SWEEP_INTERVAL_MS: 1000, TRACKING_TICK_MS: 2000, QUOTE_SIGNING_KEY: undefined });
+    const seen = new Map<string, string[]>();
+    const watched = subgraphs.map((module) => ({
+      ...module,
+      start: (deps: Parameters<typeof module.start>[0]) => {
+        seen.set(module.name, Object.keys(deps.config).sort());
+        return module.start(deps);
+      },
+    }));
+    const runtime = await startSubgraphRuntime({ config, clock: systemClock, modules: watched });
+    try {
+      for (const module of subgraphs) expect(seen.get(module.name), module.name).toEqual(Object.keys(module.config.shape).sort());
+      expect(seen.get('prediction')).toEqual([]);
+    } finally {
+      await runtime.close();
+    }
+  });
 });
+

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildDashboard, dashboardBuilt } from '../gateway/http/dashboard.js';
 import { createLimiter, requestLimitsOf } from '../gateway/security/limits.js';
 import { OffsetClock } from '../platform/clock.js';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { DOCUMENTS } from '../web/src/documents.js';
 import { gql, hoursFromNow, rest } from './support/http.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSubgraphServer } from '../gateway/subgraph-host/server.js';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { gql, hoursFromNow, rest } from './support/http.js';
 import { travelFeatures } from './support/prediction.js';

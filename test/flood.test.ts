@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { floodWhileMeasuring, hostileRequests } from '../bench/hostile.js';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { startTestServer } from './support/server.js';
 
 /*

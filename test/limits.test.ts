@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import { parse, isListType, getNullableType, isObjectType, isInputObjectType, buildASTSchema } from 'graphql';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, requestLimitsOf } from '../gateway/security/limits.js';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { gql, rest } from './support/http.js';

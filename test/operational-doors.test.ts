@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { gql } from './support/http.js';
 import { startTestServer } from './support/server.js';
 

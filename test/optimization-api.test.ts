@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer } from '../gateway/server.js';
 import { startSubgraphServer, type RunningSubgraphServer } from '../gateway/subgraph-host/server.js';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 import { gql, rest } from './support/http.js';
 import type { Database } from '../platform/db.js';
 import { optimization } from '../subgraphs/optimization/index.js';

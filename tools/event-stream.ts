@@ -1,6 +1,6 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { loadConfig } from '../platform/config.js';
+import { loadConfig } from '../gateway/config.js';
 
 /*
  * `npm run event-stream -- reset`: starts EVENT_STREAM afresh, for the way out of a stream that holds

@@ -1,12 +1,12 @@
 import { ApolloGateway, type GraphQLDataSource } from '@apollo/gateway';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Config } from '../../platform/config.js';
 import type { PrincipalSigner } from '../../platform/principal.js';
 import { checkCustomScalars } from '../../platform/scalars.js';
 import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import { skipRepeatedVariableValidation } from './bounded-errors.js';
 import { collapsing } from './collapse.js';
+import type { ExecutionConfig } from './config.js';
 import type { GatewayContext } from './context.js';
 import { FetchCache } from './fetch-cache.js';
 import { InProcessDataSource, setCompiledSubgraphExecution } from './in-process-data-source.js';
@@ -14,10 +14,7 @@ import { installCompiledExecution } from './plan-executor.js';
 import { RemoteDataSource } from './remote-data-source.js';
 
 export interface FederatedGatewayOptions {
-  config: Pick<
-    Config,
-    'SUBGRAPH_TIMEOUT_MS' | 'GATEWAY_COLLAPSE_FETCHES' | 'GATEWAY_FETCH_CACHE_MB' | 'GATEWAY_FETCH_CACHE_MAX_AGE_S' | 'GATEWAY_COMPILED_EXECUTION' | 'SUBGRAPH_COMPILED_EXECUTION'
-  >;
+  config: ExecutionConfig;
   /** The supergraph as the planner reads it (without the security directives it does not support). */
   supergraphSdl: string;
   modules: readonly SubgraphModule[];

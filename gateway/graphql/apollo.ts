@@ -3,7 +3,6 @@ import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/dis
 import { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import type { FastifyInstance } from 'fastify';
 import { GraphQLError } from 'graphql';
-import type { Config } from '../../platform/config.js';
 import { turnGatePlugin, type TurnGate } from '../http/admission.js';
 import { boundedVariableErrorsPlugin } from '../execution/bounded-errors.js';
 import type { GatewayContext } from '../execution/context.js';
@@ -11,6 +10,7 @@ import { deferAccepting } from '../execution/defer.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from '../execution/graphql-errors.js';
 import { formatPayload, type IncrementalSlot } from '../execution/incremental.js';
 import { auditPlugin, type AuditSink } from '../security/audit.js';
+import type { SecurityConfig } from '../security/config.js';
 import { authorizationPlugin, authorizingGateway, type Authorizer } from '../security/authorization.js';
 import { rateLimitPlugin, type RateLimiter } from '../security/rate-limit.js';
 import type { OperationExecutor } from '../rest/engine.js';
@@ -19,7 +19,7 @@ import type { ApolloGateway } from '@apollo/gateway';
 
 export interface GraphQLServerOptions {
   app: FastifyInstance;
-  config: Pick<Config, 'GRAPHQL_MAX_TOKENS'>;
+  config: Pick<SecurityConfig, 'GRAPHQL_MAX_TOKENS'>;
   gateway: ApolloGateway;
   authorizer: Authorizer;
   rateLimiter: RateLimiter;

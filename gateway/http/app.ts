@@ -1,6 +1,6 @@
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
-import type { Config } from '../../platform/config.js';
 import { nameSpansByRoute, tracedServerFactory, tracingEnabled } from '../observability/tracing.js';
+import type { HttpConfig } from './config.js';
 import { answerClientError, frameworkProblem } from './errors.js';
 import { lingerOnRefusedBodies } from './linger.js';
 import { listenFailure } from './port.js';
@@ -14,8 +14,6 @@ import { RouteTable } from './route-table.js';
  * client errors), JSON bodies only, uncompressed, and a lingering close for bodies refused unread.
  */
 
-/** The settings an HTTP app reads (the gateway's and a subgraph server's alike). */
-export type HttpConfig = Pick<Config, 'LOG_LEVEL' | 'BODY_LIMIT_BYTES' | 'HTTP_HEADERS_TIMEOUT_MS' | 'HTTP_REQUEST_TIMEOUT_MS' | 'HOST' | 'PORT'>;
 
 export interface HttpAppOptions {
   /**
@@ -136,7 +134,7 @@ export class Closers {
  * Listens on HOST:PORT and returns the base URL (`http://127.0.0.1:4000`); a listen that fails closes
  * what was opened and throws a one-line startup error naming the cause.
  */
-export async function listenOrClose(http: HttpApp, config: Pick<Config, 'HOST' | 'PORT'>): Promise<string> {
+export async function listenOrClose(http: HttpApp, config: Pick<HttpConfig, 'HOST' | 'PORT'>): Promise<string> {
   try {
     const address = await http.app.listen({ port: config.PORT, host: config.HOST });
     return address.replace('[::1]', '127.0.0.1');

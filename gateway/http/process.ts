@@ -1,5 +1,5 @@
 import { exit } from 'node:process';
-import { ConfigError, loadConfig, type Config } from '../../platform/config.js';
+import { ConfigError } from '../../platform/config.js';
 import { connectivityFailure, DatabaseUnavailableError } from '../../platform/db-errors.js';
 import { StartupError } from '../../platform/startup-error.js';
 
@@ -12,19 +12,6 @@ import { StartupError } from '../../platform/startup-error.js';
  */
 export function productionModeUnlessSet(): void {
   process.env['NODE_ENV'] ??= 'production';
-}
-
-/** The environment's config, or exit 2 with the message naming each bad variable. */
-export function configOrExit(env: Record<string, string | undefined> = process.env): Config {
-  try {
-    return loadConfig(env);
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(error.message);
-      exit(2);
-    }
-    throw error;
-  }
 }
 
 /** Closes the server on SIGINT / SIGTERM (once), then exits: 0 when it closed cleanly. */

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import { z } from 'zod';
-import { ConfigError, isDemoMode, type Config } from '../../platform/config.js';
+import { ConfigError, isDemoMode, type PlatformConfig } from '../../platform/config.js';
 import { ANONYMOUS_PRINCIPAL, DEMO_PRINCIPAL, isScope, reservedName, samePrincipal, SCOPES, type Principal, type Scope } from '../../platform/principal.js';
 
 const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
@@ -99,7 +99,7 @@ const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'E
  * so neither a match nor its position shows in the timing. JWTs are verified with `jose` against the
  * identity provider's JWKS (fetched and cached by `createRemoteJWKSet`, refetched for an unknown `kid`).
  */
-export function createAuthenticator(config: Pick<Config, 'API_KEYS' | 'API_KEYS_FILE' | 'AUTH_JWKS_URL' | 'AUTH_ISSUER' | 'AUTH_AUDIENCE' | 'AUTH_TENANT_CLAIM' | 'AUTH_SCOPES_CLAIM'>): Authenticator {
+export function createAuthenticator(config: Pick<PlatformConfig, 'API_KEYS' | 'API_KEYS_FILE' | 'AUTH_JWKS_URL' | 'AUTH_ISSUER' | 'AUTH_AUDIENCE' | 'AUTH_TENANT_CLAIM' | 'AUTH_SCOPES_CLAIM'>): Authenticator {
   const keys = [...operatorKeys(config.API_KEYS), ...(config.API_KEYS_FILE ? readKeyFile(config.API_KEYS_FILE) : [])];
   const jwks = config.AUTH_JWKS_URL ? createRemoteJWKSet(new URL(config.AUTH_JWKS_URL)) : null;
   const enabled = !isDemoMode(config);

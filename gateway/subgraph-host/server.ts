@@ -3,7 +3,9 @@ import { ApolloServerPluginInlineTraceDisabled, ApolloServerPluginLandingPageDis
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from '../../platform/clock.js';
-import { ConfigError, isDemoMode, isLoopbackHost, type Config } from '../../platform/config.js';
+import { ConfigError, isDemoMode, isLoopbackHost, type PlatformConfig } from '../../platform/config.js';
+import type { HttpConfig } from '../http/config.js';
+import type { SubscriptionsConfig } from '../subscriptions/config.js';
 import { isDatabaseUnavailable } from '../../platform/db-errors.js';
 import { restoreMessage } from '../../platform/event-relay.js';
 import { ANONYMOUS_PRINCIPAL, PrincipalSigner, type Principal } from '../../platform/principal.js';
@@ -41,7 +43,10 @@ export interface RunningSubgraphServer {
  * /graphql for the gateway, and /health. It migrates and owns its tables as in the one-process mode;
  * with API_KEYS set it wants a key as the gateway does (the gateway sends its own).
  */
-export async function startSubgraphServer(options: { config: Config; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
+/** What a subgraph server reads: platform's section and the HTTP and WebSocket settings; the subgraph its own slice of the rest. */
+export type SubgraphServerConfig = PlatformConfig & HttpConfig & SubscriptionsConfig & Readonly<Record<string, unknown>>;
+
+export async function startSubgraphServer(options: { config: SubgraphServerConfig; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
   const { config, module } = options;
   // Without a secret a subgraph server would act for whatever credential reaches it: with credentials
   // configured that is only safe where nothing but this machine can reach it.

@@ -3,7 +3,8 @@ import { GraphQLError, parse, type DocumentNode, type FormattedExecutionResult }
 import type { SubscribePayload } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { Config } from '../../platform/config.js';
+import type { HttpConfig } from '../http/config.js';
+import type { SubscriptionsConfig } from '../subscriptions/config.js';
 import { DEMO_PRINCIPAL, PRINCIPAL_HEADER, subscriptionBody, type Principal, type PrincipalSigner } from '../../platform/principal.js';
 import type { SubgraphInstance } from '../../platform/subgraph.js';
 import { gatewayContextFrom } from '../execution/context.js';
@@ -14,7 +15,7 @@ import { CloseCode } from '../subscriptions/close-codes.js';
 import { credentialHeadersOf } from '../subscriptions/ws-server.js';
 
 export interface SubgraphSocketOptions {
-  config: Pick<Config, 'BODY_LIMIT_BYTES' | 'WS_CONNECTION_INIT_TIMEOUT_MS' | 'WS_KEEPALIVE_MS'>;
+  config: Pick<HttpConfig & SubscriptionsConfig, 'BODY_LIMIT_BYTES' | 'WS_CONNECTION_INIT_TIMEOUT_MS' | 'WS_KEEPALIVE_MS'>;
   subgraph: string;
   instance: SubgraphInstance;
   auth: Authenticator;

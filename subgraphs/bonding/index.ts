@@ -1,21 +1,20 @@
 import { fileURLToPath } from 'node:url';
-import { buildSubgraphSchema } from '@apollo/subgraph';
-import { parse } from 'graphql';
-import type { SubgraphModule } from '../../platform/subgraph.js';
-import { readSubgraphSdl } from '../../platform/subgraph.js';
+import { defineSubgraph } from '../../platform/subgraph.js';
 import { createLoaders, type BondingContext } from './context.js';
-import { resolverMap } from './resolvers.js';
+import { bondingResolvers } from './resolvers.js';
+import { bondingConfig } from './config.js';
 import { bondingRoutes } from './rest.js';
 import { BondingStore, TOPICS } from './store.js';
 import { periodic } from '../../platform/periodic.js';
-import { isDemoMode } from '../../platform/config.js';
 
 /**
  * The bonding subgraph: multipath sessions whose paths move under a seeded link model, correlated-outage
  * pair recommendation, and BB84 (simulated) + ML-KEM hybrid keys.
  */
-export const bonding: SubgraphModule = {
+export const bonding = defineSubgraph({
   name: 'bonding',
+  config: bondingConfig,
+  resolvers: bondingResolvers,
   // An open session writes a metrics event a tick (about 60 a minute): after an hour only the newest per
   // session is kept; its starts, state changes, keys and close are kept whole.
   retention: [{ topic: TOPICS.session, compact: { afterS: 3600, where: `o.payload->>'kind' = 'metrics'` } }],
@@ -37,7 +36,7 @@ export const bonding: SubgraphModule = {
   // A recommendation is a function of the paths, constraints and risk groups given (no session state);
   // its elapsedMs is a measurement of one computation, so a document selecting it is fetched every time.
   pure: { query: ['recommendPaths'], entities: [], except: ['elapsedMs'] },
-  async start({ db, config, clock, events }) {
+  async start({ db, config, clock, events, demoMode }) {
     const store = new BondingStore(db, {
       tickMs: config.BONDING_TICK_MS,
       simSecondsPerTick: config.BONDING_SIM_SECONDS_PER_TICK,
@@ -45,13 +44,9 @@ export const bonding: SubgraphModule = {
       maxOpenSessionsPerUser: config.BONDING_MAX_OPEN_SESSIONS_PER_USER,
       onEvents: () => void events.wake(),
     });
-    const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('bonding')), resolvers: resolverMap });
-    // No credential configured at all: the demo principal acts as any user, as the sandbox always has.
-    const demoMode = isDemoMode(config);
     // Every instance runs the link model; leases and conditional steps make each step happen once.
     const linkModel = periodic(() => store.runLinkModel(clock.now()), config.BONDING_TICK_MS);
     return {
-      schema,
       context(request): BondingContext {
         const { principal } = request;
         return { store, events, clock, now: clock.now(), demoMode, principal, loaders: createLoaders(store, principal) };
@@ -69,4 +64,4 @@ export const bonding: SubgraphModule = {
       },
     };
   },
-};
+});

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import { domainError } from '../../platform/errors.js';
 import { mapEvents } from '../../platform/event-hub.js';
 import { viewerOf, type Owner } from '../../platform/ownership.js';
@@ -253,5 +252,3 @@ export const bondingResolvers: Resolvers = {
   },
 };
 
-/** The typed map above, in the shape `buildSubgraphSchema` accepts. */
-export const resolverMap = bondingResolvers as unknown as GraphQLResolverMap<unknown>;

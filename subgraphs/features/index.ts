@@ -1,12 +1,10 @@
 import { fileURLToPath } from 'node:url';
-import { buildSubgraphSchema } from '@apollo/subgraph';
-import { parse } from 'graphql';
-import type { SubgraphModule } from '../../platform/subgraph.js';
-import { readSubgraphSdl } from '../../platform/subgraph.js';
+import { defineSubgraph } from '../../platform/subgraph.js';
 import { OfflineStore } from './offline.js';
 import { databaseOnlineStore, redisOnlineStore } from './online-store.js';
 import type { FeaturesContext } from './context.js';
-import { resolverMap } from './resolvers.js';
+import { featuresResolvers } from './resolvers.js';
+import { featuresConfig } from './config.js';
 import { featuresRoutes } from './rest.js';
 import { FeatureService } from './service.js';
 import { FeaturesStore } from './store.js';
@@ -16,8 +14,10 @@ import { FeaturesStore } from './store.js';
  * generated world (FEATURES_SEED, FEATURES_POLICIES) built on first use; the online store is the database,
  * or Redis with REDIS_URL; materializations are recorded in the database.
  */
-export const features: SubgraphModule = {
+export const features = defineSubgraph({
   name: 'features',
+  config: featuresConfig,
+  resolvers: featuresResolvers,
   shared: ['Policy', 'Claim', 'Machine'],
   restPrefix: '/features',
   routes: featuresRoutes,
@@ -33,9 +33,7 @@ export const features: SubgraphModule = {
     redis?.setRebuild((last) =>
       service.materialize({ asOf: last.asOf.getTime(), views: last.views.map((v) => v.view), engine: last.engine === 'TYPESCRIPT' ? 'TYPESCRIPT' : 'DUCKDB' }),
     );
-    const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('features')), resolvers: resolverMap });
     return {
-      schema,
       context: (): FeaturesContext => ({ service, now: clock.now() }),
       async ready() {
         try {
@@ -49,4 +47,4 @@ export const features: SubgraphModule = {
       close: () => service.close(),
     };
   },
-};
+});

@@ -1,4 +1,3 @@
-import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
 import { columnName, DEFAULT_AVAILABILITY, type EntityType } from './frame.js';
@@ -169,5 +168,3 @@ export const featuresResolvers: Resolvers = {
   },
 };
 
-/** The typed map above, in the shape `buildSubgraphSchema` accepts. */
-export const resolverMap = featuresResolvers as unknown as GraphQLResolverMap<unknown>;

@@ -1,12 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { buildSubgraphSchema } from '@apollo/subgraph';
-import { parse } from 'graphql';
-import type { SubgraphModule } from '../../platform/subgraph.js';
-import { readSubgraphSdl } from '../../platform/subgraph.js';
+import { defineSubgraph } from '../../platform/subgraph.js';
 import { createLoaders, type OptimizationContext, type SafetyService } from './context.js';
-import { resolverMap } from './resolvers.js';
+import { optimizationResolvers } from './resolvers.js';
+import { optimizationConfig } from './config.js';
 import { optimizationRoutes } from './rest.js';
 import { RunService } from './runs.js';
 import { OptimizationStore, TOPICS } from './store.js';
@@ -17,8 +15,10 @@ import { periodic } from '../../platform/periodic.js';
  * The optimization subgraph: a simulated AIS fleet, hybrid QAOA runs on an exact state-vector simulator
  * (in worker threads) with classical refinement, and Z3 proofs of the fleet's safety constraints.
  */
-export const optimization: SubgraphModule = {
+export const optimization = defineSubgraph({
   name: 'optimization',
+  config: optimizationConfig,
+  resolvers: optimizationResolvers,
   shared: ['Vessel'],
   // Every fleet tick carries every vessel's position: an hour of them is kept (the tracks live in their own
   // table); runs' ends are kept whole.
@@ -57,7 +57,6 @@ export const optimization: SubgraphModule = {
       maxConcurrentRunsPerTenant: config.OPTIMIZATION_MAX_CONCURRENT_RUNS_PER_TENANT,
       maxEstimatedSeconds: config.OPTIMIZATION_MAX_RUN_SECONDS,
     });
-    const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('optimization')), resolvers: resolverMap });
 
     // A proof is a function of the fleet tick and the threshold: the last few are kept.
     const proofs = new Map<string, Promise<Verification & { tick: number; timestamp: string }>>();
@@ -98,7 +97,6 @@ export const optimization: SubgraphModule = {
     const leases = db.kind === 'postgres' ? periodic(() => store.renewAndSweep(), Math.round((config.OPTIMIZATION_RUN_LEASE_S * 1000) / 3)) : null;
 
     return {
-      schema,
       context({ principal }): OptimizationContext {
         return { store, runs, safety, events, clock, tickIntervalMs: config.FLEET_TICK_MS, ready, principal, loaders: createLoaders(store, principal) };
       },
@@ -110,4 +108,4 @@ export const optimization: SubgraphModule = {
       },
     };
   },
-};
+});

@@ -1,4 +1,3 @@
-import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import { mapEvents } from '../../platform/event-hub.js';
 import { viewerOf } from '../../platform/ownership.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
@@ -31,7 +30,7 @@ function renew(ctx: OptimizationContext): void {
   ctx.loaders = createLoaders(ctx.store, ctx.principal);
 }
 
-const optimizationResolvers: Resolvers = {
+export const optimizationResolvers: Resolvers = {
   DateTime: DateTimeScalar,
   Query: {
     optimizationHealth: async (_, __, ctx) => {
@@ -188,5 +187,3 @@ const optimizationResolvers: Resolvers = {
     vessels: (e, _, ctx) => Promise.all(e.positions.map((p) => vesselOrFail(ctx, p.mmsi))),
   },
 };
-
-export const resolverMap = optimizationResolvers as unknown as GraphQLResolverMap<unknown>;

@@ -1,18 +1,18 @@
-import { buildSubgraphSchema } from '@apollo/subgraph';
-import { parse } from 'graphql';
-import type { SubgraphModule } from '../../platform/subgraph.js';
-import { readSubgraphSdl } from '../../platform/subgraph.js';
+import { defineSubgraph } from '../../platform/subgraph.js';
 import { loadModels } from './model.js';
 import type { PredictionContext } from './context.js';
-import { resolverMap } from './resolvers.js';
+import { predictionResolvers } from './resolvers.js';
+import { predictionConfig } from './config.js';
 import { predictionRoutes } from './rest.js';
 
 /**
  * The prediction subgraph: three trained models (dwell and travel quantile minutes, locker-diversion
  * probability) loaded from models/*.json at start. It keeps no state, so it has no migrations.
  */
-export const prediction: SubgraphModule = {
+export const prediction = defineSubgraph({
   name: 'prediction',
+  config: predictionConfig,
+  resolvers: predictionResolvers,
   // Booking here is rental's (a reference); its owner is checked where it is stored.
   shared: [],
   restPrefix: '/prediction',
@@ -24,13 +24,11 @@ export const prediction: SubgraphModule = {
   async start() {
     // A missing or malformed artifact stops the start with a message naming the file.
     const models = loadModels();
-    const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('prediction')), resolvers: resolverMap });
     const context: PredictionContext = { models };
     return {
-      schema,
       context: () => context,
       ready: async () => true,
       close: async () => undefined,
     };
   },
-};
+});

@@ -1,4 +1,3 @@
-import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import type { z } from 'zod';
 import type { FieldProblem } from '../../platform/errors.js';
 import { DateTimeScalar, parseInstant } from '../../platform/scalars.js';
@@ -183,6 +182,3 @@ export const predictionResolvers: Resolvers = {
     },
   },
 };
-
-/** The typed map above, in the shape `buildSubgraphSchema` accepts. */
-export const resolverMap = predictionResolvers as unknown as GraphQLResolverMap<unknown>;

@@ -1,18 +1,18 @@
 import { fileURLToPath } from 'node:url';
-import { buildSubgraphSchema } from '@apollo/subgraph';
-import { parse } from 'graphql';
-import type { OwnedType, SubgraphModule } from '../../platform/subgraph.js';
-import { readSubgraphSdl } from '../../platform/subgraph.js';
+import { defineSubgraph, type OwnedType } from '../../platform/subgraph.js';
 import { createLoaders, type RentalContext } from './context.js';
-import { resolverMap } from './resolvers.js';
+import { rentalResolvers } from './resolvers.js';
+import { rentalConfig } from './config.js';
 import { rentalRoutes } from './rest.js';
 import { createQuoteSigner } from './signing.js';
 import { RentalStore, TOPICS } from './store.js';
 import { predictionForecaster } from './travel.js';
 import { periodic } from '../../platform/periodic.js';
 
-export const rental: SubgraphModule = {
+export const rental = defineSubgraph({
   name: 'rental',
+  config: rentalConfig,
+  resolvers: rentalResolvers,
   restPrefix: '/rental',
   routes: rentalRoutes,
   migrations: [{ owner: 'rental', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
@@ -56,7 +56,6 @@ export const rental: SubgraphModule = {
       // Booking.deliveryForecast; the 45 km/h rule only while it cannot answer.
       forecast: predictionForecaster(peers),
     });
-    const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl('rental')), resolvers: resolverMap });
 
     // The sweeper releases machines of expired quotes even when nobody asks; the tracker publishes
     // delivery progress. Both are safe to run on every instance (conditional updates).
@@ -64,7 +63,6 @@ export const rental: SubgraphModule = {
     const tracker = periodic(() => store.publishTracking(clock.now()), Math.min(config.TRACKING_TICK_MS, 1000));
 
     return {
-      schema,
       context(request): RentalContext {
         return {
           store,
@@ -90,7 +88,7 @@ export const rental: SubgraphModule = {
       },
     };
   },
-};
+});
 
 /** A quote for the first available machine, two days ahead (a start every depot can reach). */
 async function makeQuote(run: Parameters<OwnedType['make']>[0]): Promise<string> {

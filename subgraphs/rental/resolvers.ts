@@ -1,4 +1,3 @@
-import type { GraphQLResolverMap } from '@apollo/subgraph/dist/schema-helper/index.js';
 import { domainError } from '../../platform/errors.js';
 import { mapEvents } from '../../platform/event-hub.js';
 import { isOperator } from '../../platform/principal.js';
@@ -281,6 +280,4 @@ export const rentalResolvers: Resolvers = {
   },
 };
 
-/** The typed map above, in the shape `buildSubgraphSchema` accepts. */
-export const resolverMap = rentalResolvers as unknown as GraphQLResolverMap<unknown>;
 

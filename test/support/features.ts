@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll } from 'vitest';
 import { startServer, type RunningServer } from '../../gateway/server.js';
 import { startSubgraphServer, type RunningSubgraphServer } from '../../gateway/subgraph-host/server.js';
-import { loadConfig } from '../../platform/config.js';
+import { loadConfig } from '../../gateway/config.js';
 import { dropSchema, TEST_DATABASE_URL, type Backend, type Mode } from './server.js';
 
 /**

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { cp, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { afterAll, inject } from 'vitest';
-import { loadConfig } from '../../platform/config.js';
+import { loadConfig } from '../../gateway/config.js';
 import type { Clock } from '../../platform/clock.js';
 import type { Database } from '../../platform/db.js';
 import type { EventHub, StoredEvent, StreamOptions } from '../../platform/event-hub.js';

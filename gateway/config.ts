@@ -1,0 +1,61 @@
+import { ConfigError, parseConfig, platformConfig, type ConfigValues } from '../platform/config.js';
+import { subgraphConfigs } from '../subgraphs/registry.js';
+import { executionConfig } from './execution/config.js';
+import { httpConfig } from './http/config.js';
+import { securityConfig } from './security/config.js';
+import { subscriptionsConfig } from './subscriptions/config.js';
+
+/*
+ * The whole configuration: platform's section, each gateway room's (gateway/<room>/config.ts) and each
+ * subgraph's (subgraphs/<name>/config.ts), merged into one validated object (`loadConfig`). Every variable
+ * is declared, with its default and documentation, beside the code that reads it; docs/operations.md's
+ * table is generated from these declarations.
+ */
+
+/** Every section, in the order the configuration table lists them. */
+export const CONFIG_SECTIONS = [
+  platformConfig,
+  httpConfig,
+  securityConfig,
+  executionConfig,
+  subscriptionsConfig,
+  subgraphConfigs.rental,
+  subgraphConfigs.prediction,
+  subgraphConfigs.bonding,
+  subgraphConfigs.features,
+  subgraphConfigs.optimization,
+];
+
+const shape = {
+  ...platformConfig.shape,
+  ...httpConfig.shape,
+  ...securityConfig.shape,
+  ...executionConfig.shape,
+  ...subscriptionsConfig.shape,
+  ...subgraphConfigs.rental.shape,
+  ...subgraphConfigs.prediction.shape,
+  ...subgraphConfigs.bonding.shape,
+  ...subgraphConfigs.features.shape,
+  ...subgraphConfigs.optimization.shape,
+};
+
+/** The whole configuration, as the gateway and subgraph processes read it. */
+export type Config = ConfigValues<typeof shape>;
+
+/** Parses the environment; a bad value throws a ConfigError naming the variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  return parseConfig(CONFIG_SECTIONS, shape, env);
+}
+
+/** The environment's config, or exit 2 with the message naming each bad variable. */
+export function configOrExit(env: Record<string, string | undefined> = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(error.message);
+      process.exit(2);
+    }
+    throw error;
+  }
+}
