@@ -19,7 +19,7 @@ import { toeplitzFft, toeplitzWords } from '../subgraphs/bonding/toeplitz.js';
 const MAX_SECONDS = 4;
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
 
-async function measure(call: (i: number) => Promise<unknown> | unknown, maxCalls: number, warmup = 3) {
+async function measure(call: (i: number) => unknown, maxCalls: number, warmup = 3) {
   for (let i = 0; i < warmup; i++) await call(i);
   const latencies: number[] = [];
   const deadline = performance.now() + MAX_SECONDS * 1000;
@@ -119,8 +119,14 @@ export default async function benchBonding(): Promise<void> {
     for (const n of [10, 100, 500]) {
       const body = {
         paths: candidatePaths(n, n).map((p, i) => ({
-          id: p.id, kind: PATH_KINDS[i % PATH_KINDS.length], latency_ms: p.latencyMs, jitter_ms: p.jitterMs, loss_pct: p.lossPct,
-          capacity_mbps: p.capacityMbps, up: p.up, shared_risk: p.sharedRisk,
+          id: p.id,
+          kind: PATH_KINDS[i % PATH_KINDS.length],
+          latency_ms: p.latencyMs,
+          jitter_ms: p.jitterMs,
+          loss_pct: p.lossPct,
+          capacity_mbps: p.capacityMbps,
+          up: p.up,
+          shared_risk: p.sharedRisk,
         })),
         constraints: { max_latency_ms: 150, min_combined_capacity_mbps: 200 },
       };
@@ -135,13 +141,25 @@ export default async function benchBonding(): Promise<void> {
   console.log(`\nbonding benchmark: Node ${process.version}, ${availableParallelism()} cores (${cpu}); one process, loopback HTTP`);
   console.log(`each row: up to its call count or ${MAX_SECONDS} s after warm-up; latency per call\n`);
   lines.push('| what | size | p50 ms | p99 ms | rate |', '|---|---|---:|---:|---:|');
-  row('256-bit hybrid key, in process (BB84 simulation 2% noise + ML-KEM-768 + HKDF)', '256 bits', fmt(inProcess.p50), fmt(inProcess.p99), `${fmt(inProcess.perSecond)} keys/s`);
+  row(
+    '256-bit hybrid key, in process (BB84 simulation 2% noise + ML-KEM-768 + HKDF)',
+    '256 bits',
+    fmt(inProcess.p50),
+    fmt(inProcess.p99),
+    `${fmt(inProcess.perSecond)} keys/s`,
+  );
   row('256-bit hybrid key, REST POST /bonding/api/qkd/generate', '256 bits', fmt(restKeys.p50), fmt(restKeys.p99), `${fmt(restKeys.perSecond)} keys/s`);
   for (const [name, n, l, ms] of toeplitzRows) {
     row(`Toeplitz hashing, ${name}`, `${n.toLocaleString('en-US')} -> ${l.toLocaleString('en-US')} bits`, fmt(ms), '', `${fmt(n / 1e6 / (ms / 1000))} Mbit/s`);
   }
   for (const [n, p50, p99, total, evaluated] of recRows) {
-    row('path recommendation, in process', `${n} paths (${total.toLocaleString('en-US')} pairs, ${evaluated.toLocaleString('en-US')} evaluated)`, fmt(p50), fmt(p99), '');
+    row(
+      'path recommendation, in process',
+      `${n} paths (${total.toLocaleString('en-US')} pairs, ${evaluated.toLocaleString('en-US')} evaluated)`,
+      fmt(p50),
+      fmt(p99),
+      '',
+    );
   }
   for (const [n, p50, p99] of restRec) row('path recommendation, REST POST /bonding/api/quantum/optimize', `${n} paths`, fmt(p50), fmt(p99), '');
   console.log(lines.join('\n'));

@@ -113,15 +113,39 @@ export default async function bench(): Promise<void> {
     if (available.length === 0) throw new Error('no machine available to book');
     for (let i = 0; i < 20; i++) {
       const start = new Date(Date.now() + (30 + i * 12) * 3_600_000).toISOString();
-      const quote = await graphql(server.url, `mutation($i: CreateQuoteInput!) { createQuote(input: $i) { id } }`, {
-        i: { machineIds: [available[i % available.length]], locationId: `LOC-00${1 + (i % 3)}`, startTime: start, durationHours: 4 },
-      });
+      const quote = await graphql(
+        server.url,
+        `
+          mutation ($i: CreateQuoteInput!) {
+            createQuote(input: $i) {
+              id
+            }
+          }
+        `,
+        {
+          i: { machineIds: [available[i % available.length]], locationId: `LOC-00${1 + (i % 3)}`, startTime: start, durationHours: 4 },
+        },
+      );
       const id = (quote['createQuote'] as { id: string }).id;
       const booked = await graphql(server.url, `mutation($q: ID!) { confirmBooking(input: { quoteId: $q, customerName: "Bench ${i}" }) { id } }`, { q: id });
-      await graphql(server.url, `mutation($b: ID!) { completeBooking(bookingId: $b) { id } }`, { b: (booked['confirmBooking'] as { id: string }).id });
+      await graphql(
+        server.url,
+        `
+          mutation ($b: ID!) {
+            completeBooking(bookingId: $b) {
+              id
+            }
+          }
+        `,
+        { b: (booked['confirmBooking'] as { id: string }).id },
+      );
     }
-    console.log(`\n@defer: time to the first payload (${rounds} rounds per case after 3 warm-up rounds; server in process on PGlite, client in a worker thread; NODE_ENV=${process.env['NODE_ENV']})\n`);
-    console.log('| slow field | without it, ms | deferred: first payload, ms | deferred: last payload, ms | not deferred, ms | first payload / without | met (<= 1.2x) |');
+    console.log(
+      `\n@defer: time to the first payload (${rounds} rounds per case after 3 warm-up rounds; server in process on PGlite, client in a worker thread; NODE_ENV=${process.env['NODE_ENV']})\n`,
+    );
+    console.log(
+      '| slow field | without it, ms | deferred: first payload, ms | deferred: last payload, ms | not deferred, ms | first payload / without | met (<= 1.2x) |',
+    );
     console.log('|---|---:|---:|---:|---:|---:|---|');
     for (const c of CASES) {
       const fast: number[] = [];

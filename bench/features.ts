@@ -64,7 +64,9 @@ async function pitJoins(sizes: [number, number][]): Promise<void> {
   console.log('\nPoint-in-time join (one view, TTL 90 days, hourly timestamps with ties; DuckDB threads = 2)');
   console.log('Each engine prepares a view once (DuckDB: the dedup table; TypeScript: the sort) and reuses it for every join;');
   console.log('"total" is prepare + one join. DuckDB load is appending the rows from memory (not counted in its total).\n');
-  console.log('| label rows | feature rows | DuckDB load s | DuckDB dedup s | DuckDB join s | DuckDB total s | TS sort s | TS join s | TS total s | TS / DuckDB total | TS / DuckDB join | mismatches |');
+  console.log(
+    '| label rows | feature rows | DuckDB load s | DuckDB dedup s | DuckDB join s | DuckDB total s | TS sort s | TS join s | TS total s | TS / DuckDB total | TS / DuckDB join | mismatches |',
+  );
   console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const [labelsN, rowsN] of sizes) {
     const rng = new Random(11, `bench-${labelsN}-${rowsN}`);

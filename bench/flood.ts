@@ -40,10 +40,19 @@ export default async function flood(): Promise<void> {
   for (const run of runs) {
     const config = loadConfig({ PORT: '0', DATA_DIR: ':memory:', LOG_LEVEL: 'silent', ...run.env });
     const server = await startServer({ config });
-    const result = await floodWhileMeasuring(server.url, run.requests, { concurrency: run.concurrency, seconds: run.seconds, maxRequests: Math.min(run.maxRequests, run.requests.length * 1000) });
+    const result = await floodWhileMeasuring(server.url, run.requests, {
+      concurrency: run.concurrency,
+      seconds: run.seconds,
+      maxRequests: Math.min(run.maxRequests, run.requests.length * 1000),
+    });
     console.log(`\n${run.setting}: ${result.requests} requests in ${result.seconds} s`);
     for (const [key, n] of Object.entries(result.answers).sort()) console.log(`  ${key.padEnd(48)} ${n}`);
-    rows.push({ setting: run.setting, requests: result.requests, ...result.loopDelay, health: `${result.health.ok}/${result.health.asked} ok, slowest ${Math.round(result.health.maxMs)} ms` });
+    rows.push({
+      setting: run.setting,
+      requests: result.requests,
+      ...result.loopDelay,
+      health: `${result.health.ok}/${result.health.asked} ok, slowest ${Math.round(result.health.maxMs)} ms`,
+    });
     await server.close();
   }
   console.log('\nevent loop delay of the server (ms) while flooded:');
@@ -154,8 +163,18 @@ export async function principalFlood(): Promise<void> {
     console.log(`  flooder's answers by status: ${JSON.stringify(statuses)}`);
     console.table([
       { neighbour: 'idle', requests: idle.length, p50: +quantile(idle, 0.5).toFixed(2), p99: +quantile(idle, 0.99).toFixed(2) },
-      { neighbour: "the flood's first second (its burst allowed)", requests: burst.length, p50: +quantile(burst, 0.5).toFixed(2), p99: +quantile(burst, 0.99).toFixed(2) },
-      { neighbour: 'the rest of the flood (limited)', requests: flooded.length, p50: +quantile(flooded, 0.5).toFixed(2), p99: +quantile(flooded, 0.99).toFixed(2) },
+      {
+        neighbour: "the flood's first second (its burst allowed)",
+        requests: burst.length,
+        p50: +quantile(burst, 0.5).toFixed(2),
+        p99: +quantile(burst, 0.99).toFixed(2),
+      },
+      {
+        neighbour: 'the rest of the flood (limited)',
+        requests: flooded.length,
+        p50: +quantile(flooded, 0.5).toFixed(2),
+        p99: +quantile(flooded, 0.99).toFixed(2),
+      },
     ]);
     console.log(`  neighbour p99 while the flood is limited / idle: ${ratio.toFixed(2)}x (goal at most 1.5x): ${ratio <= 1.5 ? 'met' : 'NOT met'}`);
   } finally {

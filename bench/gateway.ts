@@ -7,7 +7,19 @@ import pg from 'pg';
 import { withoutSecurityDirectives } from '../gateway/security/authorization.js';
 import { subgraphNames } from '../schema/subgraphs.js';
 import type { LoadResult } from './gateway/load.js';
-import { LoadGenerator, measurePaired, measureRound, pairedSide, resetPeaks, summarize, type Cell, type CellResult, type Round, type RunSettings, type Target } from './gateway/measure.js';
+import {
+  LoadGenerator,
+  measurePaired,
+  measureRound,
+  pairedSide,
+  resetPeaks,
+  summarize,
+  type Cell,
+  type CellResult,
+  type Round,
+  type RunSettings,
+  type Target,
+} from './gateway/measure.js';
 import { summarizeProfile, type ProfileSummary } from './gateway/profile.js';
 import { freePort, peakRssMiB, startServer, stopServer, type ServerProcess } from './gateway/processes.js';
 import { printResults, writeResults, type BenchResults, type PairedResult, type WorkloadResult } from './gateway/report.js';
@@ -139,8 +151,9 @@ export default async function gatewayBench(): Promise<void> {
       // The peers get the supergraph without the SECURITY features (@requiresScopes, @authenticated), which
       // stock @apollo/gateway refuses to load; the project gateway runs in demo mode, whose principal
       // holds every scope, so every gateway gives the same answers.
-      withoutSecurityDirectives(readFileSync(join(root, 'schema', 'supergraph.graphql'), 'utf8')).replace(/@join__graph\(name: "(\w+)", url: "[^"]*"\)/g, (m, name: string) =>
-        subgraphUrls[name] ? `@join__graph(name: "${name}", url: "${subgraphUrls[name]}")` : m,
+      withoutSecurityDirectives(readFileSync(join(root, 'schema', 'supergraph.graphql'), 'utf8')).replace(
+        /@join__graph\(name: "(\w+)", url: "[^"]*"\)/g,
+        (m, name: string) => (subgraphUrls[name] ? `@join__graph(name: "${name}", url: "${subgraphUrls[name]}")` : m),
       ),
     );
 
@@ -149,9 +162,30 @@ export default async function gatewayBench(): Promise<void> {
     const hivePort = await freePort();
     const hiveRustPort = await freePort();
     const specs: { key: string; label: string; args: string[]; env: Record<string, string>; remoteSubgraphs: boolean; project: boolean }[] = [
-      { key: 'project', label: 'project gateway (distributed)', args: ['--import', 'tsx', 'gateway/main.ts'], env: { SUBGRAPH_URLS: urls }, remoteSubgraphs: true, project: true },
-      { key: 'stock', label: 'stock @apollo/gateway', args: ['--import', 'tsx', 'bench/peers/apollo-stock.ts'], env: { SUPERGRAPH_FILE: supergraphFile }, remoteSubgraphs: true, project: false },
-      { key: 'hive', label: 'Hive Gateway', args: hiveGatewayArgs(supergraphFile, hivePort), env: { PORT: String(hivePort) }, remoteSubgraphs: true, project: false },
+      {
+        key: 'project',
+        label: 'project gateway (distributed)',
+        args: ['--import', 'tsx', 'gateway/main.ts'],
+        env: { SUBGRAPH_URLS: urls },
+        remoteSubgraphs: true,
+        project: true,
+      },
+      {
+        key: 'stock',
+        label: 'stock @apollo/gateway',
+        args: ['--import', 'tsx', 'bench/peers/apollo-stock.ts'],
+        env: { SUPERGRAPH_FILE: supergraphFile },
+        remoteSubgraphs: true,
+        project: false,
+      },
+      {
+        key: 'hive',
+        label: 'Hive Gateway',
+        args: hiveGatewayArgs(supergraphFile, hivePort),
+        env: { PORT: String(hivePort) },
+        remoteSubgraphs: true,
+        project: false,
+      },
       {
         key: 'hive-rust',
         label: 'Hive Gateway, Rust planner',
@@ -160,9 +194,25 @@ export default async function gatewayBench(): Promise<void> {
         remoteSubgraphs: true,
         project: false,
       },
-      { key: 'one-process-pglite', label: 'npm start (PGlite)', args: ['--import', 'tsx', 'gateway/main.ts'], env: { DATA_DIR: copyOfTemplate('one-process') }, remoteSubgraphs: false, project: true },
+      {
+        key: 'one-process-pglite',
+        label: 'npm start (PGlite)',
+        args: ['--import', 'tsx', 'gateway/main.ts'],
+        env: { DATA_DIR: copyOfTemplate('one-process') },
+        remoteSubgraphs: false,
+        project: true,
+      },
       ...(postgres
-        ? [{ key: 'one-process-postgres', label: 'npm start (PostgreSQL)', args: ['--import', 'tsx', 'gateway/main.ts'], env: { DATABASE_URL: postgres.url, DATABASE_SCHEMA: postgres.schema }, remoteSubgraphs: false, project: true }]
+        ? [
+            {
+              key: 'one-process-postgres',
+              label: 'npm start (PostgreSQL)',
+              args: ['--import', 'tsx', 'gateway/main.ts'],
+              env: { DATABASE_URL: postgres.url, DATABASE_SCHEMA: postgres.schema },
+              remoteSubgraphs: false,
+              project: true,
+            },
+          ]
         : []),
     ];
     const targets: Target[] = await Promise.all(
@@ -205,7 +255,11 @@ export default async function gatewayBench(): Promise<void> {
       warmup?: RunSettings;
       round?: (warmup: LoadResult) => RunSettings;
     }[] = [
-      { name: 'federated', title: 'federated query: bookings(first: 20) with machines, bill, deliveryForecast', cells: () => everyTarget({ kind: 'cycle', requests: [graphql(FEDERATED_QUERY)] }) },
+      {
+        name: 'federated',
+        title: 'federated query: bookings(first: 20) with machines, bill, deliveryForecast',
+        cells: () => everyTarget({ kind: 'cycle', requests: [graphql(FEDERATED_QUERY)] }),
+      },
       { name: 'shallow', title: 'shallow query: fleetSummary', cells: () => everyTarget({ kind: 'cycle', requests: [graphql(SHALLOW_QUERY)] }) },
       { name: 'mix', title: `mix of ${mix.length} distinct queries over four subgraphs`, cells: () => everyTarget({ kind: 'cycle', requests: mix }) },
       {
@@ -223,7 +277,12 @@ export default async function gatewayBench(): Promise<void> {
         name: 'paging',
         title: `paging through the ledger, ${PAGE_SIZE} rows a page: ${options.pagingRows.toLocaleString('en-US')} rows per target (${options.bookings.toLocaleString('en-US')} bookings walked again and again)`,
         // Each connection starts at its own page, spread over the ledger, so that concurrent requests differ.
-        cells: () => everyTarget({ kind: 'paging', query: PAGING_QUERY, starts: Array.from({ length: conns }, (_, i) => pageStarts[Math.floor((i * pageStarts.length) / conns)]!) }),
+        cells: () =>
+          everyTarget({
+            kind: 'paging',
+            query: PAGING_QUERY,
+            starts: Array.from({ length: conns }, (_, i) => pageStarts[Math.floor((i * pageStarts.length) / conns)]!),
+          }),
         round: () => ({ connections: conns, amount: pagesPerRound }),
       },
       {
@@ -276,16 +335,39 @@ export default async function gatewayBench(): Promise<void> {
         for (let r = 1; r <= options.rounds; r++) {
           log(`rest: REST and GraphQL at once, round ${r} of ${options.rounds}`);
           for (const target of inRoundOrder(projectTargets, r)) {
-            const [rest, post] = await measurePaired(load, target, [{ kind: 'cycle', requests: pairs.map((p) => p.rest) }, { kind: 'cycle', requests: pairs.map((p) => p.graphql) }], each, serving(target));
+            const [rest, post] = await measurePaired(
+              load,
+              target,
+              [
+                { kind: 'cycle', requests: pairs.map((p) => p.rest) },
+                { kind: 'cycle', requests: pairs.map((p) => p.graphql) },
+              ],
+              each,
+              serving(target),
+            );
             runs.get(target)!.rest.push(rest);
             runs.get(target)!.graphql.push(post);
           }
         }
         for (const [target, { rest, graphql: post }] of runs) {
-          paired.push({ target: target.key, label: target.label, connectionsEach: each.connections, seconds: each.seconds * options.rounds, rest: pairedSide(rest), graphql: pairedSide(post) });
+          paired.push({
+            target: target.key,
+            label: target.label,
+            connectionsEach: each.connections,
+            seconds: each.seconds * options.rounds,
+            rest: pairedSide(rest),
+            graphql: pairedSide(post),
+          });
         }
       }
-      results.push({ name: workload.name, title: workload.title, verified: checked[workload.name] ?? '', peakRssPerWorkload: peaksReset, cells: cellResults, ...(paired.length > 0 ? { paired } : {}) });
+      results.push({
+        name: workload.name,
+        title: workload.title,
+        verified: checked[workload.name] ?? '',
+        peakRssPerWorkload: peaksReset,
+        cells: cellResults,
+        ...(paired.length > 0 ? { paired } : {}),
+      });
       printResults([results[results.length - 1]!]);
     }
     loadAverages.push(loadavg()[0]!);
@@ -352,7 +434,8 @@ function poolOf(index: number): string[] {
 
 /** The environment of every server: as `npm start` runs, with the project's own settings left at their defaults. */
 function serverEnv(): Record<string, string> {
-  const setting = /^(PORT|HOST|DATA_DIR|DATABASE_|QUOTE_|API_KEYS|LOG_LEVEL|BODY_LIMIT|BONDING_|FEATURES_|REDIS_URL|FLEET_|OPTIMIZATION_|SUBGRAPH_|PEER_|TRACKING_|WS_|HTTP_|GRAPHQL_|SUPERGRAPH_)/;
+  const setting =
+    /^(PORT|HOST|DATA_DIR|DATABASE_|QUOTE_|API_KEYS|LOG_LEVEL|BODY_LIMIT|BONDING_|FEATURES_|REDIS_URL|FLEET_|OPTIMIZATION_|SUBGRAPH_|PEER_|TRACKING_|WS_|HTTP_|GRAPHQL_|SUPERGRAPH_)/;
   const base = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && !setting.test(e[0])));
   return { ...base, NODE_ENV: env['NODE_ENV'] ?? 'production', HOST: '127.0.0.1', LOG_LEVEL: 'warn', APOLLO_TELEMETRY_DISABLED: 'true' };
 }
@@ -365,7 +448,7 @@ async function postgresUrl(): Promise<string | null> {
     await client.query('SELECT 1');
     return url;
   } catch (error) {
-    if (env['BENCH_DATABASE_URL']) throw new Error(`BENCH_DATABASE_URL does not answer: ${String(error)}`);
+    if (env['BENCH_DATABASE_URL']) throw new Error(`BENCH_DATABASE_URL does not answer: ${String(error)}`, { cause: error });
     return null;
   } finally {
     await client.end().catch(() => undefined);

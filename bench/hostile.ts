@@ -42,28 +42,46 @@ const graphql = (query: string, variables?: Record<string, unknown>) => JSON.str
 /** Each hostile request, sized to just under `bodyLimit` where size is the weapon. */
 export function hostileRequests(bodyLimit: number): HostileRequest[] {
   const size = Math.floor(bodyLimit * 0.9);
-  const bomb = Array.from({ length: 60 }, (_, i) => (i === 59 ? `fragment F${i} on Machine { id }` : `fragment F${i} on Machine { ...F${i + 1} ...F${i + 1} }`)).join(' ');
+  const bomb = Array.from({ length: 60 }, (_, i) =>
+    i === 59 ? `fragment F${i} on Machine { id }` : `fragment F${i} on Machine { ...F${i + 1} ...F${i + 1} }`,
+  ).join(' ');
   return [
     // Tens of thousands of repeated fields: the parser stops at the token limit.
     { name: 'repeated fields', path: '/graphql', body: fill(size, (inner) => graphql(`{ machines { ${inner}} }`), 'id '), expect: [400] },
     // Selections nested as deep as the body allows.
     { name: 'deep nesting', path: '/graphql', body: fill(size, (inner) => graphql(`{ ${inner} }`), 'a { '), expect: [400] },
     // Fragments that double at every level: 2^59 fields if expanded.
-    { name: 'fragment bomb', path: '/graphql', body: graphql(`{ machines { ...F0 } } ${bomb}`), expect: [400] },
+    {
+      name: 'fragment bomb',
+      path: '/graphql',
+      body: graphql(`
+        {
+          machines {
+            ...F0
+          }
+        }
+        ${bomb}
+      `),
+      expect: [400],
+    },
     // Same-named selections at the field limit: what validation compares in pairs, accepted and run.
     { name: 'same-named fields at the limit', path: '/graphql', body: graphql(`{ machines { ${'depot { id } '.repeat(99)}} }`), expect: [200] },
     // The most expensive accepted cross-subgraph fan-out: aliased ledgers with their delivery forecasts.
     {
       name: 'aliased federated fan-out',
       path: '/graphql',
-      body: graphql(`{ ${Array.from({ length: 7 }, (_, i) => `l${i}: bookings(first: 100) { edges { node { id deliveryForecast { q50Minutes } } } }`).join(' ')} }`),
+      body: graphql(
+        `{ ${Array.from({ length: 7 }, (_, i) => `l${i}: bookings(first: 100) { edges { node { id deliveryForecast { q50Minutes } } } }`).join(' ')} }`,
+      ),
       expect: [200],
     },
     // Too many aliases of a cross-subgraph field.
     {
       name: 'hundreds of aliases',
       path: '/graphql',
-      body: graphql(`{ ${Array.from({ length: 500 }, (_, i) => `b${i}: bookings(first: 100) { edges { node { deliveryForecast { q50Minutes } } } }`).join(' ')} }`),
+      body: graphql(
+        `{ ${Array.from({ length: 500 }, (_, i) => `b${i}: bookings(first: 100) { edges { node { deliveryForecast { q50Minutes } } } }`).join(' ')} }`,
+      ),
       expect: [400],
     },
     // A batch far over its maximum, as variables: refused before any item is coerced.
@@ -85,7 +103,12 @@ export function hostileRequests(bodyLimit: number): HostileRequest[] {
       expect: [400],
     },
     // A full batch of valid inputs: accepted, the largest legitimate piece of work.
-    { name: 'full batch (REST)', path: '/prediction/predict/travel_time/batch', body: JSON.stringify({ instances: Array.from({ length: 1000 }, () => TRAVEL) }), expect: [200] },
+    {
+      name: 'full batch (REST)',
+      path: '/prediction/predict/travel_time/batch',
+      body: JSON.stringify({ instances: Array.from({ length: 1000 }, () => TRAVEL) }),
+      expect: [200],
+    },
     // One string literal as long as the body allows.
     { name: 'huge string literal', path: '/graphql', body: graphql(`{ machine(id: "${'x'.repeat(size - 60)}") { id } }`), expect: [200, 400] },
     // Directives piled on one field.

@@ -80,14 +80,22 @@ function layers(maxQubits: number): void {
       slow.push(performance.now() - t);
       agree &&= Math.abs(state.expectation(diag) - a) < 1e-9;
     }
-    console.log(`${String(n).padStart(6)} | ${String(2 ** n).padStart(10)} | ${fmt(median(fast)).padStart(9)} | ${fmt(median(slow)).padStart(8)} | ${fmt(median(slow) / median(fast), 2).padStart(8)} | ${agree}`);
+    console.log(
+      `${String(n).padStart(6)} | ${String(2 ** n).padStart(10)} | ${fmt(median(fast)).padStart(9)} | ${fmt(median(slow)).padStart(8)} | ${fmt(median(slow) / median(fast), 2).padStart(8)} | ${agree}`,
+    );
   }
 }
 
 function qaoaVersusBaseline(): void {
   console.log('\nQAOA (state-vector simulator) vs classical baselines, 3-regular MaxCut; ratios against the exact optimum');
   console.log('n  | p | evals | expected | best of shots | random best of shots | refined | random-start LS (same budget) | run ms');
-  for (const [n, depth] of [[10, 1], [10, 2], [14, 1], [14, 2], [16, 2]] as const) {
+  for (const [n, depth] of [
+    [10, 1],
+    [10, 2],
+    [14, 1],
+    [14, 2],
+    [16, 2],
+  ] as const) {
     const p = maxCutProblem(n, random3Regular(n, 7));
     const r = runJob(p, { depth, shots: 256, seed: 7, maxEvaluations: depth === 1 ? 40 : 60, refineTop: 4 });
     console.log(

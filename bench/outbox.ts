@@ -37,7 +37,17 @@ function metricsPayload(): Record<string, unknown> {
     outageProbability: 0.01,
     sharedRisk: [`duct-${i % 2}`],
   }));
-  return { sessionId: 'BS-000000000000', kind: 'metrics', state: 'bonded', previousState: null, tick: 1, reason: 'p0 latency up, p2 loss down', paths, at: new Date().toISOString(), runner: 'host:1:0' };
+  return {
+    sessionId: 'BS-000000000000',
+    kind: 'metrics',
+    state: 'bonded',
+    previousState: null,
+    tick: 1,
+    reason: 'p0 latency up, p2 loss down',
+    paths,
+    at: new Date().toISOString(),
+    runner: 'host:1:0',
+  };
 }
 
 export default async function main(): Promise<void> {
@@ -103,9 +113,11 @@ export default async function main(): Promise<void> {
     let pruning = true;
     const cpu0 = process.cpuUsage();
     const p0 = performance.now();
-    const pruned = pruneOutbox(db, { retentionS: 7 * 86_400, policies: subgraphs.flatMap((m) => m.retention ?? []), relayedThrough: async () => null }).finally(() => {
-      pruning = false;
-    });
+    const pruned = pruneOutbox(db, { retentionS: 7 * 86_400, policies: subgraphs.flatMap((m) => m.retention ?? []), relayedThrough: async () => null }).finally(
+      () => {
+        pruning = false;
+      },
+    );
     while (pruning) during.push(await quote());
     const result = await pruned;
     const pruneS = (performance.now() - p0) / 1000;
@@ -117,7 +129,7 @@ export default async function main(): Promise<void> {
     const lines = [
       `# Outbox retention (npm run bench -- outbox ${EVENTS})`,
       '',
-      `${new Date().toISOString().slice(0, 10)}, ${db.kind}${cluster ? ' (a cluster of the benchmark\'s own, fsync off)' : ''}, one process; quotes through the gateway one after another.`,
+      `${new Date().toISOString().slice(0, 10)}, ${db.kind}${cluster ? " (a cluster of the benchmark's own, fsync off)" : ''}, one process; quotes through the gateway one after another.`,
       '',
       '| | value |',
       '|---|---:|',

@@ -32,7 +32,7 @@ const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.lengt
  * Runs `call` from `workers` concurrent loops until MAX_CALLS calls or MAX_SECONDS; each call makes
  * `perCall` predictions. Latency is per call.
  */
-async function measure(call: (i: number) => Promise<unknown> | unknown, perCall: number, workers = 1) {
+async function measure(call: (i: number) => unknown, perCall: number, workers = 1) {
   for (let i = 0; i < WARMUP; i++) await call(i);
   const latencies: number[] = [];
   const deadline = performance.now() + MAX_SECONDS * 1000;
@@ -109,6 +109,8 @@ export default async function benchPrediction(): Promise<void> {
     const direct = of('in-process model', 'single').predictionsPerSecond;
     const single = of('REST', 'single, 1 client').predictionsPerSecond;
     const batch = of('REST', `batch of ${BATCH}`).predictionsPerSecond;
-    console.log(`${model}: in-process single call is ${(direct / single).toFixed(0)}x REST single; REST batch of ${BATCH} is ${(batch / single).toFixed(1)}x REST single`);
+    console.log(
+      `${model}: in-process single call is ${(direct / single).toFixed(0)}x REST single; REST batch of ${BATCH} is ${(batch / single).toFixed(1)}x REST single`,
+    );
   }
 }

@@ -79,7 +79,10 @@ export default async function bench(): Promise<void> {
     process.exitCode = 2;
     return;
   }
-  const sizes = argv.slice(3).map(Number).filter((n) => Number.isInteger(n) && n >= 3);
+  const sizes = argv
+    .slice(3)
+    .map(Number)
+    .filter((n) => Number.isInteger(n) && n >= 3);
   const logDir = mkdtempSync(join(tmpdir(), 'bench-scale-'));
   const [nats, postgres] = await Promise.all([TestNats.start(), TestPostgres.start()]);
   const gateways: ServerProcess[] = [];
@@ -96,7 +99,15 @@ export default async function bench(): Promise<void> {
   });
   const startGateway = async (i: number) => {
     const port = await freePort();
-    return startServer({ name: `gateway-${i + 1}`, args: ['--import', 'tsx', 'gateway/main.ts'], env: env(port), port, cwd: root, logDir, startTimeoutMs: PHASE_TIMEOUT_MS });
+    return startServer({
+      name: `gateway-${i + 1}`,
+      args: ['--import', 'tsx', 'gateway/main.ts'],
+      env: env(port),
+      port,
+      cwd: root,
+      logDir,
+      startTimeoutMs: PHASE_TIMEOUT_MS,
+    });
   };
   try {
     const raw = await jetstreamAlone(nats.url);
@@ -148,7 +159,17 @@ async function jetstreamAlone(url: string): Promise<RawFigures> {
     const js = jetstream(nc);
     await jsm.streams.add({ name: 'BENCH_RAW', subjects: ['BENCH_RAW.>'], storage: StorageType.File });
     const payload = new TextEncoder().encode(
-      JSON.stringify({ total: 15, available: 3, reserved: 12, booked: 0, inTransit: 0, maintenance: 0, utilization: 0.8, surgeMultiplier: 1.35, at: new Date().toISOString() }),
+      JSON.stringify({
+        total: 15,
+        available: 3,
+        reserved: 12,
+        booked: 0,
+        inTransit: 0,
+        maintenance: 0,
+        utilization: 0.8,
+        surgeMultiplier: 1.35,
+        at: new Date().toISOString(),
+      }),
     );
     const serialCount = RAW_MESSAGES / 4;
     let started = performance.now();
@@ -182,7 +203,12 @@ async function realFleetPayload(url: string, db: pg.Client): Promise<Record<stri
   const res = await fetch(`${url}/rental/pricing/quote`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ machine_ids: ['EQ-001'], location_id: 'LOC-001', start_time: new Date(Date.now() + 3 * 3_600_000).toISOString(), duration_hours: 4 }),
+    body: JSON.stringify({
+      machine_ids: ['EQ-001'],
+      location_id: 'LOC-001',
+      start_time: new Date(Date.now() + 3 * 3_600_000).toISOString(),
+      duration_hours: 4,
+    }),
   });
   if (res.status !== 200) throw new Error(`quote: ${res.status} ${await res.text()}`);
   const row = await db.query<{ payload: Record<string, unknown> }>("SELECT payload FROM outbox WHERE topic = 'rental.fleet_summary' ORDER BY id DESC LIMIT 1");
@@ -203,7 +229,12 @@ async function eventsIntoLog(db: pg.Client, url: string): Promise<RelayFigures> 
     const jsm = await jetstreamManager(nc);
     await waitFor(async () => (await relayLag(db)) === 0, 'the relay to catch up before the block');
     const before = (await jsm.streams.info(STREAM)).state.messages;
-    const events = Array.from({ length: RELAY_EVENTS }, (_, i) => ({ audience: 'everyone' as const, topic: 'bench.relay', key: `K-${i % 100}`, payload: { n: i, at: new Date().toISOString() } }));
+    const events = Array.from({ length: RELAY_EVENTS }, (_, i) => ({
+      audience: 'everyone' as const,
+      topic: 'bench.relay',
+      key: `K-${i % 100}`,
+      payload: { n: i, at: new Date().toISOString() },
+    }));
     await db.query('BEGIN');
     await appendEvents(db, events);
     await db.query('COMMIT');
@@ -225,10 +256,9 @@ async function hubLag(gateway: ServerProcess): Promise<number> {
 }
 
 async function relayLag(db: pg.Client): Promise<number> {
-  const res = await db.query<{ lag: string }>(
-    `SELECT (SELECT coalesce(max(id), 0) FROM outbox) - (SELECT position FROM outbox_relay WHERE name = $1) AS lag`,
-    [STREAM],
-  );
+  const res = await db.query<{ lag: string }>(`SELECT (SELECT coalesce(max(id), 0) FROM outbox) - (SELECT position FROM outbox_relay WHERE name = $1) AS lag`, [
+    STREAM,
+  ]);
   return Number(res.rows[0]?.lag ?? 0);
 }
 
@@ -290,7 +320,10 @@ async function fanOut(n: number, gateways: ServerProcess[], db: pg.Client, fleet
     const resumeSeconds = (performance.now() - resumeStarted) / 1000;
     const reference = subscribers[0]!.cursors;
     const ordered = reference.every((c, i) => i === 0 || BigInt(c) > BigInt(reference[i - 1]!));
-    const checked = ordered && reference.length === BURST + AFTER_KILL && subscribers.every((s) => s.cursors.length === reference.length && s.cursors.every((c, i) => c === reference[i]));
+    const checked =
+      ordered &&
+      reference.length === BURST + AFTER_KILL &&
+      subscribers.every((s) => s.cursors.length === reference.length && s.cursors.every((c, i) => c === reference[i]));
     if (!checked) throw new Error('a subscriber missed an event, got one twice or out of order');
 
     const floor = await floorRun(perGateway, logDir);
@@ -336,7 +369,9 @@ async function steadyRate(perGateway: number, gateways: ServerProcess[], db: pg.
   const subscribers: Subscriber[] = [];
   try {
     for (let g = 0; g < 3; g++) {
-      subscribers.push(...(await within(Promise.all(Array.from({ length: perGateway }, () => subscribe(gateways, g, null, receipts))), 'connecting subscribers')));
+      subscribers.push(
+        ...(await within(Promise.all(Array.from({ length: perGateway }, () => subscribe(gateways, g, null, receipts))), 'connecting subscribers')),
+      );
     }
     await sleep(1000);
     const cpuOf = () => gateways.map((g) => cpuMs(g.child.pid!));
@@ -356,7 +391,9 @@ async function steadyRate(perGateway: number, gateways: ServerProcess[], db: pg.
       const number = 100_000 + k;
       sent.set(number, performance.now());
       await db.query('BEGIN');
-      await appendEvents(db, [{ audience: 'everyone' as const, topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: number, at: new Date().toISOString() } }]);
+      await appendEvents(db, [
+        { audience: 'everyone' as const, topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: number, at: new Date().toISOString() } },
+      ]);
       await db.query('COMMIT');
     }
     await waitFor(() => subscribers.every((s) => s.cursors.length >= events), 'the steady events to arrive');
@@ -415,9 +452,18 @@ async function filteredRate(perGateway: number, gateways: ServerProcess[], db: p
           ws.once('open', () => ws.send(JSON.stringify({ type: 'connection_init' })));
           ws.on('message', (raw: Buffer) => {
             const at = performance.now();
-            const message = JSON.parse(raw.toString()) as { type: string; payload?: { data?: { machineStatusChanged?: { cursor: string } }; errors?: unknown } };
+            const message = JSON.parse(raw.toString()) as {
+              type: string;
+              payload?: { data?: { machineStatusChanged?: { cursor: string } }; errors?: unknown };
+            };
             if (message.type === 'connection_ack') {
-              ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: 'subscription($ids: [ID!]) { machineStatusChanged(machineIds: $ids) { cursor status } }', variables: { ids } } }));
+              ws.send(
+                JSON.stringify({
+                  id: '1',
+                  type: 'subscribe',
+                  payload: { query: 'subscription($ids: [ID!]) { machineStatusChanged(machineIds: $ids) { cursor status } }', variables: { ids } },
+                }),
+              );
               ws.send(JSON.stringify({ type: 'ping' }));
             } else if (message.type === 'pong') resolve(ws);
             else if (message.type === 'next' && message.payload?.data?.machineStatusChanged) {
@@ -443,7 +489,12 @@ async function filteredRate(perGateway: number, gateways: ServerProcess[], db: p
       const at = performance.now();
       await db.query('BEGIN');
       const [id] = await appendEvents(db, [
-        { audience: 'everyone' as const, topic: 'rental.machine_status', key: machine, payload: { machineId: machine, previousStatus: 'available', status: 'reserved', reason: 'quote', at: new Date().toISOString() } },
+        {
+          audience: 'everyone' as const,
+          topic: 'rental.machine_status',
+          key: machine,
+          payload: { machineId: machine, previousStatus: 'available', status: 'reserved', reason: 'quote', at: new Date().toISOString() },
+        },
       ]);
       sent.set(id!, at);
       await db.query('COMMIT');
@@ -475,7 +526,9 @@ async function commitBurst(db: pg.Client, fleetPayload: Record<string, unknown>,
   for (let k = first; k < first + count; k++) {
     sent.set(k, performance.now());
     await db.query('BEGIN');
-    await appendEvents(db, [{ audience: 'everyone' as const, topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: k, at: new Date().toISOString() } }]);
+    await appendEvents(db, [
+      { audience: 'everyone' as const, topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: k, at: new Date().toISOString() } },
+    ]);
     await db.query('COMMIT');
   }
   return sent;
@@ -545,7 +598,10 @@ async function floorRun(n: number, logDir: string): Promise<FloorFigures> {
     await waitFor(() => receipts.slice(1).every((r) => r.length >= n), 'floor deliveries');
     const cpu = cpuMs(floor.child.pid!) - cpuBefore;
     const last = Math.max(...receipts.slice(1).flat());
-    const latencies = receipts.slice(1).flatMap((times, i) => times.map((t) => t - sent[i + 1]!)).sort((a, b) => a - b);
+    const latencies = receipts
+      .slice(1)
+      .flatMap((times, i) => times.map((t) => t - sent[i + 1]!))
+      .sort((a, b) => a - b);
     return {
       rate: Math.round((n * BURST) / ((last - sent[1]!) / 1000)),
       p50: round(quantile(latencies, 0.5)),
@@ -561,7 +617,14 @@ async function floorRun(n: number, logDir: string): Promise<FloorFigures> {
 async function startFloor(port: number, logDir: string): Promise<ServerProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'bench/ws-floor.ts'], { cwd: root, env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(() => fetch(`${url}/health`).then((r) => r.ok, () => false), 'the ws floor to start');
+  await waitFor(
+    () =>
+      fetch(`${url}/health`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    'the ws floor to start',
+  );
   return { name: 'ws-floor', url, child, log: join(logDir, 'ws-floor.log') };
 }
 
@@ -574,7 +637,7 @@ function killServer(server: ServerProcess): Promise<void> {
 }
 
 function report(raw: RawFigures, relay: RelayFigures, steady: SteadyRow[], filtered: FilteredRow, rows: FanOutRow[]): void {
-  console.log('\nscale: three gateway processes, PostgreSQL and NATS JetStream of the benchmark\'s own, one machine');
+  console.log("\nscale: three gateway processes, PostgreSQL and NATS JetStream of the benchmark's own, one machine");
   console.log(`\nJetStream alone (file storage, ${raw.payloadBytes}-byte messages):`);
   console.table([
     { what: 'publish, each awaiting its ack', 'msgs/s': Math.round(raw.serialPerSecond) },
@@ -595,7 +658,9 @@ function report(raw: RawFigures, relay: RelayFigures, steady: SteadyRow[], filte
       'p99 ms': r.p99,
     })),
   );
-  console.log(`\n${STEADY_RATE} events/s for ${STEADY_SECONDS} s on machineStatusChanged, ${filtered.perGateway} subscribers per gateway each filtering on its own three machines (no two alike: a stream of its own each):`);
+  console.log(
+    `\n${STEADY_RATE} events/s for ${STEADY_SECONDS} s on machineStatusChanged, ${filtered.perGateway} subscribers per gateway each filtering on its own three machines (no two alike: a stream of its own each):`,
+  );
   console.table([
     {
       deliveries: filtered.deliveries,
@@ -622,7 +687,9 @@ function report(raw: RawFigures, relay: RelayFigures, steady: SteadyRow[], filte
     })),
   );
   console.log('\none gateway killed (SIGKILL), its subscribers resumed on the other two from their cursor:');
-  console.table(rows.map((r) => ({ subscribers: r.subscribers, resumed: r.resumed, 'caught up in s': r.resumeSeconds, 'every event once, in order': r.checked })));
+  console.table(
+    rows.map((r) => ({ subscribers: r.subscribers, resumed: r.resumed, 'caught up in s': r.resumeSeconds, 'every event once, in order': r.checked })),
+  );
 }
 
 async function waitFor(check: () => boolean | Promise<boolean>, what: string): Promise<void> {

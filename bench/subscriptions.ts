@@ -46,7 +46,10 @@ interface Row {
 }
 
 export default async function bench(): Promise<void> {
-  const sizes = argv.slice(3).map(Number).filter((n) => Number.isInteger(n) && n > 0);
+  const sizes = argv
+    .slice(3)
+    .map(Number)
+    .filter((n) => Number.isInteger(n) && n > 0);
   const rows: Row[] = [];
   for (const n of sizes.length > 0 ? sizes : [1000, 10_000]) {
     rows.push(await runOnce(n, 'gateway'));
@@ -145,7 +148,12 @@ async function runOnce(n: number, target: Target): Promise<Row> {
       p50: round(quantile(latencies, 0.5)),
       p99: round(quantile(latencies, 0.99)),
       max: round(latencies[latencies.length - 1]!),
-      mutationRtt: round(quantile([...rtts].sort((a, b) => a - b), 0.5)),
+      mutationRtt: round(
+        quantile(
+          [...rtts].sort((a, b) => a - b),
+          0.5,
+        ),
+      ),
       firstP99: round(quantile(first, 0.99)),
       eventsPerSecond: Math.round(deliveries / ((lastReceipt - burstStarted) / 1000)),
       kibPerSubscriber: round((rssAfter - rssBefore) / n),
@@ -170,7 +178,13 @@ export function subscriber(url: string, receipts: number[][]): Promise<WebSocket
       const at = performance.now();
       const text = raw.toString();
       if (text.includes('"connection_ack"')) {
-        ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: 'subscription { fleetSummaryChanged { cursor reserved utilization surgeMultiplier } }' } }));
+        ws.send(
+          JSON.stringify({
+            id: '1',
+            type: 'subscribe',
+            payload: { query: 'subscription { fleetSummaryChanged { cursor reserved utilization surgeMultiplier } }' },
+          }),
+        );
         // The subscription is registered when the server has read it; a ping round trip proves that.
         ws.send(JSON.stringify({ type: 'ping' }));
         return;
@@ -192,17 +206,24 @@ interface Gateway {
 
 async function startServer(entry: string): Promise<Gateway> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...(process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.BENCH_PROF] : []), '--import', 'tsx', entry], {
-    cwd: root,
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: ':memory:', LOG_LEVEL: 'warn', API_KEYS: '', DATABASE_URL: '' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    [...(process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.BENCH_PROF] : []), '--import', 'tsx', entry],
+    {
+      cwd: root,
+      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: ':memory:', LOG_LEVEL: 'warn', API_KEYS: '', DATABASE_URL: '' },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    },
+  );
   const url = `http://127.0.0.1:${port}`;
   await withTimeout(
     (async () => {
       for (;;) {
         if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}`);
-        const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+        const ok = await fetch(`${url}/health`).then(
+          (r) => r.ok,
+          () => false,
+        );
         if (ok) return;
         await sleep(100);
       }
@@ -221,7 +242,6 @@ function stopGateway(child: ChildProcess): Promise<void> {
     setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
   });
 }
-
 
 /** Resident set of a process, KiB, from /proc. */
 export function rssKiB(pid: number): number {

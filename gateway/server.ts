@@ -93,7 +93,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const auth = createAuthenticator(config);
 
   // Sources are read at scrape time; the WebSocket server is attached last.
-  let ws: { connections(): number; operations(): number; slowConsumerCloses(): number } = { connections: () => 0, operations: () => 0, slowConsumerCloses: () => 0 };
+  let ws: { connections(): number; operations(): number; slowConsumerCloses(): number } = {
+    connections: () => 0,
+    operations: () => 0,
+    slowConsumerCloses: () => 0,
+  };
   let subscriptionResumes = () => 0;
   const metrics = new GatewayMetrics({
     subscriptionResumes: () => subscriptionResumes(),
@@ -104,7 +108,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     readCache: () => runtime?.db.readCacheStats() ?? null,
     fetchCache: () => federated.fetchCache,
     queued: () => turns.queued,
-    subgraphsReady: async () => Object.fromEntries(await Promise.all([...byName].map(async ([name, s]) => [name, await s.ready().catch(() => false)] as const))),
+    subgraphsReady: async () =>
+      Object.fromEntries(await Promise.all([...byName].map(async ([name, s]) => [name, await s.ready().catch(() => false)] as const))),
   });
   metrics.instrument(app);
 
@@ -215,6 +220,6 @@ function remoteSubgraphs(config: Config, modules: readonly SubgraphModule[]): Re
 async function callerIsOperator(auth: Authenticator, request: FastifyRequest): Promise<boolean> {
   if (!auth.enabled) return isOperator(auth.publicPrincipal);
   if (request.headers['x-api-key'] === undefined && request.headers.authorization === undefined) return false;
-  const result = await auth.authenticate(request.headers as Record<string, string | undefined>);
+  const result = await auth.authenticate(request.headers);
   return 'principal' in result && isOperator(result.principal);
 }

@@ -89,6 +89,8 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     if (this.failure) {
       const { error } = this.failure;
       this.finish();
+      // The producer's failure, passed on as it was raised (the consumer's `for await` rethrows it).
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
       return Promise.reject(error);
     }
     if (this.finished) return Promise.resolve({ value: undefined, done: true });
@@ -108,6 +110,8 @@ export class Channel<T> implements AsyncIterableIterator<T> {
 
   throw(error?: unknown): Promise<IteratorResult<T>> {
     this.finish();
+    // The iterator protocol's `throw`: the caller's value, passed back as given.
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
     return Promise.reject(error);
   }
 

@@ -96,28 +96,43 @@ export const platformConfig = configSection(
   'platform',
   'platform/config.ts',
   {
-    DATA_DIR: z.string().trim().min(1).default('./data').describe("PGlite data directory when `DATABASE_URL` is unset; `:memory:` keeps state in memory; one process per directory (below)"),
+    DATA_DIR: z
+      .string()
+      .trim()
+      .min(1)
+      .default('./data')
+      .describe('PGlite data directory when `DATABASE_URL` is unset; `:memory:` keeps state in memory; one process per directory (below)'),
     DATABASE_URL: z
       .string()
       .trim()
       .regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must be a postgres:// or postgresql:// URL')
-      .optional().describe("`postgres://...`: use this PostgreSQL server instead of PGlite (same migrations)"),
+      .optional()
+      .describe('`postgres://...`: use this PostgreSQL server instead of PGlite (same migrations)'),
     DATABASE_SCHEMA: z
       .string()
       .trim()
       .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'DATABASE_SCHEMA must be a lower-case SQL identifier (a-z, 0-9, _)')
-      .optional().describe("PostgreSQL schema for the tables (created when missing); only with `DATABASE_URL`; unset: `public`"),
-    DATABASE_QUERY_TIMEOUT_MS: intFrom('DATABASE_QUERY_TIMEOUT_MS', 100, 3_600_000).default(15_000).describe("PostgreSQL: a statement running longer is cancelled by the server, and a query whose answer does not come 1 s after that (a stalled network, a hung server) is given up by the client; either is `SERVICE_UNAVAILABLE`, so a database that accepts connections but does not answer holds no request longer"),
+      .optional()
+      .describe('PostgreSQL schema for the tables (created when missing); only with `DATABASE_URL`; unset: `public`'),
+    DATABASE_QUERY_TIMEOUT_MS: intFrom('DATABASE_QUERY_TIMEOUT_MS', 100, 3_600_000)
+      .default(15_000)
+      .describe(
+        'PostgreSQL: a statement running longer is cancelled by the server, and a query whose answer does not come 1 s after that (a stalled network, a hung server) is given up by the client; either is `SERVICE_UNAVAILABLE`, so a database that accepts connections but does not answer holds no request longer',
+      ),
     EMBEDDED_READ_CACHE: z
       .enum(['true', 'false'], { message: 'EMBEDDED_READ_CACHE must be true or false' })
       .default('true')
-      .transform((v) => v === 'true').describe("PGlite: repeated reads answered from memory until the next write ([Architecture](architecture.md#architecture)); `false` runs every read"),
+      .transform((v) => v === 'true')
+      .describe('PGlite: repeated reads answered from memory until the next write ([Architecture](architecture.md#architecture)); `false` runs every read'),
     SUBGRAPH_URLS: z
       .string()
       .optional()
       .transform((raw, ctx) => {
         const urls: Record<string, string> = {};
-        for (const part of (raw ?? '').split(',').map((p) => p.trim()).filter((p) => p.length > 0)) {
+        for (const part of (raw ?? '')
+          .split(',')
+          .map((p) => p.trim())
+          .filter((p) => p.length > 0)) {
           const match = /^([a-z][a-z0-9_-]*)=(https?:\/\/\S+)$/.exec(part);
           if (!match) {
             ctx.addIssue({ code: 'custom', message: `SUBGRAPH_URLS entry "${part}" must look like name=http://host:port/graphql` });
@@ -131,40 +146,83 @@ export const platformConfig = configSection(
           urls[name] = url;
         }
         return urls;
-      }).describe("distributed mode: `name=url` pairs, comma-separated (`rental=http://127.0.0.1:4101/graphql`); subgraphs not listed run inside the gateway"),
-    PEER_TIMEOUT_MS: intFrom('PEER_TIMEOUT_MS', 50, 60_000).default(2000).describe("a subgraph's call to a peer subgraph (rental asking prediction for a travel forecast) that takes longer uses the fallback (the 45 km/h rule)"),
+      })
+      .describe('distributed mode: `name=url` pairs, comma-separated (`rental=http://127.0.0.1:4101/graphql`); subgraphs not listed run inside the gateway'),
+    PEER_TIMEOUT_MS: intFrom('PEER_TIMEOUT_MS', 50, 60_000)
+      .default(2000)
+      .describe("a subgraph's call to a peer subgraph (rental asking prediction for a travel forecast) that takes longer uses the fallback (the 45 km/h rule)"),
     API_KEYS: z
       .string()
       .optional()
-      .transform((raw) => (raw ?? '').split(',').map((k) => k.trim()).filter((k) => k.length > 0))
-      .pipe(z.array(z.string().min(8, 'each API key in API_KEYS must be at least 8 characters'))).describe("comma-separated operator keys (8+ characters each, scope `ops:admin`); with none of `API_KEYS`, `API_KEYS_FILE` and `AUTH_JWKS_URL`, demo mode"),
-    API_KEYS_FILE: z.string().min(1).optional().describe("JSON file of keys with their principal, tenant and scopes ([Auth](#auth))"),
+      .transform((raw) =>
+        (raw ?? '')
+          .split(',')
+          .map((k) => k.trim())
+          .filter((k) => k.length > 0),
+      )
+      .pipe(z.array(z.string().min(8, 'each API key in API_KEYS must be at least 8 characters')))
+      .describe(
+        'comma-separated operator keys (8+ characters each, scope `ops:admin`); with none of `API_KEYS`, `API_KEYS_FILE` and `AUTH_JWKS_URL`, demo mode',
+      ),
+    API_KEYS_FILE: z.string().min(1).optional().describe('JSON file of keys with their principal, tenant and scopes ([Auth](#auth))'),
     AUTH_JWKS_URL: z
       .string()
       .regex(/^https?:\/\/\S+$/, 'AUTH_JWKS_URL must be an https:// URL')
-      .refine((url) => url.startsWith('https://') || isLoopbackUrl(url), 'AUTH_JWKS_URL must be https:// (plain http:// is accepted on loopback only: 127.0.0.0/8, [::1], localhost)')
-      .optional().describe("accept bearer JWTs signed by a key of this JWKS (with `AUTH_ISSUER` and `AUTH_AUDIENCE`: all three or none); the URL must be `https://` (plain `http://` only on loopback)"),
-    AUTH_ISSUER: z.string().min(1).optional().describe("the `iss` a bearer JWT must carry (with `AUTH_JWKS_URL` and `AUTH_AUDIENCE`)"),
-    AUTH_AUDIENCE: z.string().min(1).optional().describe("the `aud` a bearer JWT must carry (with `AUTH_JWKS_URL` and `AUTH_ISSUER`)"),
+      .refine(
+        (url) => url.startsWith('https://') || isLoopbackUrl(url),
+        'AUTH_JWKS_URL must be https:// (plain http:// is accepted on loopback only: 127.0.0.0/8, [::1], localhost)',
+      )
+      .optional()
+      .describe(
+        'accept bearer JWTs signed by a key of this JWKS (with `AUTH_ISSUER` and `AUTH_AUDIENCE`: all three or none); the URL must be `https://` (plain `http://` only on loopback)',
+      ),
+    AUTH_ISSUER: z.string().min(1).optional().describe('the `iss` a bearer JWT must carry (with `AUTH_JWKS_URL` and `AUTH_AUDIENCE`)'),
+    AUTH_AUDIENCE: z.string().min(1).optional().describe('the `aud` a bearer JWT must carry (with `AUTH_JWKS_URL` and `AUTH_ISSUER`)'),
     AUTH_TENANT_CLAIM: z.string().min(1).default('tenant').describe("the claim naming a token's tenant"),
-    AUTH_SCOPES_CLAIM: z.string().min(1).optional().describe("the claim listing a token's scopes (a space-separated string or an array); unset: `scope`, then `scp`"),
-    PRINCIPAL_SECRET: z.string().min(32, 'PRINCIPAL_SECRET must be at least 32 characters').optional().describe("32+ characters shared by the gateway and its subgraph servers; signs the caller's principal for each call ([Between processes](#auth)); with it a subgraph server serves only signed calls. Needed by the gateway in distributed mode with `API_KEYS_FILE` or JWTs, and by a subgraph server with any credential configured unless it listens on loopback"),
-    EVENT_REPLAY_MEMORY: intFrom('EVENT_REPLAY_MEMORY', 0, 1_000_000).default(10_000).describe("the newest events each process keeps in memory: a subscription resumed from a cursor among them is replayed from memory, without reading the outbox or the stream (so it also works while the database is away); `0` reads every replay from the log"),
+    AUTH_SCOPES_CLAIM: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("the claim listing a token's scopes (a space-separated string or an array); unset: `scope`, then `scp`"),
+    PRINCIPAL_SECRET: z
+      .string()
+      .min(32, 'PRINCIPAL_SECRET must be at least 32 characters')
+      .optional()
+      .describe(
+        "32+ characters shared by the gateway and its subgraph servers; signs the caller's principal for each call ([Between processes](#auth)); with it a subgraph server serves only signed calls. Needed by the gateway in distributed mode with `API_KEYS_FILE` or JWTs, and by a subgraph server with any credential configured unless it listens on loopback",
+      ),
+    EVENT_REPLAY_MEMORY: intFrom('EVENT_REPLAY_MEMORY', 0, 1_000_000)
+      .default(10_000)
+      .describe(
+        'the newest events each process keeps in memory: a subscription resumed from a cursor among them is replayed from memory, without reading the outbox or the stream (so it also works while the database is away); `0` reads every replay from the log',
+      ),
     EVENT_BUS_URL: z
       .string()
       .trim()
       .regex(/^(nats|tls):\/\/\S+$/, 'EVENT_BUS_URL must be a nats:// or tls:// URL')
-      .optional().describe("`nats://host:4222`: relay the outbox to NATS JetStream ([event bus](#event-bus-nats-jetstream)); unset, nothing needs NATS"),
+      .optional()
+      .describe('`nats://host:4222`: relay the outbox to NATS JetStream ([event bus](#event-bus-nats-jetstream)); unset, nothing needs NATS'),
     EVENT_STREAM: z
       .string()
       .trim()
       .regex(/^[A-Za-z0-9_-]{1,64}$/, 'EVENT_STREAM must be 1-64 characters of A-Z a-z 0-9 _ -')
-      .default('OPS_EVENTS').describe("the JetStream stream; its subjects are `<stream>.<topic>`"),
-    EVENT_STREAM_MAX_AGE_S: intFrom('EVENT_STREAM_MAX_AGE_S', 60, 365 * 86_400).default(7 * 86_400).describe("events older than this (7 days) leave the stream"),
-    EVENT_STREAM_MAX_BYTES: intFrom('EVENT_STREAM_MAX_BYTES', 1024 * 1024, 1024 ** 4).default(1024 ** 3).describe("the stream's size bound (1 GiB); the oldest events leave first"),
-    EVENT_STREAM_DUPLICATE_WINDOW_S: intFrom('EVENT_STREAM_DUPLICATE_WINDOW_S', 1, 86_400).default(120).describe("JetStream's deduplication window for a relayed event published again"),
-    OUTBOX_RETENTION_S: intFrom('OUTBOX_RETENTION_S', 60, 365 * 86_400).default(7 * 86_400).describe("seconds an outbox event is kept (7 days, as the stream), and in any case until it is relayed; high-rate topics keep less ([Retention](#retention-of-the-event-log))"),
-    OUTBOX_PRUNE_INTERVAL_MS: intFrom('OUTBOX_PRUNE_INTERVAL_MS', 100, 86_400_000).default(60_000).describe("how often the outbox is pruned"),
+      .default('OPS_EVENTS')
+      .describe('the JetStream stream; its subjects are `<stream>.<topic>`'),
+    EVENT_STREAM_MAX_AGE_S: intFrom('EVENT_STREAM_MAX_AGE_S', 60, 365 * 86_400)
+      .default(7 * 86_400)
+      .describe('events older than this (7 days) leave the stream'),
+    EVENT_STREAM_MAX_BYTES: intFrom('EVENT_STREAM_MAX_BYTES', 1024 * 1024, 1024 ** 4)
+      .default(1024 ** 3)
+      .describe("the stream's size bound (1 GiB); the oldest events leave first"),
+    EVENT_STREAM_DUPLICATE_WINDOW_S: intFrom('EVENT_STREAM_DUPLICATE_WINDOW_S', 1, 86_400)
+      .default(120)
+      .describe("JetStream's deduplication window for a relayed event published again"),
+    OUTBOX_RETENTION_S: intFrom('OUTBOX_RETENTION_S', 60, 365 * 86_400)
+      .default(7 * 86_400)
+      .describe(
+        'seconds an outbox event is kept (7 days, as the stream), and in any case until it is relayed; high-rate topics keep less ([Retention](#retention-of-the-event-log))',
+      ),
+    OUTBOX_PRUNE_INTERVAL_MS: intFrom('OUTBOX_PRUNE_INTERVAL_MS', 100, 86_400_000).default(60_000).describe('how often the outbox is pruned'),
   },
   (config) => {
     const problems: string[] = [];

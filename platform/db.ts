@@ -6,15 +6,13 @@ import type { QueryResult } from './query-result.js';
 import { ReadCache } from './read-cache.js';
 import { StartupError } from './startup-error.js';
 
-export type { QueryResult };
-
 /** Anything SQL can be sent to: the database itself or an open transaction. */
 export interface Queryable {
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
 }
 
 /** Transactions retried so far, by cause. */
-export interface RetryCounts {
+interface RetryCounts {
   /** After a deadlock (40P01): the lock order of some transaction is not consistent. */
   readonly deadlock: number;
   /** After a serialization failure (40001). */
@@ -80,7 +78,7 @@ const INT8_OID = 20;
  * beyond 2^53). A value a number cannot hold exactly is refused, never rounded: read such columns as
  * text (`id::text`, as the outbox cursor does).
  */
-export function parseInt8(text: string): number {
+function parseInt8(text: string): number {
   const value = Number(text);
   if (!Number.isSafeInteger(value)) {
     throw new RangeError(`int8 value ${text} is not a safe integer (beyond 2^53); select it as text`);
@@ -205,7 +203,9 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
   }
   const types: pg.CustomTypesConfig = {
     getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-      oid === INT8_OID && format !== 'binary' ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+      oid === INT8_OID && format !== 'binary'
+        ? parseInt8
+        : (pg.types.getTypeParser(oid, format) as (value: string) => unknown)) as pg.CustomTypesConfig['getTypeParser'],
   };
   const queryTimeoutMs = options.queryTimeoutMs ?? 15_000;
   const connection = {

@@ -20,7 +20,7 @@ export interface StoredEvent<P = unknown> {
  * The event as `viewer` may receive it: whole (fleet-wide, its own, or an operator), with the owner's
  * private fields null (another owner's event that every subscriber sees), or not at all (null).
  */
-export function eventSeenBy<P>(event: StoredEvent<P>, viewer: Viewer): StoredEvent<P> | null {
+function eventSeenBy<P>(event: StoredEvent<P>, viewer: Viewer): StoredEvent<P> | null {
   const audience = event.audience;
   if (!audience || mayView(viewer, audience.owner, audience.grain)) return event;
   if (!audience.private) return null;
@@ -77,10 +77,10 @@ export function outboxLog(db: Database): EventLog {
       return BigInt(res.rows[0]?.max ?? '0');
     },
     async after(position, limit) {
-      const res = await db.query<StoredEvent>(
-        'SELECT id::text AS id, topic, key, payload, audience FROM outbox WHERE id > $1 ORDER BY outbox.id LIMIT $2',
-        [position.toString(), limit],
-      );
+      const res = await db.query<StoredEvent>('SELECT id::text AS id, topic, key, payload, audience FROM outbox WHERE id > $1 ORDER BY outbox.id LIMIT $2', [
+        position.toString(),
+        limit,
+      ]);
       return res.rows;
     },
     async topic(topic, after, upTo, keys, limit) {
@@ -102,7 +102,7 @@ const CURSOR = /^\d{1,19}$/;
 /** Event ids are int8: a cursor beyond this names no event that can ever exist. */
 const MAX_CURSOR = 2n ** 63n - 1n;
 
-export function isCursor(value: unknown): value is string {
+function isCursor(value: unknown): value is string {
   return typeof value === 'string' && CURSOR.test(value);
 }
 
@@ -161,7 +161,7 @@ export class EventHub {
     this.position = await this.log.newest();
     this.recentFrom = this.position;
     this.unlisten = await this.log.watch(() => void this.wake());
-    this.timer = setInterval(() => this.wake(), this.pollMs);
+    this.timer = setInterval(() => void this.wake(), this.pollMs);
     this.timer.unref();
   }
 
@@ -351,7 +351,7 @@ export class EventHub {
  * A resume cursor older than the events kept: CURSOR_EXPIRED (410 in the catalogue), naming the oldest cursor
  * from which the stream is whole. The client reloads its state and subscribes from there, or from now.
  */
-export function cursorExpired(field: string, cursor: string, oldest: string, topic: string): GraphQLError {
+function cursorExpired(field: string, cursor: string, oldest: string, topic: string): GraphQLError {
   return new GraphQLError(
     `${field}: cursor ${cursor} is older than the ${topic} events kept (retention): the oldest cursor to resume from is ${oldest}; reload the state and subscribe from there or from now`,
     { extensions: { code: 'CURSOR_EXPIRED', oldestCursor: oldest, fields: [{ field, message: `expired; the oldest cursor still available is ${oldest}` }] } },

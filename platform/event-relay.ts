@@ -236,7 +236,10 @@ export class EventRelay {
     const theirs = last?.header.get(LINEAGE_HEADER) ?? '';
     const lastId = last?.header.get(OUTBOX_ID_HEADER) ?? '';
     const inStream = /^\d+$/.test(lastId) ? BigInt(lastId) : 0n;
-    const position = BigInt((await this.db.query<{ position: string }>('SELECT position::text AS position FROM outbox_relay WHERE name = $1', [this.options.stream])).rows[0]?.position ?? '0');
+    const position = BigInt(
+      (await this.db.query<{ position: string }>('SELECT position::text AS position FROM outbox_relay WHERE name = $1', [this.options.stream])).rows[0]
+        ?.position ?? '0',
+    );
     const way = `point EVENT_STREAM at a stream of this deployment's own, or start this stream afresh with \`npm run event-stream -- reset\` (its events are deleted; subscribers resuming from them are told their cursor expired)`;
     if (theirs === '' && inStream !== position) {
       this.foreign = `stream ${this.options.stream} holds events relayed before databases were told apart, up to id ${inStream}, and this database's relay stands at ${position}: ${way}`;

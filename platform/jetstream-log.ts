@@ -113,7 +113,8 @@ export class JetStreamLog implements EventLog {
       if (page.length === 0) break;
       for (const event of page) {
         if (BigInt(event.id) > upTo) return out;
-        if (!keys || (event.key !== null && keys.has(event.key))) out.push({ id: event.id, topic: event.topic, key: event.key, payload: event.payload, audience: event.audience });
+        if (!keys || (event.key !== null && keys.has(event.key)))
+          out.push({ id: event.id, topic: event.topic, key: event.key, payload: event.payload, audience: event.audience });
         if (out.length >= limit) return out;
       }
       from = page.at(-1)!.seq + 1;

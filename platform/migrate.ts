@@ -20,7 +20,9 @@ export async function migrate(db: Database, sets: MigrationSet[]): Promise<strin
   )`);
   const applied: string[] = [];
   for (const set of sets) {
-    const files = readdirSync(set.dir).filter((f) => /^\d{3}_.+\.sql$/.test(f)).sort();
+    const files = readdirSync(set.dir)
+      .filter((f) => /^\d{3}_.+\.sql$/.test(f))
+      .sort();
     for (const file of files) {
       const name = `${set.owner}/${file}`;
       const sql = readFileSync(join(set.dir, file), 'utf8');

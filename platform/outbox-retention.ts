@@ -22,7 +22,7 @@ export interface TopicRetention {
 }
 
 /** The events a compaction prunes, as a SQL condition on the outbox row `o` (its `payload`). */
-export type CompactPredicate = `o.payload->>'${string}' = '${string}'`;
+type CompactPredicate = `o.payload->>'${string}' = '${string}'`;
 
 export interface PruneOptions {
   /** OUTBOX_RETENTION_S */
@@ -51,7 +51,11 @@ export async function pruneOutbox(db: Database, options: PruneOptions): Promise<
   const result: PruneResult = { pruned: 0, byTopic: {}, busy: false };
   const steps: { horizon: string; select: string; params: unknown[] }[] = [
     // Every topic: the shared age limit.
-    { horizon: '*', select: `SELECT o.id, o.topic FROM outbox o WHERE o.id <= $1::bigint AND o.created_at < now() - make_interval(secs => $2::double precision) ORDER BY o.id LIMIT $3`, params: [limit, options.retentionS, batch] },
+    {
+      horizon: '*',
+      select: `SELECT o.id, o.topic FROM outbox o WHERE o.id <= $1::bigint AND o.created_at < now() - make_interval(secs => $2::double precision) ORDER BY o.id LIMIT $3`,
+      params: [limit, options.retentionS, batch],
+    },
   ];
   for (const policy of options.policies) {
     if (policy.maxAgeS !== undefined) {

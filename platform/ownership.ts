@@ -48,7 +48,12 @@ export function mayView(viewer: Viewer, owner: Owner, grain: Grain): boolean {
  * The SQL condition restricting rows to what `viewer` may see, on the given owner columns; its parameters
  * are appended to `params`. `TRUE` for an operator.
  */
-export function ownedBy(viewer: Viewer, grain: Grain, params: unknown[], columns: { tenant: string; principal: string } = { tenant: 'tenant', principal: 'principal' }): string {
+export function ownedBy(
+  viewer: Viewer,
+  grain: Grain,
+  params: unknown[],
+  columns: { tenant: string; principal: string } = { tenant: 'tenant', principal: 'principal' },
+): string {
   if (viewer.all) return 'TRUE';
   params.push(viewer.owner.tenant);
   const tenant = `${columns.tenant} = $${params.length}`;

@@ -23,7 +23,7 @@ export class PeerUnavailable extends Error {
 }
 
 /** What a peer running in this process offers a caller: its schema and a context for a request. */
-export interface LocalPeer {
+interface LocalPeer {
   schema: GraphQLSchema;
   context(request: { headers: Readonly<Record<string, string | undefined>>; principal: Principal }): unknown;
 }
@@ -59,12 +59,12 @@ export function createPeers(options: PeerOptions): Peers {
   };
 
   const local = async (instance: LocalPeer, document: string, variables: Record<string, unknown>) =>
-    (await execute({
+    await execute({
       schema: instance.schema,
       document: parsed(document),
       variableValues: variables,
       contextValue: instance.context({ headers: {}, principal: SYSTEM_PRINCIPAL }),
-    })) as ExecutionResult;
+    });
 
   const remote = async (peer: string, url: string, document: string, variables: Record<string, unknown>): Promise<ExecutionResult> => {
     const requestId = randomUUID();

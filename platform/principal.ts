@@ -45,8 +45,8 @@ export const SYSTEM_PRINCIPAL: Principal = Object.freeze({ id: 'system', tenant:
  * the tenant of API_KEYS's operators, `operator-<n>` their names; `system`, `anonymous` and `documentation`
  * the principals of internal calls, public routes and generated docs.
  */
-export const RESERVED_PRINCIPALS: readonly string[] = ['sandbox', 'demo', 'system', 'anonymous', 'documentation'];
-export const RESERVED_TENANTS: readonly string[] = ['demo', 'operators', 'anonymous', 'documentation'];
+const RESERVED_PRINCIPALS: readonly string[] = ['sandbox', 'demo', 'system', 'anonymous', 'documentation'];
+const RESERVED_TENANTS: readonly string[] = ['demo', 'operators', 'anonymous', 'documentation'];
 const OPERATOR_NAME = /^operator-\d+$/;
 
 /** Why a principal name or tenant may not be claimed by a credential; null when it may. */
@@ -61,9 +61,6 @@ export const samePrincipal = (a: { id: string; tenant: string }, b: { id: string
 
 /** An operator: sees and changes every tenant's data. */
 export const isOperator = (p: Principal) => p.scopes.includes('ops:admin');
-
-/** Whether `p` may act on data of `tenant`: its own tenant, or any as an operator. */
-export const mayActFor = (p: Principal, tenant: string) => isOperator(p) || p.tenant === tenant;
 
 /** Whether `p` holds `scope` (an operator holds every scope). */
 export const hasScope = (p: Principal, scope: Scope) => isOperator(p) || p.scopes.includes(scope);
@@ -115,7 +112,16 @@ export class PrincipalSigner {
   }
 
   sign(principal: Principal, call: SignedCall, now = Date.now()): string {
-    const body = b64(JSON.stringify({ id: principal.id, tenant: principal.tenant, scopes: principal.scopes, sub: call.subgraph, dig: callDigest(call), exp: now + HEADER_TTL_MS }));
+    const body = b64(
+      JSON.stringify({
+        id: principal.id,
+        tenant: principal.tenant,
+        scopes: principal.scopes,
+        sub: call.subgraph,
+        dig: callDigest(call),
+        exp: now + HEADER_TTL_MS,
+      }),
+    );
     return `${body}.${this.mac(body)}`;
   }
 

@@ -60,7 +60,7 @@ export class Sfc32 {
 }
 
 /** FNV-1a of a string, 32 bits. */
-export function hashString(s: string): number {
+function hashString(s: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193) >>> 0;
   return h >>> 0;

@@ -2,9 +2,9 @@ import type { Readable } from 'node:stream';
 import { z } from 'zod';
 import type { ErrorCode, FieldProblem } from './errors.js';
 
-export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-export interface RestInput<B, Q, P> {
+interface RestInput<B, Q, P> {
   body: B;
   query: Q;
   params: P;
@@ -69,10 +69,8 @@ export interface RestRoute<B = unknown, Q = unknown, P = unknown, D = unknown> {
 }
 
 /** Keeps each route's generic types while collecting routes of different shapes in one table. */
-export function defineRoute<B = undefined, Q = undefined, P = undefined, D = unknown>(
-  route: RestRoute<B, Q, P, D>,
-): RestRoute {
-  return route as unknown as RestRoute;
+export function defineRoute<B = undefined, Q = undefined, P = undefined, D = unknown>(route: RestRoute<B, Q, P, D>): RestRoute {
+  return route;
 }
 
 /*

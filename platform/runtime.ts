@@ -87,7 +87,8 @@ export async function startSubgraphRuntime(args: {
       }
     }
     await events.start();
-    for (const module of modules) instances.set(module.name, await module.start({ db, config: sliceOf(module.config, config), demoMode: isDemoMode(config), clock, events, peers }));
+    for (const module of modules)
+      instances.set(module.name, await module.start({ db, config: sliceOf(module.config, config), demoMode: isDemoMode(config), clock, events, peers }));
     // The outbox is bounded: pruned in short batches, never an event the bus has not received.
     const policies = modules.flatMap((m) => m.retention ?? []);
     const stream = config.EVENT_BUS_URL ? config.EVENT_STREAM : null;

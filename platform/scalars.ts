@@ -3,14 +3,21 @@ import { GraphQLError, GraphQLScalarType, Kind, isScalarType, print, type GraphQ
 // ISO 8601 with a date, a time and an explicit offset (Z or +hh:mm): a UTC instant, never a local time.
 const ISO_INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-](\d{2}):(\d{2}))$/;
 
-export const INSTANT_FORMAT = 'must be an ISO 8601 timestamp with an offset, e.g. 2026-11-22T08:00:00Z';
+const INSTANT_FORMAT = 'must be an ISO 8601 timestamp with an offset, e.g. 2026-11-22T08:00:00Z';
 
 /** Why `value` is not an instant (a phrase to follow the field's name), or null when it is one. */
 export function instantProblem(value: unknown): string | null {
   const match = typeof value === 'string' ? ISO_INSTANT.exec(value) : null;
   if (!match) return INSTANT_FORMAT;
   const [year, month, day, hour, minute, second, offsetHours, offsetMinutes] = match.slice(1).map((f) => Number(f ?? 0)) as [
-    number, number, number, number, number, number, number, number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
   ];
   // JS Date rolls impossible fields over (2027-02-30 becomes March 2, 24:00 the next day): every field
   // must come back unchanged from a UTC date built from them.

@@ -14,7 +14,7 @@ import type { Principal } from './principal.js';
 import type { RestRoute } from './rest.js';
 
 /** What a subgraph learns about the request that reached the gateway (forwarded as headers). */
-export interface SubgraphRequest {
+interface SubgraphRequest {
   headers: Readonly<Record<string, string | undefined>>;
   /**
    * Who the request acts for, as the gateway authenticated it (signed for subgraphs in other processes,
@@ -23,7 +23,7 @@ export interface SubgraphRequest {
   principal: Principal;
 }
 
-export interface SubgraphDeps<C = unknown> {
+interface SubgraphDeps<C = unknown> {
   db: Database;
   /** The subgraph's own slice of the configuration (its `config` section), nothing else. */
   config: C;
@@ -104,7 +104,14 @@ export interface OwnedType {
   /** Values for other required arguments or body fields of operations that take its id, by name. */
   inputs?: Readonly<Record<string, unknown>>;
   /** Makes one as a caller, through the public API (`run` executes GraphQL as that caller); resolves to its id. */
-  make(run: (operation: string, variables?: Record<string, unknown>) => Promise<Record<string, any>>): Promise<string>;
+  make(run: (operation: string, variables?: Record<string, unknown>) => Promise<Record<string, unknown>>): Promise<string>;
+}
+
+/** The id of what a mutation made: `data[field].id` of its answer (for `OwnedType.make`). */
+export function createdId(data: Record<string, unknown>, field: string): string {
+  const made = data[field] as { id?: unknown } | null | undefined;
+  if (typeof made?.id !== 'string') throw new Error(`${field} answered no id: ${JSON.stringify(data)}`);
+  return made.id;
 }
 
 export interface PureReads {
@@ -124,7 +131,7 @@ export function readSubgraphSdl(name: string): string {
 type ResolverMap = Extract<Parameters<typeof buildSubgraphSchema>[0], { typeDefs: unknown }>['resolvers'];
 
 /** What a subgraph's start makes: the per-request context, and its own readiness and stop when it has them. */
-export interface SubgraphParts<Context> {
+interface SubgraphParts<Context> {
   /** The per-request context (fresh loaders, the request's "now", the caller). */
   context(request: SubgraphRequest): Context;
   /** @default the `readiness` table answers a read (or always ready without one) */
@@ -148,11 +155,16 @@ export interface SubgraphDefinition<S extends ConfigShape, Context> extends Omit
  * calls the store holding the SQL (store.ts).
  */
 export function defineSubgraph<S extends ConfigShape, Context>(definition: SubgraphDefinition<S, Context>): SubgraphModule<S> {
-  const { resolvers, readiness, start, ...module } = definition;
+  const { name, config, restPrefix, routes, migrations, peers, pure, owned, shared, retention, resolvers, readiness } = definition;
   return {
-    ...module,
+    ...{ name, config, restPrefix, routes, migrations },
+    ...(peers ? { peers } : {}),
+    ...(pure ? { pure } : {}),
+    ...(owned ? { owned } : {}),
+    ...(shared ? { shared } : {}),
+    ...(retention ? { retention } : {}),
     async start(deps) {
-      const parts = await start(deps);
+      const parts = await definition.start(deps);
       const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl(definition.name)), resolvers: resolvers as ResolverMap });
       const tableAnswers = async () => {
         if (!readiness) return true;

@@ -5,13 +5,14 @@ import { domainError, type FieldProblem } from './errors.js';
  * C0 control characters and DEL (U+0000-U+001F, U+007F). None belongs in a name or an id, and
  * PostgreSQL refuses NUL in text outright, so every string input is checked at the edge.
  */
+// eslint-disable-next-line no-control-regex -- control characters are what this pattern finds
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
-export const NO_CONTROL_CHARACTERS = 'must not contain control characters';
+const NO_CONTROL_CHARACTERS = 'must not contain control characters';
 
 // With the u flag a surrogate pair is one code point, so this matches only a lone (unpaired) surrogate,
 // which no UTF-8 text can hold: stored, it would silently become U+FFFD.
 const LONE_SURROGATE = /\p{Cs}/u;
-export const WELL_FORMED = 'must be well-formed Unicode (no unpaired surrogate)';
+const WELL_FORMED = 'must be well-formed Unicode (no unpaired surrogate)';
 
 /** A string input without control characters or unpaired surrogates (checked as sent, before any trimming). */
 export function text() {
@@ -76,7 +77,10 @@ const issueMessages: z.core.$ZodErrorMap = (issue) => {
     case 'unrecognized_keys':
       return `unknown field${issue.keys.length === 1 ? '' : 's'}: ${issue.keys.slice(0, 5).join(', ')}${issue.keys.length > 5 ? ', ...' : ''}`;
     case 'invalid_value':
-      return `must be one of ${issue.values.slice(0, 10).map((v) => JSON.stringify(v)).join(', ')}`;
+      return `must be one of ${issue.values
+        .slice(0, 10)
+        .map((v) => JSON.stringify(v))
+        .join(', ')}`;
     default:
       return 'is not valid';
   }
@@ -101,7 +105,9 @@ export function fieldsDetail(listed: readonly FieldProblem[], truncated = 0): st
   const total = listed.length + truncated;
   if (truncated === 0 && total <= 3) return listed.map((f) => `${f.field}: ${f.message}`).join('; ');
   const count = total.toLocaleString('en-US');
-  return truncated === 0 ? `${count} fields are invalid; each is listed in errors` : `${count} fields are invalid; the first ${listed.length} are listed in errors`;
+  return truncated === 0
+    ? `${count} fields are invalid; each is listed in errors`
+    : `${count} fields are invalid; the first ${listed.length} are listed in errors`;
 }
 
 /** Whether `path` names a key present (and not undefined) in `value`. */

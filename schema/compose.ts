@@ -21,14 +21,19 @@ const REQUIREMENTS = new Set(['requiresScopes', 'authenticated']);
 export function undeclaredFields(subgraphs: readonly { name: string; sdl: string }[]): string[] {
   const parsed = subgraphs.map(({ name, sdl }) => ({ name, document: parse(sdl) }));
   const objects = (document: DocumentNode) =>
-    document.definitions.filter((d): d is ObjectTypeDefinitionNode | ObjectTypeExtensionNode => d.kind === Kind.OBJECT_TYPE_DEFINITION || d.kind === Kind.OBJECT_TYPE_EXTENSION);
+    document.definitions.filter(
+      (d): d is ObjectTypeDefinitionNode | ObjectTypeExtensionNode => d.kind === Kind.OBJECT_TYPE_DEFINITION || d.kind === Kind.OBJECT_TYPE_EXTENSION,
+    );
   const keysOf = (type: ObjectTypeDefinitionNode | ObjectTypeExtensionNode) =>
-    (type.directives ?? []).filter((d) => d.name.value === 'key').flatMap((d) => {
-      const fields = d.arguments?.find((a) => a.name.value === 'fields')?.value;
-      return fields?.kind === Kind.STRING ? fields.value.split(/[\s{}]+/).filter(Boolean) : [];
-    });
+    (type.directives ?? [])
+      .filter((d) => d.name.value === 'key')
+      .flatMap((d) => {
+        const fields = d.arguments?.find((a) => a.name.value === 'fields')?.value;
+        return fields?.kind === Kind.STRING ? fields.value.split(/[\s{}]+/).filter(Boolean) : [];
+      });
   const definedIn = new Map<string, Set<string>>();
-  for (const { name, document } of parsed) for (const type of objects(document)) definedIn.set(type.name.value, (definedIn.get(type.name.value) ?? new Set()).add(name));
+  for (const { name, document } of parsed)
+    for (const type of objects(document)) definedIn.set(type.name.value, (definedIn.get(type.name.value) ?? new Set()).add(name));
   const missing: string[] = [];
   for (const { name, document } of parsed) {
     const types = objects(document);
@@ -61,9 +66,7 @@ export function composeSupergraph(): string {
       `Composition refused: these fields declare no requirement (add @requiresScopes(scopes: [["<scope>"]]), @authenticated, or @requiresScopes(scopes: [[]]) for a public field):\n${undeclared.map((f) => `  - ${f}`).join('\n')}`,
     );
   }
-  const result = composeServices(
-    subgraphNames.map((name) => ({ name, typeDefs: parse(readSubgraphSdl(name)), url: defaultSubgraphUrl(name) })),
-  );
+  const result = composeServices(subgraphNames.map((name) => ({ name, typeDefs: parse(readSubgraphSdl(name)), url: defaultSubgraphUrl(name) })));
   if (result.errors) {
     throw new Error(`Composition failed:\n${result.errors.map((e) => `  - ${e.message}`).join('\n')}`);
   }

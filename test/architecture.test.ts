@@ -12,7 +12,6 @@ import { GATEWAY_ENTRY_POINTS, GATEWAY_ROOMS, LAYOUT_DOCS, withLayout } from '..
  * only the entry points sit at its top.
  */
 
-
 const root = normalize(join(dirname(fileURLToPath(import.meta.url)), '..'));
 const LAYERS = ['platform', 'gateway', 'subgraphs', 'schema', 'tools'] as const;
 
@@ -58,7 +57,8 @@ function violation(file: string, target: string): string | null {
       return target === 'subgraphs/registry.ts' ? null : 'the gateway reaches subgraphs through subgraphs/registry.ts only';
     case 'subgraphs':
       if (targetLayer === 'platform') return null;
-      if (file === 'subgraphs/registry.ts') return targetLayer === 'subgraphs' && target.endsWith('/index.ts') ? null : 'the registry imports each subgraph by its index.ts';
+      if (file === 'subgraphs/registry.ts')
+        return targetLayer === 'subgraphs' && target.endsWith('/index.ts') ? null : 'the registry imports each subgraph by its index.ts';
       if (targetLayer === 'subgraphs' && targetSecond === second) return null;
       return `subgraphs/${second} shares code with other subgraphs only through platform/`;
     default:
@@ -73,7 +73,9 @@ function roomViolation(file: string, target: string): string | null {
   if (from === null) return null; // an entry point composes every room
   if (to === null) return `gateway/${from}/ imports an entry point (${target}); entry points compose rooms, rooms do not import them`;
   if (from === to) return null;
-  return GATEWAY_ROOMS[from]?.imports.includes(to) ? null : `gateway/${from}/ may import ${GATEWAY_ROOMS[from]?.imports.join(', ') || 'no other room'}, not gateway/${to}/`;
+  return GATEWAY_ROOMS[from]?.imports.includes(to)
+    ? null
+    : `gateway/${from}/ may import ${GATEWAY_ROOMS[from]?.imports.join(', ') || 'no other room'}, not gateway/${to}/`;
 }
 
 describe('the layers', () => {
@@ -100,10 +102,18 @@ describe('the layers', () => {
     const gateway = files.filter((f) => f.startsWith('gateway/'));
     const stray = gateway.filter((f) => (f.split('/').length === 2 ? !(f in GATEWAY_ENTRY_POINTS) : !(f.split('/')[1]! in GATEWAY_ROOMS)));
     expect(stray).toEqual([]);
-    for (const room of Object.keys(GATEWAY_ROOMS)) expect(gateway.some((f) => f.startsWith(`gateway/${room}/`)), room).toBe(true);
+    for (const room of Object.keys(GATEWAY_ROOMS))
+      expect(
+        gateway.some((f) => f.startsWith(`gateway/${room}/`)),
+        room,
+      ).toBe(true);
     // The allowed imports form no loop: a room never reaches itself through others.
     const reaches = (from: string, seen = new Set<string>()): Set<string> => {
-      for (const next of GATEWAY_ROOMS[from]?.imports ?? []) if (!seen.has(next)) (seen.add(next), reaches(next, seen));
+      for (const next of GATEWAY_ROOMS[from]?.imports ?? []) {
+        if (seen.has(next)) continue;
+        seen.add(next);
+        reaches(next, seen);
+      }
       return seen;
     };
     expect(Object.keys(GATEWAY_ROOMS).filter((room) => reaches(room).has(room))).toEqual([]);

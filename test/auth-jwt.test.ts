@@ -28,8 +28,8 @@ describe('bearer JWTs verified against a JWKS', () => {
 
   beforeAll(async () => {
     const pair = await generateKeyPair('RS256', { extractable: true });
-    signing = pair.privateKey as CryptoKey;
-    stranger = (await generateKeyPair('RS256')).privateKey as CryptoKey;
+    signing = pair.privateKey;
+    stranger = (await generateKeyPair('RS256')).privateKey;
     publicPem = await exportSPKI(pair.publicKey);
     const jwk: JWK = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
     jwks = createServer((_req, res) => {
@@ -43,7 +43,10 @@ describe('bearer JWTs verified against a JWKS', () => {
   afterAll(() => new Promise<void>((resolve) => jwks.close(() => resolve())));
 
   const now = () => Math.floor(Date.now() / 1000);
-  const mint = (claims: Record<string, unknown> = {}, options: { key?: CryptoKey; kid?: string; iss?: string; aud?: string; exp?: number; nbf?: number } = {}) => {
+  const mint = (
+    claims: Record<string, unknown> = {},
+    options: { key?: CryptoKey; kid?: string; iss?: string; aud?: string; exp?: number; nbf?: number } = {},
+  ) => {
     const jwt = new SignJWT({ tenant: 'tenant-jwt', scope: 'fleet:read rental:read rental:book', ...claims })
       .setProtectedHeader({ alg: 'RS256', kid: options.kid ?? 'k1' })
       .setSubject('user-42')
@@ -60,7 +63,7 @@ describe('bearer JWTs verified against a JWKS', () => {
   const machineStatus = async (token: string, id: string) =>
     (await rest(url, 'GET', '/rental/fleet/machines', undefined, bearer(token))).body['machines'].find((m: { id: string }) => m.id === id).status;
 
-  it('a valid token acts for its subject and tenant: the booking is the tenant\'s', async () => {
+  it("a valid token acts for its subject and tenant: the booking is the tenant's", async () => {
     const token = await mint();
     const q = await rest(url, 'POST', '/rental/pricing/quote', quoteBody('EQ-005'), bearer(token));
     expect(q.status).toBe(200);
@@ -114,7 +117,7 @@ describe('bearer JWTs verified against a JWKS', () => {
     expect((await rest(url, 'GET', '/rental/fleet/summary', undefined, { 'x-api-key': 'partner-key-0001' })).status).toBe(401);
     expect((await rest(url, 'GET', '/rental/fleet/summary')).status).toBe(401);
     const refused = wsClient(url, { authorization: `Bearer ${await mint({}, { exp: now() - 60 })}` });
-    expect((await within(refused.closed, 'the expired token\'s socket to close')).code).toBe(4401);
+    expect((await within(refused.closed, "the expired token's socket to close")).code).toBe(4401);
     const accepted = wsClient(url, { authorization: `Bearer ${await mint()}` });
     const summary = new Collector<{ fleetSummary: { total: number } }>(accepted.client, '{ fleetSummary { total } }');
     await summary.count(1);

@@ -47,7 +47,14 @@ describe('running a query without its denied fields', () => {
   it('answers each denied field null at its path, in the order selected, list items each', () => {
     const { filtered, data, errors } = run(`{ orders { secret id total } shop { name } note }`);
     expect(print((filtered as FilteredOperation).document)).not.toMatch(/secret|note/);
-    expect(data).toEqual({ orders: [{ secret: null, id: 'o1', total: 10 }, { secret: null, id: 'o2', total: 20 }], shop: { name: 'Depot' }, note: null });
+    expect(data).toEqual({
+      orders: [
+        { secret: null, id: 'o1', total: 10 },
+        { secret: null, id: 'o2', total: 20 },
+      ],
+      shop: { name: 'Depot' },
+      note: null,
+    });
     expect(Object.keys((data!['orders'] as object[])[0]!)).toEqual(['secret', 'id', 'total']);
     expect(paths(errors)).toEqual([['orders', 0, 'secret'], ['orders', 1, 'secret'], ['note']]);
   });
@@ -64,8 +71,17 @@ describe('running a query without its denied fields', () => {
   it('a null in a non-null position propagates to the nearest nullable field', () => {
     // Shop.owner is String!: the shop becomes null. Tag.hidden is String! in [Tag!]: the whole list null.
     const { data, errors } = run(`{ shop { name owner } orders { id tags { label hidden } } }`);
-    expect(data).toEqual({ shop: null, orders: [{ id: 'o1', tags: null }, { id: 'o2', tags: null }] });
-    expect(paths(errors)).toEqual([['shop', 'owner'], ['orders', 0, 'tags', 0, 'hidden']]);
+    expect(data).toEqual({
+      shop: null,
+      orders: [
+        { id: 'o1', tags: null },
+        { id: 'o2', tags: null },
+      ],
+    });
+    expect(paths(errors)).toEqual([
+      ['shop', 'owner'],
+      ['orders', 0, 'tags', 0, 'hidden'],
+    ]);
   });
 
   it('a removed non-null root field asked for unconditionally nulls everything: the operation is marked for refusal', () => {
@@ -90,10 +106,18 @@ describe('running a query without its denied fields', () => {
     fragment O on Order { id s: secret }`;
     const hidden = run(query, { hide: true });
     expect(hidden.data).toEqual({ first: { id: '1', s: null }, second: { id: '2', secret: null }, third: { id: '3' }, shop: null });
-    expect(paths(hidden.errors)).toEqual([['first', 's'], ['second', 'secret'], ['shop', 'owner']]);
+    expect(paths(hidden.errors)).toEqual([
+      ['first', 's'],
+      ['second', 'secret'],
+      ['shop', 'owner'],
+    ]);
     const shown = run(query, { hide: false });
     expect(shown.data).toEqual({ first: { id: '1', s: null }, second: { id: '2', secret: null }, third: { id: '3', secret: null }, shop: { name: 'Depot' } });
-    expect(paths(shown.errors)).toEqual([['first', 's'], ['second', 'secret'], ['third', 'secret']]);
+    expect(paths(shown.errors)).toEqual([
+      ['first', 's'],
+      ['second', 'secret'],
+      ['third', 'secret'],
+    ]);
   });
 
   it('a query with nothing denied is left exactly as it was, its answer untouched', () => {
@@ -101,7 +125,7 @@ describe('running a query without its denied fields', () => {
     const filtered = filterOperation(schema, document, getOperationAST(document)!, deny);
     expect(filtered?.operation.selectionSet).toBe(getOperationAST(document)?.selectionSet);
     const data = { shop: { name: 'Depot' }, orders: [{ id: 'o1' }] };
-    const shaped = shapeAnswer(filtered!.shape, data, {}, () => expect.unreachable() as never);
+    const shaped = shapeAnswer(filtered!.shape, data, {}, () => expect.unreachable());
     expect(shaped.data).toBe(data);
     expect(shaped.errors).toEqual([]);
   });

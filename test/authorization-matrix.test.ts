@@ -79,9 +79,12 @@ describe('every root field and REST route declares who may use it', () => {
 });
 
 describe('default deny, declared in the SDLs', () => {
-  it('composition refuses a root field or a field added to another subgraph\'s entity without a requirement, naming it', () => {
+  it("composition refuses a root field or a field added to another subgraph's entity without a requirement, naming it", () => {
     const base = (extra: string) => `type Query { a: Int @requiresScopes(scopes: [["fleet:read"]]) ${extra} }`;
-    const owner = { name: 'owner', sdl: `${base('')} type Thing @key(fields: "id") { id: ID! name: String } extend type Query { thing: Thing @authenticated }` };
+    const owner = {
+      name: 'owner',
+      sdl: `${base('')} type Thing @key(fields: "id") { id: ID! name: String } extend type Query { thing: Thing @authenticated }`,
+    };
     const adds = { name: 'adds', sdl: `${base('b: Int')} type Thing @key(fields: "id") { id: ID! price: Int seen: Int @external }` };
     expect(undeclaredFields([owner, adds])).toEqual(['adds: Query.b', 'adds: Thing.price']);
     // Declared (or public by declaration) and the owner's own fields: nothing to say.
@@ -141,12 +144,22 @@ describe.each(setups)('the matrix against a running gateway ($name)', ({ backend
 
   it('a query with fields its principal may not use answers the rest: those null, FORBIDDEN at their paths', async () => {
     const partner = { 'x-api-key': PARTNER };
-    const quote = await gql(url, `mutation($i: CreateQuoteInput!) { createQuote(input: $i) { id } }`, {
-      i: { machineIds: ['EQ-005'], locationId: 'LOC-001', startTime: hoursFromNow(50), durationHours: 2 },
-    }, partner);
+    const quote = await gql(
+      url,
+      `mutation($i: CreateQuoteInput!) { createQuote(input: $i) { id } }`,
+      {
+        i: { machineIds: ['EQ-005'], locationId: 'LOC-001', startTime: hoursFromNow(50), durationHours: 2 },
+      },
+      partner,
+    );
     expect(quote.errors).toBeUndefined();
     const confirm = (selection: string) =>
-      gql(url, `mutation($q: ID!) { confirmBooking(input: { quoteId: $q, customerName: "Partner BV" }) ${selection} }`, { q: quote.data!['createQuote'].id }, partner);
+      gql(
+        url,
+        `mutation($q: ID!) { confirmBooking(input: { quoteId: $q, customerName: "Partner BV" }) ${selection} }`,
+        { q: quote.data!['createQuote'].id },
+        partner,
+      );
     // A mutation is refused whole when it selects a denied field: nothing changes.
     const refused = await confirm('{ id deliveryForecast { q50Minutes } }');
     expect(refused.status).toBe(403);

@@ -110,11 +110,18 @@ describe('a subgraph server reached past the gateway', () => {
     expect(JSON.stringify(unsigned)).toContain('UNAUTHENTICATED');
     const signedFor = (p: Principal) => ({
       query,
-      extensions: { [PRINCIPAL_HEADER]: signer.sign(p, { subgraph: 'optimization', method: 'SUBSCRIBE', path: '/graphql', body: subscriptionBody({ query }) }) },
+      extensions: {
+        [PRINCIPAL_HEADER]: signer.sign(p, { subgraph: 'optimization', method: 'SUBSCRIBE', path: '/graphql', body: subscriptionBody({ query }) }),
+      },
     });
     expect(JSON.stringify(await first(signedFor(fleetReader)))).toContain('FORBIDDEN');
     // A header signed for another document does not open this one.
-    const other = signer.sign(runner, { subgraph: 'optimization', method: 'SUBSCRIBE', path: '/graphql', body: subscriptionBody({ query: 'subscription { vesselPositionsChanged { tick } }' }) });
+    const other = signer.sign(runner, {
+      subgraph: 'optimization',
+      method: 'SUBSCRIBE',
+      path: '/graphql',
+      body: subscriptionBody({ query: 'subscription { vesselPositionsChanged { tick } }' }),
+    });
     expect(JSON.stringify(await first({ query, extensions: { [PRINCIPAL_HEADER]: other } }))).toContain('UNAUTHENTICATED');
     await client.dispose();
   });

@@ -93,7 +93,18 @@ describe('a body over the limit is answered 413 to every client, never reset', (
     it(`curl, ${ROUNDS} times (with and without Expect: 100-continue): POST ${path}`, async () => {
       for (let i = 0; i < ROUNDS; i++) {
         for (const expectHeader of ['Expect: 100-continue', 'Expect:']) {
-          const { stdout } = await run('curl', ['-sS', '-H', 'content-type: application/json', '-H', expectHeader, '--data-binary', `@${file}`, '-w', '\n%{http_code}', `${server.url}${path}`]);
+          const { stdout } = await run('curl', [
+            '-sS',
+            '-H',
+            'content-type: application/json',
+            '-H',
+            expectHeader,
+            '--data-binary',
+            `@${file}`,
+            '-w',
+            '\n%{http_code}',
+            `${server.url}${path}`,
+          ]);
           const [body, status] = stdout.split('\n');
           expect(status).toBe('413');
           expect((JSON.parse(body!) as { code: unknown }).code).toBe('PAYLOAD_TOO_LARGE');

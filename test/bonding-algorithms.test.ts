@@ -11,8 +11,7 @@ import { hkdfSync } from 'node:crypto';
 
 /** Independent oracle: every pair, joint outage by inclusion-exclusion over the union of groups. */
 function oracle(paths: CandidatePath[], c: Constraints, q: (g: string) => number) {
-  const upProb = (groups: Set<string>, owns: number[]) =>
-    owns.reduce((s, o) => s * (1 - o), 1) * [...groups].reduce((s, g) => s * (1 - q(g)), 1);
+  const upProb = (groups: Set<string>, owns: number[]) => owns.reduce((s, o) => s * (1 - o), 1) * [...groups].reduce((s, g) => s * (1 - q(g)), 1);
   const ok = (p: CandidatePath) =>
     p.up &&
     (c.maxLatencyMs == null || p.latencyMs <= c.maxLatencyMs) &&
@@ -90,7 +89,14 @@ describe('path recommendation', () => {
 
   it('prefers the pair without shared infrastructure over two better paths in one duct', () => {
     const path = (id: string, own: number, risk: string[]): CandidatePath => ({
-      id, latencyMs: 10, jitterMs: 1, lossPct: 0.1, capacityMbps: 500, up: true, ownOutage: own, sharedRisk: risk,
+      id,
+      latencyMs: 10,
+      jitterMs: 1,
+      lossPct: 0.1,
+      capacityMbps: 500,
+      up: true,
+      ownOutage: own,
+      sharedRisk: risk,
     });
     const paths = [path('fiber', 0.001, ['conduit:a']), path('cable', 0.001, ['conduit:a']), path('lte', 0.01, ['cell-site:m'])];
     const rec = recommend(paths, {}, (g) => (g === 'conduit:a' ? 0.005 : 0.002));
@@ -116,11 +122,13 @@ describe('path recommendation', () => {
     const capacity = recommend(paths, { maxLatencyMs: 100, minCombinedCapacityMbps: 500 });
     expect(capacity.feasible).toBe(false);
     expect(capacity.explanation).toMatch(/no two of them reach 500/);
-    expect(capacity.ruledOut).toEqual(expect.arrayContaining([
-      { constraint: 'up', limit: null, count: 1, examples: ['b'] },
-      { constraint: 'maxLatencyMs', limit: 100, count: 1, examples: ['a'] },
-      { constraint: 'minCombinedCapacityMbps', limit: 500, count: 1, examples: ['c+d'] },
-    ]));
+    expect(capacity.ruledOut).toEqual(
+      expect.arrayContaining([
+        { constraint: 'up', limit: null, count: 1, examples: ['b'] },
+        { constraint: 'maxLatencyMs', limit: 100, count: 1, examples: ['a'] },
+        { constraint: 'minCombinedCapacityMbps', limit: 500, count: 1, examples: ['c+d'] },
+      ]),
+    );
     const one = recommend(paths, { maxLatencyMs: 100, maxLossPct: 0.05 });
     expect(one.feasible).toBe(false);
     expect(one.explanation).toMatch(/0 of 4 paths usable.*needs two/);
@@ -285,7 +293,9 @@ describe('BB84', () => {
     const edge = runBb84({ bits: 256, noise: 0.1, interceptFraction: 0, rng: Random.seeded(3) });
     expect(edge.status).toBe('aborted');
     expect(edge.eavesdropperDetected).toBe(false);
-    expect(edge.reason).toMatch(/^sample too small for this noise: at a QBER of \d+\.\d+% .* need (a block of about [\d,]+ raw qubits|more raw qubits than any block can give); [\d,]+ of the 4,194,304-qubit budget are left/);
+    expect(edge.reason).toMatch(
+      /^sample too small for this noise: at a QBER of \d+\.\d+% .* need (a block of about [\d,]+ raw qubits|more raw qubits than any block can give); [\d,]+ of the 4,194,304-qubit budget are left/,
+    );
     expect(edge.reason).not.toMatch(/may be observed/);
   });
 
@@ -326,7 +336,15 @@ describe('BB84', () => {
 describe('Toeplitz hashing', () => {
   it('word-parallel and FFT implementations equal the plain matrix product', () => {
     const rng = Random.seeded(4);
-    for (const [n, l] of [[1, 1], [31, 7], [32, 32], [33, 5], [100, 37], [1000, 500], [2049, 1023]] as const) {
+    for (const [n, l] of [
+      [1, 1],
+      [31, 7],
+      [32, 32],
+      [33, 5],
+      [100, 37],
+      [1000, 500],
+      [2049, 1023],
+    ] as const) {
       const seed = Uint8Array.from({ length: n + l - 1 }, () => rng.uint32() & 1);
       const x = Uint8Array.from({ length: n }, () => rng.uint32() & 1);
       const plain = toeplitzPlain(seed, x, l);

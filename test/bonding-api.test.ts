@@ -66,7 +66,11 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     expect(start.body).toMatchObject({ user_id: 'sandbox', state: 'negotiating', seed: 42, tick: 0, closed_at: null });
     expect(start.body['session_id']).toMatch(/^BS-[0-9a-f]{12}$/);
     expect(start.body['paths'].map((p: { id: string; kind: string }) => `${p.id}:${p.kind}`)).toEqual([
-      'fiber-1:fiber', 'cable-1:cable', '5g-1:5g', 'lte-1:lte', 'sat-1:satellite',
+      'fiber-1:fiber',
+      'cable-1:cable',
+      '5g-1:5g',
+      'lte-1:lte',
+      'sat-1:satellite',
     ]);
     expect(start.body['planes']['security']).toMatchObject({ health: 'degraded', last_action: 'no session key yet' });
     const id = start.body['session_id'] as string;
@@ -147,10 +151,12 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     expect(pair.correlation).toBeCloseTo(0, 9);
     expect(pair.joint_outage).toBeCloseTo(pair.outage_a * pair.outage_b, 15);
     expect(res.body['runner_up']).toMatchObject({ a: 'fiber-a', b: 'lte-a' });
-    expect(res.body['ruled_out']).toEqual(expect.arrayContaining([
-      { constraint: 'up', limit: null, count: 1, examples: ['dsl-a'] },
-      { constraint: 'max_latency_ms', limit: 100, count: 1, examples: ['sat-a'] },
-    ]));
+    expect(res.body['ruled_out']).toEqual(
+      expect.arrayContaining([
+        { constraint: 'up', limit: null, count: 1, examples: ['dsl-a'] },
+        { constraint: 'max_latency_ms', limit: 100, count: 1, examples: ['sat-a'] },
+      ]),
+    );
     expect(res.body['weights'].map((w: { path_id: string }) => w.path_id)).toEqual(['fiber-a', 'cable-a', 'lte-a']);
     expect(res.body['explanation']).toMatch(/^cable-a \+ lte-a: both down with probability/);
     expect(res.body['method']).toMatch(/^exact/);
@@ -177,14 +183,17 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
       constraints: { max_latency_ms: -1 },
     });
     expect(ranges.status).toBe(400);
-    expect(ranges.body['errors']).toEqual(expect.arrayContaining([
-      { field: 'paths[0].loss_pct', message: 'must be at most 100' },
-      { field: 'paths[1].outage_probability', message: 'is required when kind is not given' },
-      { field: 'paths[2].id', message: 'duplicates the id of item 0' },
-      { field: 'constraints.max_latency_ms', message: 'must be at least 0' },
-    ]));
+    expect(ranges.body['errors']).toEqual(
+      expect.arrayContaining([
+        { field: 'paths[0].loss_pct', message: 'must be at most 100' },
+        { field: 'paths[1].outage_probability', message: 'is required when kind is not given' },
+        { field: 'paths[2].id', message: 'duplicates the id of item 0' },
+        { field: 'constraints.max_latency_ms', message: 'must be at least 0' },
+      ]),
+    );
     expect((await rest(url, 'POST', '/bonding/api/quantum/optimize', { constraints: {} })).body).toMatchObject({
-      status: 400, errors: [{ field: 'paths', message: 'is required' }],
+      status: 400,
+      errors: [{ field: 'paths', message: 'is required' }],
     });
     const many = Array.from({ length: 1001 }, (_, i) => path(`p${i}`));
     const tooMany = await rest(url, 'POST', '/bonding/api/quantum/optimize', { paths: many });
@@ -196,7 +205,7 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     const paths = Array.from({ length: 500 }, (_, i) => ({
       id: `p${i}`,
       kind: ['fiber', 'cable', '5g', 'lte', 'satellite'][i % 5],
-      latency_ms: 5 + (i * 37) % 200,
+      latency_ms: 5 + ((i * 37) % 200),
       loss_pct: ((i * 13) % 100) / 50,
       capacity_mbps: 50 + ((i * 97) % 950),
       shared_risk: [`conduit:d${i % 40}`, `cell-site:m${i % 23}`],
@@ -215,8 +224,18 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     const res = await rest(url, 'POST', '/bonding/api/qkd/generate', { session_id: id, bits: 256, seed: 5, noise: 0.03 });
     expect(res.status).toBe(200);
     const k = res.body;
-    expect(k).toMatchObject({ session_id: id, status: 'completed', bits: 256, final_bits: 256, residual_errors: 0, eavesdropper_detected: false,
-      kem: 'ML-KEM-768', kdf: 'HKDF-SHA256', simulated: true, qber_threshold: 0.11 });
+    expect(k).toMatchObject({
+      session_id: id,
+      status: 'completed',
+      bits: 256,
+      final_bits: 256,
+      residual_errors: 0,
+      eavesdropper_detected: false,
+      kem: 'ML-KEM-768',
+      kdf: 'HKDF-SHA256',
+      simulated: true,
+      qber_threshold: 0.11,
+    });
     expect(k['key']).toMatch(/^[0-9a-f]{64}$/);
     expect(k['key_id']).toMatch(/^QK-[0-9a-f]{16}$/);
     expect(k['fingerprint']).toMatch(/^[0-9a-f]{32}$/);
@@ -254,20 +273,25 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     expect(ranges.body['errors'].map((e: { field: string }) => e.field).sort()).toEqual(['intercept_fraction', 'noise']);
     expect((await rest(url, 'POST', '/bonding/api/qkd/generate', { session_id: 'BS-00000000000f', bits: 128 })).status).toBe(404);
     expect((await rest(url, 'POST', '/bonding/api/qkd/generate', { session_id: 'nope', bits: 128 })).body).toMatchObject({
-      status: 400, errors: [{ field: 'session_id' }],
+      status: 400,
+      errors: [{ field: 'session_id' }],
     });
     expect((await rest(url, 'POST', '/bonding/api/qkd/generate', { bits: 128 })).body).toMatchObject({
-      status: 400, errors: [{ field: 'session_id', message: 'is required' }],
+      status: 400,
+      errors: [{ field: 'session_id', message: 'is required' }],
     });
     const g = await gql(url, 'mutation($i: QuantumKeyInput!) { generateQuantumKey(input: $i) { status } }', { i: { sessionId: id, bits: 8 } });
     expect(g.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', fields: [{ field: 'bits', message: 'must be at least 64' }] });
   });
 
   it('GraphQL: custom paths, correlation matrix, recommendation under constraints, lists', async () => {
-    const res = await gql(url, `mutation { startBondingSession(userId: "gql.user", seed: 9, paths: [
+    const res = await gql(
+      url,
+      `mutation { startBondingSession(userId: "gql.user", seed: 9, paths: [
         { id: "f1", kind: FIBER, sharedRisk: ["conduit:a"] }, { id: "c1", kind: CABLE, sharedRisk: ["conduit:a"] },
         { id: "m1", kind: FIVE_G, sharedRisk: ["cell-site:x"] }]) {
-        ${SESSION} correlation { pathIds matrix } recommendation(constraints: { maxLatencyMs: 1000 }) { feasible pair { a b sharedRisk } } } }`);
+        ${SESSION} correlation { pathIds matrix } recommendation(constraints: { maxLatencyMs: 1000 }) { feasible pair { a b sharedRisk } } } }`,
+    );
     expect(res.errors).toBeUndefined();
     const s = res.data!['startBondingSession'];
     expect(s).toMatchObject({ userId: 'gql.user', state: 'NEGOTIATING', seed: 9, tick: 0 });
@@ -325,7 +349,7 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     await c.dispose();
   });
 
-  it('outside demo mode, keys are distilled on and shown to the session\'s own user only', async () => {
+  it("outside demo mode, keys are distilled on and shown to the session's own user only", async () => {
     const instance = server.subgraphs.get('bonding')!;
     const start = await rest(url, 'POST', '/bonding/api/bonding/start?user_id=keyed');
     const run = (principal: Principal) => {
@@ -351,7 +375,11 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     // Demo mode started it for user `keyed` of the demo tenant: that principal distils.
     const owner = await run({ id: 'keyed', tenant: 'demo', scopes: ['bonding:use'] });
     expect(owner.errors).toBeUndefined();
-    expect(owner.data!['generateQuantumKey']).toMatchObject({ status: 'COMPLETED', key: expect.stringMatching(/^[0-9a-f]{32}$/), fingerprint: expect.stringMatching(/^[0-9a-f]{32}$/) });
+    expect(owner.data!['generateQuantumKey']).toMatchObject({
+      status: 'COMPLETED',
+      key: expect.stringMatching(/^[0-9a-f]{32}$/),
+      fingerprint: expect.stringMatching(/^[0-9a-f]{32}$/),
+    });
   });
 
   it.runIf(mode === 'distributed')('with the bonding subgraph down: REST 502 with a JSON error, GraphQL UPSTREAM_UNAVAILABLE at its fields only', async () => {

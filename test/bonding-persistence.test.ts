@@ -43,8 +43,7 @@ async function storedSession(db: Database, id: string) {
 describe.each(backends)('bonding sessions survive a restart (%s)', (backend: Backend) => {
   const dir = mkdtempSync(join(tmpdir(), 'ops-supergraph-bonding-'));
   const schema = `t_bond_restart_${randomBytes(4).toString('hex')}`;
-  const start = () =>
-    startTestServer({ backend, env: { DATA_DIR: dir, BONDING_TICK_MS: '200' }, ...(backend === 'postgres' ? { schema } : {}) });
+  const start = () => startTestServer({ backend, env: { DATA_DIR: dir, BONDING_TICK_MS: '200' }, ...(backend === 'postgres' ? { schema } : {}) });
   afterAll(async () => {
     rmSync(dir, { recursive: true, force: true });
     if (backend === 'postgres') await dropSchema(schema);
@@ -132,7 +131,8 @@ describe.skipIf(!TEST_DATABASE_URL)('two instances on one PostgreSQL', () => {
     open.push(ra);
     const store = new BondingStore(ra.db, options);
     const ids: string[] = [];
-    for (let i = 0; i < 3; i++) ids.push((await store.startSession({ user: { tenant: 'tests', principal: `svc-${i}` }, seed: 100 + i, paths: DEFAULT_TOPOLOGY, now: new Date() })).id);
+    for (let i = 0; i < 3; i++)
+      ids.push((await store.startSession({ user: { tenant: 'tests', principal: `svc-${i}` }, seed: 100 + i, paths: DEFAULT_TOPOLOGY, now: new Date() })).id);
     await waitFor('steps on the first instance', async () => (await Promise.all(ids.map((id) => storedSession(ra.db, id)))).every((s) => s.tick >= 5));
     // The second instance runs beside the first, which holds the leases; then the first stops.
     const rb = await startSubgraphRuntime({ config, clock: systemClock, modules: [bonding] });
@@ -142,10 +142,14 @@ describe.skipIf(!TEST_DATABASE_URL)('two instances on one PostgreSQL', () => {
     const firstOwner = owners.rows.map((r) => r.lease_owner);
     const ticksBefore = await Promise.all(ids.map(async (id) => (await storedSession(rb.db, id)).tick));
     await ra.close();
-    await waitFor('steps on the second instance', async () => {
-      const now = await Promise.all(ids.map((id) => storedSession(rb.db, id)));
-      return now.every((s, i) => s.tick >= ticksBefore[i]! + 5);
-    }, 20_000);
+    await waitFor(
+      'steps on the second instance',
+      async () => {
+        const now = await Promise.all(ids.map((id) => storedSession(rb.db, id)));
+        return now.every((s, i) => s.tick >= ticksBefore[i]! + 5);
+      },
+      20_000,
+    );
     await rb.close();
     expect(firstOwner).toHaveLength(1);
     const db = await connect();
@@ -167,7 +171,9 @@ describe.skipIf(!TEST_DATABASE_URL)('two instances on one PostgreSQL', () => {
     const a = new BondingStore(await connect(), options);
     const b = new BondingStore(await connect(), options);
     const results = await Promise.allSettled(
-      Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).startSession({ user: { tenant: 'tests', principal: 'crowd' }, seed: i, paths: DEFAULT_TOPOLOGY, now: new Date() })),
+      Array.from({ length: 10 }, (_, i) =>
+        (i % 2 ? a : b).startSession({ user: { tenant: 'tests', principal: 'crowd' }, seed: i, paths: DEFAULT_TOPOLOGY, now: new Date() }),
+      ),
     );
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(3);
     const rejected = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');

@@ -50,7 +50,13 @@ describe.skipIf(noBrowser !== null)('browsers: CORS for allowed origins, no cros
   };
   const book = async (url: string, machine: string) => {
     const headers = {};
-    const q = await rest(url, 'POST', '/rental/pricing/quote', { machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(4), duration_hours: 2 }, headers);
+    const q = await rest(
+      url,
+      'POST',
+      '/rental/pricing/quote',
+      { machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(4), duration_hours: 2 },
+      headers,
+    );
     const b = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Browser BV' }, headers);
     expect(b.status).toBe(200);
     return b.body['booking_id'] as string;
@@ -61,28 +67,31 @@ describe.skipIf(noBrowser !== null)('browsers: CORS for allowed origins, no cros
   it('a page of another site, in demo mode: reads nothing, completes nothing, opens no socket, starts no session', async () => {
     const id = await book(demo.url, 'EQ-007');
     const page = await openAt(`http://localhost:${pages.port}`);
-    const outcome = await page.evaluate(async ({ api, bookingPath }) => {
-      const result: Record<string, string> = {};
-      // Reading an answer: blocked by CORS (no Access-Control-Allow-Origin for this origin).
-      try {
-        await (await fetch(`${api}/rental/fleet/summary`)).json();
-        result['read'] = 'read';
-      } catch {
-        result['read'] = 'blocked';
-      }
-      // Bodyless POSTs that need no preflight: sent, and refused by the server.
-      await fetch(bookingPath, { method: 'POST', mode: 'no-cors' });
-      await fetch(`${api}/bonding/api/bonding/start?user_id=victim`, { method: 'POST', mode: 'no-cors' });
-      // A form post.
-      await fetch(`${api}/rental/pricing/quote`, { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: '{}' });
-      // A WebSocket: refused at the handshake.
-      result['socket'] = await new Promise<string>((resolve) => {
-        const ws = new WebSocket(`${api.replace('http', 'ws')}/graphql`, 'graphql-transport-ws');
-        ws.onopen = () => resolve('open');
-        ws.onerror = () => resolve('refused');
-      });
-      return result;
-    }, { api: demo.url, bookingPath: `${demo.url}/rental/booking/${id}/complete` });
+    const outcome = await page.evaluate(
+      async ({ api, bookingPath }) => {
+        const result: Record<string, string> = {};
+        // Reading an answer: blocked by CORS (no Access-Control-Allow-Origin for this origin).
+        try {
+          await (await fetch(`${api}/rental/fleet/summary`)).json();
+          result['read'] = 'read';
+        } catch {
+          result['read'] = 'blocked';
+        }
+        // Bodyless POSTs that need no preflight: sent, and refused by the server.
+        await fetch(bookingPath, { method: 'POST', mode: 'no-cors' });
+        await fetch(`${api}/bonding/api/bonding/start?user_id=victim`, { method: 'POST', mode: 'no-cors' });
+        // A form post.
+        await fetch(`${api}/rental/pricing/quote`, { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: '{}' });
+        // A WebSocket: refused at the handshake.
+        result['socket'] = await new Promise<string>((resolve) => {
+          const ws = new WebSocket(`${api.replace('http', 'ws')}/graphql`, 'graphql-transport-ws');
+          ws.onopen = () => resolve('open');
+          ws.onerror = () => resolve('refused');
+        });
+        return result;
+      },
+      { api: demo.url, bookingPath: `${demo.url}/rental/booking/${id}/complete` },
+    );
     expect(outcome).toEqual({ read: 'blocked', socket: 'refused' });
     expect(await bookingStatus(demo.url, id)).toBe('CONFIRMED');
     const sessions = await gql(demo.url, '{ bondingSessions(userId: "victim") { id } }');
@@ -91,11 +100,17 @@ describe.skipIf(noBrowser !== null)('browsers: CORS for allowed origins, no cros
 
   it('the same requests without a browser are served (no Origin, no Sec-Fetch-Site); a foreign Origin is refused 403', async () => {
     const id = await book(demo.url, 'EQ-009');
-    const foreign = await rest(demo.url, 'POST', `/rental/booking/${id}/complete`, undefined, { origin: 'http://evil.example', 'sec-fetch-site': 'cross-site' });
+    const foreign = await rest(demo.url, 'POST', `/rental/booking/${id}/complete`, undefined, {
+      origin: 'http://evil.example',
+      'sec-fetch-site': 'cross-site',
+    });
     expect(foreign.status).toBe(403);
     expect(foreign.body['code']).toBe('FORBIDDEN');
     expect(await bookingStatus(demo.url, id)).toBe('CONFIRMED');
-    const preflight = await fetch(`${demo.url}/rental/booking/${id}/complete`, { method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' } });
+    const preflight = await fetch(`${demo.url}/rental/booking/${id}/complete`, {
+      method: 'OPTIONS',
+      headers: { origin: 'http://evil.example', 'access-control-request-method': 'POST' },
+    });
     expect(preflight.status).toBe(403);
     expect(preflight.headers.get('access-control-allow-origin')).toBeNull();
     expect((await rest(demo.url, 'POST', `/rental/booking/${id}/complete`)).status).toBe(200);
@@ -110,10 +125,26 @@ describe.skipIf(noBrowser !== null)('browsers: CORS for allowed origins, no cros
           (await fetch(`${api}/graphql`, { method: 'POST', headers, body: JSON.stringify({ query, variables }) })).json();
         const summary = await graphql('{ fleetSummary { total } }');
         const start = new Date(Date.now() + 4 * 3_600_000).toISOString();
-        const quote = (await (await fetch(`${api}/rental/pricing/quote`, { method: 'POST', headers, body: JSON.stringify({ machine_ids: ['EQ-008'], location_id: 'LOC-001', start_time: start, duration_hours: 2 }) })).json()) as { quote_id: string };
-        const confirm = await fetch(`${api}/rental/booking/confirm`, { method: 'POST', headers, body: JSON.stringify({ quote_id: quote.quote_id, customer_name: 'Frontend BV' }) });
+        const quote = (await (
+          await fetch(`${api}/rental/pricing/quote`, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({ machine_ids: ['EQ-008'], location_id: 'LOC-001', start_time: start, duration_hours: 2 }),
+          })
+        ).json()) as { quote_id: string };
+        const confirm = await fetch(`${api}/rental/booking/confirm`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify({ quote_id: quote.quote_id, customer_name: 'Frontend BV' }),
+        });
         const booked = (await confirm.json()) as { booking_id: string };
-        return { summary, status: confirm.status, requestId: confirm.headers.get('x-request-id'), booking: booked.booking_id, withoutKey: (await fetch(`${api}/rental/fleet/summary`)).status };
+        return {
+          summary,
+          status: confirm.status,
+          requestId: confirm.headers.get('x-request-id'),
+          booking: booked.booking_id,
+          withoutKey: (await fetch(`${api}/rental/fleet/summary`)).status,
+        };
       },
       { api: keyed.url, key: KEY },
     );

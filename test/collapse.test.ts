@@ -20,8 +20,17 @@ function heldSource() {
   return { source, calls };
 }
 
-const fetchOf = (query: string, variables: Record<string, unknown> = {}, headers: Record<string, string | undefined> = {}, principal: Principal = DEMO_PRINCIPAL) =>
-  ({ request: { query, variables }, context: { headers, principal }, incomingRequestContext: {} }) as unknown as GraphQLDataSourceProcessOptions<GatewayContext>;
+const fetchOf = (
+  query: string,
+  variables: Record<string, unknown> = {},
+  headers: Record<string, string | undefined> = {},
+  principal: Principal = DEMO_PRINCIPAL,
+) =>
+  ({
+    request: { query, variables },
+    context: { headers, principal },
+    incomingRequestContext: {},
+  }) as unknown as GraphQLDataSourceProcessOptions<GatewayContext>;
 
 describe('identical subgraph reads in flight', () => {
   it('are made once; every caller gets its own copy of the answer', async () => {
@@ -29,7 +38,11 @@ describe('identical subgraph reads in flight', () => {
     let joined = 0;
     const collapsed = collapsing(source, () => joined++);
     const q = 'query { machines { id status } }';
-    const answers = [collapsed.process(fetchOf(q, {}, { 'x-request-id': 'a' })), collapsed.process(fetchOf(q, {}, { 'x-request-id': 'b' })), collapsed.process(fetchOf(q))];
+    const answers = [
+      collapsed.process(fetchOf(q, {}, { 'x-request-id': 'a' })),
+      collapsed.process(fetchOf(q, {}, { 'x-request-id': 'b' })),
+      collapsed.process(fetchOf(q)),
+    ];
     expect(calls).toHaveLength(1);
     expect(joined).toBe(2);
     calls[0]!.release({ data: { machines: [{ id: 'EQ-001', status: 'AVAILABLE' }] } });
@@ -84,10 +97,17 @@ describe('identical subgraph reads in flight', () => {
   it('through the gateway: concurrent identical federated queries all get the one right answer', async () => {
     const server = await startTestServer({ mode: 'distributed' });
     for (const [i, machine] of ['EQ-011', 'EQ-012'].entries()) {
-      const quote = await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: [machine], location_id: 'LOC-002', start_time: hoursFromNow(20 + i), duration_hours: 3 });
+      const quote = await rest(server.url, 'POST', '/rental/pricing/quote', {
+        machine_ids: [machine],
+        location_id: 'LOC-002',
+        start_time: hoursFromNow(20 + i),
+        duration_hours: 3,
+      });
       expect((await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: quote.body['quote_id'], customer_name: `C${i}` })).status).toBe(200);
     }
-    const query = JSON.stringify({ query: '{ bookings(first: 10) { edges { node { id machines { id status } deliveryForecast { q10Minutes q50Minutes q90Minutes } } } } }' });
+    const query = JSON.stringify({
+      query: '{ bookings(first: 10) { edges { node { id machines { id status } deliveryForecast { q10Minutes q50Minutes q90Minutes } } } } }',
+    });
     const post = () => fetch(`${server.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: query }).then((r) => r.json());
     const alone = await post();
     const together = await Promise.all(Array.from({ length: 20 }, post));
@@ -102,7 +122,10 @@ describe('identical subgraph reads in flight', () => {
     const made = total('subgraph_fetch_duration_seconds_count');
     const collapsed = total('subgraph_fetches_collapsed_total');
     // Forecasts already fetched are answered from the gateway's fetch cache (gateway/execution/fetch-cache.ts).
-    const kept = metrics.split('\n').filter((l) => l.startsWith('subgraph_fetch_cache_reads_total') && l.includes('result="hit"')).reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+    const kept = metrics
+      .split('\n')
+      .filter((l) => l.startsWith('subgraph_fetch_cache_reads_total') && l.includes('result="hit"'))
+      .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
     // 21 operations of two fetches each (the ledger page, then its forecasts), plus the health checks made.
     expect(made + collapsed + kept).toBeGreaterThanOrEqual(42);
     console.log(`collapse: ${collapsed} of ${made + collapsed + kept} fetches joined one in flight, ${kept} answered from the fetch cache`);
@@ -112,7 +135,10 @@ describe('identical subgraph reads in flight', () => {
 
 describe('the copy each joined caller gets', () => {
   it('is what a JSON round trip gives, sharing nothing, own __proto__ keys kept', () => {
-    const answer = JSON.parse('{"data":{"a":[1,{"b":null,"c":"x"}],"__proto__":{"d":true}},"errors":[{"message":"m","path":["a",0]}]}') as Record<string, unknown>;
+    const answer = JSON.parse('{"data":{"a":[1,{"b":null,"c":"x"}],"__proto__":{"d":true}},"errors":[{"message":"m","path":["a",0]}]}') as Record<
+      string,
+      unknown
+    >;
     const copy = copyJson(answer);
     expect(JSON.stringify(copy)).toBe(JSON.stringify(answer));
     expect(copy).toEqual(JSON.parse(JSON.stringify(answer)));

@@ -26,9 +26,7 @@ describe.each(backends)('concurrent state changes (%s)', (backend) => {
   });
 
   it('50 concurrent quotes for one machine: exactly one wins, 49 get 409', async () => {
-    const results = await Promise.all(
-      Array.from({ length: 50 }, () => rest(url, 'POST', '/rental/pricing/quote', quoteBody(['EQ-001']))),
-    );
+    const results = await Promise.all(Array.from({ length: 50 }, () => rest(url, 'POST', '/rental/pricing/quote', quoteBody(['EQ-001']))));
     const statuses = results.map((r) => r.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(1);
     expect(statuses.filter((s) => s === 409)).toHaveLength(49);
@@ -47,9 +45,7 @@ describe.each(backends)('concurrent state changes (%s)', (backend) => {
       ['EQ-004', 'EQ-005'],
       ['EQ-005', 'EQ-002'],
     ];
-    const results = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => rest(url, 'POST', '/rental/pricing/quote', quoteBody(sets[i % sets.length]!))),
-    );
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => rest(url, 'POST', '/rental/pricing/quote', quoteBody(sets[i % sets.length]!))));
     expect(results.every((r) => r.status === 200 || r.status === 409)).toBe(true);
     const won = results.filter((r) => r.status === 200).flatMap((r) => r.body['machine_ids'] as string[]);
     expect(new Set(won).size).toBe(won.length);
@@ -63,9 +59,7 @@ describe.each(backends)('concurrent state changes (%s)', (backend) => {
     const q = await rest(url, 'POST', '/rental/pricing/quote', quoteBody(['EQ-010']));
     expect(q.status).toBe(200);
     const results = await Promise.all(
-      Array.from({ length: 20 }, (_, i) =>
-        rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: `Racer ${i}` }),
-      ),
+      Array.from({ length: 20 }, (_, i) => rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: `Racer ${i}` })),
     );
     expect(results.filter((r) => r.status === 200)).toHaveLength(1);
     expect(results.filter((r) => r.status === 409)).toHaveLength(19);
@@ -77,7 +71,13 @@ describe.each(backends)('concurrent state changes (%s)', (backend) => {
     const q = await rest(url, 'POST', '/rental/pricing/quote', quoteBody(['EQ-011']));
     const results = await Promise.all(
       Array.from({ length: 10 }, () =>
-        rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Same Key BV' }, { 'idempotency-key': `k-${q.body['quote_id']}` }),
+        rest(
+          url,
+          'POST',
+          '/rental/booking/confirm',
+          { quote_id: q.body['quote_id'], customer_name: 'Same Key BV' },
+          { 'idempotency-key': `k-${q.body['quote_id']}` },
+        ),
       ),
     );
     expect(results.map((r) => r.status)).toEqual(Array(10).fill(200));
@@ -88,9 +88,7 @@ describe.each(backends)('concurrent state changes (%s)', (backend) => {
     const q = await rest(url, 'POST', '/rental/pricing/quote', quoteBody(['EQ-012', 'EQ-013']));
     const b = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Finisher' });
     const bookingId: string = b.body['booking_id'];
-    const results = await Promise.all(
-      Array.from({ length: 10 }, () => rest(url, 'POST', `/rental/booking/${bookingId}/complete`)),
-    );
+    const results = await Promise.all(Array.from({ length: 10 }, () => rest(url, 'POST', `/rental/booking/${bookingId}/complete`)));
     expect(results.filter((r) => r.status === 200)).toHaveLength(1);
     expect(results.filter((r) => r.status === 409)).toHaveLength(9);
 

@@ -65,9 +65,15 @@ describe('configuration', () => {
       };
       expect(problems(join(dir, 'missing.json'))).toContain('cannot read');
       expect(problems(file('not-json.json', '{'))).toContain('as JSON');
-      expect(problems(file('scope.json', JSON.stringify([{ key: 'k'.repeat(20), principal: 'p', tenant: 't', scopes: ['rental:everything'] }])))).toMatch(/entry 0\.scopes\.0: each scope must be one of ops:admin/);
-      expect(problems(file('both.json', JSON.stringify([{ key: 'k'.repeat(20), key_sha256: 'a'.repeat(64), principal: 'p', tenant: 't', scopes: ['fleet:read'] }])))).toContain('exactly one of key and key_sha256');
-      expect(problems(file('short.json', JSON.stringify([{ key: 'short', principal: 'p', tenant: 't', scopes: ['fleet:read'] }])))).toContain('at least 16 characters');
+      expect(problems(file('scope.json', JSON.stringify([{ key: 'k'.repeat(20), principal: 'p', tenant: 't', scopes: ['rental:everything'] }])))).toMatch(
+        /entry 0\.scopes\.0: each scope must be one of ops:admin/,
+      );
+      expect(
+        problems(file('both.json', JSON.stringify([{ key: 'k'.repeat(20), key_sha256: 'a'.repeat(64), principal: 'p', tenant: 't', scopes: ['fleet:read'] }]))),
+      ).toContain('exactly one of key and key_sha256');
+      expect(problems(file('short.json', JSON.stringify([{ key: 'short', principal: 'p', tenant: 't', scopes: ['fleet:read'] }])))).toContain(
+        'at least 16 characters',
+      );
       const twice = { key: 'k'.repeat(20), principal: 'p', tenant: 't', scopes: ['fleet:read'] };
       expect(problems(file('twice.json', JSON.stringify([twice, { ...twice, principal: 'q' }])))).toContain('entry 1 repeats a key');
       const ok = createAuthenticator(loadConfig({ API_KEYS_FILE: file('ok.json', JSON.stringify([twice])) }));
@@ -77,14 +83,28 @@ describe('configuration', () => {
     }
     expect(() => loadConfig({ AUTH_JWKS_URL: 'https://idp.test/jwks' })).toThrow(/set all three/);
     expect(() => loadConfig({ PRINCIPAL_SECRET: 'short' })).toThrow(/at least 32 characters/);
-    expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com, http://127.0.0.1:5173' }).CORS_ORIGINS).toEqual(['https://app.example.com', 'http://127.0.0.1:5173']);
+    expect(loadConfig({ CORS_ORIGINS: 'https://app.example.com, http://127.0.0.1:5173' }).CORS_ORIGINS).toEqual([
+      'https://app.example.com',
+      'http://127.0.0.1:5173',
+    ]);
     expect(() => loadConfig({ CORS_ORIGINS: 'https://app.example.com/' })).toThrow(/exact origin/);
     expect(() => loadConfig({ CORS_ORIGINS: '*' })).toThrow(/exact origin/);
   });
 
   it('is declared by the modules that read it: each variable once, documented, and the table of docs/operations.md generated from the declarations', () => {
     const owners = CONFIG_SECTIONS.map((section) => section.owner);
-    expect(owners).toEqual(['platform', 'gateway/http', 'gateway/security', 'gateway/execution', 'gateway/subscriptions', 'rental', 'prediction', 'bonding', 'features', 'optimization']);
+    expect(owners).toEqual([
+      'platform',
+      'gateway/http',
+      'gateway/security',
+      'gateway/execution',
+      'gateway/subscriptions',
+      'rental',
+      'prediction',
+      'bonding',
+      'features',
+      'optimization',
+    ]);
     const names = CONFIG_SECTIONS.flatMap((section) => Object.keys(section.shape));
     expect(new Set(names).size).toBe(names.length);
     expect(names.length).toBe(73);
@@ -97,7 +117,12 @@ describe('configuration', () => {
 
   it('hands each subgraph its own slice of the configuration, nothing else', async () => {
     const config = loadConfig({ DATA_DIR: ':memory:', FEATURES_DATA_DIR: ':memory:', FEATURES_POLICIES: '40', QUOTE_TTL_SECONDS: '77' });
-    expect(sliceOf(subgraphs.find((m) => m.name === 'rental')!.config, config)).toEqual({ QUOTE_TTL_SECONDS: 77, QUOTE_SWEEP_INTERVAL_MS: 1000, TRACKING_TICK_MS: 2000, QUOTE_SIGNING_KEY: undefined });
+    expect(sliceOf(subgraphs.find((m) => m.name === 'rental')!.config, config)).toEqual({
+      QUOTE_TTL_SECONDS: 77,
+      QUOTE_SWEEP_INTERVAL_MS: 1000,
+      TRACKING_TICK_MS: 2000,
+      QUOTE_SIGNING_KEY: undefined,
+    });
     const seen = new Map<string, string[]>();
     const watched = subgraphs.map((module) => ({
       ...module,
@@ -115,4 +140,3 @@ describe('configuration', () => {
     }
   });
 });
-

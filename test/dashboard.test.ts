@@ -67,7 +67,9 @@ describe('the dashboard is served at / and speaks only the public API', () => {
       for (const asset of assets) {
         const res = await fetch(`${base}/${asset}`);
         expect(res.status, asset).toBe(200);
-        expect(res.headers.get('content-type')).toMatch(asset.endsWith('.js') ? /^text\/javascript/ : asset.endsWith('.css') ? /^text\/css/ : /^image\/svg\+xml/);
+        expect(res.headers.get('content-type')).toMatch(
+          asset.endsWith('.js') ? /^text\/javascript/ : asset.endsWith('.css') ? /^text\/css/ : /^image\/svg\+xml/,
+        );
         if (asset.startsWith('assets/')) expect(res.headers.get('cache-control')).toContain('immutable');
       }
     }
@@ -83,7 +85,10 @@ describe('the dashboard is served at / and speaks only the public API', () => {
   it('every document the page sends is valid against the API schema and within the request limits', () => {
     const limiter = createLimiter(readCheckedInSupergraph(), requestLimitsOf(loadConfig({})));
     for (const [name, document] of Object.entries(DOCUMENTS)) {
-      expect(validate(server.subscriptions.schema, parse(document)).map((e) => e.message), name).toEqual([]);
+      expect(
+        validate(server.subscriptions.schema, parse(document)).map((e) => e.message),
+        name,
+      ).toEqual([]);
       const checked = limiter.check(document, { after: '1', id: 'BK-000000000000', bookingId: 'BK-000000000000', sessionId: 'BS-000000000000' }, null);
       expect('error' in checked ? checked.error.message : 'ok', name).toBe('ok');
     }
@@ -113,7 +118,8 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
   const live = (page: Page) => page.waitForSelector('body[data-connection="live"]', { timeout: WAIT_MS });
   const tile = (page: Page, id: string) => page.locator(`.tile[data-machine="${id}"]`);
   const waitFor = (page: Page, selector: string) => page.waitForSelector(selector, { timeout: WAIT_MS });
-  const feedCursors = (page: Page) => page.locator('#feed li[data-stream="machines"]').evaluateAll((items) => items.map((li) => li.getAttribute('data-cursor') ?? '').reverse());
+  const feedCursors = (page: Page) =>
+    page.locator('#feed li[data-stream="machines"]').evaluateAll((items) => items.map((li) => li.getAttribute('data-cursor') ?? '').reverse());
 
   it('follows quotes and deliveries live, resumes after a dropped socket without missing an event, and renders every subgraph', async () => {
     const clock = new OffsetClock();
@@ -135,7 +141,12 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
         { after: cursor },
       );
 
-      const context = await browser.newContext({ viewport: { width: 1440, height: 1000 }, reducedMotion: 'reduce', locale: 'en-GB', timezoneId: PAGE_TIME_ZONE });
+      const context = await browser.newContext({
+        viewport: { width: 1440, height: 1000 },
+        reducedMotion: 'reduce',
+        locale: 'en-GB',
+        timezoneId: PAGE_TIME_ZONE,
+      });
       const { page, errors } = await open(context);
       await page.goto(pageUrl);
       await live(page);
@@ -166,7 +177,11 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
       await delivery.waitFor({ timeout: WAIT_MS });
       // One ETA per truck: the page's ETA and band are the tracking's, which are the delivery forecast's.
       const forecast = (
-        await gql(server.url, 'query($id: ID!) { booking(id: $id) { tracking { eta etaQ10 etaQ90 etaSource } deliveryForecast { arrivalQ10 arrivalQ50 arrivalQ90 } } }', { id: bookingId })
+        await gql(
+          server.url,
+          'query($id: ID!) { booking(id: $id) { tracking { eta etaQ10 etaQ90 etaSource } deliveryForecast { arrivalQ10 arrivalQ50 arrivalQ90 } } }',
+          { id: bookingId },
+        )
       ).data!['booking'];
       expect(forecast.tracking).toEqual({
         eta: forecast.deliveryForecast.arrivalQ50,
@@ -232,8 +247,14 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
       const second = await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: later.body['quote_id'], customer_name: 'Zuidas Bouw' });
       expect(second.status).toBe(200);
       expect(
-        (await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-011', 'EQ-013', 'EQ-005'], location_id: 'LOC-006', start_time: hoursFromNow(30, clock.now().getTime()), duration_hours: 16 }))
-          .status,
+        (
+          await rest(server.url, 'POST', '/rental/pricing/quote', {
+            machine_ids: ['EQ-011', 'EQ-013', 'EQ-005'],
+            location_id: 'LOC-006',
+            start_time: hoursFromNow(30, clock.now().getTime()),
+            duration_hours: 16,
+          })
+        ).status,
       ).toBe(200);
       await waitFor(page, `.delivery[data-booking="${second.body['booking_id']}"]`);
       await waitFor(page, '.tile[data-machine="EQ-005"][data-status="reserved"]');
@@ -289,7 +310,10 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
     const dir = mkdtempSync(join(tmpdir(), 'dashboard-keys-'));
     const file = join(dir, 'keys.json');
     const PARTNER = 'dashboard-partner-key-0001';
-    writeFileSync(file, JSON.stringify([{ key: PARTNER, principal: 'fleet-partner', tenant: 'tenant-f', scopes: ['fleet:read', 'rental:read', 'features:read'] }]));
+    writeFileSync(
+      file,
+      JSON.stringify([{ key: PARTNER, principal: 'fleet-partner', tenant: 'tenant-f', scopes: ['fleet:read', 'rental:read', 'features:read'] }]),
+    );
     const server = await startTestServer({ env: { API_KEYS_FILE: file } });
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, reducedMotion: 'reduce' });
     const { page, errors } = await open(context);

@@ -46,7 +46,7 @@ function contender(dir: string): Contender {
   const lines: string[] = [];
   let waiting: ((line: string) => void) | null = null;
   let buffered = '';
-  child.stdout!.on('data', (chunk: Buffer) => {
+  child.stdout.on('data', (chunk: Buffer) => {
     buffered += chunk.toString();
     let at: number;
     while ((at = buffered.indexOf('\n')) !== -1) {
@@ -130,7 +130,8 @@ describe('one writer per data directory (the lock file)', () => {
     expect(winners, outcomes.join('\n')).toHaveLength(1);
     const winner = Number(winners[0]!.slice('locked '.length));
     expect(readLock(dir).pid).toBe(winner);
-    for (const o of outcomes.filter((o) => !o.startsWith('locked '))) expect(o).toMatch(new RegExp(`^refused DATA_DIR ${dir} is in use by process ${winner} since `));
+    for (const o of outcomes.filter((o) => !o.startsWith('locked ')))
+      expect(o).toMatch(new RegExp(`^refused DATA_DIR ${dir} is in use by process ${winner} since `));
     // The winner releases on a clean stop.
     const won = racers.find((r) => r.child.pid === winner)!;
     won.child.stdin!.end();

@@ -22,7 +22,7 @@ describe('distributed mode: a long resume', () => {
     server = await startTestServer({ mode: 'distributed', env: { WS_MAX_QUEUED_EVENTS: '50' } });
   });
 
-  it('replays thousands of events through the gateway at the reader\'s pace, with small queues, exactly', async () => {
+  it("replays thousands of events through the gateway at the reader's pace, with small queues, exactly", async () => {
     const db = server.subgraphServers.get('rental')!.runtime.db;
     const before = (await gql(server.url, '{ eventCursor }')).data!['eventCursor'] as string;
     expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-004'))).status).toBe(200);
@@ -58,7 +58,9 @@ describe('distributed mode: a subgraph that is down', () => {
     const sub = server.subgraphServers.get('rental')!;
     const port = new URL(sub.graphqlUrl).port;
     const c = wsClient(server.url);
-    const live = await server.live.opened(() => new Collector<{ fleetSummaryChanged: { cursor: string } }>(c.client, 'subscription { fleetSummaryChanged { cursor } }'));
+    const live = await server.live.opened(
+      () => new Collector<{ fleetSummaryChanged: { cursor: string } }>(c.client, 'subscription { fleetSummaryChanged { cursor } }'),
+    );
     expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-001'))).status).toBe(200);
     await live.count(1);
 
@@ -89,7 +91,9 @@ describe('distributed mode: a subgraph that is down', () => {
     try {
       expect((await rest(server.url, 'GET', '/rental/fleet/summary')).body).toMatchObject({ total: 15 });
       expect((await rest(server.url, 'GET', '/health')).body).toMatchObject({ status: 'ok', ready: true });
-      const resumed = await server.live.opened(() => new Collector<{ fleetSummaryChanged: { reserved: number } }>(c.client, 'subscription { fleetSummaryChanged { reserved } }'));
+      const resumed = await server.live.opened(
+        () => new Collector<{ fleetSummaryChanged: { reserved: number } }>(c.client, 'subscription { fleetSummaryChanged { reserved } }'),
+      );
       expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-003'))).status).toBe(200);
       await resumed.count(1);
     } finally {
@@ -117,7 +121,9 @@ describe('distributed mode: a subgraph restarted under live subscriptions', () =
     const c = wsClient(server.url);
     // A shared live stream (no cursor) and a resuming one (from the start).
     const live = await server.live.opened(() => new Collector<Event>(c.client, 'subscription { machineStatusChanged { cursor machine { id } status } }'));
-    const resuming = await server.live.opened(() => new Collector<Event>(c.client, 'subscription { machineStatusChanged(after: "0") { machine { id } status } }'));
+    const resuming = await server.live.opened(
+      () => new Collector<Event>(c.client, 'subscription { machineStatusChanged(after: "0") { machine { id } status } }'),
+    );
     expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-001'))).status).toBe(200);
     await live.count(1);
     await resuming.until((r) => r.results.length >= 1);
@@ -199,10 +205,17 @@ describe('distributed mode: the prediction subgraph down', () => {
 
     // A subscription event asking for the forecast arrives too, with the same partial answer.
     const c = wsClient(server.url);
-    const events = new Collector(c.client, `subscription ($id: ID!) { trackingUpdated(bookingId: $id, after: "0") { status booking { id deliveryForecast { q50Minutes } } } }`, { id });
+    const events = new Collector(
+      c.client,
+      `subscription ($id: ID!) { trackingUpdated(bookingId: $id, after: "0") { status booking { id deliveryForecast { q50Minutes } } } }`,
+      { id },
+    );
     await events.count(1);
     expect(events.results[0]!.data).toEqual({ trackingUpdated: { status: 'SCHEDULED', booking: { id, deliveryForecast: null } } });
-    expect(events.results[0]!.errors?.[0]).toMatchObject({ path: ['trackingUpdated', 'booking', 'deliveryForecast'], extensions: { code: 'UPSTREAM_UNAVAILABLE' } });
+    expect(events.results[0]!.errors?.[0]).toMatchObject({
+      path: ['trackingUpdated', 'booking', 'deliveryForecast'],
+      extensions: { code: 'UPSTREAM_UNAVAILABLE' },
+    });
     await c.dispose();
   });
 });
@@ -213,7 +226,7 @@ describe('distributed mode: tracking while prediction cannot answer', () => {
     server = await startTestServer({ mode: 'distributed' });
   });
 
-  it('ETAs come from the 45 km/h rule and say so; once prediction is back, the model\'s ETA is published', async () => {
+  it("ETAs come from the 45 km/h rule and say so; once prediction is back, the model's ETA is published", async () => {
     const prediction = server.subgraphServers.get('prediction')!;
     const port = new URL(prediction.graphqlUrl).port;
     await prediction.close();

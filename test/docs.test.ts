@@ -10,7 +10,12 @@ import { describe, expect, it } from 'vitest';
  */
 
 const root = normalize(join(dirname(fileURLToPath(import.meta.url)), '..'));
-const DOCUMENTS = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const DOCUMENTS = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 /** GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens; repeats numbered. */
 const slug = (heading: string) =>

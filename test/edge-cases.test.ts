@@ -171,7 +171,10 @@ describe.each(backends)('edge cases at the input edge and in storage (%s)', (bac
         const res = await gql(url, query, { v: 'BK-\u0000' });
         expect(res.errors?.[0]?.extensions, query).toMatchObject({ code: 'BAD_USER_INPUT', fields: [{ field: arg }] });
       }
-      const literal = await gql(url, 'mutation { createQuote(input: { machineIds: ["EQ-003"], locationId: "LOC\\u0000", startTime: "2030-01-01T00:00:00Z", durationHours: 2 }) { id } }');
+      const literal = await gql(
+        url,
+        'mutation { createQuote(input: { machineIds: ["EQ-003"], locationId: "LOC\\u0000", startTime: "2030-01-01T00:00:00Z", durationHours: 2 }) { id } }',
+      );
       expect(literal.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', fields: [{ field: 'locationId' }] });
 
       // Nothing was reserved or stored by any of them.
@@ -187,7 +190,14 @@ describe.each(backends)('edge cases at the input edge and in storage (%s)', (bac
       )!;
       const ym = month30.toISOString().slice(0, 7);
       const valid = hoursFromNow(48, now.getTime()).slice(0, 10);
-      const impossible = [`${ym}-31T10:00:00Z`, `${valid}T24:00:00Z`, `${valid}T10:60:00Z`, `${valid}T10:00:60Z`, `${valid}T10:00:00+24:00`, `${ym}-00T10:00:00Z`];
+      const impossible = [
+        `${ym}-31T10:00:00Z`,
+        `${valid}T24:00:00Z`,
+        `${valid}T10:60:00Z`,
+        `${valid}T10:00:60Z`,
+        `${valid}T10:00:00+24:00`,
+        `${ym}-00T10:00:00Z`,
+      ];
       for (const start of impossible) {
         const res = await quote(['EQ-004'], { start_time: start });
         expect(res.status, start).toBe(400);
@@ -222,16 +232,59 @@ describe('GraphQL request errors are client errors (400), never faults', () => {
   it.each([
     ['an unknown operationName', { query: 'query A { fleetSummary { total } }', operationName: 'Nope' }, 'BAD_REQUEST', 'Nope'],
     ['several operations and no operationName', { query: 'query A { fleetSummary { total } } query B { machines { id } }' }, 'BAD_REQUEST', 'operationName'],
-    ['a Float literal beyond the double range', { query: 'mutation { createQuote(input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: "2030-01-01T00:00:00Z", durationHours: 1e400 }) { id } }' }, 'GRAPHQL_VALIDATION_FAILED', 'Infinity'],
+    [
+      'a Float literal beyond the double range',
+      {
+        query:
+          'mutation { createQuote(input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: "2030-01-01T00:00:00Z", durationHours: 1e400 }) { id } }',
+      },
+      'GRAPHQL_VALIDATION_FAILED',
+      'Infinity',
+    ],
     ['an Int literal 1e400', { query: '{ bookings(first: 1e400) { totalCount } }' }, 'GRAPHQL_VALIDATION_FAILED', 'Int'],
     ['an Int literal beyond 32 bits', { query: '{ bookings(first: 4294967296) { totalCount } }' }, 'GRAPHQL_VALIDATION_FAILED', 'Int'],
-    ['a persisted query hash', { extensions: { persistedQuery: { version: 1, sha256Hash: 'ecf4edb46db40b5132295c0291d62fb65d6759a9eedfa4d5d612dd5ec54a6b38' } } }, 'PERSISTED_QUERY_NOT_SUPPORTED', 'not supported'],
-    ['a query with a persistedQuery extension', { query: '{ fleetSummary { total } }', extensions: { persistedQuery: { version: 1, sha256Hash: 'abc' } } }, 'PERSISTED_QUERY_NOT_SUPPORTED', 'not supported'],
+    [
+      'a persisted query hash',
+      { extensions: { persistedQuery: { version: 1, sha256Hash: 'ecf4edb46db40b5132295c0291d62fb65d6759a9eedfa4d5d612dd5ec54a6b38' } } },
+      'PERSISTED_QUERY_NOT_SUPPORTED',
+      'not supported',
+    ],
+    [
+      'a query with a persistedQuery extension',
+      { query: '{ fleetSummary { total } }', extensions: { persistedQuery: { version: 1, sha256Hash: 'abc' } } },
+      'PERSISTED_QUERY_NOT_SUPPORTED',
+      'not supported',
+    ],
     ['a subscription over HTTP', { query: 'subscription { fleetSummaryChanged { cursor } }' }, 'BAD_REQUEST', 'WebSocket'],
-    ['a subscription chosen by operationName', { query: 'query A { fleetSummary { total } } subscription B { machineStatusChanged { cursor } }', operationName: 'B' }, 'BAD_REQUEST', 'WebSocket'],
-    ['an impossible DateTime literal', { query: 'mutation { createQuote(input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: "2027-02-30T10:00:00Z", durationHours: 2 }) { id } }' }, 'GRAPHQL_VALIDATION_FAILED', '2027-02 has 28 days'],
-    ['a DateTime literal that is not a string', { query: 'mutation { createQuote(input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: 12345, durationHours: 2 }) { id } }' }, 'GRAPHQL_VALIDATION_FAILED', 'DateTime cannot be 12345'],
-    ['a DateTime variable that is not one', { query: 'mutation ($i: CreateQuoteInput!) { createQuote(input: $i) { id } }', variables: { i: { machineIds: ['EQ-001'], locationId: 'LOC-001', startTime: 'tomorrow', durationHours: 2 } } }, 'BAD_USER_INPUT', 'tomorrow'],
+    [
+      'a subscription chosen by operationName',
+      { query: 'query A { fleetSummary { total } } subscription B { machineStatusChanged { cursor } }', operationName: 'B' },
+      'BAD_REQUEST',
+      'WebSocket',
+    ],
+    [
+      'an impossible DateTime literal',
+      {
+        query: 'mutation { createQuote(input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: "2027-02-30T10:00:00Z", durationHours: 2 }) { id } }',
+      },
+      'GRAPHQL_VALIDATION_FAILED',
+      '2027-02 has 28 days',
+    ],
+    [
+      'a DateTime literal that is not a string',
+      { query: 'mutation { createQuote(input: { machineIds: ["EQ-001"], locationId: "LOC-001", startTime: 12345, durationHours: 2 }) { id } }' },
+      'GRAPHQL_VALIDATION_FAILED',
+      'DateTime cannot be 12345',
+    ],
+    [
+      'a DateTime variable that is not one',
+      {
+        query: 'mutation ($i: CreateQuoteInput!) { createQuote(input: $i) { id } }',
+        variables: { i: { machineIds: ['EQ-001'], locationId: 'LOC-001', startTime: 'tomorrow', durationHours: 2 } },
+      },
+      'BAD_USER_INPUT',
+      'tomorrow',
+    ],
   ])('%s: 400 with a catalogued code', async (_, body, code, mention) => {
     for (const accept of ['application/graphql-response+json', 'application/json']) {
       const res = await post(body, accept);
@@ -243,7 +296,10 @@ describe('GraphQL request errors are client errors (400), never faults', () => {
   });
 
   it('a refused subscription or DateTime changes nothing', async () => {
-    await post({ query: 'mutation ($i: CreateQuoteInput!) { createQuote(input: $i) { id } }', variables: { i: { machineIds: ['EQ-001'], locationId: 'LOC-001', startTime: '2027-13-01T00:00:00Z', durationHours: 2 } } });
+    await post({
+      query: 'mutation ($i: CreateQuoteInput!) { createQuote(input: $i) { id } }',
+      variables: { i: { machineIds: ['EQ-001'], locationId: 'LOC-001', startTime: '2027-13-01T00:00:00Z', durationHours: 2 } },
+    });
     const summary = await post({ query: '{ fleetSummary { reserved } }' });
     expect(summary.body.data).toEqual({ fleetSummary: { reserved: 0 } });
   });
@@ -298,7 +354,11 @@ describe.runIf(TEST_DATABASE_URL)('ledger paging while confirms commit out of or
       return q.body['quote_id'] as string;
     };
     const confirm = (quoteId: string, name: string) => rest(url, 'POST', '/rental/booking/confirm', { quote_id: quoteId, customer_name: name });
-    for (const [machine, name] of [['EQ-001', 'Older 1'], ['EQ-002', 'Older 2'], ['EQ-003', 'Older 3']] as const) {
+    for (const [machine, name] of [
+      ['EQ-001', 'Older 1'],
+      ['EQ-002', 'Older 2'],
+      ['EQ-003', 'Older 3'],
+    ] as const) {
       expect((await confirm(await quote(machine, 'LOC-001'), name)).status).toBe(200);
     }
     const slowQuote = await quote('EQ-004', 'LOC-005');
@@ -319,8 +379,8 @@ describe.runIf(TEST_DATABASE_URL)('ledger paging while confirms commit out of or
       for (let i = 0; i < 100 && !(await done()); i++) await new Promise((r) => setTimeout(r, 50));
     };
     let page1: { body: Record<string, any> };
-    let slow: Promise<unknown> = Promise.resolve();
-    let fast: Promise<{ status: number }> = Promise.resolve({ status: 0 });
+    let slow: Promise<unknown> | undefined;
+    let fast: Promise<{ status: number }> | undefined;
     try {
       await holder.query('BEGIN');
       await holder.query(`SELECT 1 FROM rental_locations WHERE id = 'LOC-005' FOR UPDATE`);
@@ -340,7 +400,7 @@ describe.runIf(TEST_DATABASE_URL)('ledger paging while confirms commit out of or
     await slow;
 
     const walk: string[] = page1.body['bookings'].map((b: { customer_name: string }) => b.customer_name);
-    for (let cursor = page1.body['next_cursor']; cursor; ) {
+    for (let cursor = page1.body['next_cursor']; cursor;) {
       const page = await rest(url, 'GET', `/rental/bookings?limit=2&cursor=${cursor}`);
       walk.push(...page.body['bookings'].map((b: { customer_name: string }) => b.customer_name));
       cursor = page.body['next_cursor'];
@@ -393,9 +453,15 @@ describe('REST input errors name the field and say what is wrong', () => {
   });
 
   it('an invalid Idempotency-Key is named as the header, not snake-cased', async () => {
-    const res = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: '9d79644e-1c89-42b2-86b8-08dbe88825c2', customer_name: 'Header BV' }, {
-      'idempotency-key': 'has spaces in it',
-    });
+    const res = await rest(
+      url,
+      'POST',
+      '/rental/booking/confirm',
+      { quote_id: '9d79644e-1c89-42b2-86b8-08dbe88825c2', customer_name: 'Header BV' },
+      {
+        'idempotency-key': 'has spaces in it',
+      },
+    );
     expect(res.status).toBe(400);
     expect(res.body['errors']).toEqual([{ field: 'Idempotency-Key', message: 'must be printable ASCII' }]);
     expect(res.body['detail']).toBe('Idempotency-Key: must be printable ASCII');
@@ -445,7 +511,12 @@ describe('REST framing errors are problem details with the documented status', (
   });
 
   it('a path that takes no body accepts none (even with a JSON Content-Type) or {}, and refuses anything else', async () => {
-    const q = await rest(url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-015'], location_id: 'LOC-001', start_time: hoursFromNow(4), duration_hours: 2 });
+    const q = await rest(url, 'POST', '/rental/pricing/quote', {
+      machine_ids: ['EQ-015'],
+      location_id: 'LOC-001',
+      start_time: hoursFromNow(4),
+      duration_hours: 2,
+    });
     const b = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Bodiless BV' });
     const path = `/rental/booking/${b.body['booking_id']}/complete`;
     for (const sent of ['[1]', '"x"', '{"force":true}']) {
@@ -459,7 +530,9 @@ describe('REST framing errors are problem details with the documented status', (
     // A body-taking path with an empty body says what it needs.
     const noQuote = await fetch(`${url}/rental/pricing/quote`, { method: 'POST', headers: { 'content-type': 'application/json' } });
     expect(noQuote.status).toBe(400);
-    expect(((await noQuote.json()) as { errors: unknown[] }).errors).toEqual([{ field: 'body', message: 'must be a JSON object (Content-Type: application/json)' }]);
+    expect(((await noQuote.json()) as { errors: unknown[] }).errors).toEqual([
+      { field: 'body', message: 'must be a JSON object (Content-Type: application/json)' },
+    ]);
   });
 
   it('router errors: a bad percent-encoding is 400, an over-long path segment 414, oversized headers 431', async () => {

@@ -54,7 +54,8 @@ describe.runIf(runs)('three gateways, the event log on JetStream', () => {
   });
 
   it('every subscriber gets every event once, in order, through a gateway killed, NATS restarted and PostgreSQL restarted', async () => {
-    const quote = async (via: GatewayProcess, machine: string) => expect((await rest(via.url, 'POST', '/rental/pricing/quote', quoteBody(machine))).status).toBe(200);
+    const quote = async (via: GatewayProcess, machine: string) =>
+      expect((await rest(via.url, 'POST', '/rental/pricing/quote', quoteBody(machine))).status).toBe(200);
     const cursorOf = (s: Subscriber) => [...s.before, ...s.events.data.map((d) => d.machineStatusChanged.cursor)];
     const machinesOf = (s: Subscriber) => s.events.data.map((d) => d.machineStatusChanged.machine.id);
     const after = (await gql(gateways[0]!.url, '{ eventCursor }')).data!['eventCursor'] as string;
@@ -85,14 +86,14 @@ describe.runIf(runs)('three gateways, the event log on JetStream', () => {
       s.events = new Collector<MachineEvent>(s.socket.client, QUERY, { after: s.before.at(-1) });
     }
     // Another gateway takes the relay over once the lease of the killed one runs out (10 s).
-    for (const s of subscribers) await s.events.until((x) => machinesOf(s).includes('EQ-008'), 90_000, `EQ-008 on gateway ${s.on}`);
+    for (const s of subscribers) await s.events.until(() => machinesOf(s).includes('EQ-008'), 90_000, `EQ-008 on gateway ${s.on}`);
 
     // NATS killed and started again under the relay and the hubs.
     await nats.down();
     const third = ['EQ-009', 'EQ-010'];
     for (const machine of third) await quote(gateways[2]!, machine);
     await nats.up();
-    for (const s of subscribers) await s.events.until((x) => machinesOf(s).includes('EQ-010'), 90_000, `EQ-010 on gateway ${s.on}`);
+    for (const s of subscribers) await s.events.until(() => machinesOf(s).includes('EQ-010'), 90_000, `EQ-010 on gateway ${s.on}`);
 
     // PostgreSQL stopped as in a crash: writes are refused (nothing half done), the streams stay open.
     postgres.down();
@@ -102,9 +103,12 @@ describe.runIf(runs)('three gateways, the event log on JetStream', () => {
     const fourth = ['EQ-011', 'EQ-012'];
     for (const machine of fourth) {
       // The gateway's pool finds the server again on its next connection.
-      await until(async () => (await rest(gateways[1]!.url, 'POST', '/rental/pricing/quote', quoteBody(machine))).status === 200, `quote ${machine} after PostgreSQL restarted`);
+      await until(
+        async () => (await rest(gateways[1]!.url, 'POST', '/rental/pricing/quote', quoteBody(machine))).status === 200,
+        `quote ${machine} after PostgreSQL restarted`,
+      );
     }
-    for (const s of subscribers) await s.events.until((x) => machinesOf(s).includes('EQ-012'), 90_000, `EQ-012 on gateway ${s.on}`);
+    for (const s of subscribers) await s.events.until(() => machinesOf(s).includes('EQ-012'), 90_000, `EQ-012 on gateway ${s.on}`);
 
     const all = cursorOf(subscribers[2]!);
     expect(all).toHaveLength(first.length + second.length + third.length + fourth.length);

@@ -64,7 +64,7 @@ describe('outbox event hub', () => {
     await replay.return!();
   });
 
-  it('a replay longer than the stream bound is read page by page at the consumer\'s pace, never overflowing', async () => {
+  it("a replay longer than the stream bound is read page by page at the consumer's pace, never overflowing", async () => {
     const start = (await db.query<{ max: string }>('SELECT max(id)::text AS max FROM outbox')).rows[0]!.max;
     // 12,000 events in one statement: more than the stream's 10,000-event bound.
     await db.query(`INSERT INTO outbox (topic, key, payload) SELECT 'bulk', 'k', jsonb_build_object('i', g) FROM generate_series(1, 12000) AS g`);
@@ -119,7 +119,8 @@ describe('outbox event hub when the database fails', () => {
     await small.start();
     try {
       const live = small.stream<{ i: number }>('odd', { viewer: SYSTEM_VIEWER });
-      for (let i = 0; i < 20; i++) await mem.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: i % 2 ? 'odd' : 'even', key: `k${i % 3}`, payload: { i } }]));
+      for (let i = 0; i < 20; i++)
+        await mem.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: i % 2 ? 'odd' : 'even', key: `k${i % 3}`, payload: { i } }]));
       await small.wake();
       const all = await within(take(live, 10), 'the live events');
       await live.return!();
@@ -155,10 +156,7 @@ describe('outbox event hub when the database fails', () => {
     const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
     await admin.connect();
     try {
-      const killed = await admin.query(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`,
-        [app],
-      );
+      const killed = await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [app]);
       expect(killed.rowCount).toBe(1);
       const live = hub.stream<{ i: number }>('r', { viewer: SYSTEM_VIEWER });
       // Written by another connection, as another instance would: only a working LISTEN wakes this hub.

@@ -39,7 +39,12 @@ async function contents(jsm: JetStreamManager, stream: string): Promise<Message[
 }
 
 const quote = async (server: TestServer, machine: string) => {
-  const res = await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(30), duration_hours: 2 });
+  const res = await rest(server.url, 'POST', '/rental/pricing/quote', {
+    machine_ids: [machine],
+    location_id: 'LOC-001',
+    start_time: hoursFromNow(30),
+    duration_hours: 2,
+  });
   expect(res.status, JSON.stringify(res.body)).toBe(200);
 };
 
@@ -74,10 +79,12 @@ describe.runIf(NATS_SERVER)('one lineage: a database and its event stream', () =
     const second = await startTestServer({ env });
     expect(await identity(second)).not.toBe(firstIdentity);
     const ws = wsClient(second.url);
-    const live = await second.live.opened(() => new Collector<{ machineStatusChanged: { machine: { id: string } } }>(ws.client, 'subscription { machineStatusChanged { machine { id } } }'));
+    const live = await second.live.opened(
+      () => new Collector<{ machineStatusChanged: { machine: { id: string } } }>(ws.client, 'subscription { machineStatusChanged { machine { id } } }'),
+    );
     await quote(second, 'EQ-002');
     // Its own subscriber gets the event (read from the outbox), while the bus gets nothing.
-    await live.until((c) => c.results.length > 0, undefined, 'the second deployment\'s own subscriber');
+    await live.until((c) => c.results.length > 0, undefined, "the second deployment's own subscriber");
     expect(live.data[0]!.machineStatusChanged.machine.id).toBe('EQ-002');
     const health = await rest(second.url, 'GET', '/health');
     expect(health.status).toBe(200);
@@ -93,9 +100,15 @@ describe.runIf(NATS_SERVER)('one lineage: a database and its event stream', () =
     expect(await contents(jsm, 'LINEAGE_NEW')).toEqual(before);
 
     // Started afresh (the reset command deletes the stream): every event of this database is relayed.
-    execFileSync('npx', ['tsx', 'tools/event-stream.ts', 'reset'], { env: { ...process.env, EVENT_BUS_URL: nats.url, EVENT_STREAM: 'LINEAGE_NEW' }, stdio: 'pipe' });
+    execFileSync('npx', ['tsx', 'tools/event-stream.ts', 'reset'], {
+      env: { ...process.env, EVENT_BUS_URL: nats.url, EVENT_STREAM: 'LINEAGE_NEW' },
+      stdio: 'pipe',
+    });
     second.relay!.wake();
-    await until(async () => (await second.relay!.status()).lineage === 'ok' && (await second.relay!.status()).lagEvents === 0, 'the relay to resume on the fresh stream');
+    await until(
+      async () => (await second.relay!.status()).lineage === 'ok' && (await second.relay!.status()).lagEvents === 0,
+      'the relay to resume on the fresh stream',
+    );
     const after = await contents(jsm, 'LINEAGE_NEW');
     const outbox = (await second.db.query<{ id: string }>('SELECT id::text AS id FROM outbox ORDER BY outbox.id')).rows.map((r) => r.id);
     expect(after.map((m) => m.outboxId)).toEqual(outbox);
@@ -145,48 +158,51 @@ describe.runIf(NATS_SERVER)('one lineage: a database and its event stream', () =
     await server.close();
   });
 
-  it.runIf(TEST_DATABASE_URL)('a database restored from a pg_dump older than its stream goes on after the stream: no id is reused, the lost range is said', async () => {
-    const schema = `lineage_${Date.now().toString(36)}`;
-    const env = { EVENT_BUS_URL: nats.url, EVENT_STREAM: 'LINEAGE_RESTORE' };
-    const dir = mkdtempSync(join(tmpdir(), 'restore-'));
-    const dump = join(dir, 'ops.dump');
-    try {
-      const server = await startTestServer({ backend: 'postgres', schema, env });
-      await quote(server, 'EQ-005');
-      await server.relay!.drained();
-      execFileSync('pg_dump', ['-Fc', '-n', schema, '-f', dump, TEST_DATABASE_URL!]);
-      const atBackup = (await server.db.query<{ max: string }>('SELECT max(id)::text AS max FROM outbox')).rows[0]!.max;
-      await quote(server, 'EQ-006');
-      await server.relay!.drained();
-      const relayed = await contents(jsm, 'LINEAGE_RESTORE');
-      const newestRelayed = relayed.at(-1)!.outboxId;
-      expect(BigInt(newestRelayed)).toBeGreaterThan(BigInt(atBackup));
-      await server.close();
-      // The database is lost and restored from the backup.
-      execFileSync('psql', [TEST_DATABASE_URL!, '-qc', `DROP SCHEMA ${schema} CASCADE`]);
-      execFileSync('pg_restore', ['-d', TEST_DATABASE_URL!, dump]);
-      const restored = await startTestServer({ backend: 'postgres', schema, env });
-      expect((await restored.relay!.status()).lineage).toBe('ok');
-      // A subscriber holding the newest cursor the stream gave resumes: the next event comes after it.
-      const ws = wsClient(restored.url);
-      const resumed = new Collector<{ machineStatusChanged: { cursor: string; machine: { id: string } } }>(
-        ws.client,
-        'subscription($a: ID) { machineStatusChanged(after: $a) { cursor machine { id } } }',
-        { a: newestRelayed },
-      );
-      await quote(restored, 'EQ-007');
-      await resumed.until((c) => c.results.length > 0, undefined, 'the event after the restore');
-      expect(BigInt(resumed.data[0]!.machineStatusChanged.cursor)).toBeGreaterThan(BigInt(newestRelayed));
-      expect(resumed.data[0]!.machineStatusChanged.machine.id).toBe('EQ-007');
-      await restored.relay!.drained();
-      const ids = (await contents(jsm, 'LINEAGE_RESTORE')).map((m) => BigInt(m.outboxId));
-      // Strictly increasing: no id in the stream twice, none going back.
-      for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!, `stream ids at ${i}`).toBe(true);
-      await ws.dispose();
-      await restored.close();
-    } finally {
-      execFileSync('psql', [TEST_DATABASE_URL!, '-qc', `DROP SCHEMA IF EXISTS ${schema} CASCADE`]);
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+  it.runIf(TEST_DATABASE_URL)(
+    'a database restored from a pg_dump older than its stream goes on after the stream: no id is reused, the lost range is said',
+    async () => {
+      const schema = `lineage_${Date.now().toString(36)}`;
+      const env = { EVENT_BUS_URL: nats.url, EVENT_STREAM: 'LINEAGE_RESTORE' };
+      const dir = mkdtempSync(join(tmpdir(), 'restore-'));
+      const dump = join(dir, 'ops.dump');
+      try {
+        const server = await startTestServer({ backend: 'postgres', schema, env });
+        await quote(server, 'EQ-005');
+        await server.relay!.drained();
+        execFileSync('pg_dump', ['-Fc', '-n', schema, '-f', dump, TEST_DATABASE_URL!]);
+        const atBackup = (await server.db.query<{ max: string }>('SELECT max(id)::text AS max FROM outbox')).rows[0]!.max;
+        await quote(server, 'EQ-006');
+        await server.relay!.drained();
+        const relayed = await contents(jsm, 'LINEAGE_RESTORE');
+        const newestRelayed = relayed.at(-1)!.outboxId;
+        expect(BigInt(newestRelayed)).toBeGreaterThan(BigInt(atBackup));
+        await server.close();
+        // The database is lost and restored from the backup.
+        execFileSync('psql', [TEST_DATABASE_URL!, '-qc', `DROP SCHEMA ${schema} CASCADE`]);
+        execFileSync('pg_restore', ['-d', TEST_DATABASE_URL!, dump]);
+        const restored = await startTestServer({ backend: 'postgres', schema, env });
+        expect((await restored.relay!.status()).lineage).toBe('ok');
+        // A subscriber holding the newest cursor the stream gave resumes: the next event comes after it.
+        const ws = wsClient(restored.url);
+        const resumed = new Collector<{ machineStatusChanged: { cursor: string; machine: { id: string } } }>(
+          ws.client,
+          'subscription($a: ID) { machineStatusChanged(after: $a) { cursor machine { id } } }',
+          { a: newestRelayed },
+        );
+        await quote(restored, 'EQ-007');
+        await resumed.until((c) => c.results.length > 0, undefined, 'the event after the restore');
+        expect(BigInt(resumed.data[0]!.machineStatusChanged.cursor)).toBeGreaterThan(BigInt(newestRelayed));
+        expect(resumed.data[0]!.machineStatusChanged.machine.id).toBe('EQ-007');
+        await restored.relay!.drained();
+        const ids = (await contents(jsm, 'LINEAGE_RESTORE')).map((m) => BigInt(m.outboxId));
+        // Strictly increasing: no id in the stream twice, none going back.
+        for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!, `stream ids at ${i}`).toBe(true);
+        await ws.dispose();
+        await restored.close();
+      } finally {
+        execFileSync('psql', [TEST_DATABASE_URL!, '-qc', `DROP SCHEMA IF EXISTS ${schema} CASCADE`]);
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });

@@ -51,7 +51,14 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
   let relay: EventRelay;
   const quote = async (machine: string) =>
     expect(
-      (await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(4), duration_hours: 2 })).status,
+      (
+        await rest(server.url, 'POST', '/rental/pricing/quote', {
+          machine_ids: [machine],
+          location_id: 'LOC-001',
+          start_time: hoursFromNow(4),
+          duration_hours: 2,
+        })
+      ).status,
     ).toBe(200);
   const outbox = async () =>
     (await server.db.query<{ id: string; topic: string; payload: unknown }>('SELECT id::text AS id, topic, payload FROM outbox ORDER BY outbox.id')).rows;
@@ -141,7 +148,13 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
   });
 
   it('two relays on one database: one leads and publishes, the other waits; each event once', async () => {
-    const second = await EventRelay.start(server.db, await databaseIdentity(server.db), { url: nats.url, stream: STREAM, maxAgeS: 7 * 86_400, maxBytes: 1024 ** 3, duplicateWindowS: 120 });
+    const second = await EventRelay.start(server.db, await databaseIdentity(server.db), {
+      url: nats.url,
+      stream: STREAM,
+      maxAgeS: 7 * 86_400,
+      maxBytes: 1024 ** 3,
+      duplicateWindowS: 120,
+    });
     try {
       await quote('EQ-006');
       await relay.drained();
@@ -161,7 +174,13 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
     await relay.close();
     // As if the relay had published everything and crashed before saving where it stood.
     await server.db.query(`UPDATE outbox_relay SET position = 0, leader = NULL, lease_until = NULL WHERE name = $1`, [STREAM]);
-    relay = await EventRelay.start(server.db, await databaseIdentity(server.db), { url: nats.url, stream: STREAM, maxAgeS: 7 * 86_400, maxBytes: 1024 ** 3, duplicateWindowS: 120 });
+    relay = await EventRelay.start(server.db, await databaseIdentity(server.db), {
+      url: nats.url,
+      stream: STREAM,
+      maxAgeS: 7 * 86_400,
+      maxBytes: 1024 ** 3,
+      duplicateWindowS: 120,
+    });
     await quote('EQ-003');
     await relay.drained();
     const after = await streamContents(jsm);
@@ -175,7 +194,10 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
   it('a block longer than one lease, published pipelined by one of two relays: the lead renewed with every batch, each event once, in order', async () => {
     await relay.close();
     const options = { url: nats.url, stream: STREAM, maxAgeS: 7 * 86_400, maxBytes: 1024 ** 3, duplicateWindowS: 120, leaseMs: 250, batch: 25 };
-    const [a, b] = [await EventRelay.start(server.db, await databaseIdentity(server.db), options), await EventRelay.start(server.db, await databaseIdentity(server.db), options)];
+    const [a, b] = [
+      await EventRelay.start(server.db, await databaseIdentity(server.db), options),
+      await EventRelay.start(server.db, await databaseIdentity(server.db), options),
+    ];
     relay = a;
     try {
       await a.drained();
@@ -183,7 +205,12 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
       const rowsBefore = (await outbox()).length;
       const publishedBefore = [(await a.status()).published, (await b.status()).published];
       const block = 10_000;
-      await server.db.transaction((tx) => appendEvents(tx, Array.from({ length: block }, (_, i) => ({ audience: 'everyone' as const, topic: 'test.block', key: `K-${i % 7}`, payload: { n: i } }))));
+      await server.db.transaction((tx) =>
+        appendEvents(
+          tx,
+          Array.from({ length: block }, (_, i) => ({ audience: 'everyone' as const, topic: 'test.block', key: `K-${i % 7}`, payload: { n: i } })),
+        ),
+      );
       await a.drained(60_000);
       await b.drained(60_000);
       // The block, and anything the server itself wrote meanwhile.

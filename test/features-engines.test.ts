@@ -101,7 +101,11 @@ describe('point-in-time engines', () => {
     const all = concatWorlds(worlds);
     const duck = await DuckDbEngine.open(all.views, { threads: 1 });
     engines.push(duck);
-    const fromDuck = await duck.join(all.views.map((v) => v.name), all.labels, availability);
+    const fromDuck = await duck.join(
+      all.views.map((v) => v.name),
+      all.labels,
+      availability,
+    );
     all.views.forEach((view, v) => {
       expect([...fromDuck.get(view.name)!], `view ${view.name} (DuckDB)`).toEqual(expectedAll[v]);
       expect([...tsAsOf(sortView(view), all.labels, view.ttlMs, availability)], `view ${view.name} (TypeScript, batch)`).toEqual(expectedAll[v]);

@@ -53,11 +53,17 @@ describe.each(targets)('features GraphQL ($name)', ({ backend, mode }) => {
   });
 
   it('materialize and read back through Policy.online and onlineClaimFeatures; materializations lists it', async () => {
-    const m = await gql(url, `mutation { materialize(input: { asOf: "2025-01-01T00:00:00Z", views: ["policy_profile", "claim_report"], engine: TYPESCRIPT }) { id rowsWritten watermark onlineStore views { view rowsWritten } } }`);
+    const m = await gql(
+      url,
+      `mutation { materialize(input: { asOf: "2025-01-01T00:00:00Z", views: ["policy_profile", "claim_report"], engine: TYPESCRIPT }) { id rowsWritten watermark onlineStore views { view rowsWritten } } }`,
+    );
     expect(m.errors).toBeUndefined();
     const id = m.data!['materialize'].id;
-    const q = await gql(url, `{ policy(id: "P-000005") { id features(asOf: "2025-01-01T00:00:00Z") { column value } online { entity views { view materializationId asOf } values { column value } } }
-      materializations(first: 1) { id rowsWritten } }`);
+    const q = await gql(
+      url,
+      `{ policy(id: "P-000005") { id features(asOf: "2025-01-01T00:00:00Z") { column value } online { entity views { view materializationId asOf } values { column value } } }
+      materializations(first: 1) { id rowsWritten } }`,
+    );
     expect(q.errors).toBeUndefined();
     const p = q.data!['policy'];
     expect(p.online.entity).toBe('POLICY');
@@ -74,7 +80,12 @@ describe.each(targets)('features GraphQL ($name)', ({ backend, mode }) => {
       document: parse(`query($r: [_Any!]!) { _entities(representations: $r) {
         ... on Policy { id features(asOf: "2021-01-01T00:00:00Z") { value } }
         ... on Claim { id features(asOf: "2030-01-01T00:00:00Z") { column value } } } }`),
-      variableValues: { r: [{ __typename: 'Policy', id: 'P-000001' }, { __typename: 'Claim', id: 'C-000002' }] },
+      variableValues: {
+        r: [
+          { __typename: 'Policy', id: 'P-000001' },
+          { __typename: 'Claim', id: 'C-000002' },
+        ],
+      },
       contextValue: instance.context({ headers: {}, principal: SYSTEM_PRINCIPAL }),
     });
     expect(result.errors).toBeUndefined();
@@ -89,7 +100,12 @@ describe.each(targets)('features GraphQL ($name)', ({ backend, mode }) => {
   const sharesOutbox = mode === 'one-process' || backend === 'postgres';
   it.runIf(sharesOutbox)('Machine gains point-in-time utilization features from the rental events (an entity join)', async () => {
     const before = new Date().toISOString();
-    const quote = await rest(url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-002'], location_id: 'LOC-001', start_time: hoursFromNow(30), duration_hours: 4 });
+    const quote = await rest(url, 'POST', '/rental/pricing/quote', {
+      machine_ids: ['EQ-002'],
+      location_id: 'LOC-001',
+      start_time: hoursFromNow(30),
+      duration_hours: 4,
+    });
     expect(quote.status).toBe(200);
     const after = new Date(Date.now() + 1000).toISOString();
     const q = `query($a: DateTime, $b: DateTime) { machine(id: "EQ-002") { status then: utilizationFeatures(asOf: $a) { column value } now: utilizationFeatures(asOf: $b) { column value } } }`;
@@ -113,7 +129,9 @@ describe.each(backends)('distributed mode: the features subgraph down (%s)', (ba
     const res = await gql(server.url, `{ fleetSummary { total } featureView(name: "policy_profile") { name } }`);
     expect(res.data).toEqual({ fleetSummary: { total: 15 }, featureView: null });
     expect(res.errors![0]).toMatchObject({ path: ['featureView'], extensions: { code: 'UPSTREAM_UNAVAILABLE' } });
-    const restCall = await rest(server.url, 'POST', '/features/pit-training', { entities: [{ policy_id: 'P-000001', event_timestamp: '2024-01-01T00:00:00Z' }] });
+    const restCall = await rest(server.url, 'POST', '/features/pit-training', {
+      entities: [{ policy_id: 'P-000001', event_timestamp: '2024-01-01T00:00:00Z' }],
+    });
     expect(restCall.status).toBe(502);
     expect(restCall.body).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE' });
     const health = await rest(server.url, 'GET', '/health');
@@ -153,7 +171,10 @@ describe.runIf(redisUp)('the online store on Redis (REDIS_URL)', () => {
     const first = await rest(url, 'POST', '/features/offline', { as_of: '2024-01-01T00:00:00Z', views: ['policy_profile'] });
     expect(first.status).toBe(200);
     expect(first.body['online_store']).toBe('redis');
-    const pit = await rest(url, 'POST', '/features/pit-training', { entities: [{ policy_id: 'P-000003', event_timestamp: '2024-01-01T00:00:00Z' }], views: ['policy_profile'] });
+    const pit = await rest(url, 'POST', '/features/pit-training', {
+      entities: [{ policy_id: 'P-000003', event_timestamp: '2024-01-01T00:00:00Z' }],
+      views: ['policy_profile'],
+    });
     const online = await rest(url, 'GET', '/features/online/policy/P-000003');
     expect(online.status).toBe(200);
     expect(online.body['views'][0]).toMatchObject({ view: 'policy_profile', materialization_id: first.body['materialization_id'] });

@@ -55,7 +55,11 @@ describe.runIf(hasRedis)('the Redis online store: forward only, fail fast, lost 
   beforeAll(async () => {
     port = await freePort();
     redis = await startRedis(port);
-    server = await startFeaturesServer({ backend: 'pglite', mode: 'one-process', env: { ...ENV, REDIS_URL: `redis://127.0.0.1:${port}`, FEATURES_REDIS_PREFIX: 'fx' } });
+    server = await startFeaturesServer({
+      backend: 'pglite',
+      mode: 'one-process',
+      env: { ...ENV, REDIS_URL: `redis://127.0.0.1:${port}`, FEATURES_REDIS_PREFIX: 'fx' },
+    });
     url = server.url;
   }, 180_000);
   afterAll(async () => {
@@ -94,7 +98,10 @@ describe.runIf(hasRedis)('the Redis online store: forward only, fail fast, lost 
       statuses.add(res.status);
       return res.status === 200 && res.body['views'][0].materialization_id !== before.body['views'][0].materialization_id;
     }, 'the online store to be rebuilt');
-    expect([...statuses].filter((s) => s !== 200 && s !== 503), JSON.stringify([...statuses])).toEqual([]);
+    expect(
+      [...statuses].filter((s) => s !== 200 && s !== 503),
+      JSON.stringify([...statuses]),
+    ).toEqual([]);
     const after = await rest(url, 'GET', POLICY);
     expect(after.body['features']).toEqual(before.body['features']);
     expect((await rest(url, 'GET', '/features/health')).body['checks']['online_store']).toMatchObject({ ok: true });

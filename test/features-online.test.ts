@@ -57,7 +57,9 @@ describe.runIf(TEST_DATABASE_URL)('materializations racing readers on PostgreSQL
       'SELECT view, count(*)::int AS n, count(DISTINCT materialization_id)::int AS ids FROM features_online GROUP BY view ORDER BY view',
     );
     expect(counts.rows).toEqual(
-      [...last['views']].sort((a, b) => a.view.localeCompare(b.view)).map((v: { view: string; rows_written: number }) => ({ view: v.view, n: v.rows_written, ids: 1 })),
+      [...last['views']]
+        .sort((a, b) => a.view.localeCompare(b.view))
+        .map((v: { view: string; rows_written: number }) => ({ view: v.view, n: v.rows_written, ids: 1 })),
     );
     const final = await rest(url, 'GET', '/features/online/policy/P-000007');
     expect(final.body['views'][0].materialization_id).toBe(last['materialization_id']);

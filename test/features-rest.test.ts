@@ -46,7 +46,8 @@ describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
   beforeAll(async () => {
     ({ url } = await startFeaturesServer({ backend, mode, env: ENV }));
   }, 120_000);
-  const post = <T = Record<string, any>>(path: string, body: unknown, headers: Record<string, string> = {}) => rest<T>(url, 'POST', `/features${path}`, body, headers);
+  const post = <T = Record<string, any>>(path: string, body: unknown, headers: Record<string, string> = {}) =>
+    rest<T>(url, 'POST', `/features${path}`, body, headers);
   const csv = (path: string, body: string, accept = 'application/json') =>
     fetch(`${url}/features${path}`, { method: 'POST', headers: { 'content-type': 'text/csv', accept }, body });
 
@@ -85,7 +86,7 @@ describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
       const ts = Date.parse(entities[i]!.event_timestamp);
       expect(row['event_timestamp']).toBe(new Date(ts).toISOString());
       for (const view of VIEW_DEFINITIONS.filter((v) => views.includes(v.name))) {
-        const key = view.entity === 'policy' ? entities[i]!.policy_id : (entities[i] as { claim_id?: string }).claim_id ?? null;
+        const key = view.entity === 'policy' ? entities[i]!.policy_id : ((entities[i] as { claim_id?: string }).claim_id ?? null);
         for (const f of view.features) {
           const want = expected(view.name, f.name, key, ts);
           expect(row[columnName(view.name, f.name)], `row ${i} ${view.name}.${f.name}`).toBe(want);
@@ -146,28 +147,74 @@ describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
 
   it('bad input: 400 naming the row or field, nothing served', async () => {
     const cases: [string, () => Promise<{ status: number; body: Problem }>, string[]][] = [
-      ['timestamp without a zone (CSV)', async () => {
-        const r = await csv('/pit-training', 'policy_id,event_timestamp\nP-000001,2024-01-01T00:00:00\n');
-        return { status: r.status, body: (await r.json()) as Problem };
-      }, ['line 2: event_timestamp']],
-      ['missing column (CSV)', async () => {
-        const r = await csv('/pit-training', 'policy_id,label\nP-000001,1\n');
-        return { status: r.status, body: (await r.json()) as Problem };
-      }, ['header']],
-      ['unparseable CSV', async () => {
-        const r = await csv('/pit-training', 'policy_id,event_timestamp\n"P-000001,2024-01-01T00:00:00Z\n');
-        return { status: r.status, body: (await r.json()) as Problem };
-      }, ['line 2']],
-      ['unknown CSV column', async () => {
-        const r = await csv('/pit-training', 'policy_id,event_timestamp,age\nP-000001,2024-01-01T00:00:00Z,3\n');
-        return { status: r.status, body: (await r.json()) as Problem };
-      }, ['header.2']],
-      ['timestamp without a zone (JSON)', () => post<Problem>('/pit-training', { entities: [{ policy_id: 'P-000001', event_timestamp: '2024-01-01 10:00' }] }), ['entities[0].event_timestamp']],
-      ['unknown entity', () => post<Problem>('/pit-training', { entities: [{ policy_id: 'P-000001', event_timestamp: '2024-01-01T00:00:00Z' }, { policy_id: 'P-999999', event_timestamp: '2024-01-01T00:00:00Z' }] }), ['entities[1].policy_id']],
-      ['malformed entity id', () => post<Problem>('/pit-training', { entities: [{ claim_id: 'X', event_timestamp: '2024-01-01T00:00:00Z' }] }), ['entities[0].claim_id']],
-      ['unknown view', () => post<Problem>('/pit-training', { entities: [{ policy_id: 'P-000001', event_timestamp: '2024-01-01T00:00:00Z' }], views: ['nope'] }), ['views[0]']],
-      ['view without its key', () => post<Problem>('/pit-training', { entities: [{ policy_id: 'P-000001', event_timestamp: '2024-01-01T00:00:00Z' }], views: ['claim_report'] }), ['views[0]']],
-      ['TTL that is not a duration', () => post<Problem>('/pit-training', { entities: [{ policy_id: 'P-000001', event_timestamp: '2024-01-01T00:00:00Z' }], ttl: '30 days' }), ['ttl']],
+      [
+        'timestamp without a zone (CSV)',
+        async () => {
+          const r = await csv('/pit-training', 'policy_id,event_timestamp\nP-000001,2024-01-01T00:00:00\n');
+          return { status: r.status, body: (await r.json()) as Problem };
+        },
+        ['line 2: event_timestamp'],
+      ],
+      [
+        'missing column (CSV)',
+        async () => {
+          const r = await csv('/pit-training', 'policy_id,label\nP-000001,1\n');
+          return { status: r.status, body: (await r.json()) as Problem };
+        },
+        ['header'],
+      ],
+      [
+        'unparseable CSV',
+        async () => {
+          const r = await csv('/pit-training', 'policy_id,event_timestamp\n"P-000001,2024-01-01T00:00:00Z\n');
+          return { status: r.status, body: (await r.json()) as Problem };
+        },
+        ['line 2'],
+      ],
+      [
+        'unknown CSV column',
+        async () => {
+          const r = await csv('/pit-training', 'policy_id,event_timestamp,age\nP-000001,2024-01-01T00:00:00Z,3\n');
+          return { status: r.status, body: (await r.json()) as Problem };
+        },
+        ['header.2'],
+      ],
+      [
+        'timestamp without a zone (JSON)',
+        () => post<Problem>('/pit-training', { entities: [{ policy_id: 'P-000001', event_timestamp: '2024-01-01 10:00' }] }),
+        ['entities[0].event_timestamp'],
+      ],
+      [
+        'unknown entity',
+        () =>
+          post<Problem>('/pit-training', {
+            entities: [
+              { policy_id: 'P-000001', event_timestamp: '2024-01-01T00:00:00Z' },
+              { policy_id: 'P-999999', event_timestamp: '2024-01-01T00:00:00Z' },
+            ],
+          }),
+        ['entities[1].policy_id'],
+      ],
+      [
+        'malformed entity id',
+        () => post<Problem>('/pit-training', { entities: [{ claim_id: 'X', event_timestamp: '2024-01-01T00:00:00Z' }] }),
+        ['entities[0].claim_id'],
+      ],
+      [
+        'unknown view',
+        () => post<Problem>('/pit-training', { entities: [{ policy_id: 'P-000001', event_timestamp: '2024-01-01T00:00:00Z' }], views: ['nope'] }),
+        ['views[0]'],
+      ],
+      [
+        'view without its key',
+        () => post<Problem>('/pit-training', { entities: [{ policy_id: 'P-000001', event_timestamp: '2024-01-01T00:00:00Z' }], views: ['claim_report'] }),
+        ['views[0]'],
+      ],
+      [
+        'TTL that is not a duration',
+        () => post<Problem>('/pit-training', { entities: [{ policy_id: 'P-000001', event_timestamp: '2024-01-01T00:00:00Z' }], ttl: '30 days' }),
+        ['ttl'],
+      ],
       ['neither entities nor a label set', () => post<Problem>('/pit-training', { views: ['policy_profile'] }), ['entities']],
       ['unknown label set', () => post<Problem>('/pit-training', { label_set: 'life' }), ['label_set']],
       ['bad as_of', () => post<Problem>('/offline', { as_of: 'yesterday' }), ['as_of']],
@@ -177,7 +224,10 @@ describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
       const res = await call();
       expect(res.status, name).toBe(400);
       expect(res.body.code, name).toBe('BAD_USER_INPUT');
-      expect(res.body.errors.map((e) => e.field), name).toEqual(fields);
+      expect(
+        res.body.errors.map((e) => e.field),
+        name,
+      ).toEqual(fields);
     }
     // text/csv is accepted only where documented.
     const elsewhere = await fetch(`${url}/features/offline`, { method: 'POST', headers: { 'content-type': 'text/csv' }, body: 'a,b\n' });
@@ -194,7 +244,11 @@ describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
     const policyRows = new Set(policiesThen.map((v) => v.policyId)).size;
     const claimRows = new Set(claimsThen.map((r) => r.claimId)).size;
     expect(m['views']).toEqual([
-      expect.objectContaining({ view: 'policy_profile', rows_written: policyRows, watermark: new Date(Math.max(...policiesThen.map((v) => v.featureTs))).toISOString() }),
+      expect.objectContaining({
+        view: 'policy_profile',
+        rows_written: policyRows,
+        watermark: new Date(Math.max(...policiesThen.map((v) => v.featureTs))).toISOString(),
+      }),
       expect.objectContaining({ view: 'claim_report', rows_written: claimRows }),
     ]);
     expect(m['rows_written']).toBe(policyRows + claimRows);
@@ -206,7 +260,12 @@ describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
     expect(online.status).toBe(200);
     expect(online.body['policy_id']).toBe(id);
     expect(online.body['views']).toEqual([
-      expect.objectContaining({ view: 'policy_profile', version: expect.stringMatching(/^[0-9a-f]{12}$/), materialization_id: m['materialization_id'], as_of: m['as_of'] }),
+      expect.objectContaining({
+        view: 'policy_profile',
+        version: expect.stringMatching(/^[0-9a-f]{12}$/),
+        materialization_id: m['materialization_id'],
+        as_of: m['as_of'],
+      }),
     ]);
     for (const f of VIEW_DEFINITIONS[0]!.features) {
       expect(online.body['features'][columnName('policy_profile', f.name)]).toBe(expected('policy_profile', f.name, id, Date.parse(asOf)));
@@ -300,7 +359,9 @@ describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
       expect(res.status).toBe(400);
       expect(res.body.code).toBe('BAD_USER_INPUT');
       expect(res.body.errors.map((e) => e.field)).toEqual(['test_from']);
-      expect(res.body.detail).toContain(`leaves the ${empty} split empty (training ${train} rows before it, test ${test} rows at or after it, of ${rows.length} label rows`);
+      expect(res.body.detail).toContain(
+        `leaves the ${empty} split empty (training ${train} rows before it, test ${test} rows at or after it, of ${rows.length} label rows`,
+      );
     }
   });
 
@@ -329,7 +390,12 @@ describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
   it('GET /features/feature-importance ranks features of the three models against a held-out metric', async () => {
     const res = await rest(url, 'GET', '/features/feature-importance');
     expect(res.status).toBe(200);
-    const models = res.body['models'] as { model: string; metric: string; held_out: number; features: { column: string; importance: number; rank: number }[] }[];
+    const models = res.body['models'] as {
+      model: string;
+      metric: string;
+      held_out: number;
+      features: { column: string; importance: number; rank: number }[];
+    }[];
     expect(models.map((m) => [m.model, m.metric])).toEqual([
       ['underwriting', 'roc_auc'],
       ['pricing', 'r2_log1p'],

@@ -51,7 +51,12 @@ describe('the generated world as Parquet files', () => {
         `SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet('${join(folder, 'policy_versions.parquet')}'))`,
       );
       const byName = Object.fromEntries(types.getRowsJS().map(([n, t]) => [n, t]));
-      expect(byName).toMatchObject({ policy_id: 'VARCHAR', feature_timestamp: 'TIMESTAMP WITH TIME ZONE', valid_to: 'TIMESTAMP WITH TIME ZONE', risk_score: 'DOUBLE' });
+      expect(byName).toMatchObject({
+        policy_id: 'VARCHAR',
+        feature_timestamp: 'TIMESTAMP WITH TIME ZONE',
+        valid_to: 'TIMESTAMP WITH TIME ZONE',
+        risk_score: 'DOUBLE',
+      });
       const counts = await conn.runAndReadAll(
         `SELECT (SELECT count(*) FROM read_parquet('${join(folder, 'labels.parquet')}')), (SELECT count(DISTINCT policy_id) FROM read_parquet('${join(folder, 'policy_versions.parquet')}') WHERE valid_to IS NULL)`,
       );

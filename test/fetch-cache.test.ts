@@ -126,17 +126,30 @@ describe('the gateway fetch cache', () => {
   it('through the gateway: forecasts and predictions are served again with the same answers, rental reads always made', async () => {
     for (const mode of ['one-process', 'distributed'] as const) {
       const server = await startTestServer({ mode });
-      const quote = await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-013'], location_id: 'LOC-002', start_time: hoursFromNow(30), duration_hours: 3 });
+      const quote = await rest(server.url, 'POST', '/rental/pricing/quote', {
+        machine_ids: ['EQ-013'],
+        location_id: 'LOC-002',
+        start_time: hoursFromNow(30),
+        duration_hours: 3,
+      });
       expect((await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: quote.body['quote_id'], customer_name: 'Kept' })).status).toBe(200);
       const ledger = '{ bookings(first: 5) { edges { node { id status deliveryForecast { q10Minutes q50Minutes q90Minutes arrivalQ50 } } } } }';
-      const travel = '{ predictTravelTime(input: { originDensity: 0.4, destinationDensity: 0.6, distanceKm: 12, roadType: URBAN, weather: RAIN, traffic: HEAVY, publicHoliday: false, peakHour: true, hourSin: 0.5, hourCos: 0.86, daySin: 0, dayCos: 1 }) { q10Minutes q50Minutes q90Minutes modelVersion } }';
+      const travel =
+        '{ predictTravelTime(input: { originDensity: 0.4, destinationDensity: 0.6, distanceKm: 12, roadType: URBAN, weather: RAIN, traffic: HEAVY, publicHoliday: false, peakHour: true, hourSin: 0.5, hourCos: 0.86, daySin: 0, dayCos: 1 }) { q10Minutes q50Minutes q90Minutes modelVersion } }';
       const first = [await gql(server.url, ledger), await gql(server.url, travel)];
       const again = [await gql(server.url, ledger), await gql(server.url, travel)];
       expect(again).toEqual(first);
       expect(first[0]!.data!['bookings'].edges.length).toBeGreaterThan(0);
       expect(first[1]!.data!['predictTravelTime'].q50Minutes).toBeGreaterThan(0);
       const metrics = await (await fetch(`${server.url}/metrics`)).text();
-      const sample = (pattern: RegExp) => Number(metrics.split('\n').find((l) => pattern.test(l))?.split(' ').pop() ?? 0);
+      const sample = (pattern: RegExp) =>
+        Number(
+          metrics
+            .split('\n')
+            .find((l) => pattern.test(l))
+            ?.split(' ')
+            .pop() ?? 0,
+        );
       expect(sample(/^subgraph_fetch_cache_reads_total\{subgraph="prediction",result="hit"\}/)).toBe(2);
       expect(sample(/^subgraph_fetch_cache_reads_total\{subgraph="prediction",result="miss"\}/)).toBe(2);
       // The ledger itself is fetched from the rental subgraph every time (both reads counted as made).

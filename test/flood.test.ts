@@ -13,7 +13,8 @@ describe('a flood of hostile requests', () => {
     const server = await startTestServer();
     const requests = hostileRequests(loadConfig({}).BODY_LIMIT_BYTES);
     // Warm the paths once, so the measure is of the steady state rather than of first-call compilation.
-    for (const r of requests) await fetch(server.url + r.path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: r.body }).then((res) => res.arrayBuffer());
+    for (const r of requests)
+      await fetch(server.url + r.path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: r.body }).then((res) => res.arrayBuffer());
     const result = await floodWhileMeasuring(server.url, requests, { concurrency: 8, seconds: 6, maxRequests: 600 });
 
     const unexpected = Object.entries(result.answers).filter(([key]) => {
@@ -29,7 +30,9 @@ describe('a flood of hostile requests', () => {
     // counts as loop delay, so this test holds a bound no busy machine reaches but any request that is
     // expensive before it is refused does (one such document holds the loop for seconds to minutes: the
     // bench's second run); that operations take turns is held by test/admission.test.ts.
-    console.log(`flood: ${result.requests} requests in ${result.seconds} s; loop delay p50 ${result.loopDelay.p50} ms, p99 ${result.loopDelay.p99} ms, max ${result.loopDelay.max} ms; /health ${result.health.ok}/${result.health.asked}, slowest ${Math.round(result.health.maxMs)} ms`);
+    console.log(
+      `flood: ${result.requests} requests in ${result.seconds} s; loop delay p50 ${result.loopDelay.p50} ms, p99 ${result.loopDelay.p99} ms, max ${result.loopDelay.max} ms; /health ${result.health.ok}/${result.health.asked}, slowest ${Math.round(result.health.maxMs)} ms`,
+    );
     expect(result.loopDelay.p99, JSON.stringify(result)).toBeLessThan(1000);
     expect(result.health.asked).toBeGreaterThan(0);
     expect(result.health.ok).toBe(result.health.asked);

@@ -99,7 +99,12 @@ describe('HTTP semantics', () => {
       ['GET', '/rental/booking/00000000-0000-4000-8000-000000000000/track', undefined, 'booking_id'],
       ['POST', '/rental/booking/BK-XYZ/complete', undefined, 'booking_id'],
       ['POST', '/rental/booking/confirm', { quote_id: 'Q-1', customer_name: 'Acme' }, 'quote_id'],
-      ['POST', '/rental/pricing/quote', { machine_ids: ['excavator'], location_id: 'LOC-001', start_time: hoursFromNow(5), duration_hours: 2 }, 'machine_ids[0]'],
+      [
+        'POST',
+        '/rental/pricing/quote',
+        { machine_ids: ['excavator'], location_id: 'LOC-001', start_time: hoursFromNow(5), duration_hours: 2 },
+        'machine_ids[0]',
+      ],
       ['POST', '/rental/pricing/quote', { machine_ids: ['EQ-001'], location_id: 'Rotterdam', start_time: hoursFromNow(5), duration_hours: 2 }, 'location_id'],
     ];
     for (const [method, path, body, field] of restCases) {
@@ -120,12 +125,15 @@ describe('HTTP semantics', () => {
     }
     expect((await rest(url, 'GET', '/rental/booking/BK-0000000000AB/track')).status).toBe(404);
     expect((await rest(url, 'POST', '/rental/booking/confirm', { quote_id: '00000000-0000-4000-8000-000000000000', customer_name: 'Acme' })).status).toBe(404);
-    const known = await gql(url, '{ machine(id: "EQ-999") { id } quote(id: "00000000-0000-4000-8000-000000000000") { id } booking(id: "BK-0000000000AB") { id } }');
+    const known = await gql(
+      url,
+      '{ machine(id: "EQ-999") { id } quote(id: "00000000-0000-4000-8000-000000000000") { id } booking(id: "BK-0000000000AB") { id } }',
+    );
     expect(known).toMatchObject({ status: 200, data: { machine: null, quote: null, booking: null } });
     expect(known.errors).toBeUndefined();
   });
 
-  it('the same mistake reads the same on every path, in our words, never zod\'s', async () => {
+  it("the same mistake reads the same on every path, in our words, never zod's", async () => {
     const q = await quote();
     const long = 'x'.repeat(201);
     const key = 'k'.repeat(201);
@@ -174,13 +182,21 @@ describe('HTTP semantics', () => {
       [
         'batch item out of range',
         await restField('/prediction/predict/travel_time/batch', { instances: [travelFeatures, { ...travelFeatures, distance_km: 5000 }] }),
-        await gqlField('query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }', { i: [travelInput, { ...travelInput, distanceKm: 5000 }] }),
+        await gqlField('query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }', {
+          i: [travelInput, { ...travelInput, distanceKm: 5000 }],
+        }),
         'must be at most 1500',
       ],
     ];
     for (const [mistake, restSeen, gqlSeen, message] of table) {
-      expect(restSeen.map((f) => f.message), mistake).toEqual([message]);
-      expect(gqlSeen.map((f) => f.message), mistake).toEqual([message]);
+      expect(
+        restSeen.map((f) => f.message),
+        mistake,
+      ).toEqual([message]);
+      expect(
+        gqlSeen.map((f) => f.message),
+        mistake,
+      ).toEqual([message]);
       expect(JSON.stringify([restSeen, gqlSeen]), mistake).not.toMatch(ZOD_WORDING);
     }
     // Nothing was confirmed by any of it.
@@ -205,7 +221,9 @@ describe('HTTP semantics', () => {
 
     // The same through GraphQL: 50,000 items are refused on the count (LIST_LIMIT_EXCEEDED, before any is
     // coerced); a full batch of 1,000 bad items stops after 25 errors...
-    const over = await gql(url, 'query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }', { i: Array.from({ length: 50_000 }, () => ({ x: 1 })) });
+    const over = await gql(url, 'query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }', {
+      i: Array.from({ length: 50_000 }, () => ({ x: 1 })),
+    });
     expect(over.status).toBe(400);
     expect(over.errors).toHaveLength(1);
     expect(over.errors?.[0]?.extensions?.['code']).toBe('LIST_LIMIT_EXCEEDED');
@@ -213,7 +231,10 @@ describe('HTTP semantics', () => {
     const variables = await fetch(`${url}/graphql`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ query: 'query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }', variables: { i: Array.from({ length: 1000 }, () => ({ x: 1 })) } }),
+      body: JSON.stringify({
+        query: 'query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }',
+        variables: { i: Array.from({ length: 1000 }, () => ({ x: 1 })) },
+      }),
     });
     const varText = await variables.text();
     expect(variables.status).toBe(400);
@@ -225,7 +246,9 @@ describe('HTTP semantics', () => {
     expect(varText.length).toBeLessThan(10_000);
     // ... and the resolvers' own checks list 25 fields and count the rest.
     const gqlBad = { ...travelInput, distanceKm: -1, hourSin: 3 };
-    const checked = await gql(url, 'query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }', { i: Array.from({ length: 1000 }, () => gqlBad) });
+    const checked = await gql(url, 'query($i: [TravelInput!]!) { predictTravelTimeBatch(inputs: $i) { q50Minutes } }', {
+      i: Array.from({ length: 1000 }, () => gqlBad),
+    });
     expect(checked.errors?.[0]?.message).toBe('Invalid input: 2,000 fields are invalid; the first 25 are listed in errors');
     expect(checked.errors?.[0]?.extensions).toMatchObject({ code: 'BAD_USER_INPUT', fieldsTruncated: 1975 });
     expect(checked.errors?.[0]?.extensions?.['fields']).toHaveLength(25);
@@ -299,7 +322,13 @@ describe('public documents with API_KEYS set', () => {
   });
 
   it('the JWKS and /health answer without a key; everything else still wants one', async () => {
-    const q = await rest(url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-004'], location_id: 'LOC-002', start_time: hoursFromNow(30), duration_hours: 3 }, { 'x-api-key': KEY });
+    const q = await rest(
+      url,
+      'POST',
+      '/rental/pricing/quote',
+      { machine_ids: ['EQ-004'], location_id: 'LOC-002', start_time: hoursFromNow(30), duration_hours: 3 },
+      { 'x-api-key': KEY },
+    );
     expect(q.status).toBe(200);
     // docs/rental.md's own example: createRemoteJWKSet sends no key.
     const { payload } = await jwtVerify(q.body['signature'], createRemoteJWKSet(new URL(`${url}/rental/pricing/keys`)), { issuer: 'ops-supergraph/rental' });
@@ -327,13 +356,21 @@ describe.runIf(TEST_DATABASE_URL)('Idempotency-Key under concurrency (PostgreSQL
     ({ url } = await startTestServer({ backend: 'postgres' }));
   });
   const quote = async (machine: string) => {
-    const q = await rest(url, 'POST', '/rental/pricing/quote', { machine_ids: [machine], location_id: 'LOC-003', start_time: hoursFromNow(24), duration_hours: 2 });
+    const q = await rest(url, 'POST', '/rental/pricing/quote', {
+      machine_ids: [machine],
+      location_id: 'LOC-003',
+      start_time: hoursFromNow(24),
+      duration_hours: 2,
+    });
     expect(q.status).toBe(200);
     return q.body['quote_id'] as string;
   };
 
   it('concurrent confirms with one key and different bodies: one booking; same body replays it, any other is 422', async () => {
-    for (const [round, machines] of [[1, ['EQ-001', 'EQ-002']], [2, ['EQ-003', 'EQ-004']]] as const) {
+    for (const [round, machines] of [
+      [1, ['EQ-001', 'EQ-002']],
+      [2, ['EQ-003', 'EQ-004']],
+    ] as const) {
       const [a, b] = await Promise.all(machines.map(quote));
       const key = `race-${round}-${a}`;
       // Round 1: one quote, two customer names; round 2: two quotes, one name.

@@ -1,5 +1,5 @@
 import { connect } from 'node:net';
-import { parse, isListType, getNullableType, isObjectType, isInputObjectType, buildASTSchema } from 'graphql';
+import { Kind, parse, isListType, getNullableType, isObjectType, isInputObjectType, buildASTSchema } from 'graphql';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, requestLimitsOf } from '../gateway/security/limits.js';
 import { loadConfig } from '../gateway/config.js';
@@ -27,7 +27,13 @@ describe('request limits', () => {
     ['root fields', repeated('fleetSummary { available } ', 21), {}, 'ROOT_FIELD_LIMIT_EXCEEDED', 20],
     ['fields', `{ machines { ${'id '.repeat(250)} } }`, {}, 'FIELD_LIMIT_EXCEEDED', 200],
     ['directives', `{ machines { id ${'@include(if: true) '.repeat(51)} } }`, {}, 'DIRECTIVE_LIMIT_EXCEEDED', 50],
-    ['cost', `{ ${Array.from({ length: 6 }, (_, i) => `b${i}: bookings(first: 100) { edges { node { machines { depot { id } } } } }`).join(' ')} }`, {}, 'COST_LIMIT_EXCEEDED', 5000],
+    [
+      'cost',
+      `{ ${Array.from({ length: 6 }, (_, i) => `b${i}: bookings(first: 100) { edges { node { machines { depot { id } } } } }`).join(' ')} }`,
+      {},
+      'COST_LIMIT_EXCEEDED',
+      5000,
+    ],
     [
       'list items',
       'query ($inputs: [DwellInput!]!) { predictDwellBatch(inputs: $inputs) { q50Minutes } }',
@@ -87,7 +93,11 @@ describe('request limits', () => {
     expect('document' in small).toBe(true);
     expect(limiter.check(query, { first: 10 }, 'Page')).toBe(small);
     // The same document whose slicing argument makes it cost more than the limit allows.
-    const costly = `{ ${Array.from({ length: 6 }, (_, i) => `b${i}: bookings(first: $first) { edges { node { machines { depot { id } } } } }`).join(' ')} }`.replace('{', 'query Many($first: Int!) {');
+    const costly =
+      `{ ${Array.from({ length: 6 }, (_, i) => `b${i}: bookings(first: $first) { edges { node { machines { depot { id } } } } }`).join(' ')} }`.replace(
+        '{',
+        'query Many($first: Int!) {',
+      );
     expect('document' in limiter.check(costly, { first: 1 }, 'Many')).toBe(true);
     const over = limiter.check(costly, { first: 100 }, 'Many');
     expect('error' in over && over.error.extensions['code']).toBe('COST_LIMIT_EXCEEDED');
@@ -158,7 +168,6 @@ describe('request limits', () => {
       await ws.dispose();
     }
   });
-
 });
 
 describe('connection timeouts', () => {
@@ -205,7 +214,11 @@ describe('declared sizes and costs', () => {
       if (isObjectType(type)) {
         for (const field of Object.values(type.getFields())) {
           const directives = field.astNode?.directives?.map((d) => d.name.value) ?? [];
-          if (isListType(getNullableType(field.type)) && !directives.includes('listSize') && !field.args.some((a) => a.astNode?.directives?.some((d) => d.name.value === 'maxItems'))) {
+          if (
+            isListType(getNullableType(field.type)) &&
+            !directives.includes('listSize') &&
+            !field.args.some((a) => a.astNode?.directives?.some((d) => d.name.value === 'maxItems'))
+          ) {
             undeclared.push(`${type.name}.${field.name}: list without @listSize`);
           }
           for (const arg of field.args) {
@@ -240,9 +253,10 @@ describe('declared sizes and costs', () => {
         // Batch routes at their largest: every list variable at 1,000 items; pages at 100.
         const variables: Record<string, unknown> = {};
         for (const definition of parse(route.operation).definitions) {
-          if (definition.kind !== 'OperationDefinition') continue;
+          if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
           for (const v of definition.variableDefinitions ?? []) {
-            if (v.type.kind === 'NonNullType' && v.type.type.kind === 'ListType') variables[v.variable.name.value] = Array.from({ length: 1000 }, () => ({}));
+            if (v.type.kind === Kind.NON_NULL_TYPE && v.type.type.kind === Kind.LIST_TYPE)
+              variables[v.variable.name.value] = Array.from({ length: 1000 }, () => ({}));
             if (v.variable.name.value === 'first') variables['first'] = 100;
           }
         }

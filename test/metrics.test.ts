@@ -38,7 +38,12 @@ describe.each(TEST_DATABASE_URL ? (['pglite', 'postgres'] as const) : (['pglite'
     for (let i = 0; i < 3; i++) expect((await rest(server.url, 'GET', '/rental/fleet/summary')).status).toBe(200);
     expect((await rest(server.url, 'GET', '/rental/booking/BK-nothing-here/track')).status).toBeGreaterThanOrEqual(400);
     expect((await rest(server.url, 'GET', '/no/such/path')).status).toBe(404);
-    const quote = await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-007'], location_id: 'LOC-003', start_time: hoursFromNow(50), duration_hours: 4 });
+    const quote = await rest(server.url, 'POST', '/rental/pricing/quote', {
+      machine_ids: ['EQ-007'],
+      location_id: 'LOC-003',
+      start_time: hoursFromNow(50),
+      duration_hours: 4,
+    });
     expect(quote.status).toBe(200);
     const federated = await gql(server.url, '{ bookings(first: 5) { edges { node { id deliveryForecast { q50Minutes } } } } fleetSummary { total } }');
     expect(federated.errors).toBeUndefined();
@@ -82,7 +87,16 @@ describe.each(TEST_DATABASE_URL ? (['pglite', 'postgres'] as const) : (['pglite'
     let text = await scrape(server.url);
     expect(sample(text, 'websocket_connections')).toBe(1);
     expect(sample(text, 'websocket_operations')).toBe(1);
-    expect((await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-008'], location_id: 'LOC-003', start_time: hoursFromNow(52), duration_hours: 4 })).status).toBe(200);
+    expect(
+      (
+        await rest(server.url, 'POST', '/rental/pricing/quote', {
+          machine_ids: ['EQ-008'],
+          location_id: 'LOC-003',
+          start_time: hoursFromNow(52),
+          duration_hours: 4,
+        })
+      ).status,
+    ).toBe(200);
     await events.until((c) => c.results.length >= 1);
     // Every event written has been handed to the streams.
     await until(async () => sample(await scrape(server.url), 'outbox_lag_events') === 0, 'the outbox lag back to 0');
@@ -99,7 +113,11 @@ describe.each(TEST_DATABASE_URL ? (['pglite', 'postgres'] as const) : (['pglite'
     expect(other.headers.get('x-request-id')).not.toBe(fresh.headers.get('x-request-id'));
     const given = await fetch(`${server.url}/rental/fleet/summary`, { headers: { 'x-request-id': 'dash-7f3a.42:retry-1' } });
     expect(given.headers.get('x-request-id')).toBe('dash-7f3a.42:retry-1');
-    const graphql = await fetch(`${server.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'gql-1' }, body: '{"query":"{ fleetSummary { total } }"}' });
+    const graphql = await fetch(`${server.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'gql-1' },
+      body: '{"query":"{ fleetSummary { total } }"}',
+    });
     expect(graphql.headers.get('x-request-id')).toBe('gql-1');
     for (const bad of ['has spaces in it', 'x'.repeat(129), 'quote"d']) {
       const res = await fetch(`${server.url}/health/live`, { headers: { 'x-request-id': bad } });

@@ -45,7 +45,7 @@ describe('the OpenAPI document of the REST façade', () => {
     ajv.addFormat('date-time', /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
     ajv.addFormat('uuid', /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
     ajv.addFormat('email', true).addFormat('uri', true);
-    ajv.addSchema({ $id: 'doc', components: doc.components } as object);
+    ajv.addSchema({ $id: 'doc', components: doc.components });
     check = (method, path, status, body, type = 'application/json') => {
       const schema = doc.paths[path]?.[method]?.responses[status]?.content?.[type]?.schema;
       expect(schema, `${method} ${path} ${status} ${type}`).toBeDefined();
@@ -58,7 +58,7 @@ describe('the OpenAPI document of the REST façade', () => {
 
   it('is a valid OpenAPI 3.1 document', async () => {
     expect(doc.openapi).toBe('3.1.0');
-    const result = await new Validator().validate(doc as unknown as Record<string, unknown>);
+    const result = await new Validator().validate(doc);
     expect(result.errors ?? []).toEqual([]);
     expect(result.valid).toBe(true);
   });
@@ -119,7 +119,12 @@ describe('the OpenAPI document of the REST façade', () => {
     expect(checked).toBeGreaterThanOrEqual(5);
 
     // A quote, a booking, its tracking and its completion; an error of each kind a partner meets.
-    const quote = await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-004'], location_id: 'LOC-002', start_time: hoursFromNow(30), duration_hours: 6 });
+    const quote = await rest(server.url, 'POST', '/rental/pricing/quote', {
+      machine_ids: ['EQ-004'],
+      location_id: 'LOC-002',
+      start_time: hoursFromNow(30),
+      duration_hours: 6,
+    });
     expect(quote.status).toBe(200);
     check('post', '/rental/pricing/quote', '200', quote.body);
     const booking = await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: quote.body['quote_id'], customer_name: 'Contract test' });
@@ -138,7 +143,9 @@ describe('the OpenAPI document of the REST façade', () => {
     check('post', '/rental/pricing/quote', '400', bad.body, 'application/problem+json');
     const page = await rest(server.url, 'GET', '/rental/bookings?limit=5');
     check('get', '/rental/bookings', '200', page.body);
-    expect(doc.paths['/rental/booking/confirm']?.['post']?.parameters).toContainEqual(expect.objectContaining({ name: 'Idempotency-Key', in: 'header', required: false }));
+    expect(doc.paths['/rental/booking/confirm']?.['post']?.parameters).toContainEqual(
+      expect.objectContaining({ name: 'Idempotency-Key', in: 'header', required: false }),
+    );
   });
 
   it('describes the prediction answers: a forecast, a batch, a cold-chain margin, an input error', async () => {

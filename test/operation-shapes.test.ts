@@ -102,7 +102,13 @@ describe('audit, charge and refusal at a running gateway', () => {
     expect(res.errors?.[0]?.extensions?.['code']).toBeDefined();
     const lines = audit.slice(before);
     expect(lines).toEqual([
-      expect.objectContaining({ principal: 'booker', tenant: 'tenant-a', operation: 'confirmBooking', target: quoteId, outcome: res.errors?.[0]?.extensions?.['code'] }),
+      expect.objectContaining({
+        principal: 'booker',
+        tenant: 'tenant-a',
+        operation: 'confirmBooking',
+        target: quoteId,
+        outcome: res.errors?.[0]?.extensions?.['code'],
+      }),
     ]);
   });
 });

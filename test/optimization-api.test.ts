@@ -31,11 +31,15 @@ async function startRun(url: string, input: Record<string, unknown>) {
 }
 
 async function finished(url: string, id: string) {
-  return waitFor(async () => {
-    const r = await gql(url, `query($id: ID!) { quantumRun(id: $id) { ${RUN} } }`, { id });
-    const run = r.data?.['quantumRun'];
-    return run && run.status !== 'RUNNING' ? run : null;
-  }, 30_000, `run ${id}`);
+  return waitFor(
+    async () => {
+      const r = await gql(url, `query($id: ID!) { quantumRun(id: $id) { ${RUN} } }`, { id });
+      const run = r.data?.['quantumRun'];
+      return run && run.status !== 'RUNNING' ? run : null;
+    },
+    30_000,
+    `run ${id}`,
+  );
 }
 
 /**
@@ -127,7 +131,11 @@ describe.each(targets)('optimization subgraph ($name)', ({ backend, mode }) => {
     const first = (await rest(url, 'GET', '/optimization/fleet')).body;
     const mmsi = first['vessels'][0].mmsi as string;
     const later = await waitFor(async () => {
-      const r = await gql(url, `query($m: ID!) { vesselFleet { tick } vessel(mmsi: $m) { track(last: 3) { tick position { latitude longitude } timestamp } } }`, { m: mmsi });
+      const r = await gql(
+        url,
+        `query($m: ID!) { vesselFleet { tick } vessel(mmsi: $m) { track(last: 3) { tick position { latitude longitude } timestamp } } }`,
+        { m: mmsi },
+      );
       return r.data!['vesselFleet'].tick >= first['tick'] + 2 ? r.data! : null;
     });
     const track = later['vessel'].track as { tick: number; position: { latitude: number } }[];
@@ -224,7 +232,12 @@ describe.each(targets)('optimization subgraph ($name)', ({ backend, mode }) => {
     // clock when a run was asked for, and runs started at once may be recorded in another order.)
     const both = await rest(url, 'GET', '/optimization/quantum/runs?limit=2');
     expect(both.body['runs'].map((r: { id: string }) => r.id)).toEqual([page1.body['runs'][0].id, page2.body['runs'][0].id]);
-    for (const [query, field] of [['limit=0', 'limit'], ['limit=101', 'limit'], ['limit=abc', 'limit'], ['cursor=nope', 'cursor']] as const) {
+    for (const [query, field] of [
+      ['limit=0', 'limit'],
+      ['limit=101', 'limit'],
+      ['limit=abc', 'limit'],
+      ['cursor=nope', 'cursor'],
+    ] as const) {
       const r = await rest(url, 'GET', `/optimization/quantum/runs?${query}`);
       expect(r.status).toBe(400);
       expect(r.body).toMatchObject({ code: 'BAD_USER_INPUT', errors: [{ field }] });

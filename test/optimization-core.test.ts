@@ -7,15 +7,7 @@ import { berthInstance, convoyInstance } from '../subgraphs/optimization/instanc
 import { runJob } from '../subgraphs/optimization/job.js';
 import { adjacencyOf, localSearch, randomRestarts } from '../subgraphs/optimization/local-search.js';
 import { nelderMead } from '../subgraphs/optimization/nelder-mead.js';
-import {
-  bitsOf,
-  maxCutProblem,
-  objectiveDiagonal,
-  objectiveOf,
-  objectiveOfBits,
-  quboProblem,
-  type IsingProblem,
-} from '../subgraphs/optimization/problem.js';
+import { bitsOf, maxCutProblem, objectiveDiagonal, objectiveOf, objectiveOfBits, quboProblem, type IsingProblem } from '../subgraphs/optimization/problem.js';
 import { optimizeQaoa } from '../subgraphs/optimization/qaoa.js';
 import { Rng } from '../subgraphs/optimization/random.js';
 import { costLevels, prepareQaoa, StateVector } from '../subgraphs/optimization/statevector.js';
@@ -35,7 +27,12 @@ describe('state-vector simulator: cases computed by hand', () => {
     const diag = objectiveDiagonal(edge);
     expect([...diag]).toEqual([0, 1, 1, 0]);
     const s = new StateVector(2);
-    for (const [g, b] of [[0.3, 0.2], [1.1, -0.4], [2.5, 0.7], [Math.PI / 2, Math.PI / 8]] as const) {
+    for (const [g, b] of [
+      [0.3, 0.2],
+      [1.1, -0.4],
+      [2.5, 0.7],
+      [Math.PI / 2, Math.PI / 8],
+    ] as const) {
       prepareQaoa(s, diag, null, [g], [b]);
       expect(s.expectation(diag)).toBeCloseTo(0.5 + 0.5 * Math.sin(4 * b) * Math.sin(g), 12);
     }
@@ -56,7 +53,12 @@ describe('state-vector simulator: cases computed by hand', () => {
   });
 
   it('stays normalized through layers, and the level-table phase equals the direct one', () => {
-    const p = maxCutProblem(13, random3Regular(12, 9).map((e) => ({ ...e, w: 2 })).concat([{ u: 11, v: 12, w: 3 }]));
+    const p = maxCutProblem(
+      13,
+      random3Regular(12, 9)
+        .map((e) => ({ ...e, w: 2 }))
+        .concat([{ u: 11, v: 12, w: 3 }]),
+    );
     const diag = objectiveDiagonal(p);
     const a = new StateVector(13);
     const b = new StateVector(13);
@@ -147,7 +149,11 @@ describe('problems in Ising form', () => {
 
   it('a QUBO maps exactly: F(x) = -f(x) for every x', () => {
     const linear = [3, -2, 1, 0];
-    const quadratic = [{ u: 0, v: 1, w: 4 }, { u: 1, v: 3, w: -5 }, { u: 2, v: 3, w: 2 }];
+    const quadratic = [
+      { u: 0, v: 1, w: 4 },
+      { u: 1, v: 3, w: -5 },
+      { u: 2, v: 3, w: 2 },
+    ];
     const p = quboProblem(4, linear, quadratic, 7);
     for (let k = 0; k < 16; k++) {
       const x = bitsOf(k, 4);
@@ -301,7 +307,10 @@ describe('fleet and instances', () => {
     const positions = fleet.map((s) => positionAt(s, at));
     const convoy = convoyInstance(positions, 10);
     const degree = new Array<number>(10).fill(0);
-    for (const e of convoy.edges) (degree[e.u]!++, degree[e.v]!++);
+    for (const e of convoy.edges) {
+      degree[e.u]!++;
+      degree[e.v]!++;
+    }
     expect(degree.every((d) => d >= 2)).toBe(true);
     const berth = berthInstance(positions, 3);
     expect(berth.problem.n).toBe(9);

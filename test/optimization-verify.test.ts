@@ -42,7 +42,14 @@ describe('Z3 verification of fleet safety', () => {
     const fleet = gridFleet(30, 1000);
     const intruder = beside(fleet[7]!, 180, '211000001');
     const zone = SPEED_ZONES[0]!;
-    const speeder: VesselPosition = { mmsi: '211000002', latitude: zone.center.latitude, longitude: zone.center.longitude, sog: zone.limitKnots + 3.5, cog: 0, heading: 0 };
+    const speeder: VesselPosition = {
+      mmsi: '211000002',
+      latitude: zone.center.latitude,
+      longitude: zone.center.longitude,
+      sog: zone.limitKnots + 3.5,
+      cog: 0,
+      heading: 0,
+    };
     const v = await verifyFleet([...fleet, intruder, speeder], 463);
     expect(v.status).toBe('VIOLATIONS_FOUND');
     expect(v.separationViolations).toHaveLength(1);

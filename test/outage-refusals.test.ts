@@ -54,7 +54,10 @@ async function underRefusal(server: TestServer, cursor: string): Promise<Seen> {
   try {
     const sub = new Collector(ws.client, 'subscription ($after: ID) { fleetSummaryChanged(after: $after) { cursor } }', { after: cursor });
     await sub.until((c) => c.error !== undefined || c.results.some((r) => r.errors), undefined, 'the subscription to fail');
-    const errors = (Array.isArray(sub.error) ? sub.error : (sub.results.find((r) => r.errors)?.errors ?? [])) as { extensions?: { code?: unknown }; message?: string }[];
+    const errors = (Array.isArray(sub.error) ? sub.error : (sub.results.find((r) => r.errors)?.errors ?? [])) as {
+      extensions?: { code?: unknown };
+      message?: string;
+    }[];
     return {
       rest: summary.status,
       restCode: summary.body['code'],
@@ -80,7 +83,12 @@ const OUTAGE: Seen = {
 /** A cursor with an event after it: a subscription resuming from it reads the outbox table first. */
 async function cursorBeforeAnEvent(server: TestServer): Promise<string> {
   const cursor = String((await gql(server.url, '{ eventCursor }')).data?.['eventCursor']);
-  const quote = await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-001'], location_id: 'LOC-001', start_time: hoursFromNow(3), duration_hours: 4 });
+  const quote = await rest(server.url, 'POST', '/rental/pricing/quote', {
+    machine_ids: ['EQ-001'],
+    location_id: 'LOC-001',
+    start_time: hoursFromNow(3),
+    duration_hours: 4,
+  });
   expect(quote.status).toBe(200);
   await until(async () => String((await gql(server.url, '{ eventCursor }')).data?.['eventCursor']) !== cursor, 'the quote event to be written');
   return cursor;
@@ -153,9 +161,21 @@ describe.runIf(TEST_DATABASE_URL)('PostgreSQL refusing connections for real: a d
   });
 
   const REAL_REFUSALS: readonly { what: string; refuse: () => string; accept: () => string }[] = [
-    { what: 'ALTER DATABASE ... ALLOW_CONNECTIONS false (55000), then true', refuse: () => `ALTER DATABASE ${database} ALLOW_CONNECTIONS false`, accept: () => `ALTER DATABASE ${database} ALLOW_CONNECTIONS true` },
-    { what: 'ALTER ROLE ... CONNECTION LIMIT 0 (53300, too many connections for role), then -1', refuse: () => `ALTER ROLE ${role} CONNECTION LIMIT 0`, accept: () => `ALTER ROLE ${role} CONNECTION LIMIT -1` },
-    { what: 'ALTER DATABASE ... CONNECTION LIMIT 0 (53300, too many connections for database), then -1', refuse: () => `ALTER DATABASE ${database} CONNECTION LIMIT 0`, accept: () => `ALTER DATABASE ${database} CONNECTION LIMIT -1` },
+    {
+      what: 'ALTER DATABASE ... ALLOW_CONNECTIONS false (55000), then true',
+      refuse: () => `ALTER DATABASE ${database} ALLOW_CONNECTIONS false`,
+      accept: () => `ALTER DATABASE ${database} ALLOW_CONNECTIONS true`,
+    },
+    {
+      what: 'ALTER ROLE ... CONNECTION LIMIT 0 (53300, too many connections for role), then -1',
+      refuse: () => `ALTER ROLE ${role} CONNECTION LIMIT 0`,
+      accept: () => `ALTER ROLE ${role} CONNECTION LIMIT -1`,
+    },
+    {
+      what: 'ALTER DATABASE ... CONNECTION LIMIT 0 (53300, too many connections for database), then -1',
+      refuse: () => `ALTER DATABASE ${database} CONNECTION LIMIT 0`,
+      accept: () => `ALTER DATABASE ${database} CONNECTION LIMIT -1`,
+    },
   ];
   for (const refusal of REAL_REFUSALS) {
     it(refusal.what, async () => {

@@ -99,14 +99,18 @@ async function expectOutage(server: TestServer, secrets: readonly string[]): Pro
 // One process only: an embedded database per subgraph server makes the distributed start slow, and the
 // distributed path (the subgraph server's error formatting, its /health) runs below on PostgreSQL.
 describe('the embedded database closed under a running server (pglite)', () => {
-  it('answers 503 SERVICE_UNAVAILABLE with Retry-After on REST and GraphQL; health says not ready', async () => {
-    const server = await startTestServer();
-    expect((await rest(server.url, 'GET', '/rental/fleet/summary')).status).toBe(200);
-    expect((await rest(server.url, 'GET', '/health')).status).toBe(200);
-    expect((await rest(server.url, 'GET', '/health/ready')).status).toBe(200);
-    await rentalDb(server).close();
-    await expectOutage(server, []);
-  }, START_TIMEOUT_MS);
+  it(
+    'answers 503 SERVICE_UNAVAILABLE with Retry-After on REST and GraphQL; health says not ready',
+    async () => {
+      const server = await startTestServer();
+      expect((await rest(server.url, 'GET', '/rental/fleet/summary')).status).toBe(200);
+      expect((await rest(server.url, 'GET', '/health')).status).toBe(200);
+      expect((await rest(server.url, 'GET', '/health/ready')).status).toBe(200);
+      await rentalDb(server).close();
+      await expectOutage(server, []);
+    },
+    START_TIMEOUT_MS,
+  );
 });
 
 if (!TEST_DATABASE_URL) console.warn('[outage] TEST_DATABASE_URL is not set: the PostgreSQL outage tests are skipped.');
@@ -118,47 +122,51 @@ describe.runIf(TEST_DATABASE_URL).each(modes)('PostgreSQL going away and coming 
     await proxy?.close();
   });
 
-  it('503 with Retry-After while it is down, by itself back to 200 when it returns; a terminated backend costs nothing', async () => {
-    proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-    const secret = `pw${randomBytes(6).toString('hex')}`;
-    const viaProxy = new URL(TEST_DATABASE_URL!);
-    viaProxy.host = `127.0.0.1:${proxy.port}`;
-    // A password the server does not check (trust authentication): it must not leak into any answer.
-    if (!viaProxy.username) viaProxy.username = 'postgres';
-    viaProxy.password = secret;
-    const server = await startTestServer({ backend: 'postgres', mode, env: { DATABASE_URL: viaProxy.href } });
-    expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-001'))).status).toBe(200);
+  it(
+    '503 with Retry-After while it is down, by itself back to 200 when it returns; a terminated backend costs nothing',
+    async () => {
+      proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
+      const secret = `pw${randomBytes(6).toString('hex')}`;
+      const viaProxy = new URL(TEST_DATABASE_URL!);
+      viaProxy.host = `127.0.0.1:${proxy.port}`;
+      // A password the server does not check (trust authentication): it must not leak into any answer.
+      if (!viaProxy.username) viaProxy.username = 'postgres';
+      viaProxy.password = secret;
+      const server = await startTestServer({ backend: 'postgres', mode, env: { DATABASE_URL: viaProxy.href } });
+      expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-001'))).status).toBe(200);
 
-    // Every backend behind the proxy terminated by an administrator (57P01): the pool replaces them.
-    const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
-    await admin.connect();
-    try {
-      const killed = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ANY($1::int[])', [proxy.upstreamPorts()]);
-      expect(killed.rowCount).toBeGreaterThan(0);
-    } finally {
-      await admin.end();
-    }
-    const statuses: number[] = [];
-    await until(async () => {
-      const res = await rest(server.url, 'GET', '/rental/fleet/summary');
-      statuses.push(res.status);
-      return res.status === 200;
-    }, 'a fleet summary after the backends were terminated');
-    // At most a request that held a dying connection fails, and then as an outage, never as a fault.
-    expect(statuses.every((s) => s === 200 || s === 503)).toBe(true);
+      // Every backend behind the proxy terminated by an administrator (57P01): the pool replaces them.
+      const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+      await admin.connect();
+      try {
+        const killed = await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ANY($1::int[])', [proxy.upstreamPorts()]);
+        expect(killed.rowCount).toBeGreaterThan(0);
+      } finally {
+        await admin.end();
+      }
+      const statuses: number[] = [];
+      await until(async () => {
+        const res = await rest(server.url, 'GET', '/rental/fleet/summary');
+        statuses.push(res.status);
+        return res.status === 200;
+      }, 'a fleet summary after the backends were terminated');
+      // At most a request that held a dying connection fails, and then as an outage, never as a fault.
+      expect(statuses.every((s) => s === 200 || s === 503)).toBe(true);
 
-    await proxy.cut();
-    await expectOutage(server, [secret, String(proxy.port)]);
+      await proxy.cut();
+      await expectOutage(server, [secret, String(proxy.port)]);
 
-    await proxy.restore();
-    await until(async () => (await rest(server.url, 'GET', '/rental/fleet/summary')).status === 200, 'recovery of REST');
-    await until(async () => (await rest(server.url, 'GET', '/health')).status === 200, 'health ready again');
-    expect((await rest(server.url, 'GET', '/health/ready')).body).toMatchObject({ status: 'ok', ready: true });
-    const after = await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-002'));
-    expect(after.status).toBe(200);
-    const q = await gql(server.url, '{ fleetSummary { reserved } }');
-    expect(q).toMatchObject({ status: 200, data: { fleetSummary: { reserved: 2 } } });
-  }, START_TIMEOUT_MS);
+      await proxy.restore();
+      await until(async () => (await rest(server.url, 'GET', '/rental/fleet/summary')).status === 200, 'recovery of REST');
+      await until(async () => (await rest(server.url, 'GET', '/health')).status === 200, 'health ready again');
+      expect((await rest(server.url, 'GET', '/health/ready')).body).toMatchObject({ status: 'ok', ready: true });
+      const after = await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-002'));
+      expect(after.status).toBe(200);
+      const q = await gql(server.url, '{ fleetSummary { reserved } }');
+      expect(q).toMatchObject({ status: 200, data: { fleetSummary: { reserved: 2 } } });
+    },
+    START_TIMEOUT_MS,
+  );
 });
 
 describe.runIf(TEST_DATABASE_URL).each(modes)('PostgreSQL that accepts but stops answering (%s)', (mode: Mode) => {
@@ -168,28 +176,32 @@ describe.runIf(TEST_DATABASE_URL).each(modes)('PostgreSQL that accepts but stops
     await proxy?.close();
   });
 
-  it('503 SERVICE_UNAVAILABLE once DATABASE_QUERY_TIMEOUT_MS has passed, not a request held forever; back by itself', async () => {
-    proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-    const viaProxy = new URL(TEST_DATABASE_URL!);
-    viaProxy.host = `127.0.0.1:${proxy.port}`;
-    const server = await startTestServer({ backend: 'postgres', mode, env: { DATABASE_URL: viaProxy.href, DATABASE_QUERY_TIMEOUT_MS: '1000' } });
-    expect((await rest(server.url, 'GET', '/rental/fleet/summary')).status).toBe(200);
+  it(
+    '503 SERVICE_UNAVAILABLE once DATABASE_QUERY_TIMEOUT_MS has passed, not a request held forever; back by itself',
+    async () => {
+      proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
+      const viaProxy = new URL(TEST_DATABASE_URL!);
+      viaProxy.host = `127.0.0.1:${proxy.port}`;
+      const server = await startTestServer({ backend: 'postgres', mode, env: { DATABASE_URL: viaProxy.href, DATABASE_QUERY_TIMEOUT_MS: '1000' } });
+      expect((await rest(server.url, 'GET', '/rental/fleet/summary')).status).toBe(200);
 
-    proxy.stall();
-    const started = performance.now();
-    const stalled = await rest(server.url, 'GET', '/rental/fleet/summary');
-    const waitedMs = performance.now() - started;
-    expect(stalled.status).toBe(503);
-    expect(stalled.headers.get('retry-after')).toBe(String(OUTAGE_RETRY_AFTER_SECONDS));
-    expect(stalled.body).toMatchObject({ code: 'SERVICE_UNAVAILABLE', detail: DATABASE_UNAVAILABLE_MESSAGE });
-    // The client gives up 1 s after the 1 s statement limit; the bound leaves a busy machine room.
-    expect(waitedMs).toBeGreaterThan(1_000);
-    expect(waitedMs).toBeLessThan(15_000);
+      proxy.stall();
+      const started = performance.now();
+      const stalled = await rest(server.url, 'GET', '/rental/fleet/summary');
+      const waitedMs = performance.now() - started;
+      expect(stalled.status).toBe(503);
+      expect(stalled.headers.get('retry-after')).toBe(String(OUTAGE_RETRY_AFTER_SECONDS));
+      expect(stalled.body).toMatchObject({ code: 'SERVICE_UNAVAILABLE', detail: DATABASE_UNAVAILABLE_MESSAGE });
+      // The client gives up 1 s after the 1 s statement limit; the bound leaves a busy machine room.
+      expect(waitedMs).toBeGreaterThan(1_000);
+      expect(waitedMs).toBeLessThan(15_000);
 
-    proxy.unstall();
-    await until(async () => (await rest(server.url, 'GET', '/rental/fleet/summary')).status === 200, 'recovery after the stall');
-    expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-003'))).status).toBe(200);
-  }, START_TIMEOUT_MS);
+      proxy.unstall();
+      await until(async () => (await rest(server.url, 'GET', '/rental/fleet/summary')).status === 200, 'recovery after the stall');
+      expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-003'))).status).toBe(200);
+    },
+    START_TIMEOUT_MS,
+  );
 });
 
 describe.runIf(TEST_DATABASE_URL)('the database layer classifies a lost connection once (postgres)', () => {
@@ -261,7 +273,9 @@ describe('classifying driver errors', () => {
 
   it('redacts the password and secret parameters of a connection string', () => {
     expect(redactDatabaseUrl('postgres://app:p%40ss@db.internal:5432/ops')).toBe('postgres://app:***@db.internal:5432/ops');
-    expect(redactDatabaseUrl('postgresql://app@db/ops?sslmode=require&password=x&sslkey=/k')).toBe('postgresql://app@db/ops?sslmode=require&password=***&sslkey=***');
+    expect(redactDatabaseUrl('postgresql://app@db/ops?sslmode=require&password=x&sslkey=/k')).toBe(
+      'postgresql://app@db/ops?sslmode=require&password=***&sslkey=***',
+    );
     expect(redactDatabaseUrl('postgres://db/ops')).toBe('postgres://db/ops');
     expect(redactDatabaseUrl('postgres://a:b@[broken')).toBe('(an unparsable URL)');
   });

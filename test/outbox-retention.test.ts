@@ -32,9 +32,19 @@ describe.each(backends)('outbox retention (%s)', (backend) => {
   const newest = async () => BigInt((await server.db.query<{ max: string }>('SELECT max(id)::text AS max FROM outbox')).rows[0]!.max);
   const age = (seconds: number, where: string, params: unknown[] = []) =>
     server.db.query(`UPDATE outbox SET created_at = now() - make_interval(secs => ${seconds}) WHERE ${where}`, params);
-  const count = async (where: string, params: unknown[] = []) => (await server.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE ${where}`, params)).rows[0]!.n;
+  const count = async (where: string, params: unknown[] = []) =>
+    (await server.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM outbox WHERE ${where}`, params)).rows[0]!.n;
   const quote = async (machine: string) =>
-    expect((await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(30), duration_hours: 2 })).status).toBe(200);
+    expect(
+      (
+        await rest(server.url, 'POST', '/rental/pricing/quote', {
+          machine_ids: [machine],
+          location_id: 'LOC-001',
+          start_time: hoursFromNow(30),
+          duration_hours: 2,
+        })
+      ).status,
+    ).toBe(200);
   const firstResult = async (query: string, variables: Record<string, unknown>) => {
     const c = new Collector(ws.client, query, variables);
     await c.until((x) => x.results.length > 0 || x.error !== undefined || x.completed);
@@ -74,11 +84,14 @@ describe.each(backends)('outbox retention (%s)', (backend) => {
     expect((await firstResult(machineEvents, { a: String(2n ** 62n) })).results[0]?.errors?.[0]?.extensions?.['code']).toBe('BAD_USER_INPUT');
   });
 
-  it('high-rate topics keep less: fleet ticks an hour, a session\'s metrics only the newest after an hour; other topics keep their cursors', async () => {
+  it("high-rate topics keep less: fleet ticks an hour, a session's metrics only the newest after an hour; other topics keep their cursors", async () => {
     const start = await rest(server.url, 'POST', '/bonding/api/bonding/start?seed=3');
     expect(start.status).toBe(200);
     const session = start.body['session_id'] as string;
-    await until(async () => (await count(`topic = 'bonding.session' AND key = $1 AND payload->>'kind' = 'metrics'`, [session])) >= 5, 'metrics events of the session');
+    await until(
+      async () => (await count(`topic = 'bonding.session' AND key = $1 AND payload->>'kind' = 'metrics'`, [session])) >= 5,
+      'metrics events of the session',
+    );
     await until(async () => (await count(`topic = 'optimization.positions'`)) >= 2, 'fleet ticks');
     const beforeMachines = await outboxHorizon(server.db, 'rental.machine_status');
     // Closed first, so that no fresh metrics event (newer than every aged one) arrives meanwhile.
@@ -87,13 +100,21 @@ describe.each(backends)('outbox retention (%s)', (backend) => {
     const result = await pruneOutbox(server.db, { retentionS: 7 * DAY, policies, relayedThrough: async () => null });
     expect(result.byTopic['optimization.positions']).toBeGreaterThanOrEqual(2);
     // Of the session's metrics events only the newest is left; its start is kept.
-    const left = (await server.db.query<{ kind: string }>(`SELECT payload->>'kind' AS kind FROM outbox WHERE topic = 'bonding.session' AND key = $1 AND created_at < now() - interval '1 hour' ORDER BY outbox.id`, [session])).rows.map((r) => r.kind);
+    const left = (
+      await server.db.query<{ kind: string }>(
+        `SELECT payload->>'kind' AS kind FROM outbox WHERE topic = 'bonding.session' AND key = $1 AND created_at < now() - interval '1 hour' ORDER BY outbox.id`,
+        [session],
+      )
+    ).rows.map((r) => r.kind);
     expect(left.filter((k) => k === 'metrics')).toHaveLength(1);
     expect(left[0]).toBe('started');
     // The session's stream from before the compaction: expired; the machines' cursors are untouched.
     const sessionHorizon = await outboxHorizon(server.db, 'bonding.session');
     expect(sessionHorizon).toBeGreaterThan(0n);
-    const expired = await firstResult('subscription($s: ID!, $a: ID) { bondingSessionUpdated(sessionId: $s, after: $a) { cursor } }', { s: session, a: (sessionHorizon - 1n).toString() });
+    const expired = await firstResult('subscription($s: ID!, $a: ID) { bondingSessionUpdated(sessionId: $s, after: $a) { cursor } }', {
+      s: session,
+      a: (sessionHorizon - 1n).toString(),
+    });
     expect(expired.results[0]?.errors?.[0]?.extensions).toMatchObject({ code: 'CURSOR_EXPIRED', oldestCursor: sessionHorizon.toString() });
     expect(await outboxHorizon(server.db, 'rental.machine_status')).toBe(beforeMachines);
   });
@@ -119,7 +140,10 @@ describe('a replay the pruner overtook', () => {
     // Every replay read from the log (no memory), as on a process that restarted.
     const server = await startTestServer({ env: { OUTBOX_PRUNE_INTERVAL_MS: '86400000', EVENT_REPLAY_MEMORY: '0' } });
     for (const m of ['EQ-014', 'EQ-015']) {
-      expect((await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: [m], location_id: 'LOC-001', start_time: hoursFromNow(30), duration_hours: 2 })).status).toBe(200);
+      expect(
+        (await rest(server.url, 'POST', '/rental/pricing/quote', { machine_ids: [m], location_id: 'LOC-001', start_time: hoursFromNow(30), duration_hours: 2 }))
+          .status,
+      ).toBe(200);
     }
     await server.db.query(`UPDATE outbox SET created_at = now() - interval '8 days' WHERE id <= (SELECT min(id) + 1 FROM outbox)`);
     await pruneOutbox(server.db, { retentionS: 7 * DAY, policies, relayedThrough: async () => null });

@@ -22,7 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { readKeyFile } from '../gateway/security/auth.js';
 import { createAuthorizer, securityRules, withoutSecurityDirectives } from '../gateway/security/authorization.js';
-import { PRINCIPAL_HEADER, PrincipalSigner, SCOPES, type Principal, type Scope } from '../platform/principal.js';
+import { PRINCIPAL_HEADER, PrincipalSigner, SCOPES, type Principal } from '../platform/principal.js';
 import { readSubgraphSdl, type OwnedType, type SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs } from '../subgraphs/registry.js';
@@ -63,7 +63,7 @@ function valueFor(type: GraphQLInputType, name: string, inputs: Readonly<Record<
   if (isInputObjectType(bare)) {
     return Object.fromEntries(
       Object.values(bare.getFields())
-        .filter((f) => isNonNullType(f.type) && f.defaultValue === undefined || ids.includes(f.name) || f.name in inputs)
+        .filter((f) => (isNonNullType(f.type) && f.defaultValue === undefined) || ids.includes(f.name) || f.name in inputs)
         .map((f) => [f.name, valueFor(f.type, f.name, inputs, id, ids)]),
     );
   }
@@ -148,11 +148,13 @@ describe('the ownership matrix (pglite, distributed)', () => {
   let url: string;
   /** What each owned type's rows tenant A (and its other principal) made, and tenant B's own. */
   const made = new Map<string, { a: string; aOther: string; b: string }>();
-  const runAs = (key: string) => async (operation: string, variables: Record<string, unknown> = {}) => {
-    const res = await gql(url, operation, variables, { 'x-api-key': key });
-    if (res.errors) throw new Error(`${operation}: ${JSON.stringify(res.errors)}`);
-    return res.data!;
-  };
+  const runAs =
+    (key: string) =>
+    async (operation: string, variables: Record<string, unknown> = {}) => {
+      const res = await gql(url, operation, variables, { 'x-api-key': key });
+      if (res.errors) throw new Error(`${operation}: ${JSON.stringify(res.errors)}`);
+      return res.data!;
+    };
   beforeAll(async () => {
     const file = join(dir, 'keys.json');
     writeFileSync(
@@ -165,7 +167,13 @@ describe('the ownership matrix (pglite, distributed)', () => {
     );
     server = await startTestServer({
       mode: 'distributed',
-      env: { API_KEYS_FILE: file, API_KEYS: KEYS.operator, PRINCIPAL_SECRET: SECRET, OPTIMIZATION_MAX_CONCURRENT_RUNS: '8', OPTIMIZATION_MAX_CONCURRENT_RUNS_PER_TENANT: '4' },
+      env: {
+        API_KEYS_FILE: file,
+        API_KEYS: KEYS.operator,
+        PRINCIPAL_SECRET: SECRET,
+        OPTIMIZATION_MAX_CONCURRENT_RUNS: '8',
+        OPTIMIZATION_MAX_CONCURRENT_RUNS_PER_TENANT: '4',
+      },
     });
     url = server.url;
     for (const { type } of owned) {
@@ -194,7 +202,7 @@ describe('the ownership matrix (pglite, distributed)', () => {
       // Tenant B's `ci` never sees tenant A's `ci`'s; at principal grain neither does A's other principal.
       const viewersOf = () => (o.grain === 'principal' ? [KEYS.b, KEYS.aOther] : [KEYS.b]);
 
-      it('every root field and mutation that takes its id answers for another owner\'s exactly as for an unknown id', async () => {
+      it("every root field and mutation that takes its id answers for another owner's exactly as for an unknown id", async () => {
         const ids = made.get(o.type)!;
         const fields = [...fieldsTaking('Query', o).map((f) => ['query', f] as const), ...fieldsTaking('Mutation', o).map((f) => ['mutation', f] as const)];
         expect(fields.length, `${o.type}: some field takes its id`).toBeGreaterThan(0);
@@ -202,10 +210,15 @@ describe('the ownership matrix (pglite, distributed)', () => {
           for (const key of viewersOf()) {
             const theirs = operationFor(keyword, field, o, ids.a);
             const unknown = operationFor(keyword, field, o, o.unknownId);
-            const [x, y] = [await gql(url, theirs.text, theirs.variables, { 'x-api-key': key }), await gql(url, unknown.text, unknown.variables, { 'x-api-key': key })];
+            const [x, y] = [
+              await gql(url, theirs.text, theirs.variables, { 'x-api-key': key }),
+              await gql(url, unknown.text, unknown.variables, { 'x-api-key': key }),
+            ];
             const label = `${keyword} ${field.name} as ${key}`;
             expect(x.status, label).toBe(y.status);
-            expect(normalized({ data: x.data, errors: x.errors }, [ids.a, o.unknownId]), label).toEqual(normalized({ data: y.data, errors: y.errors }, [ids.a, o.unknownId]));
+            expect(normalized({ data: x.data, errors: x.errors }, [ids.a, o.unknownId]), label).toEqual(
+              normalized({ data: y.data, errors: y.errors }, [ids.a, o.unknownId]),
+            );
           }
         }
         // The owner reaches its own through the same root fields (the paths are alive).
@@ -216,7 +229,7 @@ describe('the ownership matrix (pglite, distributed)', () => {
         }
       });
 
-      it('every list leaves another owner\'s out', async () => {
+      it("every list leaves another owner's out", async () => {
         const ids = made.get(o.type)!;
         for (const field of listsOf(o)) {
           const connection = getNamedType(field.type).name !== o.type;
@@ -229,7 +242,7 @@ describe('the ownership matrix (pglite, distributed)', () => {
         }
       });
 
-      it('every REST route that takes its id answers for another owner\'s exactly as for an unknown id', async () => {
+      it("every REST route that takes its id answers for another owner's exactly as for an unknown id", async () => {
         const ids = made.get(o.type)!;
         const names = o.idArguments.map(snake);
         let routes = 0;
@@ -245,7 +258,11 @@ describe('the ownership matrix (pglite, distributed)', () => {
               let path = `${module.restPrefix}${route.path}`;
               for (const p of inParams) path = path.replace(`:${p}`, encodeURIComponent(id));
               if (inQuery.length > 0) path += `?${inQuery.map((q) => `${q}=${encodeURIComponent(id)}`).join('&')}`;
-              const extra = Object.fromEntries(shape(route.body).filter((k) => k in (o.inputs ?? {})).map((k) => [k, o.inputs![k]]));
+              const extra = Object.fromEntries(
+                shape(route.body)
+                  .filter((k) => k in (o.inputs ?? {}))
+                  .map((k) => [k, o.inputs![k]]),
+              );
               const body = inBody.length > 0 ? { ...extra, ...Object.fromEntries(inBody.map((k) => [k, id])) } : route.method === 'GET' ? undefined : extra;
               return { path, body };
             };
@@ -264,7 +281,7 @@ describe('the ownership matrix (pglite, distributed)', () => {
         expect(routes, `${o.type}: REST routes taking its id`).toBeGreaterThanOrEqual(0);
       });
 
-      it('a subscription started on another owner\'s id is refused as on an unknown one', async () => {
+      it("a subscription started on another owner's id is refused as on an unknown one", async () => {
         const ids = made.get(o.type)!;
         for (const field of fieldsTaking('Subscription', o)) {
           for (const key of viewersOf()) {
@@ -283,7 +300,7 @@ describe('the ownership matrix (pglite, distributed)', () => {
         }
       });
 
-      it('_entities on its subgraph server: another owner\'s reference resolves as an unknown one', async () => {
+      it("_entities on its subgraph server: another owner's reference resolves as an unknown one", async () => {
         const ids = made.get(o.type)!;
         const module = owned.find((x) => x.type === o)!.module;
         const target = server.subgraphServers.get(module.name)!.graphqlUrl;
@@ -294,7 +311,7 @@ describe('the ownership matrix (pglite, distributed)', () => {
           });
           const header = signer.sign(principal, { subgraph: module.name, method: 'POST', path: new URL(target).pathname, body });
           const res = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json', [PRINCIPAL_HEADER]: header }, body });
-          return { status: res.status, body: (await res.json()) as unknown };
+          return { status: res.status, body: await res.json() };
         };
         const theirs = await ask(ids.a, B_PRINCIPAL);
         expect(theirs).toEqual(await ask(o.unknownId, B_PRINCIPAL));
@@ -304,17 +321,23 @@ describe('the ownership matrix (pglite, distributed)', () => {
     });
   }
 
-  it('event streams, replayed from the first event and live, name none of another tenant\'s objects; fleet state still reaches everyone', async () => {
+  it("event streams, replayed from the first event and live, name none of another tenant's objects; fleet state still reaches everyone", async () => {
     // The subscription fields whose events can name an owned object (an id field, or an owned type).
     const eventFields = rootFields('Subscription').filter((f) => !f.args.some((a) => isNonNullType(a.type) && a.defaultValue === undefined));
     const naming = eventFields.filter((f) => {
       const event = getNamedType(f.type) as GraphQLObjectType;
-      return Object.values(event.getFields()).some((x) => owned.some(({ type }) => type.idArguments.includes(x.name) || getNamedType(x.type).name === type.type));
+      return Object.values(event.getFields()).some((x) =>
+        owned.some(({ type }) => type.idArguments.includes(x.name) || getNamedType(x.type).name === type.type),
+      );
     });
     expect(naming.map((f) => f.name).sort()).toEqual(['machineStatusChanged', 'quantumRunCompleted']);
     const selection = (f: GraphQLField<unknown, unknown>) =>
       Object.values((getNamedType(f.type) as GraphQLObjectType).getFields())
-        .map((x) => (isCompositeType(getNamedType(x.type)) ? `${x.name} { ${'id' in (getNamedType(x.type) as GraphQLObjectType).getFields() ? 'id' : '__typename'} }` : x.name))
+        .map((x) =>
+          isCompositeType(getNamedType(x.type))
+            ? `${x.name} { ${'id' in (getNamedType(x.type) as GraphQLObjectType).getFields() ? 'id' : '__typename'} }`
+            : x.name,
+        )
         .join(' ');
     const open = (key: string, f: GraphQLField<unknown, unknown>) => {
       const ws = wsClient(url, { 'x-api-key': key });
@@ -332,15 +355,24 @@ describe('the ownership matrix (pglite, distributed)', () => {
     for (const { f, b, ops } of streams) {
       const text = (c: Collector) => JSON.stringify(c.results);
       // The operator sees A's objects in this stream (so the check means something), and B its own newest one.
-      await ops.c.until((c) => live.a.some((id) => text(c).includes(id)) && live.b.some((id) => text(c).includes(id)), undefined, `${f.name}: the operator's stream`);
+      await ops.c.until(
+        (c) => live.a.some((id) => text(c).includes(id)) && live.b.some((id) => text(c).includes(id)),
+        undefined,
+        `${f.name}: the operator's stream`,
+      );
       await b.c.until((c) => live.b.some((id) => text(c).includes(id)), undefined, `${f.name}: B's own live event`);
       expect(b.c.error, f.name).toBeUndefined();
       for (const id of aIds) expect(text(b.c), `${f.name} carries ${id} to tenant B`).not.toContain(id);
-      expect(bIds.some((id) => text(b.c).includes(id)), f.name).toBe(true);
+      expect(
+        bIds.some((id) => text(b.c).includes(id)),
+        f.name,
+      ).toBe(true);
     }
     // A machine A reserved changed status in B's stream too (fleet state), its quote and booking null.
     const machines = streams.find((s) => s.f.name === 'machineStatusChanged')!;
-    const events = machines.b.c.results.map((r) => (r.data as { machineStatusChanged: { quoteId: string | null; bookingId: string | null } }).machineStatusChanged);
+    const events = machines.b.c.results.map(
+      (r) => (r.data as { machineStatusChanged: { quoteId: string | null; bookingId: string | null } }).machineStatusChanged,
+    );
     expect(events.filter((e) => e.quoteId === null && e.bookingId === null).length).toBeGreaterThan(0);
     for (const s of streams) {
       await s.b.ws.dispose();
@@ -352,7 +384,13 @@ describe('the ownership matrix (pglite, distributed)', () => {
     const capped = await startTestServer({
       env: { API_KEYS_FILE: join(dir, 'keys.json'), OPTIMIZATION_MAX_CONCURRENT_RUNS: '3', OPTIMIZATION_MAX_CONCURRENT_RUNS_PER_TENANT: '1' },
     });
-    const start = (key: string) => gql(capped.url, 'mutation { startQuantumRun(input: { problem: REGULAR3_MAXCUT, size: 20, depth: 2, maxEvaluations: 20, shots: 100 }) { id } }', {}, { 'x-api-key': key });
+    const start = (key: string) =>
+      gql(
+        capped.url,
+        'mutation { startQuantumRun(input: { problem: REGULAR3_MAXCUT, size: 20, depth: 2, maxEvaluations: 20, shots: 100 }) { id } }',
+        {},
+        { 'x-api-key': key },
+      );
     const [first, second] = await Promise.all([start(KEYS.a), start(KEYS.aOther)]);
     const refused = [first, second].filter((r) => r.errors);
     expect(refused).toHaveLength(1);
@@ -393,13 +431,16 @@ describe('every declared field is refused at the subgraph server to a signed pri
             : `${root}${vars ? `(${vars})` : ''} { ${inner} }`;
         const body = JSON.stringify({ query, variables: root === 'entity' ? { r: [{ __typename: typeName, id: 'x' }] } : {} });
         // A principal holding every scope but the ones this field names.
-        const lacking: Principal = { id: 'lacking', tenant: 't', scopes: everyScope.filter((s) => !requirement.scopes!.flat().includes(s)) as Scope[] };
+        const lacking: Principal = { id: 'lacking', tenant: 't', scopes: everyScope.filter((s) => !requirement.scopes!.flat().includes(s)) };
         expect(authorizer.refusal(parse(query), undefined, lacking, {}), coordinate).not.toBeNull();
         const header = signer.sign(lacking, { subgraph: module.name, method: 'POST', path: new URL(target).pathname, body });
         const res = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json', [PRINCIPAL_HEADER]: header }, body });
         const answer = (await res.json()) as { errors?: { extensions?: { code?: string; denied?: { field: string }[] } }[] };
         expect(res.status, `${module.name}: ${coordinate}`).toBe(403);
-        expect(answer.errors?.[0]?.extensions?.denied?.map((d) => d.field), coordinate).toContain(coordinate);
+        expect(
+          answer.errors?.[0]?.extensions?.denied?.map((d) => d.field),
+          coordinate,
+        ).toContain(coordinate);
         checked++;
       }
     }

@@ -10,8 +10,7 @@ import { backends, dropSchema, startTestServer, type Backend } from './support/s
 describe.each(backends)('state survives a restart (%s)', (backend: Backend) => {
   const dir = mkdtempSync(join(tmpdir(), 'ops-supergraph-'));
   const schema = `t_restart_${randomBytes(4).toString('hex')}`;
-  const start = () =>
-    startTestServer({ backend, env: { DATA_DIR: dir }, ...(backend === 'postgres' ? { schema } : {}) });
+  const start = () => startTestServer({ backend, env: { DATA_DIR: dir }, ...(backend === 'postgres' ? { schema } : {}) });
 
   afterAll(async () => {
     rmSync(dir, { recursive: true, force: true });
@@ -64,7 +63,12 @@ describe('a backup of a stopped PGlite data directory (docs/operations.md, "Data
     const restored = join(root, 'restored');
     const archive = join(root, 'ops.tar.gz');
     const first = await startTestServer({ backend: 'pglite', env: { DATA_DIR: data } });
-    const q = await rest(first.url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-007'], location_id: 'LOC-002', start_time: hoursFromNow(5), duration_hours: 3 });
+    const q = await rest(first.url, 'POST', '/rental/pricing/quote', {
+      machine_ids: ['EQ-007'],
+      location_id: 'LOC-002',
+      start_time: hoursFromNow(5),
+      duration_hours: 3,
+    });
     const b = await rest(first.url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Backup BV' });
     expect(b.status).toBe(200);
     const keys = await rest(first.url, 'GET', '/rental/pricing/keys');
@@ -77,7 +81,9 @@ describe('a backup of a stopped PGlite data directory (docs/operations.md, "Data
 
     const second = await startTestServer({ backend: 'pglite', env: { DATA_DIR: restored } });
     const ledger = await rest(second.url, 'GET', '/rental/bookings');
-    expect(ledger.body['bookings'].map((x: { booking_id: string; customer_name: string }) => [x.booking_id, x.customer_name])).toEqual([[b.body['booking_id'], 'Backup BV']]);
+    expect(ledger.body['bookings'].map((x: { booking_id: string; customer_name: string }) => [x.booking_id, x.customer_name])).toEqual([
+      [b.body['booking_id'], 'Backup BV'],
+    ]);
     expect((await rest(second.url, 'GET', '/rental/pricing/keys')).body).toEqual(keys.body);
     expect((await rest(second.url, 'GET', '/rental/fleet/summary')).body).toMatchObject({ in_use: 1 });
     await second.close();

@@ -79,7 +79,7 @@ function answer(selectionSet: SelectionSet, rnd: () => number, brokenRate: numbe
   }
   for (const selection of selectionSet.selections()) {
     if (selection.kind === 'FragmentSelection') {
-      Object.assign(out, answer(selection.selectionSet!, rnd, brokenRate, depth));
+      Object.assign(out, answer(selection.selectionSet, rnd, brokenRate, depth));
       continue;
     }
     const field = selection.element;
@@ -171,7 +171,9 @@ describe('the seam to @apollo/gateway', () => {
   it('is written against the version package.json pins, and a start with another one fails naming what to revisit', async () => {
     const { PINNED_APOLLO_GATEWAY, checkApolloGatewayVersion } = await import('../gateway/execution/apollo-seam.js');
     const { readFileSync } = await import('node:fs');
-    const pinned = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { dependencies: Record<string, string> }).dependencies['@apollo/gateway'];
+    const pinned = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { dependencies: Record<string, string> }).dependencies[
+      '@apollo/gateway'
+    ];
     expect(pinned).toBe(PINNED_APOLLO_GATEWAY);
     expect(() => checkApolloGatewayVersion()).not.toThrow();
     expect(() => checkApolloGatewayVersion('2.15.0')).toThrow(/@apollo\/gateway 2\.15\.0 is installed.*apollo-seam\.ts\) follow 2\.14\.4/);

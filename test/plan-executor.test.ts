@@ -50,7 +50,22 @@ function cases(bookingId: string): Case[] {
     {
       name: 'a subgraph validation error',
       query: `query($input: TravelInput!) { predictTravelTime(input: $input) { q50Minutes } fleetSummary { total } }`,
-      variables: { input: { distanceKm: -4, originDensity: 2, destinationDensity: 0.5, roadType: 'URBAN', weather: 'CLEAR', traffic: 'FREE_FLOW', publicHoliday: false, peakHour: false, hourSin: 0, hourCos: 1, daySin: 0, dayCos: 1 } },
+      variables: {
+        input: {
+          distanceKm: -4,
+          originDensity: 2,
+          destinationDensity: 0.5,
+          roadType: 'URBAN',
+          weather: 'CLEAR',
+          traffic: 'FREE_FLOW',
+          publicHoliday: false,
+          peakHour: false,
+          hourSin: 0,
+          hourCos: 1,
+          daySin: 0,
+          dayCos: 1,
+        },
+      },
     },
     {
       name: 'fields the principal may not use',
@@ -78,7 +93,6 @@ async function everyWay(url: string, c: Case): Promise<{ stock: string; others: 
   return { stock, others };
 }
 
-
 describe('compiled plan execution answers as @apollo/gateway does', () => {
   const dir = mkdtempSync(join(tmpdir(), 'plan-executor-'));
   const keys = join(dir, 'keys.json');
@@ -103,13 +117,23 @@ describe('compiled plan execution answers as @apollo/gateway does', () => {
       beforeAll(async () => {
         const server = await startTestServer({ mode: setup.mode, env, ...(setup.modules ? { subgraphs: setup.modules } : {}) });
         url = server.url;
-        const q = await gql(url, `mutation($input: CreateQuoteInput!) { createQuote(input: $input) { id } }`, {
-          input: { machineIds: ['EQ-004'], locationId: 'LOC-002', startTime: hoursFromNow(30), durationHours: 8 },
-        }, { 'x-api-key': OPERATOR });
+        const q = await gql(
+          url,
+          `mutation($input: CreateQuoteInput!) { createQuote(input: $input) { id } }`,
+          {
+            input: { machineIds: ['EQ-004'], locationId: 'LOC-002', startTime: hoursFromNow(30), durationHours: 8 },
+          },
+          { 'x-api-key': OPERATOR },
+        );
         expect(q.errors).toBeUndefined();
-        const b = await gql(url, `mutation($q: ID!) { confirmBooking(input: { quoteId: $q, customerName: "Plan BV" }) { id } }`, {
-          q: q.data!['createQuote'].id,
-        }, { 'x-api-key': OPERATOR });
+        const b = await gql(
+          url,
+          `mutation($q: ID!) { confirmBooking(input: { quoteId: $q, customerName: "Plan BV" }) { id } }`,
+          {
+            q: q.data!['createQuote'].id,
+          },
+          { 'x-api-key': OPERATOR },
+        );
         expect(b.errors).toBeUndefined();
         bookingId = b.data!['confirmBooking'].id;
       });

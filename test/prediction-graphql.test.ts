@@ -37,9 +37,13 @@ describe('prediction over GraphQL', () => {
   });
 
   it('predicts dwell, travel and locker diversion with typed enums and Booleans', async () => {
-    const res = await gql(url, `query($d: DwellInput!, $t: TravelInput!, $l: LockerInput!) {
+    const res = await gql(
+      url,
+      `query($d: DwellInput!, $t: TravelInput!, $l: LockerInput!) {
       predictDwell(input: $d) { ${DWELL} } predictTravelTime(input: $t) { ${TRANSIT} }
-      predictLockerDiversion(input: $l) { successProbability modelVersion } }`, { d: dwellInput, t: travelInput, l: lockerInput });
+      predictLockerDiversion(input: $l) { successProbability modelVersion } }`,
+      { d: dwellInput, t: travelInput, l: lockerInput },
+    );
     expect(res.errors).toBeUndefined();
     const { predictDwell: d, predictTravelTime: t, predictLockerDiversion: l } = res.data!;
     expect(d.q10Minutes).toBeLessThanOrEqual(d.q50Minutes);
@@ -92,12 +96,15 @@ describe('prediction over GraphQL', () => {
   });
 
   it('coldChainMargin composes the two models server side', async () => {
-    const remaining = dwellInput['ischaemicRemainingMin'] as number;
-    const res = await gql(url, `query($d: DwellInput!, $t: TravelInput!, $r: Float!) {
+    const remaining = dwellInput['ischaemicRemainingMin'];
+    const res = await gql(
+      url,
+      `query($d: DwellInput!, $t: TravelInput!, $r: Float!) {
       coldChainMargin(dwell: $d, travel: $t, ischaemicRemainingMin: $r) {
         ischaemicRemainingMin dwell { q10Minutes q50Minutes q90Minutes } travel { q10Minutes q50Minutes q90Minutes }
         best { totalMinutes marginMinutes } median { totalMinutes marginMinutes } worst { totalMinutes marginMinutes } worstCaseBreach } }`,
-      { d: dwellInput, t: travelInput, r: remaining });
+      { d: dwellInput, t: travelInput, r: remaining },
+    );
     expect(res.errors).toBeUndefined();
     const c = res.data!['coldChainMargin'];
     expect(c.ischaemicRemainingMin).toBe(remaining);
@@ -107,12 +114,15 @@ describe('prediction over GraphQL', () => {
   });
 
   it('predictionModels shows versions, training time and held-out metrics', async () => {
-    const res = await gql(url, `{ predictionModels { ready seed trainedAt data
+    const res = await gql(
+      url,
+      `{ predictionModels { ready seed trainedAt data
       dwell { version featureCount coverage80 pinballLoss baselinePinballLoss specCoverage80 baseline
         coverageByDecile { feature groups { from to size coverage80 meanWidthMinutes } } }
       travel { version featureCount coverage80 specCoverage80 coverageByDecile { feature groups { to coverage80 } } }
       locker { version featureCount rocAuc brierScore baselineBrierScore calibrationError baseRate oracleRocAuc specRocAuc
-        calibrationByDecile { feature groups { size meanProbability observedRate } } } } }`);
+        calibrationByDecile { feature groups { size meanProbability observedRate } } } } }`,
+    );
     expect(res.errors).toBeUndefined();
     const m = res.data!['predictionModels'];
     expect(m).toMatchObject({ ready: true, seed: models.metrics.seed, trainedAt: models.metrics.trainedAt });
@@ -167,7 +177,6 @@ describe('prediction over GraphQL', () => {
 });
 
 describe('when the prediction subgraph cannot answer', () => {
-
   it('the booking still comes back, with deliveryForecast null and an UPSTREAM_UNAVAILABLE error on that field', async () => {
     const { url } = await startTestServer({ subgraphs: withPredictionUnreachable() });
     const id = await book(url, ['EQ-004'], 'LOC-002');

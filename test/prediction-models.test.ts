@@ -19,7 +19,11 @@ function uniformRecord(model: ModelName, r: Random): Record<string, number> {
     if (spec.kind === 'cyclic') continue;
     record[spec.name] = spec.kind === 'number' ? r.uniform(spec.min, spec.max) : spec.min + r.int(spec.max - spec.min + 1);
   }
-  for (const [prefix, period] of [['hour', 24], ['day', 7], ['month', 12]] as const) {
+  for (const [prefix, period] of [
+    ['hour', 24],
+    ['day', 7],
+    ['month', 12],
+  ] as const) {
     const [s, c] = encodeCyclic(r.uniform(0, period), period);
     record[`${prefix}_sin`] = s;
     record[`${prefix}_cos`] = c;
@@ -33,12 +37,31 @@ describe('feature specifications', () => {
     expect(MODEL_FEATURES.travel).toHaveLength(12);
     expect(MODEL_FEATURES.locker).toHaveLength(10);
     expect(MODEL_FEATURES.dwell.slice(0, 15).map((f) => f.name)).toEqual([
-      'building_type', 'organ_type', 'security_level', 'staff_shift', 'handover_protocol', 'preservation_method',
-      'elevator_available', 'floor_number', 'distance_to_opc_km', 'urban_density', 'traffic_congestion', 'weather_severity',
-      'ischaemic_remaining_min', 'hour_sin', 'hour_cos',
+      'building_type',
+      'organ_type',
+      'security_level',
+      'staff_shift',
+      'handover_protocol',
+      'preservation_method',
+      'elevator_available',
+      'floor_number',
+      'distance_to_opc_km',
+      'urban_density',
+      'traffic_congestion',
+      'weather_severity',
+      'ischaemic_remaining_min',
+      'hour_sin',
+      'hour_cos',
     ]);
     expect(MODEL_FEATURES.travel.slice(0, 8).map((f) => f.name)).toEqual([
-      'origin_density', 'destination_density', 'distance_km', 'road_type', 'weather', 'traffic', 'public_holiday', 'peak_hour',
+      'origin_density',
+      'destination_density',
+      'distance_km',
+      'road_type',
+      'weather',
+      'traffic',
+      'public_holiday',
+      'peak_hour',
     ]);
   });
 
@@ -52,7 +75,9 @@ describe('feature specifications', () => {
       directive @cost(weight: Int!) on ARGUMENT_DEFINITION | ENUM | FIELD_DEFINITION | INPUT_FIELD_DEFINITION | OBJECT | SCALAR
       directive @listSize(assumedSize: Int, slicingArguments: [String!], sizedFields: [String!], requireOneSlicingArgument: Boolean = true) on FIELD_DEFINITION
       ${sdl.replace(/extend schema[\s\S]*?\n\n/, '')}`);
-    const coded = Object.values(MODEL_FEATURES).flat().filter((f) => f.kind === 'code');
+    const coded = Object.values(MODEL_FEATURES)
+      .flat()
+      .filter((f) => f.kind === 'code');
     expect(coded.length).toBeGreaterThan(0);
     for (const spec of coded) {
       const type = schema.getType(spec.enumType!);

@@ -44,26 +44,29 @@ describe('answers at the ends of every accepted range follow the generator', () 
   const DRAWS = 1000;
   const quantile = (sorted: number[], p: number) => sorted[Math.floor(p * (sorted.length - 1))]!;
 
-  it.each(QUANTILE_MODELS)('%s: q50 within 12 percent of the simulated median on average, the interval covering 68 to 92 percent of simulated outcomes', (model: 'dwell' | 'travel') => {
-    for (const spec of numericInputs(model)) {
-      for (const value of [spec.min, spec.max]) {
-        let lnRatio = 0;
-        let covered = 0;
-        bases(model).forEach((base, b) => {
-          const record = { ...base, [spec.name]: value };
-          const r = new Random(b, `truth:${model}:${spec.name}:${value}`);
-          const outcomes = Array.from({ length: DRAWS }, () => draw[model](record, r)).sort((x, y) => x - y);
-          const q = models[model].predict(record);
-          lnRatio += Math.abs(Math.log(q.q50 / quantile(outcomes, 0.5)));
-          covered += outcomes.filter((y) => y >= q.q10 && y <= q.q90).length / DRAWS;
-        });
-        const at = `${model}.${spec.name} = ${value}`;
-        expect(lnRatio / 12, `${at}: mean |ln(q50 / true median)|`).toBeLessThanOrEqual(0.12);
-        expect(covered / 12, `${at}: coverage`).toBeGreaterThanOrEqual(0.68);
-        expect(covered / 12, `${at}: coverage`).toBeLessThanOrEqual(0.92);
+  it.each(QUANTILE_MODELS)(
+    '%s: q50 within 12 percent of the simulated median on average, the interval covering 68 to 92 percent of simulated outcomes',
+    (model: 'dwell' | 'travel') => {
+      for (const spec of numericInputs(model)) {
+        for (const value of [spec.min, spec.max]) {
+          let lnRatio = 0;
+          let covered = 0;
+          bases(model).forEach((base, b) => {
+            const record = { ...base, [spec.name]: value };
+            const r = new Random(b, `truth:${model}:${spec.name}:${value}`);
+            const outcomes = Array.from({ length: DRAWS }, () => draw[model](record, r)).sort((x, y) => x - y);
+            const q = models[model].predict(record);
+            lnRatio += Math.abs(Math.log(q.q50 / quantile(outcomes, 0.5)));
+            covered += outcomes.filter((y) => y >= q.q10 && y <= q.q90).length / DRAWS;
+          });
+          const at = `${model}.${spec.name} = ${value}`;
+          expect(lnRatio / 12, `${at}: mean |ln(q50 / true median)|`).toBeLessThanOrEqual(0.12);
+          expect(covered / 12, `${at}: coverage`).toBeGreaterThanOrEqual(0.68);
+          expect(covered / 12, `${at}: coverage`).toBeLessThanOrEqual(0.92);
+        }
       }
-    }
-  });
+    },
+  );
 
   it('locker: the probability within 0.06 of the true one on average at both ends of every range', () => {
     // No simulation needed: the generator's probability is exact, so 200 records instead of 12.
@@ -126,14 +129,24 @@ describe('coverage holds within every decile of the inputs that drive the answer
     }
     // The top deciles are wide (14-60 floors, 260-1,500 km): their far ends on their own.
     const tails: Record<typeof model, [string, number, number][]> = {
-      travel: [['distance_km', 400, 900], ['distance_km', 900, 1500]],
-      dwell: [['floor_number', 30, 60], ['queue_length', 15, 50], ['distance_to_opc_km', 400, 1000]],
+      travel: [
+        ['distance_km', 400, 900],
+        ['distance_km', 900, 1500],
+      ],
+      dwell: [
+        ['floor_number', 30, 60],
+        ['queue_length', 15, 50],
+        ['distance_to_opc_km', 400, 1000],
+      ],
     };
     for (const [name, lo, hi] of tails[model]) {
       const values = column(name);
       const rows = values.flatMap((v, i) => (v >= lo && v <= hi ? [i] : []));
       expect(rows.length, `${model}.${name} ${lo}..${hi} rows`).toBeGreaterThan(500);
-      const coverage = intervalCoverage(rows.map((i) => predictions[i]!), rows.map((i) => outcome[i]!));
+      const coverage = intervalCoverage(
+        rows.map((i) => predictions[i]!),
+        rows.map((i) => outcome[i]!),
+      );
       expect(Math.abs(coverage - TARGET), `${model}.${name} ${lo}..${hi} (n ${rows.length}): ${coverage}`).toBeLessThanOrEqual(BAND);
     }
   });

@@ -40,14 +40,18 @@ describe('prediction REST compatibility paths', () => {
     expect(distance[9]).toMatchObject({ to: expect.any(Number), n: expect.any(Number), coverage_80: expect.any(Number), mean_width_min: expect.any(Number) });
     expect(distance[9].to).toBeGreaterThan(1400);
     for (const m of [dwell, travel]) {
-      for (const groups of Object.values(m.metrics.coverage_by_decile) as { n: number; coverage_80: number }[][]) {
+      for (const groups of Object.values<{ n: number; coverage_80: number }[]>(m.metrics.coverage_by_decile)) {
         expect(groups.reduce((sum, g) => sum + g.n, 0)).toBe(m.metrics.test_size);
         for (const g of groups) expect(Math.abs(g.coverage_80 - 0.8)).toBeLessThanOrEqual(0.04);
       }
     }
     expect(dwell.baseline).toContain('per floor');
     expect(Object.keys(locker.metrics.calibration_by_decile)).toEqual(['locker_distance_km', 'handoff_window_min', 'hour_of_day']);
-    expect(locker.metrics.calibration_by_decile.locker_distance_km[0]).toMatchObject({ n: expect.any(Number), mean_probability: expect.any(Number), observed_rate: expect.any(Number) });
+    expect(locker.metrics.calibration_by_decile.locker_distance_km[0]).toMatchObject({
+      n: expect.any(Number),
+      mean_probability: expect.any(Number),
+      observed_rate: expect.any(Number),
+    });
   });
 
   it('POST /prediction/predict/dwell_advanced answers ordered quantiles, the width and a risk sentence naming the margin', async () => {
@@ -168,7 +172,11 @@ describe('prediction REST compatibility paths', () => {
     expect(fieldsOf(bad.body)).toEqual(expect.arrayContaining(['dwell.floor_number', 'travel.distance_km', 'ischaemic_remaining_min']));
 
     // One organ, one clock: the dwell feature and the margin's remaining time must agree.
-    const mismatch = await post<Problem>('/predict/cold_chain_margin', { dwell: { ...dwellFeatures, ischaemic_remaining_min: 100 }, travel: travelFeatures, ischaemic_remaining_min: 300 });
+    const mismatch = await post<Problem>('/predict/cold_chain_margin', {
+      dwell: { ...dwellFeatures, ischaemic_remaining_min: 100 },
+      travel: travelFeatures,
+      ischaemic_remaining_min: 300,
+    });
     expect(mismatch.status).toBe(400);
     expect(fieldsOf(mismatch.body)).toEqual(['ischaemic_remaining_min']);
     expect(mismatch.body.detail).toContain('100');

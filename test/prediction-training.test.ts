@@ -58,7 +58,10 @@ describe('training on a small seed', () => {
       const m = result.metrics[name];
       expect(Object.keys(m.coverageByDecile)).toEqual([...SEGMENT_FEATURES[name]]);
       for (const [feature, groups] of Object.entries(m.coverageByDecile)) {
-        expect(groups.reduce((sum, g) => sum + g.n, 0), `${name}.${feature}`).toBe(m.samples.test);
+        expect(
+          groups.reduce((sum, g) => sum + g.n, 0),
+          `${name}.${feature}`,
+        ).toBe(m.samples.test);
         // About 300 rows a decile here: a standard deviation near 0.023, so four of them either side.
         for (const g of groups) expect(Math.abs(g.coverage80 - 0.8), `${name}.${feature} ${g.from}..${g.to}`).toBeLessThanOrEqual(0.1);
       }

@@ -18,7 +18,12 @@ describe('the token bucket', () => {
     let now = 0;
     const limiter = new RateLimiter({ perSecond: 2, burst: 4, now: () => now });
     const spent = [1, 2, 3, 4].map(() => limiter.take(a, 1));
-    expect(spent.map((d) => [d.allowed, d.remaining])).toEqual([[true, 3], [true, 2], [true, 1], [true, 0]]);
+    expect(spent.map((d) => [d.allowed, d.remaining])).toEqual([
+      [true, 3],
+      [true, 2],
+      [true, 1],
+      [true, 0],
+    ]);
     const refused = limiter.take(a, 1);
     expect(refused).toMatchObject({ allowed: false, remaining: 0, retryAfter: 1, reset: 2 });
     expect(limiter.take(b, 1).allowed).toBe(true);

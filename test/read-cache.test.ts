@@ -61,12 +61,7 @@ describe('the embedded database read cache', () => {
 
   it('never keeps a read that depends on more than the data, and drops everything around a statement with an effect', async () => {
     const cache = new ReadCache();
-    for (const sql of [
-      'SELECT now()',
-      'SELECT id FROM items WHERE created < current_timestamp',
-      'SELECT random()',
-      'SELECT clock_timestamp()::text AS t',
-    ]) {
+    for (const sql of ['SELECT now()', 'SELECT id FROM items WHERE created < current_timestamp', 'SELECT random()', 'SELECT clock_timestamp()::text AS t']) {
       expect(cache.classify(sql, undefined), sql).toEqual({ kind: 'volatile' });
     }
     for (const sql of [
@@ -94,7 +89,7 @@ describe('the embedded database read cache', () => {
     expect(stats().hits).toBe(before.hits);
     expect(stats().entries).toBe(before.entries);
     // A statement with an effect drops everything.
-    await db.query("SELECT pg_advisory_unlock_all()");
+    await db.query('SELECT pg_advisory_unlock_all()');
     expect(stats().entries).toBe(0);
   });
 

@@ -25,7 +25,12 @@ function multipartParts(text: string): Record<string, unknown>[] {
     .map((part) => JSON.parse(part.slice(part.indexOf('\r\n\r\n') + 4)) as Record<string, unknown>);
 }
 const root = new URL('..', import.meta.url);
-const DOCUMENTS = ['README.md', ...readdirSync(new URL('docs/', root)).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const DOCUMENTS = [
+  'README.md',
+  ...readdirSync(new URL('docs/', root))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 /** How the documentation names the server: `localhost:4000`, optionally with a scheme, or 127.0.0.1. */
 const DOCUMENTED_HOST = /(?:https?:\/\/)?(?:localhost|127\.0\.0\.1):4000/g;
 

@@ -32,8 +32,11 @@ describe.each(targets)('rental over GraphQL ($name)', ({ backend, mode }) => {
     });
 
   it('serves the catalogue, locations and the fleet summary', async () => {
-    const res = await gql(url, `{ machines { id name category hourlyRate status depot { id coordinates { latitude longitude } } }
-      locations { id name } fleetSummary { available reserved inUse total utilization surgeMultiplier } }`);
+    const res = await gql(
+      url,
+      `{ machines { id name category hourlyRate status depot { id coordinates { latitude longitude } } }
+      locations { id name } fleetSummary { available reserved inUse total utilization surgeMultiplier } }`,
+    );
     expect(res.errors).toBeUndefined();
     expect(res.data!['machines']).toHaveLength(15);
     expect(res.data!['machines'][7]).toMatchObject({ id: 'EQ-008', category: 'CRANE', hourlyRate: 185, status: 'AVAILABLE' });
@@ -45,25 +48,39 @@ describe.each(targets)('rental over GraphQL ($name)', ({ backend, mode }) => {
     expect(q.errors).toBeUndefined();
     const quote = q.data!['createQuote'];
     expect(quote.status).toBe('ACTIVE');
-    expect(quote.machines).toEqual([{ id: 'EQ-009', status: 'RESERVED' }, { id: 'EQ-010', status: 'RESERVED' }]);
+    expect(quote.machines).toEqual([
+      { id: 'EQ-009', status: 'RESERVED' },
+      { id: 'EQ-010', status: 'RESERVED' },
+    ]);
     expect(quote.lineItems.map((l: { amount: number }) => l.amount).reduce((a: number, b: number) => a + b, 0)).toBeCloseTo(quote.subtotal, 2);
 
-    const confirm = await gql(url, `mutation($input: ConfirmBookingInput!) { confirmBooking(input: $input) {
+    const confirm = await gql(
+      url,
+      `mutation($input: ConfirmBookingInput!) { confirmBooking(input: $input) {
         id status customerName quote { id status } machines { id status } tracking { status eta } } }`,
-      { input: { quoteId: quote.id, customerName: 'Bouwbedrijf Zuidas' } });
+      { input: { quoteId: quote.id, customerName: 'Bouwbedrijf Zuidas' } },
+    );
     expect(confirm.errors).toBeUndefined();
     const booking = confirm.data!['confirmBooking'];
     expect(booking).toMatchObject({ status: 'CONFIRMED', quote: { id: quote.id, status: 'CONFIRMED' } });
     expect(booking.machines.every((m: { status: string }) => m.status === 'IN_USE')).toBe(true);
 
-    const read = await gql(url, `query($id: ID!, $b: ID!) { quote(id: $id) { booking { id } } booking(id: $b) { id bill { closed quotedAmount } }
-      tracking(bookingId: $b) { bookingId status legs { depot { id } status } } }`, { id: quote.id, b: booking.id });
+    const read = await gql(
+      url,
+      `query($id: ID!, $b: ID!) { quote(id: $id) { booking { id } } booking(id: $b) { id bill { closed quotedAmount } }
+      tracking(bookingId: $b) { bookingId status legs { depot { id } status } } }`,
+      { id: quote.id, b: booking.id },
+    );
     expect(read.data!['quote'].booking.id).toBe(booking.id);
     expect(read.data!['booking'].bill).toEqual({ closed: false, quotedAmount: quote.total });
     expect(read.data!['tracking'].legs).toHaveLength(1);
 
-    const done = await gql(url, `mutation($id: ID!) { completeBooking(bookingId: $id) { status completedAt
-      bill { closed finalAmount billableHours } machines { status } tracking { status minutesRemaining } } }`, { id: booking.id });
+    const done = await gql(
+      url,
+      `mutation($id: ID!) { completeBooking(bookingId: $id) { status completedAt
+      bill { closed finalAmount billableHours } machines { status } tracking { status minutesRemaining } } }`,
+      { id: booking.id },
+    );
     expect(done.errors).toBeUndefined();
     expect(done.data!['completeBooking']).toMatchObject({
       status: 'COMPLETED',
@@ -136,7 +153,17 @@ describe.each(targets)('rental over GraphQL ($name)', ({ backend, mode }) => {
     clock.advance(121_000);
     const b = await gql(url, QUOTE, { input });
     const pick = (r: typeof a) => {
-      const { id: _id, expiresAt: _e, signature: _s, leadTimeFactor: _l, total: _t, subtotal: _st, leadTimeHours: _h, lineItems, ...rest } = r.data!['createQuote'];
+      const {
+        id: _id,
+        expiresAt: _e,
+        signature: _s,
+        leadTimeFactor: _l,
+        total: _t,
+        subtotal: _st,
+        leadTimeHours: _h,
+        lineItems,
+        ...rest
+      } = r.data!['createQuote'];
       return { ...rest, lineItems: lineItems.map((l: { surgeMultiplier: number; hourlyRate: number }) => [l.hourlyRate, l.surgeMultiplier]) };
     };
     expect(pick(b)).toEqual(pick(a));

@@ -72,9 +72,7 @@ describe.each(backends)('a rental starts when its machines can be on site (%s)',
     expect(early.body['detail']).toContain(`must be at or after ${iso(earliest)}`);
     expect(early.body['detail']).toContain('DEP-EIN');
     expect(early.body['detail']).toContain("at the travel model's q90");
-    expect(early.body['errors']).toEqual([
-      { field: 'start_time', message: expect.stringContaining(`must be at or after ${iso(earliest)}`) },
-    ]);
+    expect(early.body['errors']).toEqual([{ field: 'start_time', message: expect.stringContaining(`must be at or after ${iso(earliest)}`) }]);
     // Nothing was reserved by the refused request.
     expect(await machineStatus('EQ-011')).toBe('available');
     expect(await machineStatus('EQ-005')).toBe('available');
@@ -98,7 +96,10 @@ describe.each(backends)('a rental starts when its machines can be on site (%s)',
     const ok = await gql(url, QUOTE, { input: { machineIds: ['EQ-013'], locationId: 'LOC-005', startTime: iso(t0 + 12 * HOUR), durationHours: 3 } });
     expect(ok.errors).toBeUndefined();
     const created = ok.data!['createQuote'];
-    const earliest = await promised(Date.parse(created.expiresAt), created.deliveries.map((d: { distanceKm: number }) => d.distanceKm));
+    const earliest = await promised(
+      Date.parse(created.expiresAt),
+      created.deliveries.map((d: { distanceKm: number }) => d.distanceKm),
+    );
     expect(created.earliestStart).toBe(iso(earliest));
 
     const refused = await gql(url, QUOTE, { input: { machineIds: ['EQ-007'], locationId: 'LOC-005', startTime: iso(earliest - MINUTE), durationHours: 3 } });

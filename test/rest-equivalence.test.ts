@@ -5,16 +5,7 @@ import type { RestRoute } from '../platform/rest.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { dwellFeatures, lockerFeatures, travelFeatures } from './support/prediction.js';
 import { startTestServer } from './support/server.js';
-import {
-  differingPaths,
-  FrozenClock,
-  mask,
-  routeOptionals,
-  setPath,
-  withoutPaths,
-  withoutVariables,
-  type Json,
-} from './support/rest-equivalence.js';
+import { differingPaths, FrozenClock, mask, routeOptionals, setPath, withoutPaths, withoutVariables, type Json } from './support/rest-equivalence.js';
 import { until } from './support/wait.js';
 
 /*
@@ -86,11 +77,14 @@ const quoteOn = async (side: Side) =>
     })
   )['createQuote'].id as string;
 const bookingOn = async (side: Side) =>
-  (await side.run('mutation($i: ConfirmBookingInput!) { confirmBooking(input: $i) { id } }', { i: { quoteId: await quoteOn(side), customerName: 'Fixture BV' } }))[
-    'confirmBooking'
-  ].id as string;
+  (
+    await side.run('mutation($i: ConfirmBookingInput!) { confirmBooking(input: $i) { id } }', {
+      i: { quoteId: await quoteOn(side), customerName: 'Fixture BV' },
+    })
+  )['confirmBooking'].id as string;
 const sessionOn = async (side: Side, userId: string, seed: number) =>
-  (await side.run('mutation($u: String, $s: Int) { startBondingSession(userId: $u, seed: $s) { id } }', { u: userId, s: seed }))['startBondingSession'].id as string;
+  (await side.run('mutation($u: String, $s: Int) { startBondingSession(userId: $u, seed: $s) { id } }', { u: userId, s: seed }))['startBondingSession']
+    .id as string;
 
 const aliceSession = once((side) => sessionOn(side, 'alice', 7));
 const keySession = once((side) => sessionOn(side, 'carol', 9));
@@ -100,7 +94,10 @@ const completedRun = once(async (side) => {
     i: { problem: 'REGULAR3_MAXCUT', size: 8, depth: 1, seed: 3, maxEvaluations: 20 },
   });
   const id = started['startQuantumRun'].id as string;
-  await until(async () => (await side.run('query($id: ID!) { quantumRun(id: $id) { status } }', { id }))['quantumRun'].status !== 'RUNNING', `run ${id} on ${side.label}`);
+  await until(
+    async () => (await side.run('query($id: ID!) { quantumRun(id: $id) { status } }', { id }))['quantumRun'].status !== 'RUNNING',
+    `run ${id} on ${side.label}`,
+  );
   return id;
 });
 const firstPageCursor = (path: string) =>
@@ -133,7 +130,11 @@ const CASES: Record<string, RouteCase> = {
     given: { 'headers.Idempotency-Key': 'equivalence-key-0001' },
     volatile: () => ['booking_id', 'quote_id'],
   },
-  'GET /rental/booking/:booking_id/track': { base: async (side) => ({ params: { booking_id: await ledgerBooking(side) } }), given: {}, volatile: () => ['booking_id'] },
+  'GET /rental/booking/:booking_id/track': {
+    base: async (side) => ({ params: { booking_id: await ledgerBooking(side) } }),
+    given: {},
+    volatile: () => ['booking_id'],
+  },
   'POST /rental/booking/:booking_id/complete': {
     base: async (side) => ({ params: { booking_id: await bookingOn(side) } }),
     given: {},
@@ -148,9 +149,15 @@ const CASES: Record<string, RouteCase> = {
   // prediction
   'GET /prediction/health': { base: () => ({}), given: {} },
   'POST /prediction/predict/dwell_advanced': { base: () => ({ body: DWELL }), given: {} },
-  'POST /prediction/predict/dwell_advanced/batch': { base: () => ({ body: { instances: [DWELL, { ...(DWELL as Record<string, Json>), floor_number: 12 }] } }), given: {} },
+  'POST /prediction/predict/dwell_advanced/batch': {
+    base: () => ({ body: { instances: [DWELL, { ...(DWELL as Record<string, Json>), floor_number: 12 }] } }),
+    given: {},
+  },
   'POST /prediction/predict/travel_time': { base: () => ({ body: TRAVEL }), given: {} },
-  'POST /prediction/predict/travel_time/batch': { base: () => ({ body: { instances: [TRAVEL, { ...(TRAVEL as Record<string, Json>), distance_km: 150 }] } }), given: {} },
+  'POST /prediction/predict/travel_time/batch': {
+    base: () => ({ body: { instances: [TRAVEL, { ...(TRAVEL as Record<string, Json>), distance_km: 150 }] } }),
+    given: {},
+  },
   'POST /prediction/predict/locker_advanced': { base: () => ({ body: LOCKER }), given: {} },
   'POST /prediction/predict/locker_advanced/batch': { base: () => ({ body: { instances: [LOCKER] } }), given: {} },
   'POST /prediction/predict/cold_chain_margin': { base: () => ({ body: { dwell: DWELL, travel: TRAVEL, ischaemic_remaining_min: 240 } }), given: {} },
@@ -166,7 +173,11 @@ const CASES: Record<string, RouteCase> = {
     base: () => ({ query: { seed: '41' } }),
     given: { 'query.user_id': 'dave', 'query.seed': '42' },
     // Without a seed the link model is drawn at random: only what does not come from it compares.
-    volatile: (input) => ['session_id', 'recommendation.elapsed_ms', ...(input.query?.['seed'] ? [] : ['seed', 'paths', 'recommendation', 'state_reason', 'planes'])],
+    volatile: (input) => [
+      'session_id',
+      'recommendation.elapsed_ms',
+      ...(input.query?.['seed'] ? [] : ['seed', 'paths', 'recommendation', 'state_reason', 'planes']),
+    ],
   },
   'POST /bonding/api/bonding/close': {
     base: async (side) => ({ query: { session_id: await sessionOn(side, 'erin', 3) } }),
@@ -210,7 +221,24 @@ const CASES: Record<string, RouteCase> = {
       'key',
       'fingerprint',
       ...((input.body as Record<string, Json>)['seed'] === undefined
-        ? ['status', 'reason', 'fingerprint', 'raw_bits', 'sifted_bits', 'sample_bits', 'qber', 'qber_upper_bound', 'errors_corrected', 'leaked_bits', 'secure_bits', 'final_bits', 'residual_errors', 'eavesdropper_detected', 'attempts', 'key']
+        ? [
+            'status',
+            'reason',
+            'fingerprint',
+            'raw_bits',
+            'sifted_bits',
+            'sample_bits',
+            'qber',
+            'qber_upper_bound',
+            'errors_corrected',
+            'leaked_bits',
+            'secure_bits',
+            'final_bits',
+            'residual_errors',
+            'eavesdropper_detected',
+            'attempts',
+            'key',
+          ]
         : []),
     ],
   },
@@ -263,7 +291,12 @@ const CASES: Record<string, RouteCase> = {
   'GET /optimization/overview': {
     base: async (side) => (await completedRun(side), {}),
     given: {},
-    volatile: () => [...VERIFY_VOLATILE.map((p) => `verify.${p}`), ...['id', 'duration_ms', 'created_at', 'completed_at'].map((p) => `quantum.runs[].${p}`), ...REFINED_VOLATILE.map((p) => `quantum.latest_refined.${p}`), 'quantum.next_cursor'],
+    volatile: () => [
+      ...VERIFY_VOLATILE.map((p) => `verify.${p}`),
+      ...['id', 'duration_ms', 'created_at', 'completed_at'].map((p) => `quantum.runs[].${p}`),
+      ...REFINED_VOLATILE.map((p) => `quantum.latest_refined.${p}`),
+      'quantum.next_cursor',
+    ],
   },
   'GET /optimization/verify': { base: () => ({}), given: { 'query.min_separation_m': '900' }, volatile: () => VERIFY_VOLATILE },
   'GET /optimization/fleet': { base: () => ({}), given: {} },
@@ -272,7 +305,11 @@ const CASES: Record<string, RouteCase> = {
     given: { 'query.limit': '1', 'query.cursor': firstPageCursor('/optimization/quantum/runs') },
     volatile: () => [...RUN_VOLATILE.map((p) => `runs[].${p}`), 'next_cursor'],
   },
-  'GET /optimization/quantum/runs/:run_id': { base: async (side) => ({ params: { run_id: await completedRun(side) } }), given: {}, volatile: () => RUN_VOLATILE },
+  'GET /optimization/quantum/runs/:run_id': {
+    base: async (side) => ({ params: { run_id: await completedRun(side) } }),
+    given: {},
+    volatile: () => RUN_VOLATILE,
+  },
   'GET /optimization/quantum/latest/refined': { base: async (side) => (await completedRun(side), {}), given: {}, volatile: () => REFINED_VOLATILE },
 };
 
@@ -282,7 +319,10 @@ const secondRun = once(async (side) => {
     i: { problem: 'REGULAR3_MAXCUT', size: 6, depth: 1, seed: 4, maxEvaluations: 10 },
   });
   const id = started['startQuantumRun'].id as string;
-  await until(async () => (await side.run('query($id: ID!) { quantumRun(id: $id) { status } }', { id }))['quantumRun'].status !== 'RUNNING', `run ${id} on ${side.label}`);
+  await until(
+    async () => (await side.run('query($id: ID!) { quantumRun(id: $id) { status } }', { id }))['quantumRun'].status !== 'RUNNING',
+    `run ${id} on ${side.label}`,
+  );
   return id;
 });
 const materialized = once(async (side) => side.run('mutation { materialize(input: {}) { id } }'));
@@ -303,12 +343,19 @@ describe('every REST route answers as the GraphQL operation it runs, each option
     // The link models and the fleet step on wall-clock timers: slow enough here that neither twin steps.
     const env = { FEATURES_POLICIES: '300', OPTIMIZATION_MAX_CONCURRENT_RUNS: '4', BONDING_TICK_MS: '600000', FLEET_TICK_MS: '3600000' };
     const [a, b] = await Promise.all([startTestServer({ clock, env }), startTestServer({ clock, env })]);
-    for (const [label, server] of [['REST', a], ['GraphQL', b]] as const) {
+    for (const [label, server] of [
+      ['REST', a],
+      ['GraphQL', b],
+    ] as const) {
       sides.push({
         label,
         url: server.url,
         async run(query, variables = {}) {
-          const res = await fetch(`${server.url}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }) });
+          const res = await fetch(`${server.url}/graphql`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ query, variables }),
+          });
           const body = (await res.json()) as { data?: Record<string, any>; errors?: unknown[] };
           if (body.errors) throw new Error(`setup on ${label} failed: ${JSON.stringify(body.errors)}`);
           return body.data!;
@@ -323,7 +370,11 @@ describe('every REST route answers as the GraphQL operation it runs, each option
     expect(missing, 'routes without an equivalence case').toEqual([]);
     const stale = Object.keys(CASES).filter((k) => !allRoutes.some((r) => r.key === k));
     expect(stale, 'cases for routes that do not exist').toEqual([]);
-    const uncovered = allRoutes.flatMap((r) => routeOptionals(r.route).filter((p) => !(p in CASES[r.key]!.given)).map((p) => `${r.key} ${p}`));
+    const uncovered = allRoutes.flatMap((r) =>
+      routeOptionals(r.route)
+        .filter((p) => !(p in CASES[r.key]!.given))
+        .map((p) => `${r.key} ${p}`),
+    );
     expect(uncovered, 'optional parameters without a value to give').toEqual([]);
     // The walk sees nested optionals: the bonding paths' own and the constraints'.
     expect(routeOptionals(allRoutes.find((r) => r.key === 'POST /bonding/api/quantum/optimize')!.route)).toEqual(
@@ -350,8 +401,18 @@ describe('every REST route answers as the GraphQL operation it runs, each option
         const restAnswer = await askRest(restSide.url, prefix, route, rest.input);
         const graphqlAnswer = await askGraphQL(graphqlSide.url, route, graphql);
         const masks = spec.volatile?.(rest.input) ?? [];
-        const restMasked = JSON.stringify(mask(restAnswer, masks.map((p) => `body.${p}`)));
-        const graphqlMasked = JSON.stringify(mask(graphqlAnswer, masks.map((p) => `body.${p}`)));
+        const restMasked = JSON.stringify(
+          mask(
+            restAnswer,
+            masks.map((p) => `body.${p}`),
+          ),
+        );
+        const graphqlMasked = JSON.stringify(
+          mask(
+            graphqlAnswer,
+            masks.map((p) => `body.${p}`),
+          ),
+        );
         if (restMasked !== graphqlMasked) {
           mismatches.push(`${variant.name}:\n  REST    ${restMasked.slice(0, 600)}\n  GraphQL ${graphqlMasked.slice(0, 600)}`);
         }
@@ -363,7 +424,14 @@ describe('every REST route answers as the GraphQL operation it runs, each option
         const path = variant?.replace(/^-/, '') ?? null;
         let input = (await spec!.base(side)) as Json;
         // A nested optional is judged with its parents given (a field of an item needs the list).
-        const parents = path ? optionals.filter((p) => p !== path && path.startsWith(`${p.replace(/\[\]$/, '')}`) && /[.[]/.test(path.slice(p.replace(/\[\]$/, '').length, p.replace(/\[\]$/, '').length + 1))) : [];
+        const parents = path
+          ? optionals.filter(
+              (p) =>
+                p !== path &&
+                path.startsWith(`${p.replace(/\[\]$/, '')}`) &&
+                /[.[]/.test(path.slice(p.replace(/\[\]$/, '').length, p.replace(/\[\]$/, '').length + 1)),
+            )
+          : [];
         for (const parent of parents) input = await give(side, input, parent);
         if (!path) return { input: input as Input, given: null };
         // The omitted form's reference keeps the parameters the given form would drop: the variables the
@@ -406,7 +474,12 @@ async function askRest(url: string, prefix: string, route: RestRoute, input: Inp
  * own mapping of `data` (its result, or the problem a GraphQL error maps to).
  */
 async function askGraphQL(url: string, route: RestRoute, request: { input: Input; given: Input | null }): Promise<{ status: number; body: unknown }> {
-  const variablesOf = (input: Input) => route.variables({ body: parse(route.body, input.body ?? {}), query: parse(route.query, input.query ?? {}), params: parse(route.params, input.params ?? {}) });
+  const variablesOf = (input: Input) =>
+    route.variables({
+      body: parse(route.body, input.body ?? {}),
+      query: parse(route.query, input.query ?? {}),
+      params: parse(route.params, input.params ?? {}),
+    });
   let variables = variablesOf(request.input);
   let operation = route.operation;
   if (request.given) {
@@ -428,7 +501,8 @@ async function askGraphQL(url: string, route: RestRoute, request: { input: Input
   try {
     return { status: 200, body: route.result(answer.data ?? {}) };
   } catch (error) {
-    if (error instanceof GraphQLError && isErrorCode(error.extensions['code'])) return { status: statusOf(error.extensions['code']), body: { code: error.extensions['code'] } };
+    if (error instanceof GraphQLError && isErrorCode(error.extensions['code']))
+      return { status: statusOf(error.extensions['code']), body: { code: error.extensions['code'] } };
     throw error;
   }
 }

@@ -5,7 +5,8 @@ import { startTestServer } from './support/server.js';
 import { until } from './support/wait.js';
 import { Collector, wsClient } from './support/ws.js';
 
-const SELECTION = 'cursor previousStatus status reason quoteId bookingId at machine { id name category hourlyRate status depot { id name coordinates { latitude longitude } } }';
+const SELECTION =
+  'cursor previousStatus status reason quoteId bookingId at machine { id name category hourlyRate status depot { id name coordinates { latitude longitude } } }';
 const MACHINES = ['EQ-001', 'EQ-002', 'EQ-003', 'EQ-004', 'EQ-005'];
 
 interface Event {
@@ -43,7 +44,12 @@ describe('slow consumers', () => {
 
     // One cycle: quote, confirm and complete five machines (15 transitions). The first cycle is read.
     const cycle = async () => {
-      const q = await rest(url, 'POST', '/rental/pricing/quote', { machine_ids: MACHINES, location_id: 'LOC-001', start_time: hoursFromNow(3), duration_hours: 4 });
+      const q = await rest(url, 'POST', '/rental/pricing/quote', {
+        machine_ids: MACHINES,
+        location_id: 'LOC-001',
+        start_time: hoursFromNow(3),
+        duration_hours: 4,
+      });
       expect(q.status).toBe(200);
       const b = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Slow Reader BV' });
       expect(b.status).toBe(200);
@@ -82,7 +88,9 @@ describe('slow consumers', () => {
     const resumed = new Collector<Event>(back.client, `subscription ($after: ID) { machineStatusChanged(after: $after) { cursor } }`, { after: resumeFrom });
     await resumed.count((cycles - 1) * 15);
     expect(resumed.data.map((d) => d.machineStatusChanged.cursor)).toEqual(fastEvents.data.slice(15).map((d) => d.machineStatusChanged.cursor));
-    console.info(`[slow consumer] ${(cycles - 1) * 15} events x 100 subscriptions (${cycles - 1} cycles) in ${elapsed} ms; slow socket closed 4413; resumed ${resumed.results.length} events`);
+    console.info(
+      `[slow consumer] ${(cycles - 1) * 15} events x 100 subscriptions (${cycles - 1} cycles) in ${elapsed} ms; slow socket closed 4413; resumed ${resumed.results.length} events`,
+    );
     await fast.dispose();
     await back.dispose();
   });

@@ -9,8 +9,21 @@ import { Collector, wsClient, type WsClient } from './support/ws.js';
 const MACHINE_EVENTS = /* GraphQL */ `
   subscription ($ids: [ID!], $after: ID) {
     machineStatusChanged(machineIds: $ids, after: $after) {
-      cursor previousStatus status reason quoteId bookingId at
-      machine { id status depot { id name } }
+      cursor
+      previousStatus
+      status
+      reason
+      quoteId
+      bookingId
+      at
+      machine {
+        id
+        status
+        depot {
+          id
+          name
+        }
+      }
     }
   }
 `;
@@ -159,11 +172,9 @@ describe.each(targets)('subscriptions over graphql-transport-ws ($name)', ({ bac
     expect(b.status).toBe(200);
     const id = b.body['booking_id'] as string;
     const forecast = 'deliveryForecast { q10Minutes q50Minutes q90Minutes }';
-    const events = new Collector<{ trackingUpdated: { status: string; booking: { id: string; deliveryForecast: { q10Minutes: number; q50Minutes: number; q90Minutes: number } } } }>(
-      connect().client,
-      `subscription ($id: ID!) { trackingUpdated(bookingId: $id, after: "0") { cursor status booking { id ${forecast} } } }`,
-      { id },
-    );
+    const events = new Collector<{
+      trackingUpdated: { status: string; booking: { id: string; deliveryForecast: { q10Minutes: number; q50Minutes: number; q90Minutes: number } } };
+    }>(connect().client, `subscription ($id: ID!) { trackingUpdated(bookingId: $id, after: "0") { cursor status booking { id ${forecast} } } }`, { id });
     await events.count(1);
     const event = events.data[0]!.trackingUpdated;
     expect(event.status).toBe('SCHEDULED');
@@ -185,7 +196,10 @@ describe.each(targets)('subscriptions over graphql-transport-ws ($name)', ({ bac
     const before = (await gql(url, '{ eventCursor }')).data!['eventCursor'] as string;
     const query = 'subscription { fleetSummaryChanged { cursor reserved } }';
     const [ca, cb] = await server.live.opened(
-      () => [new Collector<{ fleetSummaryChanged: { cursor: string } }>(a.client, query), new Collector<{ fleetSummaryChanged: { cursor: string } }>(b.client, query)],
+      () => [
+        new Collector<{ fleetSummaryChanged: { cursor: string } }>(a.client, query),
+        new Collector<{ fleetSummaryChanged: { cursor: string } }>(b.client, query),
+      ],
       { subscriptions: 2, streams: 1 },
     );
     expect(server.subscriptions.upstreamCount).toBe(open + 1);
@@ -241,9 +255,13 @@ describe.each(targets)('subscriptions over graphql-transport-ws ($name)', ({ bac
   it('a document that does not parse or validate is an error for that operation; the socket and its other subscriptions live on', async () => {
     const c = connect();
     const cursor = (await gql(url, '{ eventCursor }')).data!['eventCursor'] as string;
-    const live = new Collector<{ fleetSummaryChanged: { reserved: number } }>(c.client, 'subscription ($after: ID) { fleetSummaryChanged(after: $after) { reserved } }', {
-      after: cursor,
-    });
+    const live = new Collector<{ fleetSummaryChanged: { reserved: number } }>(
+      c.client,
+      'subscription ($after: ID) { fleetSummaryChanged(after: $after) { reserved } }',
+      {
+        after: cursor,
+      },
+    );
     const cases: [string, string][] = [
       ['subscription {', 'GRAPHQL_PARSE_FAILED'],
       ['subscription { nope }', 'GRAPHQL_VALIDATION_FAILED'],
@@ -274,7 +292,16 @@ describe.each(modes)('trackingUpdated follows the simulated delivery to complete
     const b = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: 'Havenbedrijf' });
     const id = b.body['booking_id'] as string;
     const c = wsClient(url);
-    const events = new Collector<{ trackingUpdated: { cursor: string; status: string; coordinates: { latitude: number; longitude: number }; minutesRemaining: number; eta: string; booking: { id: string } } }>(
+    const events = new Collector<{
+      trackingUpdated: {
+        cursor: string;
+        status: string;
+        coordinates: { latitude: number; longitude: number };
+        minutesRemaining: number;
+        eta: string;
+        booking: { id: string };
+      };
+    }>(
       c.client,
       `subscription ($id: ID!, $after: ID) { trackingUpdated(bookingId: $id, after: $after) {
          cursor status coordinates { latitude longitude } eta minutesRemaining distanceRemainingKm booking { id status } } }`,
@@ -347,7 +374,13 @@ describe('WebSocket auth and connection limits', () => {
     for (const { params, machine } of cases) {
       const c = wsClient(url, params);
       const events = await server.live.opened(() => new Collector(c.client, 'subscription { fleetSummaryChanged { cursor } }'));
-      const q = await rest(url, 'POST', '/rental/pricing/quote', { machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(3), duration_hours: 2 }, { 'x-api-key': 'key-one-123' });
+      const q = await rest(
+        url,
+        'POST',
+        '/rental/pricing/quote',
+        { machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(3), duration_hours: 2 },
+        { 'x-api-key': 'key-one-123' },
+      );
       expect(q.status).toBe(200);
       await events.count(1);
       events.unsubscribe();

@@ -53,7 +53,7 @@ describe.each(setups)('tenants see and change only their own ($name)', ({ backen
     return { quoteId: q.body['quote_id'] as string, bookingId: b.body['booking_id'] as string };
   };
 
-  it('quotes, bookings, the ledger, tracking, confirm and complete: another tenant\'s id is 404 as an unknown one', async () => {
+  it("quotes, bookings, the ledger, tracking, confirm and complete: another tenant's id is 404 as an unknown one", async () => {
     const a = await book(A, 'EQ-001', 'Klant van A');
     const aQuote = await quote(A, 'EQ-002');
     const unknownBooking = 'BK-0000000000AA';
@@ -71,7 +71,11 @@ describe.each(setups)('tenants see and change only their own ($name)', ({ backen
     expect(ledgerOps.body['bookings'].map((x: { booking_id: string }) => x.booking_id)).toContain(a.bookingId);
 
     // Tracking, completion and confirmation of A's by B: exactly the answers for ids that do not exist.
-    const strip = (body: Record<string, unknown>) => ({ ...body, detail: String(body['detail']).replace(/BK-[0-9A-F]{12}|[0-9a-f-]{36}/g, '<id>'), instance: '<path>' });
+    const strip = (body: Record<string, unknown>) => ({
+      ...body,
+      detail: String(body['detail']).replace(/BK-[0-9A-F]{12}|[0-9a-f-]{36}/g, '<id>'),
+      instance: '<path>',
+    });
     for (const [path, method, body] of [
       [`/rental/booking/${a.bookingId}/track`, 'GET', undefined],
       [`/rental/booking/${a.bookingId}/complete`, 'POST', undefined],
@@ -82,12 +86,23 @@ describe.each(setups)('tenants see and change only their own ($name)', ({ backen
       expect(strip(theirs.body)).toEqual(strip(unknown.body));
     }
     const confirmTheirs = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: aQuote.body['quote_id'], customer_name: 'Kaper BV' }, as(B));
-    const confirmUnknown = await rest(url, 'POST', '/rental/booking/confirm', { quote_id: '00000000-0000-4000-8000-000000000000', customer_name: 'Kaper BV' }, as(B));
+    const confirmUnknown = await rest(
+      url,
+      'POST',
+      '/rental/booking/confirm',
+      { quote_id: '00000000-0000-4000-8000-000000000000', customer_name: 'Kaper BV' },
+      as(B),
+    );
     expect(confirmTheirs.status).toBe(404);
     expect(strip(confirmTheirs.body)).toEqual(strip(confirmUnknown.body));
 
     // GraphQL: null, as for nothing; the entity reference path answers the same.
-    const read = await gql(url, 'query ($b: ID!, $q: ID!) { booking(id: $b) { id customerName } quote(id: $q) { id } tracking(bookingId: $b) { eta } }', { b: a.bookingId, q: a.quoteId }, as(B));
+    const read = await gql(
+      url,
+      'query ($b: ID!, $q: ID!) { booking(id: $b) { id customerName } quote(id: $q) { id } tracking(bookingId: $b) { eta } }',
+      { b: a.bookingId, q: a.quoteId },
+      as(B),
+    );
     expect(read.errors).toBeUndefined();
     expect(read.data).toEqual({ booking: null, quote: null, tracking: null });
 
@@ -99,7 +114,8 @@ describe.each(setups)('tenants see and change only their own ($name)', ({ backen
     expect((await rest(url, 'POST', `/rental/booking/${a.bookingId}/complete`, undefined, as(OPS))).status).toBe(200);
 
     // The audit trail: every attempted change once, with who, what, on what and how it ended.
-    const about = (target: string) => audit.filter((e) => e.target === target).map(({ principal, tenant, operation, outcome }) => ({ principal, tenant, operation, outcome }));
+    const about = (target: string) =>
+      audit.filter((e) => e.target === target).map(({ principal, tenant, operation, outcome }) => ({ principal, tenant, operation, outcome }));
     expect(about(a.quoteId)).toEqual([
       { principal: 'app-a', tenant: 'tenant-a', operation: 'createQuote', outcome: 'ok' },
       { principal: 'app-a', tenant: 'tenant-a', operation: 'confirmBooking', outcome: 'ok' },
@@ -116,21 +132,25 @@ describe.each(setups)('tenants see and change only their own ($name)', ({ backen
     expect(audit.every((e) => typeof e.requestId === 'string' && e.requestId.length > 0)).toBe(true);
   });
 
-  it('a tenant cannot follow another tenant\'s delivery: trackingUpdated answers NOT_FOUND', async () => {
+  it("a tenant cannot follow another tenant's delivery: trackingUpdated answers NOT_FOUND", async () => {
     const a = await book(A, 'EQ-003', 'Volg mij BV');
     const client = wsClient(url, { 'x-api-key': B });
     const theirs = new Collector(client.client, 'subscription ($id: ID!) { trackingUpdated(bookingId: $id, after: "0") { status } }', { id: a.bookingId });
     await theirs.until((c) => c.results.length > 0 || c.error !== undefined || c.completed);
     expect(JSON.stringify(theirs.results[0]?.errors ?? theirs.error)).toContain('NOT_FOUND');
     const own = wsClient(url, { 'x-api-key': A });
-    const mine = new Collector<{ trackingUpdated: { status: string } }>(own.client, 'subscription ($id: ID!) { trackingUpdated(bookingId: $id, after: "0") { status } }', { id: a.bookingId });
+    const mine = new Collector<{ trackingUpdated: { status: string } }>(
+      own.client,
+      'subscription ($id: ID!) { trackingUpdated(bookingId: $id, after: "0") { status } }',
+      { id: a.bookingId },
+    );
     await mine.count(1);
     expect(mine.data[0]!.trackingUpdated.status).toBe('SCHEDULED');
     await client.dispose();
     await own.dispose();
   });
 
-  it('bonding sessions are their principal\'s; keys are distilled and shown to it alone', async () => {
+  it("bonding sessions are their principal's; keys are distilled and shown to it alone", async () => {
     const started = await rest(url, 'POST', '/bonding/api/bonding/start?seed=5', undefined, as(A));
     expect(started.status).toBe(200);
     expect(started.body['user_id']).toBe('app-a');
@@ -172,10 +192,16 @@ describe.each(setups)('tenants see and change only their own ($name)', ({ backen
       fetch(rental.graphqlUrl, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(query) });
     // A forged principal header, signed with another secret, and one signed right but for another call.
     const path = new URL(rental.graphqlUrl).pathname;
-    const forged = PrincipalSigner.from('x'.repeat(40))!.sign({ id: 'app-a', tenant: 'tenant-a', scopes: ['rental:read'] }, { subgraph: 'rental', method: 'POST', path, body: JSON.stringify(query) });
+    const forged = PrincipalSigner.from('x'.repeat(40))!.sign(
+      { id: 'app-a', tenant: 'tenant-a', scopes: ['rental:read'] },
+      { subgraph: 'rental', method: 'POST', path, body: JSON.stringify(query) },
+    );
     expect((await post({ [PRINCIPAL_HEADER]: forged, 'x-api-key': B })).status).toBe(401);
     const other = JSON.stringify({ query: '{ bookings { totalCount } }' });
-    const replayed = PrincipalSigner.from(SECRET)!.sign({ id: 'app-a', tenant: 'tenant-a', scopes: ['rental:read'] }, { subgraph: 'rental', method: 'POST', path, body: other });
+    const replayed = PrincipalSigner.from(SECRET)!.sign(
+      { id: 'app-a', tenant: 'tenant-a', scopes: ['rental:read'] },
+      { subgraph: 'rental', method: 'POST', path, body: other },
+    );
     expect((await post({ [PRINCIPAL_HEADER]: replayed, 'x-api-key': B })).status).toBe(401);
     // B's own key, directly: with PRINCIPAL_SECRET the subgraph serves only what its gateway signed.
     expect((await post({ 'x-api-key': B })).status).toBe(401);

@@ -46,7 +46,7 @@ async function planOneRun(forecast: TravelForecaster, now: number, start: Date) 
 }
 
 describe('delivery plans on travel forecasts', () => {
-  it('a start at the quote\'s earliest start is met whenever within the quote\'s life it is confirmed, rush hour or not', async () => {
+  it("a start at the quote's earliest start is met whenever within the quote's life it is confirmed, rush hour or not", async () => {
     const quotedAt = Date.parse('2026-03-02T06:00:00Z');
     const expiresAt = new Date(quotedAt + 60 * MINUTE);
     // Rush hour ends five minutes before the quote expires: confirming early means leaving into it.
@@ -71,7 +71,7 @@ describe('delivery plans on travel forecasts', () => {
     expect(waited).toBe(5);
   });
 
-  it('with room, each run leaves so that its q90 arrival is 30 minutes before the start; the departure is the forecast\'s fixed point', async () => {
+  it("with room, each run leaves so that its q90 arrival is 30 minutes before the start; the departure is the forecast's fixed point", async () => {
     const now = Date.parse('2026-03-02T05:00:00Z');
     const clearAt = Date.parse('2026-03-02T08:00:00Z');
     const forecast = rushHour(clearAt);
@@ -106,7 +106,7 @@ describe('delivery plans on travel forecasts', () => {
     expect(forecast.asked.length).toBeLessThanOrEqual(12);
   });
 
-  it('a run forecast by the rule is forecast again on the road from where the truck is: no jump in place, the model\'s ETA', async () => {
+  it("a run forecast by the rule is forecast again on the road from where the truck is: no jump in place, the model's ETA", async () => {
     const confirmedAt = new Date('2026-03-02T10:00:00Z');
     const byRule: TravelForecaster = async (runs) => runs.map((r) => ruleForecast(r.distanceKm));
     const [leg] = await planLegs({

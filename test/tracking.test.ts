@@ -15,7 +15,7 @@ describe('delivery tracking follows the stored plan and time', () => {
     ({ url } = server);
   });
 
-  it('scheduled -> dispatched -> in_transit (moving) -> on_site -> completed, on the travel model\'s forecast', async () => {
+  it("scheduled -> dispatched -> in_transit (moving) -> on_site -> completed, on the travel model's forecast", async () => {
     // EQ-002 from Utrecht to the Maasvlakte: about 84 km of road.
     const q = await rest(url, 'POST', '/rental/pricing/quote', {
       machine_ids: ['EQ-002'],
@@ -62,7 +62,7 @@ describe('delivery tracking follows the stored plan and time', () => {
     expect(moving2.minutes_remaining).toBeCloseTo(moving1.minutes_remaining - 20, 0);
     // The truck keeps its median pace: the ETA stands, and the band narrows with the road left.
     expect(moving2.eta).toBe(moving1.eta);
-    const width = (t: Record<string, string>) => Date.parse(t["eta_q90"]!) - Date.parse(t["eta_q10"]!);
+    const width = (t: Record<string, string>) => Date.parse(t['eta_q90']!) - Date.parse(t['eta_q10']!);
     expect(width(moving1)).toBeLessThan(width(t0));
     expect(width(moving2)).toBeLessThan(width(moving1));
     const share = moving2.distance_remaining_km / leg.distance_km;
@@ -141,8 +141,7 @@ describe('delivery tracking follows the stored plan and time', () => {
       duration_hours: 1,
     });
     expect(q.status).toBe(200);
-    const reserved = async () =>
-      (await fast.db.query<{ status: string }>(`SELECT status FROM rental_machines WHERE id = 'EQ-003'`)).rows[0]!.status;
+    const reserved = async () => (await fast.db.query<{ status: string }>(`SELECT status FROM rental_machines WHERE id = 'EQ-003'`)).rows[0]!.status;
     expect(await reserved()).toBe('reserved');
     // Past the 60 s expiry on the server's clock; the sweeper (every 100 ms) notices without a request.
     sweepClock.advance(61_000);

@@ -24,7 +24,7 @@ function shownDefault(schema: z.ZodType): string {
   if (value === undefined || value === null) return 'unset';
   if (Array.isArray(value)) return value.length === 0 ? 'unset' : `\`${value.join(',')}\``;
   if (typeof value === 'object') return Object.keys(value).length === 0 ? 'unset' : `\`${JSON.stringify(value)}\``;
-  return `\`${String(value as string | number | boolean)}\``;
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? `\`${value}\`` : 'unset';
 }
 
 function sectionTable(section: ConfigSection): string {

@@ -36,7 +36,10 @@ export const GATEWAY_ROOMS: Readonly<Record<string, Room>> = {
   rest: { about: 'REST paths as GraphQL operations, the OpenAPI document and its page', imports: ['http', 'execution', 'security'] },
   subscriptions: { about: 'graphql-ws, shared upstream streams, resumable cursors', imports: ['http', 'execution', 'security', 'observability'] },
   graphql: { about: 'Apollo Server over the federated gateway, /graphql over HTTP', imports: ['http', 'execution', 'security', 'subscriptions', 'rest'] },
-  'subgraph-host': { about: 'one subgraph as its own server: signed callers, its socket, its probes', imports: ['http', 'execution', 'security', 'observability', 'subscriptions'] },
+  'subgraph-host': {
+    about: 'one subgraph as its own server: signed callers, its socket, its probes',
+    imports: ['http', 'execution', 'security', 'observability', 'subscriptions'],
+  },
 };
 
 /** The files at gateway/'s top: the processes' entry points and the composition of the rooms. */

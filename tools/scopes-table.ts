@@ -47,7 +47,7 @@ export function scopesTable(supergraphSdl: string): string {
   };
   for (const [coordinate, requirement] of rules) add(coordinate, requirement);
   const rows = ['| scope | fields that need it (root fields by name, other fields as `Type.field`) |', '|---|---|'];
-  rows.push('| `ops:admin` | every field and door, over every tenant (operators; demo mode\'s one principal) |');
+  rows.push("| `ops:admin` | every field and door, over every tenant (operators; demo mode's one principal) |");
   for (const scope of SCOPES.filter((s) => s !== 'ops:admin')) {
     const parts = [describe(byScope.get(scope) ?? []), ...(OTHER_DOORS[scope] ?? [])].filter(Boolean);
     rows.push(`| \`${scope}\` | ${parts.join('; ') || '(none)'} |`);

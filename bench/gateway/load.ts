@@ -1,11 +1,5 @@
 import autocannon from 'autocannon';
-import {
-  COMPLETE_MUTATION,
-  CONFIRM_MUTATION,
-  QUOTE_MUTATION,
-  type LoadPlan,
-  type RequestSpec,
-} from './workloads.js';
+import { COMPLETE_MUTATION, CONFIRM_MUTATION, QUOTE_MUTATION, type LoadPlan, type RequestSpec } from './workloads.js';
 
 /*
  * The load generator of `npm run bench -- gateway`: a process of its own (forked by bench/gateway.ts, which
@@ -116,7 +110,8 @@ function pagingRequests(plan: Extract<LoadPlan, { kind: 'paging' }>, counters: C
         const walker = ((context as Context)['walker'] as { after: string | null } | undefined) ?? { after: null };
         walker.after = null;
         if (classify(counters, status, body)) {
-          const page = (JSON.parse(body) as { data: { bookings: { edges: unknown[]; pageInfo: { hasNextPage: boolean; endCursor: string | null } } } }).data.bookings;
+          const page = (JSON.parse(body) as { data: { bookings: { edges: unknown[]; pageInfo: { hasNextPage: boolean; endCursor: string | null } } } }).data
+            .bookings;
           counters.rows += page.edges.length;
           if (page.pageInfo.hasNextPage) walker.after = page.pageInfo.endCursor;
         }
@@ -148,7 +143,8 @@ function mutationRequests(plan: Extract<LoadPlan, { kind: 'mutations' }>, counte
   }
   const p = pool;
   const machineOf = (context: object) => (context as Context)['machine'] as string | undefined;
-  const data = (status: number, body: string) => (classify(counters, status, body) ? (JSON.parse(body) as { data: Record<string, { id: string }> }).data : null);
+  const data = (status: number, body: string) =>
+    classify(counters, status, body) ? (JSON.parse(body) as { data: Record<string, { id: string }> }).data : null;
   return [
     {
       method: 'POST',
@@ -218,7 +214,12 @@ async function cleanup(url: string, poolKey: string): Promise<{ freed: number; l
   const pool = pools.get(poolKey);
   if (!pool) return { freed: 0, lost: 0 };
   const post = async (query: string, variables: Record<string, unknown>) => {
-    const res = await fetch(`${url}/graphql`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ query, variables }), signal: AbortSignal.timeout(10_000) });
+    const res = await fetch(`${url}/graphql`, {
+      method: 'POST',
+      headers: JSON_HEADERS,
+      body: JSON.stringify({ query, variables }),
+      signal: AbortSignal.timeout(10_000),
+    });
     return ((await res.json()) as { data?: Record<string, Record<string, unknown> | null> }).data ?? {};
   };
   let freed = 0;
@@ -273,7 +274,8 @@ async function run(request: RunRequest): Promise<LoadResult> {
         requests,
         ...(request.amount ? { amount: request.amount } : { duration: request.seconds ?? 10 }),
       },
-      (error: unknown, done: autocannon.Result) => (error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve(done)),
+      (error: unknown, done: autocannon.Result) =>
+        error ? reject(error instanceof Error ? error : new Error(`autocannon failed: ${JSON.stringify(error)}`)) : resolve(done),
     );
     instance.on('response', (_client, statusCode, _bytes, responseTime) => {
       lastResponseAt = performance.now();
@@ -299,6 +301,9 @@ async function run(request: RunRequest): Promise<LoadResult> {
 process.on('message', (message: RunRequest | CleanupRequest | { type: 'exit' }) => {
   if (message.type === 'exit') process.exit(0);
   const reply = (m: LoadMessage) => process.send!(m);
-  const work = message.type === 'run' ? run(message).then((result) => ({ id: message.id, result })) : cleanup(message.url, message.poolKey).then((cleaned) => ({ id: message.id, cleaned }));
+  const work =
+    message.type === 'run'
+      ? run(message).then((result) => ({ id: message.id, result }))
+      : cleanup(message.url, message.poolKey).then((cleaned) => ({ id: message.id, cleaned }));
   work.then(reply, (error: unknown) => reply({ id: message.id, error: String((error as Error)?.stack ?? error) }));
 });

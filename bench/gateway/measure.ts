@@ -72,7 +72,11 @@ export class LoadGenerator {
   private readonly waiting = new Map<number, (m: LoadMessage) => void>();
 
   constructor(cwd: string) {
-    this.child = fork(fileURLToPath(new URL('./load.ts', import.meta.url)), [], { cwd, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    this.child = fork(fileURLToPath(new URL('./load.ts', import.meta.url)), [], {
+      cwd,
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     this.child.on('message', (m: LoadMessage) => {
       this.waiting.get(m.id)?.(m);
       this.waiting.delete(m.id);
@@ -244,4 +248,4 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 }
 
-export const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
+const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;

@@ -37,8 +37,8 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
     env: options.env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  child.stdout!.pipe(out);
-  child.stderr!.pipe(out);
+  child.stdout.pipe(out);
+  child.stderr.pipe(out);
   const url = `http://127.0.0.1:${options.port}`;
   const server = { name: options.name, url, child, log };
   const deadline = Date.now() + options.startTimeoutMs;

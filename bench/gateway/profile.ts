@@ -20,7 +20,7 @@ interface CpuProfile {
   timeDeltas: number[];
 }
 
-export interface SelfTime {
+interface SelfTime {
   name: string;
   ms: number;
   /** Share of the busy (non-idle) time, in percent. */
@@ -57,7 +57,9 @@ export function summarizeProfile(file: string, root: string, window: { fromUs: n
     }
     busyUs += us;
     const place = placeOf(frame.url, root);
-    const name = frame.url ? `${frame.functionName || '(anonymous)'} ${place.startsWith('node: ') ? shortUrl(frame.url) : fileOf(frame.url, root)}:${frame.lineNumber + 1}` : frame.functionName;
+    const name = frame.url
+      ? `${frame.functionName || '(anonymous)'} ${place.startsWith('node: ') ? shortUrl(frame.url) : fileOf(frame.url, root)}:${frame.lineNumber + 1}`
+      : frame.functionName;
     functions.set(name, (functions.get(name) ?? 0) + us);
     places.set(frame.url ? place : frame.functionName, (places.get(frame.url ? place : frame.functionName) ?? 0) + us);
   }

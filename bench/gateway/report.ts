@@ -44,20 +44,28 @@ export interface BenchResults {
   profiles: { target: string; summary: ProfileSummary }[];
 }
 
-export interface Goal {
+interface Goal {
   goal: string;
   measured: string;
   met: boolean;
 }
 
 const name = (w: WorkloadResult, c: CellResult) => (w.name === 'rest' ? `${c.label}, ${c.variant === 'rest' ? 'REST' : 'GraphQL POST'}` : c.label);
-const fmt = (x: number | null, digits = 1) => (x === null || Number.isNaN(x) ? '–' : x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
+const fmt = (x: number | null, digits = 1) =>
+  x === null || Number.isNaN(x) ? '–' : x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}x` : '–');
 
 /** A table's lines: the first column left-aligned (names), the others right-aligned (figures). */
 function markdownTable(table: Record<string, string | number>[]): string[] {
   const headers = Object.keys(table[0] ?? {});
-  return [`| ${headers.join(' | ')} |`, `|---|${headers.slice(1).map(() => '---:').join('|')}|`, ...table.map((r) => `| ${Object.values(r).join(' | ')} |`)];
+  return [
+    `| ${headers.join(' | ')} |`,
+    `|---|${headers
+      .slice(1)
+      .map(() => '---:')
+      .join('|')}|`,
+    ...table.map((r) => `| ${Object.values(r).join(' | ')} |`),
+  ];
 }
 
 function pairedRows(paired: PairedResult[]) {
@@ -112,27 +120,52 @@ export function printResults(workloads: WorkloadResult[], bench?: BenchResults):
 }
 
 /** The goals the project holds itself to, judged on this run's figures. */
-export function goals(workloads: WorkloadResult[]): Goal[] {
-  const find = (w: string, target: string, variant = 'graphql') => workloads.find((x) => x.name === w)?.cells.find((c) => c.target === target && c.variant === variant);
+function goals(workloads: WorkloadResult[]): Goal[] {
+  const find = (w: string, target: string, variant = 'graphql') =>
+    workloads.find((x) => x.name === w)?.cells.find((c) => c.target === target && c.variant === variant);
   const out: Goal[] = [];
   for (const w of ['federated', 'mix']) {
     const project = find(w, 'project');
     const hive = find(w, 'hive');
     const stock = find(w, 'stock');
     const pglite = find(w, 'one-process-pglite');
-    if (project && hive) out.push({ goal: `${w}: distributed mode ahead of Hive Gateway`, measured: `${fmt(project.rps)} vs ${fmt(hive.rps)} rps (${ratio(project.rps, hive.rps)})`, met: project.rps > hive.rps });
-    if (project && stock) out.push({ goal: `${w}: distributed mode at least 2x stock @apollo/gateway`, measured: `${fmt(project.rps)} vs ${fmt(stock.rps)} rps (${ratio(project.rps, stock.rps)})`, met: project.rps >= 2 * stock.rps });
-    if (pglite && hive) out.push({ goal: `${w}: npm start (PGlite) ahead of Hive Gateway`, measured: `${fmt(pglite.rps)} vs ${fmt(hive.rps)} rps (${ratio(pglite.rps, hive.rps)})`, met: pglite.rps > hive.rps });
+    if (project && hive)
+      out.push({
+        goal: `${w}: distributed mode ahead of Hive Gateway`,
+        measured: `${fmt(project.rps)} vs ${fmt(hive.rps)} rps (${ratio(project.rps, hive.rps)})`,
+        met: project.rps > hive.rps,
+      });
+    if (project && stock)
+      out.push({
+        goal: `${w}: distributed mode at least 2x stock @apollo/gateway`,
+        measured: `${fmt(project.rps)} vs ${fmt(stock.rps)} rps (${ratio(project.rps, stock.rps)})`,
+        met: project.rps >= 2 * stock.rps,
+      });
+    if (pglite && hive)
+      out.push({
+        goal: `${w}: npm start (PGlite) ahead of Hive Gateway`,
+        measured: `${fmt(pglite.rps)} vs ${fmt(hive.rps)} rps (${ratio(pglite.rps, hive.rps)})`,
+        met: pglite.rps > hive.rps,
+      });
     const rust = find(w, 'hive-rust');
     if (project && rust) {
-      out.push({ goal: `${w}: distributed mode at least 1.25x Hive Gateway with the Rust planner`, measured: `${fmt(project.rps)} vs ${fmt(rust.rps)} rps (${ratio(project.rps, rust.rps)})`, met: project.rps >= 1.25 * rust.rps });
+      out.push({
+        goal: `${w}: distributed mode at least 1.25x Hive Gateway with the Rust planner`,
+        measured: `${fmt(project.rps)} vs ${fmt(rust.rps)} rps (${ratio(project.rps, rust.rps)})`,
+        met: project.rps >= 1.25 * rust.rps,
+      });
       out.push({
         goal: `${w}: gateway CPU per request at most 0.8x Hive Gateway with the Rust planner`,
         measured: `${fmt(project.gatewayCpuMs, 2)} vs ${fmt(rust.gatewayCpuMs, 2)} ms (${ratio(project.gatewayCpuMs, rust.gatewayCpuMs)})`,
         met: project.gatewayCpuMs <= 0.8 * rust.gatewayCpuMs,
       });
     }
-    if (pglite && rust) out.push({ goal: `${w}: npm start (PGlite) at least level with Hive Gateway with the Rust planner`, measured: `${fmt(pglite.rps)} vs ${fmt(rust.rps)} rps (${ratio(pglite.rps, rust.rps)})`, met: pglite.rps >= rust.rps });
+    if (pglite && rust)
+      out.push({
+        goal: `${w}: npm start (PGlite) at least level with Hive Gateway with the Rust planner`,
+        measured: `${fmt(pglite.rps)} vs ${fmt(rust.rps)} rps (${ratio(pglite.rps, rust.rps)})`,
+        met: pglite.rps >= rust.rps,
+      });
   }
   for (const w of workloads) {
     const project = find(w.name, 'project');
@@ -148,7 +181,11 @@ export function goals(workloads: WorkloadResult[]): Goal[] {
   const pgliteCells = workloads.flatMap((w) => w.cells.filter((c) => c.target === 'one-process-pglite'));
   if (pgliteCells.length > 0) {
     const timeouts = pgliteCells.reduce((s, c) => s + c.timeouts, 0);
-    out.push({ goal: 'npm start (PGlite): no timeouts at 50 connections', measured: `${timeouts} timeouts over ${pgliteCells.length} workloads`, met: timeouts === 0 });
+    out.push({
+      goal: 'npm start (PGlite): no timeouts at 50 connections',
+      measured: `${timeouts} timeouts over ${pgliteCells.length} workloads`,
+      met: timeouts === 0,
+    });
   }
   // REST against GraphQL is judged on the paired runs (both at once on one server, so the machine's moments
   // fall on both alike) when there are any.
@@ -164,7 +201,11 @@ export function goals(workloads: WorkloadResult[]): Goal[] {
     const rest = find('rest', target, 'rest');
     const post = find('rest', target, 'graphql');
     if (rest && post) {
-      out.push({ goal: `REST p99 within 1.2x of the same operations over GraphQL POST (${rest.label})`, measured: `${fmt(rest.p99)} vs ${fmt(post.p99)} ms (${ratio(rest.p99, post.p99)})`, met: rest.p99 <= 1.2 * post.p99 });
+      out.push({
+        goal: `REST p99 within 1.2x of the same operations over GraphQL POST (${rest.label})`,
+        measured: `${fmt(rest.p99)} vs ${fmt(post.p99)} ms (${ratio(rest.p99, post.p99)})`,
+        met: rest.p99 <= 1.2 * post.p99,
+      });
     }
   }
   return out;
@@ -194,7 +235,10 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
     '',
     `\`npm run bench -- gateway\`, run ${bench.date.slice(0, 16).replace('T', ' ')} UTC at commit ${sha}, ${Math.round(bench.seconds / 60)} min.`,
     `Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Node ${machine.node}; shared with other work while it ran:`,
-    `1-minute load average ${fmt(Math.min(...la), 2)} to ${fmt(Math.max(...la), 2)} (at the start ${fmt(la[0]!, 2)}, before each workload ${la.slice(1, -1).map((x) => fmt(x, 2)).join(', ')}, at the end ${fmt(la[la.length - 1]!, 2)}).`,
+    `1-minute load average ${fmt(Math.min(...la), 2)} to ${fmt(Math.max(...la), 2)} (at the start ${fmt(la[0]!, 2)}, before each workload ${la
+      .slice(1, -1)
+      .map((x) => fmt(x, 2))
+      .join(', ')}, at the end ${fmt(la[la.length - 1]!, 2)}).`,
     'The gateways, the subgraphs, PostgreSQL and the load generator share the two cores, so the figures are noisy: the',
     'spread of each target across its rounds is shown beside its rate, and ratios within one workload (measured in',
     'interleaved rounds) are more trustworthy than absolute figures.',
@@ -242,7 +286,13 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
       'some overhead of its own.',
     );
     for (const p of bench.profiles) {
-      lines.push('', `### ${p.target} (busy ${p.summary.busyMs.toLocaleString('en-US')} ms, idle ${p.summary.idleMs.toLocaleString('en-US')} ms)`, '', '| by package or folder | self ms | % |', '|---|---:|---:|');
+      lines.push(
+        '',
+        `### ${p.target} (busy ${p.summary.busyMs.toLocaleString('en-US')} ms, idle ${p.summary.idleMs.toLocaleString('en-US')} ms)`,
+        '',
+        '| by package or folder | self ms | % |',
+        '|---|---:|---:|',
+      );
       for (const f of p.summary.places.slice(0, 16)) lines.push(`| ${f.name} | ${fmt(f.ms, 0)} | ${fmt(f.percent, 1)} |`);
       lines.push('', '| by function | self ms | % |', '|---|---:|---:|');
       for (const f of p.summary.functions) lines.push(`| \`${f.name}\` | ${fmt(f.ms, 0)} | ${fmt(f.percent, 1)} |`);

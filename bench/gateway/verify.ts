@@ -1,13 +1,5 @@
 import { createHash } from 'node:crypto';
-import {
-  COMPLETE_MUTATION,
-  CONFIRM_MUTATION,
-  graphql,
-  PAGING_QUERY,
-  QUOTE_MUTATION,
-  type RequestSpec,
-  type RestPair,
-} from './workloads.js';
+import { COMPLETE_MUTATION, CONFIRM_MUTATION, graphql, PAGING_QUERY, QUOTE_MUTATION, type RequestSpec, type RestPair } from './workloads.js';
 
 /*
  * Before anything is measured, every gateway is asked each workload's operations and must answer the same
@@ -37,7 +29,7 @@ async function send(url: string, spec: RequestSpec): Promise<{ status: number; b
 }
 
 /** The `data` of a GraphQL answer that has no errors, or an exception naming what came back. */
-export async function graphqlData(endpoint: Endpoint, spec: RequestSpec): Promise<unknown> {
+async function graphqlData(endpoint: Endpoint, spec: RequestSpec): Promise<unknown> {
   const { status, body } = await send(endpoint.url, spec);
   const answer = body as { data?: unknown; errors?: unknown[] };
   if (status !== 200 || answer.errors || answer.data === undefined) {
@@ -46,7 +38,7 @@ export async function graphqlData(endpoint: Endpoint, spec: RequestSpec): Promis
   return answer.data;
 }
 
-export function canonical(value: unknown): string {
+function canonical(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) =>
     v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
   );
@@ -93,7 +85,8 @@ export async function verifyRest(endpoints: Endpoint[], pairs: RestPair[]): Prom
     const answers = [];
     for (const endpoint of endpoints) {
       const rest = await send(endpoint.url, pair.rest);
-      if (rest.status !== 200) throw new Error(`${endpoint.name} answered GET ${pair.rest.path} with ${rest.status}: ${JSON.stringify(rest.body).slice(0, 400)}`);
+      if (rest.status !== 200)
+        throw new Error(`${endpoint.name} answered GET ${pair.rest.path} with ${rest.status}: ${JSON.stringify(rest.body).slice(0, 400)}`);
       const mapped = pair.result(await graphqlData(endpoint, pair.graphql));
       assertSame(`GET ${pair.rest.path} against its operation over GraphQL`, [
         { name: `${endpoint.name} REST`, value: rest.body },
@@ -148,7 +141,8 @@ export async function verifyMutations(endpoints: (Endpoint & { machine: string }
         confirmBooking: Record<string, unknown> & { id: string };
       }
     ).confirmBooking;
-    const completed = ((await graphqlData(endpoint, graphql(COMPLETE_MUTATION, { id: booking.id }))) as { completeBooking: Record<string, unknown> }).completeBooking;
+    const completed = ((await graphqlData(endpoint, graphql(COMPLETE_MUTATION, { id: booking.id }))) as { completeBooking: Record<string, unknown> })
+      .completeBooking;
     const withoutId = ({ id: _id, ...rest }: Record<string, unknown>) => rest;
     const machineless = (value: Record<string, unknown>) => ({ ...withoutId(value), machines: (value['machines'] as unknown[]).length });
     answers.push({ name: endpoint.name, value: [machineless(quote), machineless(booking), machineless(completed)] });

@@ -62,13 +62,15 @@ export const { applyRewrites, isObjectOfType } = require('@apollo/gateway/dist/d
 export const { deepMerge } = require('@apollo/gateway/dist/utilities/deepMerge.js') as typeof DeepMerge;
 
 /** The kind of a data-source request made for a client's operation (an enum of dist/datasources/types.js the package does not export). */
-export const INCOMING_OPERATION = (require('@apollo/gateway/dist/datasources/types.js') as typeof DataSourceTypes).GraphQLDataSourceRequestKind.INCOMING_OPERATION;
+export const INCOMING_OPERATION = (require('@apollo/gateway/dist/datasources/types.js') as typeof DataSourceTypes).GraphQLDataSourceRequestKind
+  .INCOMING_OPERATION;
 
 /**
  * The stock result shaping (`@apollo/gateway/dist/resultShaping.js`), which gateway/execution/result-shaping.ts
  * replaces: kept as the reference its tests compare against, answer for answer.
  */
-export const stockComputeResponse: typeof ResultShaping.computeResponse = (require('@apollo/gateway/dist/resultShaping.js') as typeof ResultShaping).computeResponse;
+export const stockComputeResponse: typeof ResultShaping.computeResponse = (require('@apollo/gateway/dist/resultShaping.js') as typeof ResultShaping)
+  .computeResponse;
 
 /**
  * `ApolloGateway`'s private `validateIncomingRequest` (coerces an operation's variables again before

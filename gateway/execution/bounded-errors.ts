@@ -23,7 +23,7 @@ function isEngineFault(error: unknown): boolean {
   return false;
 }
 
-export const TOO_DEEP = 'The request is nested too deeply to be processed';
+const TOO_DEEP = 'The request is nested too deeply to be processed';
 
 /** A client error's message as a caller may see it: no engine internals, no long value echoed whole. */
 export function clientMessage(message: string, error: unknown): string {

@@ -43,13 +43,19 @@ export function collapsing(source: GraphQLDataSource<GatewayContext>, onCollapse
       const headers = Object.entries(options.context.headers)
         .filter(([name, value]) => value !== undefined && !NOT_IN_KEY.has(name))
         .sort(([a], [b]) => (a < b ? -1 : 1));
-      const key = JSON.stringify([query, options.request.operationName ?? null, options.request.variables ?? {}, headers, principalKey(options.context.principal)]);
+      const key = JSON.stringify([
+        query,
+        options.request.operationName ?? null,
+        options.request.variables ?? {},
+        headers,
+        principalKey(options.context.principal),
+      ]);
       const joined = inFlight.get(key);
       if (joined) {
         onCollapsed();
         joined.joiners++;
         await joined.response;
-        return copyJson(joined.pristine!) as GatewayGraphQLResponse;
+        return copyJson(joined.pristine!);
       }
       const flight: Flight = { joiners: 0, response: Promise.resolve({}) };
       // This handler is the first one on the promise, so the copy is made before the first caller (or

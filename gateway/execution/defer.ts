@@ -9,7 +9,7 @@ import { DirectiveLocation, GraphQLBoolean, GraphQLDirective, GraphQLNonNull, Gr
  * (gateway/execution/plan-executor.ts, gateway/execution/incremental.ts).
  */
 
-export const GraphQLDeferDirective = new GraphQLDirective({
+const GraphQLDeferDirective = new GraphQLDirective({
   name: 'defer',
   description: 'Marks a fragment as lower priority: the server may deliver it after the rest of the answer, or with it.',
   locations: [DirectiveLocation.FRAGMENT_SPREAD, DirectiveLocation.INLINE_FRAGMENT],

@@ -1,6 +1,6 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
-import { BREAK, Kind, parse, visit, type SelectionSetNode } from 'graphql';
+import { OperationTypeNode, BREAK, Kind, parse, visit, type SelectionSetNode } from 'graphql';
 import type { PureReads } from '../../platform/subgraph.js';
 import type { GatewayContext } from './context.js';
 import { jsonKey } from './json-key.js';
@@ -141,7 +141,7 @@ export function pureClassifier(pure: PureReads): (query: string) => boolean {
     }
     if (document.definitions.length !== 1) return false;
     const [operation] = document.definitions;
-    if (operation?.kind !== Kind.OPERATION_DEFINITION || operation.operation !== 'query') return false;
+    if (operation?.kind !== Kind.OPERATION_DEFINITION || operation.operation !== OperationTypeNode.QUERY) return false;
     const declared = operation.selectionSet.selections.every((s) => {
       if (s.kind !== Kind.FIELD) return false;
       if (s.name.value === '_entities') return entitiesOnly(s.selectionSet);

@@ -1,5 +1,5 @@
 import type { ApolloServerPlugin, BaseContext } from '@apollo/server';
-import { GraphQLError, type GraphQLFormattedError } from 'graphql';
+import { OperationTypeNode, GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { isDatabaseUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../../platform/db-errors.js';
 import { isErrorCode, statusOf, type ErrorCode } from '../../platform/errors.js';
 import { MAX_FIELD_PROBLEMS } from '../../platform/validate.js';
@@ -71,7 +71,7 @@ export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerP
     async requestDidStart() {
       return {
         async didResolveOperation({ operation, request }) {
-          if (operation?.operation === 'subscription') {
+          if (operation?.operation === OperationTypeNode.SUBSCRIPTION) {
             throw new GraphQLError('Subscriptions are served over WebSocket (graphql-transport-ws) at /graphql, not over HTTP', {
               extensions: { code: 'BAD_REQUEST' },
             });
@@ -105,7 +105,7 @@ export const MAX_ERRORS = MAX_FIELD_PROBLEMS;
  * The first MAX_ERRORS errors and one that counts the others (with the first one's code, so the status
  * holds). A list that already ends in its own count (MAX_ERRORS and one more) is left as it is.
  */
-export function capErrors(errors: readonly GraphQLFormattedError[]): GraphQLFormattedError[] {
+function capErrors(errors: readonly GraphQLFormattedError[]): GraphQLFormattedError[] {
   if (errors.length <= MAX_ERRORS + 1) return [...errors];
   const omitted = errors.length - MAX_ERRORS;
   return [

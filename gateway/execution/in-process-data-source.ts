@@ -48,15 +48,19 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
   async process(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
     if (!tracingEnabled()) return this.run(options);
     // A span per subgraph execution, as a subgraph server's request span is in distributed mode.
-    return tracer().startActiveSpan(`subgraph ${this.service}`, { attributes: { 'graphql.operation.name': options.request.operationName ?? '' } }, async (span) => {
-      try {
-        const response = await this.run(options);
-        if (response.errors?.length) span.setAttribute('graphql.errors', response.errors.length);
-        return response;
-      } finally {
-        span.end();
-      }
-    });
+    return tracer().startActiveSpan(
+      `subgraph ${this.service}`,
+      { attributes: { 'graphql.operation.name': options.request.operationName ?? '' } },
+      async (span) => {
+        try {
+          const response = await this.run(options);
+          if (response.errors?.length) span.setAttribute('graphql.errors', response.errors.length);
+          return response;
+        } finally {
+          span.end();
+        }
+      },
+    );
   }
 
   private async run(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {

@@ -36,7 +36,7 @@ export function hasDefer(plan: QueryPlan): boolean {
           return false;
       }
     };
-    known = plan.node?.kind !== 'Subscription' && visit(plan.node as PlanNode | undefined);
+    known = plan.node?.kind !== 'Subscription' && visit(plan.node);
     deferPlans.set(plan, known);
   }
   return known;
@@ -56,7 +56,7 @@ interface DeferRun {
 export async function runWhole(context: ExecutionContext, pending: PendingDeferred[]): Promise<void> {
   const queue: DeferQueue = { pending: [], primary: undefined, streamable: false };
   const inner: ExecutionContext = { ...context, deferred: queue };
-  await Promise.all(pending.map((d) => (d.node.node ? executeNode(inner, d.node.node, d.cursor) : undefined)));
+  await Promise.all(pending.flatMap((d) => (d.node.node ? [executeNode(inner, d.node.node, d.cursor)] : [])));
   if (queue.pending.length > 0) await runWhole(context, queue.pending);
 }
 
@@ -66,7 +66,10 @@ export async function* deferredPayloads(run: DeferRun, first: PendingDeferred[])
   let next = 0;
   const start = (d: PendingDeferred) => {
     const id = next++;
-    running.set(id, runDeferred(run, d).then((r) => ({ id, ...r })));
+    running.set(
+      id,
+      runDeferred(run, d).then((r) => ({ id, ...r })),
+    );
   };
   first.forEach(start);
   while (running.size > 0) {
@@ -82,7 +85,10 @@ async function runDeferred(run: DeferRun, d: PendingDeferred): Promise<{ payload
     return await deferredPart(run, d);
   } catch (error) {
     // A fault of the gateway's own (not of a fetch, which has its item): the part's error, the stream goes on.
-    const failure = error instanceof GraphQLError ? error : new GraphQLError(error instanceof Error ? error.message : String(error), { originalError: error instanceof Error ? error : undefined });
+    const failure =
+      error instanceof GraphQLError
+        ? error
+        : new GraphQLError(error instanceof Error ? error.message : String(error), { originalError: error instanceof Error ? error : undefined });
     return { payload: { incremental: [], errors: [failure] }, more: [] };
   }
 }
@@ -161,7 +167,8 @@ function objectsAt(root: ResultMap, queryPath: readonly string[]): { path: (stri
     current = nextValues;
   }
   const objects: { path: (string | number)[]; object: ResultMap }[] = [];
-  for (const c of current) if (typeof c.value === 'object' && c.value !== null && !Array.isArray(c.value)) objects.push({ path: c.path, object: c.value as ResultMap });
+  for (const c of current)
+    if (typeof c.value === 'object' && c.value !== null && !Array.isArray(c.value)) objects.push({ path: c.path, object: c.value as ResultMap });
   return objects;
 }
 
@@ -179,7 +186,7 @@ function typeAtPath(operation: Operation, queryPath: readonly string[]): string 
     const search = (set: SelectionSet) => {
       for (const selection of set.selections()) {
         if (selection.kind === 'FieldSelection') {
-          if ((selection as FieldSelection).element.responseName() === element) found.push(selection as FieldSelection);
+          if (selection.element.responseName() === element) found.push(selection);
         } else if (selection.selectionSet) search(selection.selectionSet);
       }
     };
@@ -191,4 +198,3 @@ function typeAtPath(operation: Operation, queryPath: readonly string[]): string 
   }
   return typeName;
 }
-

@@ -28,8 +28,6 @@ import { compileOperation, executeIntrospection, type CompiledOperation } from '
  * as one answer or as an initial payload and the ones after it (gateway/execution/incremental.ts).
  */
 
-
-
 type ResultMap = Record<string, unknown>;
 
 let installed = false;
@@ -90,7 +88,7 @@ const executeCompiled: ExecuteQueryPlan = async (queryPlan, serviceMap, requestC
     errors,
     deferred: streaming ? { pending: [], primary: undefined, streamable: true } : null,
   };
-  const unfilteredData: ResultMap = Object.create(null);
+  const unfilteredData = Object.create(null) as ResultMap;
   const root: Cursor = { path: [], data: unfilteredData, fullResult: unfilteredData };
   if (queryPlan.node?.kind === 'Subscription') throw new Error('Execution of subscriptions not supported by gateway');
   if (queryPlan.node) await executeNode(context, queryPlan.node, root);
@@ -111,7 +109,7 @@ const executeCompiled: ExecuteQueryPlan = async (queryPlan, serviceMap, requestC
     // Deferred fragments the response cannot be split at: everything now, one answer.
     await runWhole(context, deferred.pending);
   }
-  return shapedResult(() => compiled!.shape(unfilteredData, variables, introspect), errors, requestContext);
+  return shapedResult(() => compiled.shape(unfilteredData, variables, introspect), errors, requestContext);
 };
 
 /** The answer from a shaping, with @apollo/gateway's rules for fetch errors, shaping errors and failures. */
@@ -135,4 +133,3 @@ function shapedResult(
   }
   return errors.length === 0 ? { data } : { errors, data };
 }
-

@@ -1,6 +1,14 @@
 import { ERRORS, errorCodeDef, type Operation } from '@apollo/federation-internals';
 import type { GraphQLDataSource } from '@apollo/gateway';
-import { evaluateCondition, getResponseName, type DeferredNode, type FetchNode, type PlanNode, type QueryPlanSelectionNode, type ResponsePath } from '@apollo/query-planner';
+import {
+  evaluateCondition,
+  getResponseName,
+  type DeferredNode,
+  type FetchNode,
+  type PlanNode,
+  type QueryPlanSelectionNode,
+  type ResponsePath,
+} from '@apollo/query-planner';
 import type { GatewayGraphQLRequestContext } from '@apollo/server-gateway-interface';
 import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from 'graphql';
 import { applyRewrites, deepMerge, generateHydratedPaths, INCOMING_OPERATION, isObjectOfType } from './apollo-seam.js';
@@ -76,7 +84,7 @@ export async function executeNode(context: ExecutionContext, node: PlanNode, cur
       const queue = context.deferred;
       if (!queue) {
         // One answer: the deferred parts run now, after the primary one they depend on.
-        await Promise.all(node.deferred.map((d) => (d.node ? executeNode(context, d.node, cursor) : undefined)));
+        await Promise.all(node.deferred.flatMap((d) => (d.node ? [executeNode(context, d.node, cursor)] : [])));
         return;
       }
       // The initial payload is the primary part of one Defer node at the root; anything else cannot be split.
@@ -94,7 +102,7 @@ async function executeFetch(context: ExecutionContext, fetch: FetchNode, cursor:
   const entities: ResultMap[] = Array.isArray(cursor.data) ? cursor.data.filter((e) => e !== null && e !== undefined) : [cursor.data];
   if (entities.length < 1) return;
 
-  const variables: ResultMap = Object.create(null);
+  const variables = Object.create(null) as ResultMap;
   if (fetch.variableUsages) {
     const provided = context.requestContext.request.variables;
     for (const name of fetch.variableUsages) {
@@ -110,7 +118,7 @@ async function executeFetch(context: ExecutionContext, fetch: FetchNode, cursor:
       context: context.requestContext.context,
       document: fetch.operationDocumentNode,
       pathInIncomingRequest: cursor.path,
-    } as Parameters<GraphQLDataSource['process']>[0]);
+    });
     if (response.errors) {
       const errorPath = lazyErrorPath(fetch, cursor);
       const errors = response.errors.map((error) => downstreamServiceError(error, fetch.serviceName, errorPath));
@@ -184,14 +192,14 @@ function downstreamServiceError(
     path: errorPath(original.path),
     extensions: { ...original.extensions, serviceName },
   };
-  const codeDef = errorCodeDef(original as GraphQLError);
+  const codeDef = errorCodeDef(original);
   if (!codeDef && original.extensions?.['code']) return new GraphQLError(message, options);
   return (codeDef ?? ERRORS.DOWNSTREAM_SERVICE_ERROR).err(message, options);
 }
 
 function executeSelectionSet(schema: GraphQLSchema, source: ResultMap | null, selections: readonly QueryPlanSelectionNode[]): ResultMap | null {
   if (source === null) return null;
-  const result: ResultMap = Object.create(null);
+  const result = Object.create(null) as ResultMap;
   for (const selection of selections) {
     if (selection.kind === 'Field') {
       const responseName = getResponseName(selection);
@@ -224,4 +232,3 @@ function flattenResultsAtPath(value: unknown, path: ResponsePath): unknown {
   const record = value as ResultMap;
   return flattenResultsAtPath(hasOwn(record, current) ? record[current] : undefined, rest);
 }
-

@@ -76,12 +76,17 @@ export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
  * headers, a JSON or text body), with less work per request than the global fetch (no web streams, no
  * Request or Response objects); the body is read as one buffer. Each request is given up after `timeoutMs`.
  */
-function leanFetcher(pool: Pool, path: string, timeoutMs: number, sign: ((headers: Record<string, string>, method: string, body: string) => void) | null): Fetcher {
+function leanFetcher(
+  pool: Pool,
+  path: string,
+  timeoutMs: number,
+  sign: ((headers: Record<string, string>, method: string, body: string) => void) | null,
+): Fetcher {
   const fetcher = async (url: string, init?: { method?: string; headers?: Record<string, string>; body?: string }) => {
     const headers = { ...(init?.headers ?? {}) };
     sign?.(headers, init?.method ?? 'POST', init?.body ?? '');
     const answer = await pool.request({
-      method: (init?.method ?? 'POST') as 'POST',
+      method: init?.method ?? 'POST',
       path,
       headers,
       body: init?.body ?? null,

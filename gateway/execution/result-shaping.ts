@@ -1,5 +1,37 @@
-import { ERRORS, isCompositeType, isCustomScalarType, isEnumType, isListType, isNonNullType, isObjectType, isSubtype, parseSelectionSet, Variable, type FieldSelection, type FragmentSelection, type NamedType, type Operation, type Schema, type Selection, type SelectionSet, type Type } from '@apollo/federation-internals';
-import { executeSync, GraphQLError, Kind, OperationTypeNode, visit, type DocumentNode, type GraphQLSchema, type SelectionNode, type VariableDefinitionNode } from 'graphql';
+import {
+  ERRORS,
+  isCompositeType,
+  isCustomScalarType,
+  isEnumType,
+  isListType,
+  isNonNullType,
+  isObjectType,
+  isSubtype,
+  parseSelectionSet,
+  Variable,
+  type FieldSelection,
+  type NamedType,
+  type Operation,
+  type Schema,
+  type Selection,
+  type SelectionSet,
+  type Type,
+} from '@apollo/federation-internals';
+import {
+  executeSync,
+  GraphQLError,
+  Kind,
+  OperationTypeNode,
+  visit,
+  type DocumentNode,
+  type GraphQLSchema,
+  type SelectionNode,
+  type VariableDefinitionNode,
+} from 'graphql';
+
+/* eslint-disable @typescript-eslint/no-base-to-string, @typescript-eslint/restrict-template-expressions --
+   the messages below are @apollo/gateway's resultShaping.js word for word, values stringified as it does
+   (test/plan-executor-shaping.test.ts compares them); those rules would change what a client reads. */
 
 /*
  * Result shaping, compiled: @apollo/gateway's computeResponse (dist/resultShaping.js) over records built
@@ -30,7 +62,8 @@ export function executeIntrospection(
     ],
   };
   const { data, errors } = executeSync({ schema, document, rootValue: {}, variableValues });
-  if ((errors && errors.length > 0) || !data) throw new Error(`Introspection query for ${JSON.stringify(selection)} should not have failed but got ${JSON.stringify(errors)}`);
+  if ((errors && errors.length > 0) || !data)
+    throw new Error(`Introspection query for ${JSON.stringify(selection)} should not have failed but got ${JSON.stringify(errors)}`);
   const key = selection.kind === Kind.FIELD ? (selection.alias?.value ?? selection.name.value) : '';
   return hasOwn(data, key) ? data[key] : undefined;
 }
@@ -172,8 +205,8 @@ function compileSelection(operation: Operation, selectionSet: SelectionSet, pare
   const valueShape = (type: Type, selectionSet: SelectionSet | undefined): ValueShape => {
     const sel = selectionSet !== undefined;
     const typeStr = type.toString();
-    if (isNonNullType(type)) return { kind: 'nonNull', of: valueShape(type.ofType, selectionSet), sel, typeStr };
-    if (isListType(type)) return { kind: 'list', of: valueShape(type.ofType, selectionSet), sel, typeStr };
+    if (isNonNullType(type)) return { kind: 'nonNull', of: valueShape(type.ofType as Type, selectionSet), sel, typeStr };
+    if (isListType(type)) return { kind: 'list', of: valueShape(type.ofType as Type, selectionSet), sel, typeStr };
     if (isCompositeType(type)) {
       const selections = selectionSet ? selectionShapes(selectionSet) : [];
       return { kind: 'composite', selections, typeName: type.name, sel, typeStr, plain: plainObjects(selections) };
@@ -188,20 +221,20 @@ function compileSelection(operation: Operation, selectionSet: SelectionSet, pare
     selectionSet.selections().map((selection): SelectionShape => {
       const skip = skipTest(selection);
       if (selection.kind === 'FieldSelection') {
-        const field = (selection as FieldSelection).element;
+        const field = selection.element;
         const responseName = field.responseName();
-        if (field.definition.isSchemaIntrospectionField()) return { kind: 'introspection', responseName, skip, selection: selection as FieldSelection };
+        if (field.definition.isSchemaIntrospectionField()) return { kind: 'introspection', responseName, skip, selection: selection };
         if (field.name === '__typename') return { kind: 'typename', responseName, skip };
         return { kind: 'field', responseName, skip, value: valueShape(field.definition.type!, selection.selectionSet) };
       }
-      const fragment = (selection as FragmentSelection).element;
+      const fragment = selection.element;
       const condition = fragment.typeCondition;
       return {
         kind: 'fragment',
         skip,
         matches: condition ? matches(condition) : null,
         typeConditionName: condition?.name ?? null,
-        selections: selectionShapes(selection.selectionSet!),
+        selections: selectionShapes(selection.selectionSet),
       };
     });
 
@@ -220,7 +253,7 @@ function compileSelection(operation: Operation, selectionSet: SelectionSet, pare
       hasErrors: false,
       facts,
     };
-    const data: ResultMap = rootPlain ? {} : Object.create(null);
+    const data: ResultMap = rootPlain ? {} : (Object.create(null) as ResultMap);
     const bubbled = applySelections(state, input, root, data, parentTypeName);
     return { data: bubbled ? null : data, errors: state.errors };
   };
@@ -249,7 +282,6 @@ interface ShapeState {
   hasErrors: boolean;
   facts: SchemaFacts;
 }
-
 
 /** Shapes `input` into `output` along `selections`; true when a null bubbles up past this object. */
 function applySelections(state: ShapeState, input: ResultMap, selections: readonly SelectionShape[], output: ResultMap, parentTypeName: string): boolean {
@@ -328,7 +360,9 @@ function updateValue(state: ShapeState, outputValue: unknown, shape: ValueShape,
       if (updated === null) {
         if (!state.hasErrors) {
           state.errors.push(
-            ERRORS.INVALID_GRAPHQL.err(`Cannot return null for non-nullable ${describeLast(state.path, shape.of.typeStr, parentTypeName)}.`, { path: [...state.path] }),
+            ERRORS.INVALID_GRAPHQL.err(`Cannot return null for non-nullable ${describeLast(state.path, shape.of.typeStr, parentTypeName)}.`, {
+              path: [...state.path],
+            }),
           );
         }
         state.invalid = true;
@@ -342,10 +376,12 @@ function updateValue(state: ShapeState, outputValue: unknown, shape: ValueShape,
     case 'list': {
       if (inputValue === null) return settle(state, null);
       if (!Array.isArray(inputValue)) throw new Error(`Invalid non-list value ${String(inputValue)} returned by subgraph for list type ${shape.typeStr}`);
-      if (outputValue !== undefined && !Array.isArray(outputValue)) throw new Error(`Invalid non-list value ${String(outputValue)} returned by subgraph for list type ${shape.typeStr}`);
+      if (outputValue !== undefined && !Array.isArray(outputValue))
+        throw new Error(`Invalid non-list value ${String(outputValue)} returned by subgraph for list type ${shape.typeStr}`);
       const previous = outputValue as unknown[] | undefined;
       const length = inputValue.length;
-      if (previous !== undefined && previous.length !== length) throw new Error(`[${String(inputValue)}].length (${length}) !== [${String(previous)}].length (${previous.length})`);
+      if (previous !== undefined && previous.length !== length)
+        throw new Error(`[${String(inputValue)}].length (${length}) !== [${String(previous)}].length (${previous.length})`);
       let nullify = false;
       let hasErrors = false;
       const updated: unknown[] = [];
@@ -362,16 +398,21 @@ function updateValue(state: ShapeState, outputValue: unknown, shape: ValueShape,
     }
     case 'composite': {
       if (inputValue === null) return settle(state, null);
-      if (typeof inputValue !== 'object') throw new Error(`Invalid non-object value ${String(inputValue)} returned by subgraph for composite type ${shape.typeStr}`);
-      if (outputValue !== undefined && typeof outputValue !== 'object') throw new Error(`Invalid non-object value ${String(inputValue)} returned by subgraph for composite type ${shape.typeStr}`);
+      if (typeof inputValue !== 'object')
+        throw new Error(`Invalid non-object value ${String(inputValue)} returned by subgraph for composite type ${shape.typeStr}`);
+      if (outputValue !== undefined && typeof outputValue !== 'object')
+        throw new Error(`Invalid non-object value ${String(inputValue)} returned by subgraph for composite type ${shape.typeStr}`);
       const record = inputValue as ResultMap;
       const inputTypename = record['__typename'];
-      if (inputTypename !== undefined && typeof inputTypename !== 'string') throw new Error(`Invalid non-string value ${String(inputTypename)} for __typename at ${String(state.path)}`);
+      if (inputTypename !== undefined && typeof inputTypename !== 'string')
+        throw new Error(`Invalid non-string value ${String(inputTypename)} for __typename at ${String(state.path)}`);
       let typeName = shape.typeName;
       if (inputTypename) {
         if (!state.facts.composites.has(inputTypename)) {
           state.errors.push(
-            ERRORS.INVALID_GRAPHQL.err(`Invalid __typename found for object at ${describeLast(state.path, shape.typeStr, parentTypeName)}.`, { path: [...state.path] }),
+            ERRORS.INVALID_GRAPHQL.err(`Invalid __typename found for object at ${describeLast(state.path, shape.typeStr, parentTypeName)}.`, {
+              path: [...state.path],
+            }),
           );
           state.invalid = false;
           state.hasErrors = true;
@@ -390,7 +431,9 @@ function updateValue(state: ShapeState, outputValue: unknown, shape: ValueShape,
       if (outputValue !== undefined) throw new Error(`Excepted output to be undefined but got ${shape.typeStr} for type ${shape.typeStr}`);
       const valid = validLeaf(shape, inputValue);
       if (!valid) {
-        state.errors.push(ERRORS.INVALID_GRAPHQL.err(`Invalid value found for ${describeLast(state.path, shape.typeStr, parentTypeName)}.`, { path: [...state.path] }));
+        state.errors.push(
+          ERRORS.INVALID_GRAPHQL.err(`Invalid value found for ${describeLast(state.path, shape.typeStr, parentTypeName)}.`, { path: [...state.path] }),
+        );
       }
       state.invalid = false;
       state.hasErrors = !valid;
@@ -404,4 +447,3 @@ function settle(state: ShapeState, value: null): null {
   state.hasErrors = false;
   return value;
 }
-

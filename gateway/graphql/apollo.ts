@@ -34,7 +34,7 @@ export interface GraphQLServer {
   /** Runs a query or mutation sent on a graphql-ws socket (gateway/subscriptions/ws-server.ts). */
   executeOnSocket: SocketExecution;
   /** Formats the errors of deferred payloads as Apollo Server formats its own. */
-  formatDeferredErrors(errors: readonly GraphQLError[] | undefined): ReturnType<typeof formatGraphQLError>[] | undefined;
+  formatDeferredErrors: (errors: readonly GraphQLError[] | undefined) => ReturnType<typeof formatGraphQLError>[] | undefined;
 }
 
 /**
@@ -69,7 +69,8 @@ export async function startGraphQLServer(options: GraphQLServerOptions): Promise
   });
   await apollo.start();
 
-  const formatDeferredErrors = (errors: readonly GraphQLError[] | undefined) => errors?.map((error) => formatGraphQLError({ ...error.toJSON() }, error, app.log));
+  const formatDeferredErrors = (errors: readonly GraphQLError[] | undefined) =>
+    errors?.map((error) => formatGraphQLError({ ...error.toJSON() }, error, app.log));
 
   const execute: OperationExecutor = async (operation, variables, contextValue) => {
     const response = await apollo.executeOperation({ query: operation, variables }, { contextValue });

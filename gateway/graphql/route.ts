@@ -19,7 +19,12 @@ export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQL
   // is looked at: /graphql serves no page.
   app.addHook('onRequest', async (request, reply) => {
     if (pathOf(request.url) !== GRAPHQL_PATH || acceptsGraphQLResponse(request.headers.accept)) return;
-    return refuse(reply, request.url, 'NOT_ACCEPTABLE', 'Accept must allow application/graphql-response+json or application/json: /graphql serves no browser page');
+    return refuse(
+      reply,
+      request.url,
+      'NOT_ACCEPTABLE',
+      'Accept must allow application/graphql-response+json or application/json: /graphql serves no browser page',
+    );
   });
 
   // Request limits before Apollo validates or plans anything (gateway/security/limits.ts): a document over a

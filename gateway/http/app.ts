@@ -14,7 +14,6 @@ import { RouteTable } from './route-table.js';
  * client errors), JSON bodies only, uncompressed, and a lingering close for bodies refused unread.
  */
 
-
 export interface HttpAppOptions {
   /**
    * Waited for before a JSON body is parsed (the gateway's turn of the event loop, gateway/http/admission.ts).
@@ -87,7 +86,7 @@ export function createHttpApp(config: HttpConfig, options: HttpAppOptions = {}):
       return;
     }
     if (beforeParse) void beforeParse().then(() => parseJson(request, text, done));
-    else parseJson(request, text, done);
+    else void parseJson(request, text, done);
   });
   // Bodies are read as sent: a compressed body would be parsed as if it were plain JSON. Checked once the
   // credential is (onRequest hooks), before the body is read.
@@ -106,11 +105,11 @@ export function createHttpApp(config: HttpConfig, options: HttpAppOptions = {}):
  * HTTP app, the app before the databases it reads). A close that fails does not keep the rest open: the
  * first failure is thrown once every closer has run.
  */
-export class Closers {
-  private readonly list: Array<() => Promise<unknown> | unknown> = [];
+class Closers {
+  private readonly list: Array<() => unknown> = [];
   private closing: Promise<void> | undefined;
 
-  add(close: () => Promise<unknown> | unknown): void {
+  add(close: () => unknown): void {
     this.list.push(close);
   }
 

@@ -6,12 +6,25 @@ export const httpConfig = configSection(
   'gateway/http',
   'gateway/http/config.ts',
   {
-  PORT: intFrom('PORT', 0, 65535).default(4000).describe("TCP port of the one HTTP server"),
-  HOST: z.string().trim().min(1).default('127.0.0.1').describe("interface to bind; demo mode has no auth, so the default stays on loopback (use `0.0.0.0` in a container)"),
-  LOG_LEVEL: z.enum(logLevels).default('info').describe("`fatal` `error` `warn` `info` `debug` `trace` `silent`"),
-  BODY_LIMIT_BYTES: intFrom('BODY_LIMIT_BYTES', 1024, 64 * 1024 * 1024).default(1024 * 1024).describe("largest request body; larger gets 413 `Connection: close`, read by every client: the server discards the rest of the body and closes after the client (a lingering close, at most 2 s idle and 10 s in all), never with a reset"),
-  HTTP_HEADERS_TIMEOUT_MS: intFrom('HTTP_HEADERS_TIMEOUT_MS', 100, 600_000).default(10_000).describe("a request whose headers have not all arrived by then is answered 408 and closed"),
-  HTTP_REQUEST_TIMEOUT_MS: intFrom('HTTP_REQUEST_TIMEOUT_MS', 100, 3_600_000).default(30_000).describe("a request (headers and body) not received whole by then is answered 408 and closed; at least `HTTP_HEADERS_TIMEOUT_MS`"),
+    PORT: intFrom('PORT', 0, 65535).default(4000).describe('TCP port of the one HTTP server'),
+    HOST: z
+      .string()
+      .trim()
+      .min(1)
+      .default('127.0.0.1')
+      .describe('interface to bind; demo mode has no auth, so the default stays on loopback (use `0.0.0.0` in a container)'),
+    LOG_LEVEL: z.enum(logLevels).default('info').describe('`fatal` `error` `warn` `info` `debug` `trace` `silent`'),
+    BODY_LIMIT_BYTES: intFrom('BODY_LIMIT_BYTES', 1024, 64 * 1024 * 1024)
+      .default(1024 * 1024)
+      .describe(
+        'largest request body; larger gets 413 `Connection: close`, read by every client: the server discards the rest of the body and closes after the client (a lingering close, at most 2 s idle and 10 s in all), never with a reset',
+      ),
+    HTTP_HEADERS_TIMEOUT_MS: intFrom('HTTP_HEADERS_TIMEOUT_MS', 100, 600_000)
+      .default(10_000)
+      .describe('a request whose headers have not all arrived by then is answered 408 and closed'),
+    HTTP_REQUEST_TIMEOUT_MS: intFrom('HTTP_REQUEST_TIMEOUT_MS', 100, 3_600_000)
+      .default(30_000)
+      .describe('a request (headers and body) not received whole by then is answered 408 and closed; at least `HTTP_HEADERS_TIMEOUT_MS`'),
   },
   (config) =>
     config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS

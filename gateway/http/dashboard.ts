@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { problem, sendProblem } from './problem.js';
 
 /** Where `npm run build:web` (run by `npm ci` and, when it is missing, by `npm start`) writes the dashboard. */
-export const DASHBOARD_DIR = fileURLToPath(new URL('../../web/dist/', import.meta.url));
+const DASHBOARD_DIR = fileURLToPath(new URL('../../web/dist/', import.meta.url));
 
 /** Whether the dashboard has been built. */
 export function dashboardBuilt(dir = DASHBOARD_DIR): boolean {
@@ -39,7 +39,7 @@ const HOST = /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,
  * code, no plugins, no framing. `connect-src 'self'` covers the same-origin WebSocket in CSP Level 3;
  * the ws:/wss: origin of the Host the page was asked at is named as well for browsers that predate it.
  */
-export function dashboardPolicy(host: string | undefined): string {
+function dashboardPolicy(host: string | undefined): string {
   const sockets = host && HOST.test(host) ? ` ws://${host} wss://${host}` : '';
   return [
     "default-src 'self'",
@@ -72,7 +72,10 @@ export function registerDashboard(app: FastifyInstance, dir = DASHBOARD_DIR): vo
   const route = { config: { public: true }, exposeHeadRoute: true } as const;
   if (!dashboardBuilt(dir)) {
     app.get('/', route, async (request, reply) =>
-      sendProblem(reply, problem('SERVICE_UNAVAILABLE', 'The dashboard is not built: run npm run build:web (npm ci and npm start build it)', { instance: request.url })),
+      sendProblem(
+        reply,
+        problem('SERVICE_UNAVAILABLE', 'The dashboard is not built: run npm run build:web (npm ci and npm start build it)', { instance: request.url }),
+      ),
     );
     return;
   }

@@ -12,8 +12,8 @@ import type { FastifyInstance } from 'fastify';
  * closes its side, after LINGER_IDLE_MS without input, or after LINGER_MAX_MS in all (nginx: 5 s and
  * 30 s; shorter here, since a body over the limit on a healthy link arrives in milliseconds).
  */
-export const LINGER_IDLE_MS = 2_000;
-export const LINGER_MAX_MS = 10_000;
+const LINGER_IDLE_MS = 2_000;
+const LINGER_MAX_MS = 10_000;
 
 const lingering = new WeakSet<Socket>();
 

@@ -15,11 +15,7 @@ export interface Problem {
   errors_truncated?: number;
 }
 
-export function problem(
-  code: ErrorCode,
-  detail: string,
-  extra: { instance?: string; errors?: FieldProblem[]; errorsTruncated?: number } = {},
-): Problem {
+export function problem(code: ErrorCode, detail: string, extra: { instance?: string; errors?: FieldProblem[]; errorsTruncated?: number } = {}): Problem {
   return {
     type: `urn:ops-supergraph:problem:${code.toLowerCase().replace(/_/g, '-')}`,
     title: errorCatalogue[code].title,

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
  * id follows a request through every process it reaches.
  */
 
-export const REQUEST_ID_HEADER = 'x-request-id';
+const REQUEST_ID_HEADER = 'x-request-id';
 const TOKEN = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** fastify's `genReqId`: the caller's id when acceptable, else a new one. */

@@ -9,10 +9,10 @@ import type { SubgraphInstance } from '../../platform/subgraph.js';
  */
 
 /** How long a readiness check may take before it counts as not ready (probes time out in seconds). */
-export const READY_CHECK_TIMEOUT_MS = 2000;
+const READY_CHECK_TIMEOUT_MS = 2000;
 
 /** `check()`, false when it throws or takes longer than READY_CHECK_TIMEOUT_MS. */
-export async function readyWithin(check: () => Promise<boolean>): Promise<boolean> {
+async function readyWithin(check: () => Promise<boolean>): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<boolean>((resolve) => {
     timer = setTimeout(() => resolve(false), READY_CHECK_TIMEOUT_MS);

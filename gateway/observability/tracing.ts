@@ -59,7 +59,11 @@ export function tracedServerFactory(options: ServerOptions): (handler: (req: Inc
   return (handler) =>
     createServer(options, (req, res) => {
       const parent = propagation.extract(context.active(), req.headers);
-      const span = tracer().startSpan(`${req.method ?? 'HTTP'}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method ?? '', 'url.path': (req.url ?? '').split('?')[0] ?? '' } }, parent);
+      const span = tracer().startSpan(
+        `${req.method ?? 'HTTP'}`,
+        { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method ?? '', 'url.path': (req.url ?? '').split('?')[0] ?? '' } },
+        parent,
+      );
       res.once('close', () => {
         span.setAttribute('http.response.status_code', res.statusCode);
         if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });

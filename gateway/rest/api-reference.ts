@@ -11,7 +11,8 @@ const require = createRequire(import.meta.url);
 const RAPIDOC_FILE = require.resolve('rapidoc/dist/rapidoc-min.js');
 
 /** Only this server's own script and the document; RapiDoc styles its shadow DOM inline. */
-const CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const CSP =
+  "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 const PAGE = `<!doctype html>
 <html lang="en">
@@ -36,6 +37,10 @@ export function registerApiReference(app: FastifyInstance): void {
   );
   app.get('/docs/rapidoc-min.js', { config: { public: true }, exposeHeadRoute: true }, async (_request, reply) => {
     script ??= readFileSync(RAPIDOC_FILE);
-    return reply.header('cache-control', 'public, max-age=86400').header('x-content-type-options', 'nosniff').type('text/javascript; charset=utf-8').send(script);
+    return reply
+      .header('cache-control', 'public, max-age=86400')
+      .header('x-content-type-options', 'nosniff')
+      .type('text/javascript; charset=utf-8')
+      .send(script);
   });
 }

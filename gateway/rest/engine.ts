@@ -8,17 +8,13 @@ import type { Principal } from '../../platform/principal.js';
 import { gatewayContextFrom, principalOf, type GatewayContext } from '../execution/context.js';
 import { problem, sendProblem, type Problem } from '../http/problem.js';
 
-export interface OperationResult {
+interface OperationResult {
   data?: Record<string, unknown> | null;
   errors?: readonly GraphQLFormattedError[];
 }
 
 /** Runs one GraphQL operation through the gateway (the same executor GraphQL clients reach). */
-export type OperationExecutor = (
-  operation: string,
-  variables: Record<string, unknown>,
-  context: GatewayContext,
-) => Promise<OperationResult>;
+export type OperationExecutor = (operation: string, variables: Record<string, unknown>, context: GatewayContext) => Promise<OperationResult>;
 
 /**
  * Registers a subgraph's REST route table under its prefix. Each request is validated against the
@@ -65,9 +61,12 @@ export interface RestEngineOptions {
 }
 
 /** An answer that does not match its route's documented schema (a fault of the server, never the caller). */
-export class UndocumentedAnswerError extends Error {
+class UndocumentedAnswerError extends Error {
   constructor(route: string, issues: readonly z.core.$ZodIssue[]) {
-    const first = issues.slice(0, 3).map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ');
+    const first = issues
+      .slice(0, 3)
+      .map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`)
+      .join('; ');
     super(`the answer of ${route} does not match its documented schema: ${first}`);
     this.name = 'UndocumentedAnswerError';
   }
@@ -93,7 +92,14 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
         const parsed = route.textBodies![type]!(text);
         if ('errors' in parsed) {
           const bounded = boundedFields(parsed.errors);
-          return sendProblem(reply, problem('BAD_USER_INPUT', fieldsDetail(bounded.fields, bounded.truncated), { instance, errors: bounded.fields, errorsTruncated: bounded.truncated }));
+          return sendProblem(
+            reply,
+            problem('BAD_USER_INPUT', fieldsDetail(bounded.fields, bounded.truncated), {
+              instance,
+              errors: bounded.fields,
+              errorsTruncated: bounded.truncated,
+            }),
+          );
         }
         request.body = parsed.value;
       }
@@ -126,7 +132,7 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
  * a variable present with the value undefined as null (a default would not apply), while over HTTP the same
  * key is dropped; leaving it out makes both mean what a GraphQL client that omits it means.
  */
-export function omitUndefined(variables: Record<string, unknown>): Record<string, unknown> {
+function omitUndefined(variables: Record<string, unknown>): Record<string, unknown> {
   const strip = (value: unknown): unknown => {
     if (Array.isArray(value)) return value.map(strip);
     if (value === null || typeof value !== 'object' || Object.getPrototypeOf(value) !== Object.prototype) return value;

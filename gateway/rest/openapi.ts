@@ -77,7 +77,10 @@ function operationId(module: RestModule, route: RestRoute): string {
     .replace(/:([a-z_]+)/g, 'by $1')
     .split(/[^A-Za-z0-9]+/)
     .filter(Boolean);
-  return words.map((w, i) => (i === 0 ? w : w[0]!.toUpperCase() + w.slice(1))).join('').replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
+  return words
+    .map((w, i) => (i === 0 ? w : w[0]!.toUpperCase() + w.slice(1)))
+    .join('')
+    .replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
 }
 
 function routeConfig(module: RestModule, route: RestRoute, options: OpenApiOptions): RouteConfig {

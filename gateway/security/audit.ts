@@ -1,5 +1,5 @@
 import type { ApolloServerPlugin } from '@apollo/server';
-import { valueFromASTUntyped, type FieldNode, type GraphQLFormattedError } from 'graphql';
+import { OperationTypeNode, valueFromASTUntyped, type FieldNode, type GraphQLFormattedError } from 'graphql';
 import type { GatewayContext } from '../execution/context.js';
 import { rootFields } from './operation-fields.js';
 
@@ -26,7 +26,7 @@ const TARGET_ARGUMENTS = ['id', 'bookingId', 'sessionId', 'quoteId', 'runId'];
 function argumentTarget(field: FieldNode, variables: Record<string, unknown>): string | null {
   const args = Object.fromEntries((field.arguments ?? []).map((a) => [a.name.value, valueFromASTUntyped(a.value, variables)]));
   for (const source of [args, typeof args['input'] === 'object' && args['input'] !== null ? (args['input'] as Record<string, unknown>) : {}]) {
-    for (const name of TARGET_ARGUMENTS) if (typeof source[name] === 'string') return source[name] as string;
+    for (const name of TARGET_ARGUMENTS) if (typeof source[name] === 'string') return source[name];
   }
   return null;
 }
@@ -35,14 +35,16 @@ const responseTarget = (data: Record<string, unknown> | null | undefined, key: s
   const value = data?.[key];
   if (value && typeof value === 'object') {
     const record = value as Record<string, unknown>;
-    for (const name of ['id', 'runId', 'sessionId', 'materializationId']) if (typeof record[name] === 'string') return record[name] as string;
+    for (const name of ['id', 'runId', 'sessionId', 'materializationId']) if (typeof record[name] === 'string') return record[name];
   }
   return null;
 };
 
 function outcomeAt(errors: readonly GraphQLFormattedError[] | undefined, key: string): string {
   const own = errors?.find((e) => e.path === undefined || e.path[0] === key);
-  return own ? String(own.extensions?.['code'] ?? 'INTERNAL_SERVER_ERROR') : 'ok';
+  if (!own) return 'ok';
+  const code = own.extensions?.['code'];
+  return typeof code === 'string' ? code : 'INTERNAL_SERVER_ERROR';
 }
 
 export function auditPlugin(sink: AuditSink): ApolloServerPlugin<GatewayContext> {
@@ -50,7 +52,7 @@ export function auditPlugin(sink: AuditSink): ApolloServerPlugin<GatewayContext>
     async requestDidStart() {
       return {
         async willSendResponse({ document, operation, contextValue, response, request }) {
-          if (!document || operation?.operation !== 'mutation' || response.body.kind !== 'single') return;
+          if (!document || operation?.operation !== OperationTypeNode.MUTATION || response.body.kind !== 'single') return;
           const { data, errors } = response.body.singleResult;
           const variables = (request.variables ?? {}) as Record<string, unknown>;
           // Every mutation field that ran, however it was selected (fragments followed, conditions resolved).

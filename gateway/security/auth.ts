@@ -11,7 +11,7 @@ const digest = (value: string) => createHash('sha256').update(value, 'utf8').dig
  * What a request's credentials come to: a principal (and, for a JWT, the instant it expires, in ms since
  * the epoch: a WebSocket opened with it is closed then), or a refusal (401) with its reason.
  */
-export type Authentication = { principal: Principal; expiresAt?: number } | { refused: string };
+type Authentication = { principal: Principal; expiresAt?: number } | { refused: string };
 
 export interface Authenticator {
   /** False in demo mode (no credential configured): every call acts as the demo principal. */
@@ -28,7 +28,7 @@ export interface Authenticator {
   authenticate(headers: CredentialHeaders): Promise<Authentication>;
 }
 
-export interface CredentialHeaders {
+interface CredentialHeaders {
   'x-api-key'?: string | string[] | undefined;
   authorization?: string | undefined;
 }
@@ -99,7 +99,9 @@ const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'E
  * so neither a match nor its position shows in the timing. JWTs are verified with `jose` against the
  * identity provider's JWKS (fetched and cached by `createRemoteJWKSet`, refetched for an unknown `kid`).
  */
-export function createAuthenticator(config: Pick<PlatformConfig, 'API_KEYS' | 'API_KEYS_FILE' | 'AUTH_JWKS_URL' | 'AUTH_ISSUER' | 'AUTH_AUDIENCE' | 'AUTH_TENANT_CLAIM' | 'AUTH_SCOPES_CLAIM'>): Authenticator {
+export function createAuthenticator(
+  config: Pick<PlatformConfig, 'API_KEYS' | 'API_KEYS_FILE' | 'AUTH_JWKS_URL' | 'AUTH_ISSUER' | 'AUTH_AUDIENCE' | 'AUTH_TENANT_CLAIM' | 'AUTH_SCOPES_CLAIM'>,
+): Authenticator {
   const keys = [...operatorKeys(config.API_KEYS), ...(config.API_KEYS_FILE ? readKeyFile(config.API_KEYS_FILE) : [])];
   const jwks = config.AUTH_JWKS_URL ? createRemoteJWKSet(new URL(config.AUTH_JWKS_URL)) : null;
   const enabled = !isDemoMode(config);

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import {
+  OperationTypeNode,
   getDirectiveValues,
   getNamedType,
   GraphQLError,
@@ -32,7 +33,7 @@ import {
  * non-null position propagating to the nearest nullable field as the GraphQL specification says.
  */
 
-export interface FieldDenial {
+interface FieldDenial {
   /** `Type.field` */
   coordinate: string;
   /** What the principal lacks, in words (`prediction:read`). */
@@ -150,7 +151,10 @@ export function filterOperation(schema: GraphQLSchema, document: DocumentNode, o
   spreads(top.selectionSet);
   const definitions = [
     kept,
-    ...[...used].map((name) => ({ ...(fragments.get(name) as FragmentDefinitionNode), selectionSet: filteredFragments.get(name)?.selectionSet as SelectionSetNode })),
+    ...[...used].map((name) => ({
+      ...(fragments.get(name) as FragmentDefinitionNode),
+      selectionSet: filteredFragments.get(name)?.selectionSet as SelectionSetNode,
+    })),
   ];
   const filtered: DocumentNode = { kind: Kind.DOCUMENT, definitions };
   const source = print(filtered);
@@ -161,12 +165,19 @@ export function filterOperation(schema: GraphQLSchema, document: DocumentNode, o
     source,
     queryHash: createHash('sha256').update(source).digest('hex'),
     shape,
-    certainlyNull: shape.fields.some((f) => f.removal && isNonNullType(f.type) && f.conditions.some((chain) => chain.every((node) => !node.directives?.length))),
+    certainlyNull: shape.fields.some(
+      (f) => f.removal && isNonNullType(f.type) && f.conditions.some((chain) => chain.every((node) => !node.directives?.length)),
+    ),
   };
 }
 
 function rootType(schema: GraphQLSchema, operation: OperationDefinitionNode): GraphQLObjectType {
-  const root = operation.operation === 'query' ? schema.getQueryType() : operation.operation === 'mutation' ? schema.getMutationType() : schema.getSubscriptionType();
+  const root =
+    operation.operation === OperationTypeNode.QUERY
+      ? schema.getQueryType()
+      : operation.operation === OperationTypeNode.MUTATION
+        ? schema.getMutationType()
+        : schema.getSubscriptionType();
   if (!root) throw new Error(`the schema has no ${operation.operation} type`);
   return root;
 }
@@ -213,7 +224,12 @@ function shapeOf(
       : null;
     const named = getNamedType(type);
     const child = isObjectType(named)
-      ? shapeOf(nodes.flatMap((n) => (n.selectionSet ? [{ set: n.selectionSet, conditions: [] }] : [])), named, fragments, removed)
+      ? shapeOf(
+          nodes.flatMap((n) => (n.selectionSet ? [{ set: n.selectionSet, conditions: [] }] : [])),
+          named,
+          fragments,
+          removed,
+        )
       : null;
     if (removal || child) needsShaping = true;
     fields.push({ key, type, removal, child, conditions });
@@ -272,7 +288,7 @@ export function shapeAnswer(
     return ordered;
   };
 
-  const valueOf = (value: Json, type: GraphQLOutputType, node: ShapeNode, path: (string | number)[]): Json | typeof INVALID => {
+  const valueOf = (value: Json, type: GraphQLOutputType, node: ShapeNode, path: (string | number)[]): unknown => {
     if (isNonNullType(type)) {
       const inner = valueOf(value, type.ofType, node, path);
       return inner === null || inner === INVALID ? INVALID : inner;
@@ -285,7 +301,7 @@ export function shapeAnswer(
         const shaped = valueOf(value[i], type.ofType, node, [...path, i]);
         if (shaped === INVALID) return null;
         if (shaped !== value[i]) {
-          if (out === value) out = [...value];
+          if (out === value) out = [...(value as unknown[])];
           out[i] = shaped;
         }
       }

@@ -1,4 +1,5 @@
 import {
+  OperationTypeNode,
   buildASTSchema,
   GraphQLError,
   Kind,
@@ -39,7 +40,7 @@ const SECURITY = new Set(['requiresScopes', 'authenticated']);
 /** Verdicts kept per document (one per distinct set of scopes that used it). */
 const MAX_VERDICTS_PER_DOCUMENT = 64;
 
-export type Verdict = null | { refused: GraphQLError } | { filtered: FilteredOperation };
+type Verdict = null | { refused: GraphQLError } | { filtered: FilteredOperation };
 
 export interface Requirement {
   authenticated: boolean;
@@ -47,7 +48,7 @@ export interface Requirement {
   scopes: string[][] | null;
 }
 
-export interface Denial {
+interface Denial {
   /** `Type.field` */
   coordinate: string;
   /** The response path of the field in the operation (no list indices). */
@@ -120,8 +121,7 @@ export function securityRules(supergraphSdl: string): Map<string, Requirement> {
 
 /** The supergraph without the SECURITY features (their links, definitions and uses), for `@apollo/gateway`. */
 export function withoutSecurityDirectives(supergraphSdl: string): string {
-  const securityLink = (d: DirectiveNode) =>
-    d.name.value === 'link' && [...SECURITY].some((name) => String(constValue(d, 'url')).includes(`/${name}/`));
+  const securityLink = (d: DirectiveNode) => d.name.value === 'link' && [...SECURITY].some((name) => String(constValue(d, 'url')).includes(`/${name}/`));
   const stripped = visit(parse(supergraphSdl), {
     Directive: (node) => (SECURITY.has(node.name.value) || securityLink(node) ? null : undefined),
     DirectiveDefinition: (node) => (SECURITY.has(node.name.value) ? null : undefined),
@@ -137,7 +137,7 @@ export function satisfies(principal: Principal, requirement: Requirement): boole
   return requirement.scopes.some((all) => all.every((scope) => (principal.scopes as readonly string[]).includes(scope)));
 }
 
-export function describeRequirement(r: Requirement): string {
+function describeRequirement(r: Requirement): string {
   if (!r.scopes) return 'a credential';
   return r.scopes.map((all) => (all.length === 0 ? 'nothing' : all.join(' and '))).join(', or ');
 }
@@ -218,7 +218,7 @@ export function createAuthorizer(supergraphSdl: string, options: { schema?: Grap
     const holds = isOperator(principal) ? 'ops:admin' : principal.id === ANONYMOUS_PRINCIPAL.id ? '' : [...principal.scopes].sort().join(' ');
     const key = `${operationName ?? ''}\n${holds}\n${conditionKey(document, variables)}`;
     let byKey = judgements.get(document);
-    if (!byKey) judgements.set(document, (byKey = new Map()));
+    if (!byKey) judgements.set(document, (byKey = new Map<string, Judgement>()));
     const known = byKey.get(key);
     if (known) return known;
     if (byKey.size >= MAX_VERDICTS_PER_DOCUMENT) byKey.clear();
@@ -231,7 +231,8 @@ export function createAuthorizer(supergraphSdl: string, options: { schema?: Grap
     if (!operation) return { denied: [], filtered: null };
     const denied = deniedIn(document, operation, principal, variables);
     // Introspection denied refuses the whole operation: it is not a field a partial answer could leave out.
-    if (denied.length === 0 || operation.operation !== 'query' || denied.some((d) => INTROSPECTION_RULES.has(d.coordinate))) return { denied, filtered: null };
+    if (denied.length === 0 || operation.operation !== OperationTypeNode.QUERY || denied.some((d) => INTROSPECTION_RULES.has(d.coordinate)))
+      return { denied, filtered: null };
     const only: DocumentNode = { ...document, definitions: document.definitions.filter((d) => d.kind !== Kind.OPERATION_DEFINITION || d === operation) };
     const byNode = new Map(denied.map((d) => [d.node, d]));
     const filtered = filterOperation(schema, only, operation, (_parent, field) => {
@@ -296,12 +297,12 @@ export function authorizingGateway(gateway: ApolloGateway, authorizer: Authorize
       const { filtered } = verdict;
       // The answer is shaped back whole (denied fields null, each with its error): no incremental parts.
       if (context.incremental) context.incremental.disabled = true;
-      const narrowed: ExecutorContext = Object.create(requestContext, {
+      const narrowed = Object.create(requestContext, {
         document: { value: filtered.document },
         operation: { value: filtered.operation },
         source: { value: filtered.source },
         queryHash: { value: filtered.queryHash },
-      });
+      }) as ExecutorContext;
       const result = await executor(narrowed);
       const anonymous = principal.id === ANONYMOUS_PRINCIPAL.id;
       const shaped = shapeAnswer(filtered.shape, result.data, requestContext.request.variables ?? {}, (path, removal) => {

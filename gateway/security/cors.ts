@@ -65,7 +65,10 @@ export function registerBrowserRules(app: FastifyInstance, origins: BrowserOrigi
     }
     if (request.method === 'OPTIONS' && header(request.headers, 'access-control-request-method') !== undefined) {
       if (!allowed) {
-        await sendProblem(reply, problem('FORBIDDEN', `Origin ${origin ?? '(none)'} is not allowed to call this API (CORS_ORIGINS)`, { instance: request.url }));
+        await sendProblem(
+          reply,
+          problem('FORBIDDEN', `Origin ${origin ?? '(none)'} is not allowed to call this API (CORS_ORIGINS)`, { instance: request.url }),
+        );
         return reply;
       }
       void reply.header('access-control-allow-methods', ALLOWED_METHODS);

@@ -32,7 +32,7 @@ export function registerEdgeGuard(app: FastifyInstance, { routes, auth, browserO
       request.principal = auth.publicPrincipal;
       return;
     }
-    const result = await auth.authenticate(request.headers as Record<string, string | undefined>);
+    const result = await auth.authenticate(request.headers);
     if (!('principal' in result)) {
       return refuse(reply, request.url, 'UNAUTHENTICATED', `Missing or invalid credential (${result.refused}): send x-api-key or Authorization: Bearer`);
     }

@@ -56,7 +56,7 @@ export interface RequestLimits {
   defaultListSize: number;
 }
 
-export type LimitName = 'tokens' | 'depth' | 'aliases' | 'root_fields' | 'fields' | 'directives' | 'cost' | 'list_items';
+type LimitName = 'tokens' | 'depth' | 'aliases' | 'root_fields' | 'fields' | 'directives' | 'cost' | 'list_items';
 
 const CODES: Readonly<Record<LimitName, ErrorCode>> = {
   tokens: 'TOKEN_LIMIT_EXCEEDED',
@@ -70,7 +70,7 @@ const CODES: Readonly<Record<LimitName, ErrorCode>> = {
 };
 
 /** The configuration variable of each limit, named in refusals so an operator knows what to raise. */
-export const LIMIT_VARIABLES: Readonly<Record<Exclude<LimitName, 'list_items'>, string>> = {
+const LIMIT_VARIABLES: Readonly<Record<Exclude<LimitName, 'list_items'>, string>> = {
   tokens: 'GRAPHQL_MAX_TOKENS',
   depth: 'GRAPHQL_MAX_DEPTH',
   aliases: 'GRAPHQL_MAX_ALIASES',
@@ -81,7 +81,7 @@ export const LIMIT_VARIABLES: Readonly<Record<Exclude<LimitName, 'list_items'>, 
 };
 
 /** A refused document: the catalogue code names the limit; `extensions.limit` carries its name and value. */
-export function limitError(name: LimitName, max: number, message: string): GraphQLError {
+function limitError(name: LimitName, max: number, message: string): GraphQLError {
   return new GraphQLError(message, { extensions: { code: CODES[name], limit: { name, max } } });
 }
 
@@ -92,7 +92,11 @@ export interface Limiter {
    * request can run. Returns the parsed document, or the one error that refuses it (a syntax error keeps
    * graphql-js's own message and is coded GRAPHQL_PARSE_FAILED).
    */
-  check(query: string, variables: Readonly<Record<string, unknown>> | null | undefined, operationName?: string | null): { document: DocumentNode } | { error: GraphQLError };
+  check(
+    query: string,
+    variables: Readonly<Record<string, unknown>> | null | undefined,
+    operationName?: string | null,
+  ): { document: DocumentNode } | { error: GraphQLError };
 }
 
 /** Declared sizes and costs of the supergraph's fields, read once from its `@cost`, `@listSize` and `@maxItems`. */
@@ -127,10 +131,23 @@ export function createLimiter(supergraphSdl: string, limits: RequestLimits): Lim
       document = parse(query, { maxTokens: limits.maxTokens });
     } catch (error) {
       if (error instanceof GraphQLError && /Document contains more tha[nt] \d+ tokens/.test(error.message)) {
-        return { error: limitError('tokens', limits.maxTokens, `The document has more than ${limits.maxTokens} tokens; the limit is ${limits.maxTokens} (${LIMIT_VARIABLES.tokens})`) };
+        return {
+          error: limitError(
+            'tokens',
+            limits.maxTokens,
+            `The document has more than ${limits.maxTokens} tokens; the limit is ${limits.maxTokens} (${LIMIT_VARIABLES.tokens})`,
+          ),
+        };
       }
       if (error instanceof GraphQLError) {
-        return { error: new GraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, extensions: { code: 'GRAPHQL_PARSE_FAILED' } }) };
+        return {
+          error: new GraphQLError(error.message, {
+            nodes: error.nodes,
+            source: error.source,
+            positions: error.positions,
+            extensions: { code: 'GRAPHQL_PARSE_FAILED' },
+          }),
+        };
       }
       throw error;
     }
@@ -158,7 +175,11 @@ function checkDocument(
     },
   });
   if (directives > limits.maxDirectives) {
-    return limitError('directives', limits.maxDirectives, `The document has ${directives} directives; the limit is ${limits.maxDirectives} (${LIMIT_VARIABLES.directives})`);
+    return limitError(
+      'directives',
+      limits.maxDirectives,
+      `The document has ${directives} directives; the limit is ${limits.maxDirectives} (${LIMIT_VARIABLES.directives})`,
+    );
   }
   const fragments = new Map<string, FragmentDefinitionNode>();
   const operations: OperationDefinitionNode[] = [];
@@ -221,16 +242,32 @@ class Walker {
       return limitError('depth', limits.maxDepth, `The operation nests ${tally.depth} levels deep; the limit is ${limits.maxDepth} (${LIMIT_VARIABLES.depth})`);
     }
     if (tally.aliases > limits.maxAliases) {
-      return limitError('aliases', limits.maxAliases, `The operation has ${count(tally.aliases)} aliases; the limit is ${limits.maxAliases} (${LIMIT_VARIABLES.aliases})`);
+      return limitError(
+        'aliases',
+        limits.maxAliases,
+        `The operation has ${count(tally.aliases)} aliases; the limit is ${limits.maxAliases} (${LIMIT_VARIABLES.aliases})`,
+      );
     }
     if (tally.fields > limits.maxRootFields) {
-      return limitError('root_fields', limits.maxRootFields, `The operation selects ${count(tally.fields)} root fields; the limit is ${limits.maxRootFields} (${LIMIT_VARIABLES.root_fields})`);
+      return limitError(
+        'root_fields',
+        limits.maxRootFields,
+        `The operation selects ${count(tally.fields)} root fields; the limit is ${limits.maxRootFields} (${LIMIT_VARIABLES.root_fields})`,
+      );
     }
     if (tally.selections > limits.maxFields) {
-      return limitError('fields', limits.maxFields, `The operation selects ${count(tally.selections)} fields, fragments expanded; the limit is ${limits.maxFields} (${LIMIT_VARIABLES.fields})`);
+      return limitError(
+        'fields',
+        limits.maxFields,
+        `The operation selects ${count(tally.selections)} fields, fragments expanded; the limit is ${limits.maxFields} (${LIMIT_VARIABLES.fields})`,
+      );
     }
     if (tally.cost > limits.maxCost) {
-      return limitError('cost', limits.maxCost, `The operation costs ${count(tally.cost)}; the limit is ${limits.maxCost} (${LIMIT_VARIABLES.cost}; docs/operations.md explains the cost of each field)`);
+      return limitError(
+        'cost',
+        limits.maxCost,
+        `The operation costs ${count(tally.cost)}; the limit is ${limits.maxCost} (${LIMIT_VARIABLES.cost}; docs/operations.md explains the cost of each field)`,
+      );
     }
     return null;
   }

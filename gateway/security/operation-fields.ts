@@ -55,15 +55,21 @@ function conditionValue(directive: DirectiveNode | undefined, variables: Variabl
 }
 
 /** Whether a selection runs under its `@skip` and `@include` (an unknown condition runs). */
-export function runs(node: { directives?: readonly DirectiveNode[] | undefined }, variables: Variables): boolean {
+function runs(node: { directives?: readonly DirectiveNode[] | undefined }, variables: Variables): boolean {
   if (!node.directives?.length) return true;
-  const skip = conditionValue(node.directives.find((d) => d.name.value === 'skip'), variables);
+  const skip = conditionValue(
+    node.directives.find((d) => d.name.value === 'skip'),
+    variables,
+  );
   if (skip === true) return false;
-  const include = conditionValue(node.directives.find((d) => d.name.value === 'include'), variables);
+  const include = conditionValue(
+    node.directives.find((d) => d.name.value === 'include'),
+    variables,
+  );
   return include !== false;
 }
 
-export function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
+function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const def of document.definitions) if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
   return fragments;
@@ -139,7 +145,7 @@ export function collectRunFields(schema: GraphQLSchema, document: DocumentNode, 
 const conditionVariablesCache = new WeakMap<DocumentNode, readonly string[]>();
 
 /** The variables a document's `@skip` and `@include` conditions read, sorted (cached per document). */
-export function conditionVariables(document: DocumentNode): readonly string[] {
+function conditionVariables(document: DocumentNode): readonly string[] {
   let names = conditionVariablesCache.get(document);
   if (names) return names;
   const found = new Set<string>();

@@ -13,7 +13,7 @@ import { operationOf, rootFields } from './operation-fields.js';
  */
 
 /** Extra cost of heavy root fields, in tokens (every other operation costs 1). */
-export const HEAVY_FIELDS: Readonly<Record<string, number>> = {
+const HEAVY_FIELDS: Readonly<Record<string, number>> = {
   startQuantumRun: 20,
   materialize: 20,
   pitTraining: 10,

@@ -10,11 +10,17 @@ import type { Authenticator } from '../security/auth.js';
  * `_entities` and introspection included. Without one (a loopback-only server, checked at start), the
  * request's own credential.
  */
-export function registerSignedCaller(app: FastifyInstance, options: { subgraph: string; routes: RouteTable; auth: Authenticator; signer: PrincipalSigner | null }): void {
+export function registerSignedCaller(
+  app: FastifyInstance,
+  options: { subgraph: string; routes: RouteTable; auth: Authenticator; signer: PrincipalSigner | null },
+): void {
   const { subgraph, routes, auth, signer } = options;
   app.decorateRequest('principal', null);
   const unsigned = (reply: FastifyReply, url: string) =>
-    sendProblem(reply, problem('UNAUTHENTICATED', `Missing or invalid ${PRINCIPAL_HEADER}: this subgraph serves only calls its gateway signed for it`, { instance: url }));
+    sendProblem(
+      reply,
+      problem('UNAUTHENTICATED', `Missing or invalid ${PRINCIPAL_HEADER}: this subgraph serves only calls its gateway signed for it`, { instance: url }),
+    );
   app.addHook('onRequest', async (request, reply) => {
     if (routes.isPublic(request)) {
       request.principal = auth.publicPrincipal;
@@ -26,7 +32,7 @@ export function registerSignedCaller(app: FastifyInstance, options: { subgraph: 
       await unsigned(reply, request.url);
       return reply;
     }
-    const result = await auth.authenticate(request.headers as Record<string, string | undefined>);
+    const result = await auth.authenticate(request.headers);
     if ('principal' in result) {
       request.principal = result.principal;
       return;

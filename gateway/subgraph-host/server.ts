@@ -107,7 +107,12 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
 }
 
 /** Apollo Server over the subgraph's schema: every operation judged again here, by the subgraph's own SDL. */
-function subgraphApollo(app: FastifyInstance, instance: SubgraphInstance, authorizer: Authorizer, onInternalError: (error: unknown) => void): ApolloServer<SubgraphContext> {
+function subgraphApollo(
+  app: FastifyInstance,
+  instance: SubgraphInstance,
+  authorizer: Authorizer,
+  onInternalError: (error: unknown) => void,
+): ApolloServer<SubgraphContext> {
   /** The principal an HTTP operation's context was made for (kept on it under a symbol: Apollo copies contexts). */
   const principalOfContext = (context: object) => (context as { [CALLER]?: Principal })[CALLER] ?? ANONYMOUS_PRINCIPAL;
   return new ApolloServer<SubgraphContext>({

@@ -21,7 +21,7 @@ export interface SubgraphSocketOptions {
   auth: Authenticator;
   signer: PrincipalSigner | null;
   authorizer: Authorizer;
-  onInternalError(error: unknown): void;
+  onInternalError: (error: unknown) => void;
 }
 
 /**
@@ -62,7 +62,11 @@ export function attachSubgraphSocket(server: Server, options: SubgraphSocketOpti
       onSubscribe: (ctx, _id, payload) => {
         const principal = operationPrincipal(ctx, payload);
         if (!principal) {
-          return [new GraphQLError(`Missing or invalid ${PRINCIPAL_HEADER}: this subgraph serves only operations its gateway signed for it`, { extensions: { code: 'UNAUTHENTICATED' } })];
+          return [
+            new GraphQLError(`Missing or invalid ${PRINCIPAL_HEADER}: this subgraph serves only operations its gateway signed for it`, {
+              extensions: { code: 'UNAUTHENTICATED' },
+            }),
+          ];
         }
         operations.set(payload, principal);
         let document: DocumentNode;
@@ -82,7 +86,7 @@ export function attachSubgraphSocket(server: Server, options: SubgraphSocketOpti
       },
       onNext: (_ctx, _id, _payload, _args, result): FormattedExecutionResult | void => {
         if (!result.errors) return;
-        return { ...result, errors: result.errors.map((e) => serializeSubgraphError(e, onInternalError)) } as FormattedExecutionResult;
+        return { ...result, errors: result.errors.map((e) => serializeSubgraphError(e, onInternalError)) };
       },
     },
     wss,

@@ -3,16 +3,7 @@ import { buildOperationContext, executeQueryPlan } from '@apollo/gateway';
 import { Supergraph, operationFromDocument, type Schema } from '@apollo/federation-internals';
 import { QueryPlanner, type FetchNode, type PlanNode, type QueryPlan } from '@apollo/query-planner';
 import type { GatewayGraphQLRequestContext } from '@apollo/server-gateway-interface';
-import {
-  GraphQLError,
-  Kind,
-  print,
-  visit,
-  type DocumentNode,
-  type ExecutionResult,
-  type GraphQLFormattedError,
-  type GraphQLSchema,
-} from 'graphql';
+import { GraphQLError, Kind, print, visit, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type GraphQLSchema } from 'graphql';
 import { Channel } from '../../platform/channel.js';
 import { checkCustomScalars } from '../../platform/scalars.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
@@ -198,7 +189,9 @@ export class SubscriptionExecutor {
   openUpstream(primary: FetchNode, variables: Record<string, unknown>, context: GatewayContext, exclusive: boolean) {
     const used: Record<string, unknown> = {};
     for (const name of primary.variableUsages ?? []) if (name in variables) used[name] = variables[name];
-    return this.options.openUpstream(primary.serviceName, { query: primary.operation, variables: used, operationName: primary.operationName }, context, { exclusive });
+    return this.options.openUpstream(primary.serviceName, { query: primary.operation, variables: used, operationName: primary.operationName }, context, {
+      exclusive,
+    });
   }
 
   get maxQueued(): number {
@@ -360,7 +353,7 @@ class SharedStream {
     try {
       const result = await this.args.executor.openUpstream(this.args.primary, variables, this.args.context, this.args.exclusive);
       if (Symbol.asyncIterator in result) return result as AsyncIterableIterator<ExecutionResult>;
-      const { errors } = result as { errors: readonly GraphQLFormattedError[] };
+      const { errors } = result;
       if (isLoss({ errors: errors as ExecutionResult['errors'] })) return lostStream(errors);
       return { errors };
     } catch (error) {
@@ -415,7 +408,10 @@ function stableJson(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'undefined';
   if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
   const record = value as Record<string, unknown>;
-  return `{${Object.keys(record).sort().map((k) => `${JSON.stringify(k)}:${stableJson(record[k])}`).join(',')}}`;
+  return `{${Object.keys(record)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${stableJson(record[k])}`)
+    .join(',')}}`;
 }
 
 function toGraphQLError(error: GraphQLFormattedError | GraphQLError): GraphQLError {

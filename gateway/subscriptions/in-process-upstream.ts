@@ -4,10 +4,7 @@ import { serializeSubgraphError, upstreamUnavailable } from '../execution/subgra
 import type { UpstreamOpener, UpstreamResult } from './executor.js';
 
 /** Opens subscription operations on subgraphs running in this process (graphql-js `subscribe`). */
-export function inProcessUpstream(
-  subgraphs: ReadonlyMap<string, SubgraphInstance>,
-  onInternalError: (error: unknown) => void,
-): UpstreamOpener {
+export function inProcessUpstream(subgraphs: ReadonlyMap<string, SubgraphInstance>, onInternalError: (error: unknown) => void): UpstreamOpener {
   return async (service, request, context): Promise<UpstreamResult> => {
     const instance = subgraphs.get(service);
     if (!instance) return { errors: [upstreamUnavailable(service)] };

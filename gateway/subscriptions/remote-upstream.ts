@@ -168,7 +168,7 @@ export function remoteUpstream(urls: ReadonlyMap<string, string>, options: Remot
   return {
     open,
     async close() {
-      await Promise.all([...all].map((c) => c.client.dispose()));
+      await Promise.all([...all].map(async (c) => c.client.dispose()));
       all.clear();
       shared.clear();
     },

@@ -1,4 +1,5 @@
 import {
+  OperationTypeNode,
   getNamedType,
   getOperationAST,
   isObjectType,
@@ -20,7 +21,7 @@ import {
  */
 
 export const RESUME_AFTER = '__resumeAfter';
-export const RESUME_CURSOR = '__resumeCursor';
+const RESUME_CURSOR = '__resumeCursor';
 
 export interface Resumable {
   /** The operation as planned: `after: $__resumeAfter` and `__resumeCursor: cursor` on its root field. */
@@ -35,10 +36,15 @@ export interface Resumable {
  * `document` made resumable, or null when it cannot be: its root field takes no `after` argument, its
  * events have no `cursor`, or the root selection is not a single field.
  */
-export function resumable(schema: GraphQLSchema, document: DocumentNode, operationName: string | null | undefined, variables: Record<string, unknown>): Resumable | null {
+export function resumable(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operationName: string | null | undefined,
+  variables: Record<string, unknown>,
+): Resumable | null {
   const operation = getOperationAST(document, operationName);
   const root = schema.getSubscriptionType();
-  if (!operation || operation.operation !== 'subscription' || !root) return null;
+  if (!operation || operation.operation !== OperationTypeNode.SUBSCRIPTION || !root) return null;
   const [field, ...others] = operation.selectionSet.selections;
   if (!field || others.length > 0 || field.kind !== Kind.FIELD || field.directives?.length) return null;
   const definition = root.getFields()[field.name.value];
@@ -49,7 +55,11 @@ export function resumable(schema: GraphQLSchema, document: DocumentNode, operati
 
   const given = field.arguments?.find((a) => a.name.value === 'after');
   const initialAfter = given ? (valueFromAST(given.value, afterArg.type, variables) ?? null) : null;
-  const after: ArgumentNode = { kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: 'after' }, value: { kind: Kind.VARIABLE, name: { kind: Kind.NAME, value: RESUME_AFTER } } };
+  const after: ArgumentNode = {
+    kind: Kind.ARGUMENT,
+    name: { kind: Kind.NAME, value: 'after' },
+    value: { kind: Kind.VARIABLE, name: { kind: Kind.NAME, value: RESUME_AFTER } },
+  };
   const cursor: FieldNode = { kind: Kind.FIELD, alias: { kind: Kind.NAME, value: RESUME_CURSOR }, name: { kind: Kind.NAME, value: 'cursor' } };
   const rewritten: FieldNode = {
     ...field,
@@ -60,7 +70,11 @@ export function resumable(schema: GraphQLSchema, document: DocumentNode, operati
     ...operation,
     variableDefinitions: [
       ...(operation.variableDefinitions ?? []),
-      { kind: Kind.VARIABLE_DEFINITION, variable: { kind: Kind.VARIABLE, name: { kind: Kind.NAME, value: RESUME_AFTER } }, type: { kind: Kind.NAMED_TYPE, name: { kind: Kind.NAME, value: getNamedType(afterArg.type).name } } },
+      {
+        kind: Kind.VARIABLE_DEFINITION,
+        variable: { kind: Kind.VARIABLE, name: { kind: Kind.NAME, value: RESUME_AFTER } },
+        type: { kind: Kind.NAMED_TYPE, name: { kind: Kind.NAME, value: getNamedType(afterArg.type).name } },
+      },
     ],
     selectionSet: { ...operation.selectionSet, selections: [rewritten] },
   } as const;

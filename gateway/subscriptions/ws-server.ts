@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { GraphQLError, getOperationAST, print, validate, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { OperationTypeNode, GraphQLError, getOperationAST, print, validate, type ExecutionResult, type GraphQLSchema } from 'graphql';
 
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -138,9 +138,12 @@ export function attachGraphQLWebSocket(options: WsOptions): {
         const others = Object.keys(ctx.subscriptions).length - 1;
         if (others >= options.maxSubscriptions) {
           return [
-            new GraphQLError(`This connection already has ${others} open operations; the limit is ${options.maxSubscriptions} (WS_MAX_SUBSCRIPTIONS): complete one first or open another connection`, {
-              extensions: { code: 'SUBSCRIPTION_LIMIT_EXCEEDED', limit: { name: 'subscriptions', max: options.maxSubscriptions } },
-            }),
+            new GraphQLError(
+              `This connection already has ${others} open operations; the limit is ${options.maxSubscriptions} (WS_MAX_SUBSCRIPTIONS): complete one first or open another connection`,
+              {
+                extensions: { code: 'SUBSCRIPTION_LIMIT_EXCEEDED', limit: { name: 'subscriptions', max: options.maxSubscriptions } },
+              },
+            ),
           ];
         }
         const checked = options.limiter.check(payload.query, payload.variables, payload.operationName);
@@ -153,7 +156,7 @@ export function attachGraphQLWebSocket(options: WsOptions): {
         const principal = principals.get(ctx) ?? unauthenticated();
         const verdict = options.authorizer.judge(document, payload.operationName, principal, payload.variables);
         if (verdict && 'refused' in verdict) return [verdict.refused];
-        if (getOperationAST(document, payload.operationName)?.operation === 'subscription') {
+        if (getOperationAST(document, payload.operationName)?.operation === OperationTypeNode.SUBSCRIPTION) {
           const decision = options.rateLimiter.take(principal, operationCost(document, payload.operationName, payload.variables));
           if (!decision.allowed) return [rateLimitedError(principal, decision)];
         }
@@ -165,19 +168,19 @@ export function attachGraphQLWebSocket(options: WsOptions): {
       }),
       execute: async (args) => {
         const ctx = args.contextValue as WsContext;
-        return options.execute(print(args.document), (args.variableValues ?? {}) as Record<string, unknown>, args.operationName ?? undefined, ctx.gateway);
+        return options.execute(print(args.document), args.variableValues ?? {}, args.operationName ?? undefined, ctx.gateway);
       },
       subscribe: async (args) => {
         const ctx = args.contextValue as WsContext;
         const result = await options.subscriptions.subscribe({
           document: args.document,
           operationName: args.operationName,
-          variables: (args.variableValues ?? {}) as Record<string, unknown>,
+          variables: args.variableValues ?? {},
           context: ctx.gateway,
           onSlow: () => closeAsSlow(ctx.socket),
         });
-        if (!(Symbol.asyncIterator in result)) return result as ExecutionResult;
-        return guardSlowConsumer(result as AsyncIterableIterator<ExecutionResult>, ctx.socket, options.maxBufferedBytes, () => closeAsSlow(ctx.socket));
+        if (!(Symbol.asyncIterator in result)) return result;
+        return guardSlowConsumer(result, ctx.socket, options.maxBufferedBytes, () => closeAsSlow(ctx.socket));
       },
     },
     wss,
@@ -246,7 +249,12 @@ function guardSlowConsumer(
 
 function coded(error: unknown, code: string): GraphQLError {
   if (error instanceof GraphQLError) {
-    return new GraphQLError(clientMessage(error.message, error), { nodes: error.nodes, source: error.source, positions: error.positions, extensions: { ...error.extensions, code } });
+    return new GraphQLError(clientMessage(error.message, error), {
+      nodes: error.nodes,
+      source: error.source,
+      positions: error.positions,
+      extensions: { ...error.extensions, code },
+    });
   }
   return new GraphQLError(clientMessage(String(error), error), { extensions: { code } });
 }

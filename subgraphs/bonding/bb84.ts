@@ -27,14 +27,14 @@ import { toeplitzHash } from './toeplitz.js';
 
 export const QBER_ABORT_THRESHOLD = 0.11;
 /** Failure probability of the QBER bound. */
-export const EPSILON_PE = 1e-9;
+const EPSILON_PE = 1e-9;
 /** Distance from a uniform key allowed by privacy amplification. */
-export const EPSILON_PA = 1e-10;
+const EPSILON_PA = 1e-10;
 const VERIFY_TAG_BITS = 64;
 /** Raw qubits one key request may send in all: the pilot, and every attempt. */
 export const RAW_QUBIT_BUDGET = 1 << 22;
 /** Raw qubits of the pilot (about 8,192 sifted bits: the QBER to about +-0.25 points at 5%). */
-export const PILOT_QUBITS = 16_384;
+const PILOT_QUBITS = 16_384;
 const MAX_ATTEMPTS = 4;
 /** Cascade's disclosed parities per corrected bit, as a multiple of the Shannon limit h(Q), before one is measured. */
 const CASCADE_EFFICIENCY = 1.25;
@@ -95,7 +95,7 @@ export function binaryEntropy(p: number): number {
 }
 
 /** Upper bound on the error rate of the m undisclosed bits, given e errors in a sample of k out of N = k + m. */
-export function qberUpperBound(errors: number, k: number, m: number): number {
+function qberUpperBound(errors: number, k: number, m: number): number {
   if (k === 0 || m === 0) return 1;
   const total = k + m;
   const t = Math.sqrt((Math.log(1 / EPSILON_PE) * (1 - (k - 1) / total)) / (2 * k));
@@ -126,7 +126,7 @@ export function planBlock(bits: number, qber: number, leakPerBit: number, maxQub
   let best: BlockPlan | null = null;
   const maxSifted = Math.floor(maxQubits / 2.1);
   for (let k = 256; k <= maxSifted; k = Math.ceil(k * 1.08)) {
-    const sampleRate = Math.min(0.5, qber + MARGIN_SD * Math.sqrt(Math.max(qber, 1e-4) * (1 - qber) / k));
+    const sampleRate = Math.min(0.5, qber + MARGIN_SD * Math.sqrt((Math.max(qber, 1e-4) * (1 - qber)) / k));
     const boundAt = (m: number) => qberUpperBound(sampleRate * k, k, m);
     const fits = (m: number) => boundAt(m) <= QBER_ABORT_THRESHOLD && secureLength(m, boundAt(m), leakPerBit) >= bits;
     if (!fits(maxSifted - k)) continue;
@@ -184,7 +184,9 @@ export function runBb84(options: Bb84Options): Bb84Result {
     const plan = planBlock(bits, planningQber, leakPerBit, RAW_QUBIT_BUDGET - spent);
     if (!plan) {
       const wanted = blockWithoutBudget(bits, planningQber, leakPerBit);
-      const need = wanted ? `a block of about ${wanted.qubits.toLocaleString('en')} raw qubits (${wanted.sample.toLocaleString('en')} sampled, ${wanted.kept.toLocaleString('en')} kept)` : 'more raw qubits than any block can give';
+      const need = wanted
+        ? `a block of about ${wanted.qubits.toLocaleString('en')} raw qubits (${wanted.sample.toLocaleString('en')} sampled, ${wanted.kept.toLocaleString('en')} kept)`
+        : 'more raw qubits than any block can give';
       const reason =
         `sample too small for this noise: at a QBER of ${(estimate * 100).toFixed(2)}% (planned at up to ${(planningQber * 100).toFixed(2)}%) a bound under ${QBER_ABORT_THRESHOLD * 100}% ` +
         `and ${bits} secure bits need ${need}; ${(RAW_QUBIT_BUDGET - spent).toLocaleString('en')} of the ${RAW_QUBIT_BUDGET.toLocaleString('en')}-qubit budget are left; no key was made`;
@@ -195,7 +197,10 @@ export function runBb84(options: Bb84Options): Bb84Result {
     last = result.result;
     if (result.result.status === 'completed' || !result.retry) return result.result;
     // Plan the next block from what this one measured.
-    planningQber = Math.max(planningQber, Math.min(0.5, result.result.qber + MARGIN_SD * Math.sqrt((result.result.qber * (1 - result.result.qber)) / Math.max(result.result.sampleBits, 1))));
+    planningQber = Math.max(
+      planningQber,
+      Math.min(0.5, result.result.qber + MARGIN_SD * Math.sqrt((result.result.qber * (1 - result.result.qber)) / Math.max(result.result.sampleBits, 1))),
+    );
     leakPerBit = Math.max(leakPerBit, result.leakPerBit);
   }
   return last ?? emptyAbort('no attempt could be made');
@@ -203,9 +208,22 @@ export function runBb84(options: Bb84Options): Bb84Result {
 
 function emptyAbort(reason: string): Bb84Result {
   return {
-    status: 'aborted', reason, attempts: 0, rawBits: 0, siftedBits: 0, sampleBits: 0, sampleErrors: 0, qber: 0,
-    qberUpperBound: 1, errorsCorrected: 0, leakedBits: 0, secureBits: 0, finalBits: 0, residualErrors: 0,
-    eavesdropperDetected: false, key: null,
+    status: 'aborted',
+    reason,
+    attempts: 0,
+    rawBits: 0,
+    siftedBits: 0,
+    sampleBits: 0,
+    sampleErrors: 0,
+    qber: 0,
+    qberUpperBound: 1,
+    errorsCorrected: 0,
+    leakedBits: 0,
+    secureBits: 0,
+    finalBits: 0,
+    residualErrors: 0,
+    eavesdropperDetected: false,
+    key: null,
   };
 }
 
@@ -274,16 +292,30 @@ function attemptOnce(
   const qber = k > 0 ? sampleErrors / k : 0;
   const bound = qberUpperBound(sampleErrors, k, m);
   const base: Bb84Result = {
-    status: 'aborted', reason: '', attempts: attempt, rawBits: qubits, siftedBits, sampleBits: k, sampleErrors, qber,
-    qberUpperBound: bound, errorsCorrected: 0, leakedBits: 0, secureBits: 0, finalBits: 0, residualErrors: 0,
-    eavesdropperDetected: false, key: null,
+    status: 'aborted',
+    reason: '',
+    attempts: attempt,
+    rawBits: qubits,
+    siftedBits,
+    sampleBits: k,
+    sampleErrors,
+    qber,
+    qberUpperBound: bound,
+    errorsCorrected: 0,
+    leakedBits: 0,
+    secureBits: 0,
+    finalBits: 0,
+    residualErrors: 0,
+    eavesdropperDetected: false,
+    key: null,
   };
   if (qber > QBER_ABORT_THRESHOLD) {
     return {
       result: {
         ...base,
         eavesdropperDetected: true,
-        reason: `QBER ${(qber * 100).toFixed(2)}% (upper bound ${(bound * 100).toFixed(2)}%) exceeds the ${QBER_ABORT_THRESHOLD * 100}% threshold: ` +
+        reason:
+          `QBER ${(qber * 100).toFixed(2)}% (upper bound ${(bound * 100).toFixed(2)}%) exceeds the ${QBER_ABORT_THRESHOLD * 100}% threshold: ` +
           'the channel may be observed (an intercept-resend attack on every qubit gives 25%); no key was made',
       },
       retry: false,
@@ -319,7 +351,11 @@ function attemptOnce(
   const secureBits = Math.max(0, Math.floor(m * (1 - binaryEntropy(bound)) - leakedBits - 2 * Math.log2(1 / EPSILON_PA)));
   const withEc = { ...base, errorsCorrected: ec.flips, leakedBits, secureBits, residualErrors };
   if (!tagA.every((b, i) => b === tagB[i])) {
-    return { result: { ...withEc, reason: 'error correction left errors (verification tags differ); no key was made' }, retry: true, leakPerBit: leakedBits / m };
+    return {
+      result: { ...withEc, reason: 'error correction left errors (verification tags differ); no key was made' },
+      retry: true,
+      leakPerBit: leakedBits / m,
+    };
   }
   if (secureBits < bits) {
     return {
@@ -347,7 +383,7 @@ function randomBits(rng: Uint32Source, n: number): Uint8Array {
 }
 
 /** 0/1 bits to bytes, most significant bit first; a last partial byte is zero-padded. */
-export function packBits(bits: Uint8Array): Uint8Array {
+function packBits(bits: Uint8Array): Uint8Array {
   const out = new Uint8Array(Math.ceil(bits.length / 8));
   for (let i = 0; i < bits.length; i++) if (bits[i]) out[i >>> 3]! |= 0x80 >>> (i & 7);
   return out;

@@ -1,11 +1,13 @@
-import { configSection, intFrom, type ConfigValues } from '../../platform/config.js';
+import { configSection, intFrom } from '../../platform/config.js';
 
 /** The bonding subgraph's section of the configuration (docs/operations.md, generated from it). */
 export const bondingConfig = configSection('bonding', 'subgraphs/bonding/config.ts', {
-    BONDING_TICK_MS: intFrom('BONDING_TICK_MS', 20, 600_000).default(1000).describe("wall-clock interval of a bonding session's link-model step"),
-    BONDING_SIM_SECONDS_PER_TICK: intFrom('BONDING_SIM_SECONDS_PER_TICK', 1, 86_400).default(60).describe("simulated seconds one link-model step advances"),
-    BONDING_SESSION_TTL_SECONDS: intFrom('BONDING_SESSION_TTL_SECONDS', 10, 30 * 86_400).default(3600).describe("a bonding session idle this long is closed"),
-    BONDING_MAX_OPEN_SESSIONS_PER_USER: intFrom('BONDING_MAX_OPEN_SESSIONS_PER_USER', 1, 10_000).default(16).describe("open bonding sessions per user; one more is 409"),
+  BONDING_TICK_MS: intFrom('BONDING_TICK_MS', 20, 600_000).default(1000).describe("wall-clock interval of a bonding session's link-model step"),
+  BONDING_SIM_SECONDS_PER_TICK: intFrom('BONDING_SIM_SECONDS_PER_TICK', 1, 86_400).default(60).describe('simulated seconds one link-model step advances'),
+  BONDING_SESSION_TTL_SECONDS: intFrom('BONDING_SESSION_TTL_SECONDS', 10, 30 * 86_400)
+    .default(3600)
+    .describe('a bonding session idle this long is closed'),
+  BONDING_MAX_OPEN_SESSIONS_PER_USER: intFrom('BONDING_MAX_OPEN_SESSIONS_PER_USER', 1, 10_000)
+    .default(16)
+    .describe('open bonding sessions per user; one more is 409'),
 });
-
-export type BondingConfig = ConfigValues<typeof bondingConfig.shape>;

@@ -63,7 +63,7 @@ export class RiskModel {
     let shared = 0;
     const a = this.groupsOf[i]!;
     const b = this.groupsOf[j]!;
-    for (let x = 0, y = 0; x < a.length && y < b.length; ) {
+    for (let x = 0, y = 0; x < a.length && y < b.length;) {
       if (a[x] === b[y]) {
         shared += this.logGroupUp[a[x]!]!;
         x++;
@@ -88,7 +88,7 @@ export class RiskModel {
 
   /** The shared-risk groups two paths have in common. */
   sharedGroups(i: number, j: number): string[] {
-    const b = new Set(this.groupsOf[j]!);
+    const b = new Set(this.groupsOf[j]);
     return [...this.groupsOf[i]!].filter((g) => b.has(g)).map((g) => this.groupNames[g]!);
   }
 

@@ -23,9 +23,7 @@ export interface KemExchange {
  */
 export function mlKemExchange(seeds?: { keygen: Uint8Array; encapsulation: Uint8Array }): KemExchange {
   const keys = seeds ? ml_kem768.keygen(seeds.keygen) : ml_kem768.keygen();
-  const { cipherText, sharedSecret } = seeds
-    ? ml_kem768.encapsulate(keys.publicKey, seeds.encapsulation)
-    : ml_kem768.encapsulate(keys.publicKey);
+  const { cipherText, sharedSecret } = seeds ? ml_kem768.encapsulate(keys.publicKey, seeds.encapsulation) : ml_kem768.encapsulate(keys.publicKey);
   const received = ml_kem768.decapsulate(cipherText, keys.secretKey);
   if (!equalBytes(received, sharedSecret)) throw new Error('ML-KEM decapsulation disagrees with encapsulation');
   return { sharedSecret, publicKeyBytes: keys.publicKey.length, ciphertextBytes: cipherText.length };

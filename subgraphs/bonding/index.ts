@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { defineSubgraph } from '../../platform/subgraph.js';
+import { createdId, defineSubgraph } from '../../platform/subgraph.js';
 import { createLoaders, type BondingContext } from './context.js';
 import { bondingResolvers } from './resolvers.js';
 import { bondingConfig } from './config.js';
@@ -27,7 +27,7 @@ export const bonding = defineSubgraph({
       idArguments: ['sessionId'],
       unknownId: 'BS-000000000000',
       inputs: { bits: 128, seed: 1 },
-      make: async (run) => (await run('mutation { startBondingSession(seed: 7) { id } }'))['startBondingSession'].id as string,
+      make: async (run) => createdId(await run('mutation { startBondingSession(seed: 7) { id } }'), 'startBondingSession'),
     },
   ],
   restPrefix: '/bonding',

@@ -10,20 +10,19 @@ import { PATH_KINDS, type PathKind } from './link-model.js';
 /** The user a session belongs to when the caller names none (the specification's sandbox user). */
 export const SANDBOX_USER = 'sandbox';
 
-export const USER_ID_RULE = 'must be 1 to 64 characters from A-Z, a-z, 0-9, underscore, dot and hyphen';
+const USER_ID_RULE = 'must be 1 to 64 characters from A-Z, a-z, 0-9, underscore, dot and hyphen';
 export const userId = text().regex(/^[A-Za-z0-9_.-]{1,64}$/, USER_ID_RULE);
 
 export const sessionId = text()
   .regex(/^BS-[0-9a-fA-F]{12}$/, 'must be a bonding session id (BS- and 12 hex digits)')
   .transform((s) => `BS-${s.slice(3).toLowerCase()}`);
 
-export const num = (min: number, max: number) =>
-  z.number().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`);
+const num = (min: number, max: number) => z.number().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`);
 export const int = (min: number, max: number) => num(min, max).int('must be a whole number');
 
 export const seed = int(0, 2_147_483_647);
 export const MAX_PATHS = 1000;
-export const MAX_SESSION_PATHS = 16;
+const MAX_SESSION_PATHS = 16;
 
 const pathId = text().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'must be 1 to 64 characters from A-Z, a-z, 0-9, _ . : -');
 const riskGroup = text().regex(
@@ -32,7 +31,7 @@ const riskGroup = text().regex(
 );
 
 /** GraphQL enum value <-> link-model kind ("FIVE_G" is "5g"). */
-export const kindFromEnum = (value: string): PathKind => (value === 'FIVE_G' ? '5g' : (value.toLowerCase() as PathKind));
+const kindFromEnum = (value: string): PathKind => (value === 'FIVE_G' ? '5g' : (value.toLowerCase() as PathKind));
 /** A path kind as its GraphQL enum value (`FIVE_G` for 5g). */
 export const kindToEnum = (kind: PathKind): Uppercase<Exclude<PathKind, '5g'>> | 'FIVE_G' =>
   kind === '5g' ? 'FIVE_G' : (kind.toUpperCase() as Uppercase<Exclude<PathKind, '5g'>>);
@@ -51,7 +50,7 @@ function uniqueIds<T extends { id: string }>(list: T[], ctx: z.core.$RefinementC
   });
 }
 
-export const pathSpecs = z
+const pathSpecs = z
   .array(z.object({ id: pathId, kind: kindEnum, sharedRisk: z.array(riskGroup).max(8, 'must have at most 8 items').nullish() }))
   .min(1, 'must have at least 1 item')
   .max(MAX_SESSION_PATHS, `must have at most ${MAX_SESSION_PATHS} items`)
@@ -99,8 +98,8 @@ export const recommendArgs = z.object({
     .nullish(),
 });
 
-export const MIN_KEY_BITS = 64;
-export const MAX_KEY_BITS = 4096;
+const MIN_KEY_BITS = 64;
+const MAX_KEY_BITS = 4096;
 
 export const quantumKeyInput = z.object({
   sessionId,

@@ -45,14 +45,14 @@ export const KIND_PROFILES: Readonly<Record<PathKind, KindProfile>> = {
  * Shared-risk groups by the prefix of their name (`conduit:street-a`): infrastructure whose failure takes
  * down every path that depends on it.
  */
-export const RISK_GROUP_PROFILES: Readonly<Record<string, OutageProfile & { meaning: string }>> = {
+const RISK_GROUP_PROFILES: Readonly<Record<string, OutageProfile & { meaning: string }>> = {
   conduit: { failuresPerHour: 1 / 2000, repairMedianMin: 360, repairSigma: 0.7, meaning: 'a duct or trench shared by cables into the building (a dig-up)' },
   power: { failuresPerHour: 1 / 1000, repairMedianMin: 120, repairSigma: 1.0, meaning: 'power of a street cabinet or remote node' },
   'cell-site': { failuresPerHour: 1 / 300, repairMedianMin: 45, repairSigma: 0.9, meaning: 'a mast: its power, backhaul or radio units' },
   'operator-core': { failuresPerHour: 1 / 1500, repairMedianMin: 90, repairSigma: 0.8, meaning: "a mobile operator's core network" },
   weather: { failuresPerHour: 1 / 72, repairMedianMin: 20, repairSigma: 0.8, meaning: 'heavy rain: fades satellite and microwave links' },
 };
-export const DEFAULT_RISK_GROUP: OutageProfile = { failuresPerHour: 1 / 1000, repairMedianMin: 60, repairSigma: 1.0 };
+const DEFAULT_RISK_GROUP: OutageProfile = { failuresPerHour: 1 / 1000, repairMedianMin: 60, repairSigma: 1.0 };
 
 export function riskGroupProfile(name: string): OutageProfile {
   const prefix = name.split(':')[0] ?? name;

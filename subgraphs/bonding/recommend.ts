@@ -33,7 +33,7 @@ export interface Constraints {
   minCombinedCapacityMbps?: number | null | undefined;
 }
 
-export interface RuledOut {
+interface RuledOut {
   constraint: 'up' | 'maxLatencyMs' | 'maxJitterMs' | 'maxLossPct' | 'minCombinedCapacityMbps';
   limit: number | null;
   /** Paths (or, for minCombinedCapacityMbps, pairs) this constraint excluded. */
@@ -42,7 +42,7 @@ export interface RuledOut {
   examples: string[];
 }
 
-export interface PairChoice {
+interface PairChoice {
   a: string;
   b: string;
   jointOutage: number;
@@ -59,7 +59,7 @@ export interface PairChoice {
   maxLatencyMs: number;
 }
 
-export interface PathWeight {
+interface PathWeight {
   pathId: string;
   weight: number;
   outage: number;
@@ -117,7 +117,10 @@ export function recommend(paths: readonly CandidatePath[], constraints: Constrai
   const minCap = c.minCombinedCapacityMbps ?? null;
   const pairsTotal = (usable.length * (usable.length - 1)) / 2;
   if (minCap !== null) {
-    const short = countPairsBelow(usable.map((i) => paths[i]!.capacityMbps), minCap);
+    const short = countPairsBelow(
+      usable.map((i) => paths[i]!.capacityMbps),
+      minCap,
+    );
     ruledOut.push({ constraint: 'minCombinedCapacityMbps', limit: minCap, count: short, examples: [] });
   }
 
@@ -203,15 +206,7 @@ export function recommend(paths: readonly CandidatePath[], constraints: Constrai
  * Order of pairs: lower joint outage; then more combined capacity; then the lower worse latency; then
  * the ids (so equal pairs always resolve the same way).
  */
-export function comparePairs(
-  paths: readonly CandidatePath[],
-  jointA: number,
-  a1: number,
-  a2: number,
-  jointB: number,
-  b1: number,
-  b2: number,
-): number {
+function comparePairs(paths: readonly CandidatePath[], jointA: number, a1: number, a2: number, jointB: number, b1: number, b2: number): number {
   if (jointA !== jointB) return jointA < jointB ? -1 : 1;
   const capA = paths[a1]!.capacityMbps + paths[a2]!.capacityMbps;
   const capB = paths[b1]!.capacityMbps + paths[b2]!.capacityMbps;
@@ -222,8 +217,7 @@ export function comparePairs(
   return compareIds(pairKey(paths, a1, a2), pairKey(paths, b1, b2));
 }
 
-const pairKey = (paths: readonly CandidatePath[], i: number, j: number) =>
-  [paths[i]!.id, paths[j]!.id].sort(compareIds).join('\u0000');
+const pairKey = (paths: readonly CandidatePath[], i: number, j: number) => [paths[i]!.id, paths[j]!.id].sort(compareIds).join('\u0000');
 
 function compareIds(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
@@ -233,7 +227,7 @@ function compareIds(a: string, b: string): number {
 function countPairsBelow(capacities: number[], min: number): number {
   const s = [...capacities].sort((a, b) => a - b);
   let count = 0;
-  for (let lo = 0, hi = s.length - 1; lo < hi; ) {
+  for (let lo = 0, hi = s.length - 1; lo < hi;) {
     if (s[lo]! + s[hi]! < min) {
       count += hi - lo;
       lo++;
@@ -244,14 +238,7 @@ function countPairsBelow(capacities: number[], min: number): number {
 
 const sci = (x: number) => (x === 0 ? '0' : x.toExponential(2));
 
-function explain(
-  pair: PairChoice | null,
-  runnerUp: PairChoice | null,
-  ruledOut: RuledOut[],
-  total: number,
-  usable: number,
-  minCap: number | null,
-): string {
+function explain(pair: PairChoice | null, runnerUp: PairChoice | null, ruledOut: RuledOut[], total: number, usable: number, minCap: number | null): string {
   const excluded = ruledOut
     .filter((r) => r.count > 0 && r.constraint !== 'minCombinedCapacityMbps')
     .map((r) => `${r.count} ${r.constraint === 'up' ? 'down' : `over ${r.constraint} ${r.limit}`}`);
@@ -261,7 +248,8 @@ function explain(
     return `No feasible pair: ${filterText}, but no two of them reach ${minCap} Mbit/s of combined capacity.`;
   }
   const shared = pair.sharedRisk.length > 0 ? `sharing ${pair.sharedRisk.join(', ')}` : 'no shared infrastructure';
-  let text = `${pair.a} + ${pair.b}: both down with probability ${sci(pair.jointOutage)} (alone ${sci(pair.outageA)} and ${sci(pair.outageB)}; ` +
+  let text =
+    `${pair.a} + ${pair.b}: both down with probability ${sci(pair.jointOutage)} (alone ${sci(pair.outageA)} and ${sci(pair.outageB)}; ` +
     `failure correlation ${pair.correlation.toFixed(3)}, ${shared}); ${filterText}.`;
   if (runnerUp) text += ` Next best: ${runnerUp.a} + ${runnerUp.b} at ${sci(runnerUp.jointOutage)}.`;
   return text;

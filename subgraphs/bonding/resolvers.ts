@@ -49,7 +49,7 @@ function actingUser(principal: Principal, requested: string | null | undefined, 
   ]);
 }
 
-export const KEY_SOURCE = 'BB84 simulated in software (no quantum hardware) + ML-KEM-768 (FIPS 203), combined by HKDF-SHA256';
+const KEY_SOURCE = 'BB84 simulated in software (no quantum hardware) + ML-KEM-768 (FIPS 203), combined by HKDF-SHA256';
 /** An internal lower-case value as its GraphQL enum value. */
 const upper = <T extends string>(s: T) => s.toUpperCase() as Uppercase<T>;
 const RECOMMEND_METHOD =
@@ -62,7 +62,13 @@ function withTiming(rec: Recommendation, started: number) {
 function sessionRecommendation(session: SessionRecord, constraints: unknown) {
   const c = parseInput(constraintsSchema.nullish(), constraints, 'constraints') ?? {};
   const started = performance.now();
-  return withTiming(recommend(session.model.paths.map((p) => ({ ...p, ownOutage: ownOutageOf(p) })), c), started);
+  return withTiming(
+    recommend(
+      session.model.paths.map((p) => ({ ...p, ownOutage: ownOutageOf(p) })),
+      c,
+    ),
+    started,
+  );
 }
 
 export const bondingResolvers: Resolvers = {
@@ -140,9 +146,7 @@ export const bondingResolvers: Resolvers = {
       let keyId: string | null = null;
       if (run.status === 'completed' && run.key) {
         const kemRng = seeded ? Random.seeded(input.seed!, 'ml-kem') : null;
-        const kem = mlKemExchange(
-          kemRng ? { keygen: kemRng.bytes(new Uint8Array(64)), encapsulation: kemRng.bytes(new Uint8Array(32)) } : undefined,
-        );
+        const kem = mlKemExchange(kemRng ? { keygen: kemRng.bytes(new Uint8Array(64)), encapsulation: kemRng.bytes(new Uint8Array(32)) } : undefined);
         key = hybridKey(run.key, kem.sharedSecret, input.bits, input.sessionId);
         keyId = `QK-${randomBytes(8).toString('hex')}`;
       }
@@ -251,4 +255,3 @@ export const bondingResolvers: Resolvers = {
     },
   },
 };
-

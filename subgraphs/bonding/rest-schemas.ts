@@ -11,7 +11,10 @@ import { instant, orNull } from '../../platform/rest.js';
 const probability = (what: string) => z.number().describe(`${what} (0..1)`);
 const mbps = (what: string) => z.number().describe(`${what}, Mbit/s`);
 const ms = (what: string) => z.number().describe(`${what}, milliseconds`);
-const sessionId = z.string().regex(/^BS-[0-9a-f]{12}$/).describe('BS- and 12 hex digits');
+const sessionId = z
+  .string()
+  .regex(/^BS-[0-9a-f]{12}$/)
+  .describe('BS- and 12 hex digits');
 
 export const bondingHealth = z.strictObject({
   status: z.literal('ok'),
@@ -33,7 +36,7 @@ export const bondingHealth = z.strictObject({
   }),
 });
 
-export const bondingPair = z
+const bondingPair = z
   .strictObject({
     a: z.string().describe('Path id'),
     b: z.string().describe('Path id'),
@@ -97,7 +100,9 @@ export const bondingSession = z
   .strictObject({
     session_id: sessionId,
     user_id: z.string(),
-    state: z.enum(['negotiating', 'bonded', 'degraded', 'down', 'closed']).describe('bonded: two or more paths up; degraded: one; down: none; closed is terminal'),
+    state: z
+      .enum(['negotiating', 'bonded', 'degraded', 'down', 'closed'])
+      .describe('bonded: two or more paths up; degraded: one; down: none; closed is terminal'),
     state_reason: z.string().describe('Why the session is in its state'),
     seed: z.number().int().min(0).describe('Seed of the link model: the same seed and paths give the same metrics, step by step'),
     tick: z.number().int().min(0).describe('Link-model steps taken'),

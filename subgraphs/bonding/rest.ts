@@ -3,7 +3,6 @@ import { domainError } from '../../platform/errors.js';
 import { defineRoute, fault, oneOf, type RestRoute } from '../../platform/rest.js';
 import { text } from '../../platform/validate.js';
 import { MAX_PATHS, int, kindToEnum, restKind, seed, sessionId, userId } from './inputs.js';
-import type { PathKind } from './link-model.js';
 import {
   bondingHealth,
   bondingKey,
@@ -14,7 +13,14 @@ import {
   type BondingRecommendation,
   type BondingSession,
 } from './rest-schemas.js';
-import type { BondingCloseMutation, BondingHealthQuery, BondingOptimizeQuery, BondingQkdMutation, BondingStartMutation, BondingStatusQuery } from './operation-types.js';
+import type {
+  BondingCloseMutation,
+  BondingHealthQuery,
+  BondingOptimizeQuery,
+  BondingQkdMutation,
+  BondingStartMutation,
+  BondingStatusQuery,
+} from './operation-types.js';
 
 /*
  * The documented REST paths of the bonding service (under /bonding), each run as a GraphQL operation
@@ -56,7 +62,7 @@ type PlaneBody = BondingSession['planes']['data'];
 const plane = (p: PlaneData): PlaneBody => ({ health: lower(p.health), last_action: p.lastAction, last_action_at: p.lastActionAt });
 const pair = (p: PairData | null) => (p ? snakeKeys(p) : null);
 
-export const recommendationBody = (r: RecommendationData): BondingRecommendation => ({
+const recommendationBody = (r: RecommendationData): BondingRecommendation => ({
   feasible: r.feasible,
   explanation: r.explanation,
   pair: pair(r.pair),
@@ -110,7 +116,12 @@ const sessionBody = (s: SessionData): BondingSession => ({
 });
 
 /** A query-string integer, checked as the GraphQL argument would be. */
-const queryInt = (schema: z.ZodType<number, number>) => z.string().regex(/^\d{1,10}$/, 'must be a whole number').transform(Number).pipe(schema);
+const queryInt = (schema: z.ZodType<number, number>) =>
+  z
+    .string()
+    .regex(/^\d{1,10}$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(schema);
 
 const restPath = z.object({
   id: text(),
@@ -135,7 +146,10 @@ const optimizeBody = z.object({
       min_combined_capacity_mbps: z.number().optional(),
     })
     .optional(),
-  risk_groups: z.array(z.object({ id: text(), outage_probability: z.number() })).max(MAX_PATHS, `must have at most ${MAX_PATHS} items`).optional(),
+  risk_groups: z
+    .array(z.object({ id: text(), outage_probability: z.number() }))
+    .max(MAX_PATHS, `must have at most ${MAX_PATHS} items`)
+    .optional(),
 });
 type OptimizeBody = z.infer<typeof optimizeBody>;
 
@@ -150,7 +164,7 @@ type QkdBody = z.infer<typeof qkdBody>;
 
 const pathVariable = (p: RestPath) => ({
   id: p.id,
-  kind: p.kind ? kindToEnum(p.kind as PathKind) : undefined,
+  kind: p.kind ? kindToEnum(p.kind) : undefined,
   latencyMs: p.latency_ms,
   jitterMs: p.jitter_ms,
   lossPct: p.loss_pct,

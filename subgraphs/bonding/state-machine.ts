@@ -13,8 +13,7 @@ import { KIND_PROFILES, unavailability, type LinkChange, type PathState } from '
  *   down        -> bonded | degraded | closed
  *   closed      -> (none)
  */
-export const SESSION_STATES = ['negotiating', 'bonded', 'degraded', 'down', 'closed'] as const;
-export type SessionState = (typeof SESSION_STATES)[number];
+export type SessionState = 'negotiating' | 'bonded' | 'degraded' | 'down' | 'closed';
 
 export const TRANSITIONS: Readonly<Record<SessionState, readonly SessionState[]>> = {
   negotiating: ['bonded', 'degraded', 'down', 'closed'],
@@ -24,7 +23,7 @@ export const TRANSITIONS: Readonly<Record<SessionState, readonly SessionState[]>
   closed: [],
 };
 
-export type Health = 'ok' | 'degraded' | 'critical';
+type Health = 'ok' | 'degraded' | 'critical';
 
 export interface PlaneRecord {
   health: Health;
@@ -49,7 +48,7 @@ export function initialPlanes(pathCount: number, at: string): Planes {
 }
 
 /** The state the paths call for, and why. */
-export function stateFor(paths: readonly PathState[], pair: { a: string; b: string } | null): { state: SessionState; reason: string } {
+function stateFor(paths: readonly PathState[], pair: { a: string; b: string } | null): { state: SessionState; reason: string } {
   const up = paths.filter((p) => p.up);
   if (up.length >= 2) {
     const via = pair ? `; redundant pair ${pair.a} + ${pair.b}` : '';
@@ -97,7 +96,9 @@ export function afterStep(
       lastActionAt: at,
     };
   }
-  const pairText = rec.pair ? `recommended ${rec.pair.a} + ${rec.pair.b} (joint outage ${rec.pair.jointOutage.toExponential(2)})` : 'no redundant pair available';
+  const pairText = rec.pair
+    ? `recommended ${rec.pair.a} + ${rec.pair.b} (joint outage ${rec.pair.jointOutage.toExponential(2)})`
+    : 'no redundant pair available';
   if (pairText !== previous.planes.intelligence.lastAction) {
     planes.intelligence = { health: rec.pair ? 'ok' : 'degraded', lastAction: pairText, lastActionAt: at };
   }

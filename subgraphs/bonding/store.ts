@@ -11,7 +11,7 @@ export const TOPICS = {
   session: 'bonding.session',
 } as const;
 
-export type SessionEventKind = 'started' | 'state' | 'metrics' | 'key' | 'closed';
+type SessionEventKind = 'started' | 'state' | 'metrics' | 'key' | 'closed';
 
 export interface SessionEventPayload {
   sessionId: string;
@@ -166,10 +166,10 @@ export class BondingStore {
     const reason = `probing ${paths.length} paths`;
     return this.transact(async (tx) => {
       await tx.query(`SELECT pg_advisory_xact_lock(hashtext('bonding.user:' || $1 || '/' || $2))`, [user.tenant, userId]);
-      const open = await tx.query<{ n: number }>(
-        `SELECT count(*) AS n FROM bonding_sessions WHERE tenant = $1 AND user_id = $2 AND state <> 'closed'`,
-        [user.tenant, userId],
-      );
+      const open = await tx.query<{ n: number }>(`SELECT count(*) AS n FROM bonding_sessions WHERE tenant = $1 AND user_id = $2 AND state <> 'closed'`, [
+        user.tenant,
+        userId,
+      ]);
       const count = open.rows[0]?.n ?? 0;
       if (count >= this.options.maxOpenSessionsPerUser) {
         throw domainError(
@@ -245,8 +245,18 @@ export class BondingStore {
         `INSERT INTO bonding_keys (id, session_id, status, key_id, fingerprint, bits, qber, eavesdropper_detected, figures, created_at, tenant, principal)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
         [
-          `KG-${randomBytes(8).toString('hex')}`, input.sessionId, input.status, input.keyId, input.fingerprint, input.bits,
-          input.qber, input.eavesdropperDetected, JSON.stringify(input.figures), input.now, row.tenant, row.userId,
+          `KG-${randomBytes(8).toString('hex')}`,
+          input.sessionId,
+          input.status,
+          input.keyId,
+          input.fingerprint,
+          input.bits,
+          input.qber,
+          input.eavesdropperDetected,
+          JSON.stringify(input.figures),
+          input.now,
+          row.tenant,
+          row.userId,
         ],
       );
       const summary: KeySummary = {
@@ -326,8 +336,17 @@ export class BondingStore {
         `UPDATE bonding_sessions SET tick = $3, model = $4, state = $5, state_reason = $6, planes = $7, updated_at = $8,
            next_tick_at = $9
          WHERE id = $1 AND tick = $2 AND state <> 'closed'`,
-        [id, row.tick, tick, JSON.stringify(model), outcome.state, outcome.reason, JSON.stringify(outcome.planes), now,
-          new Date(now.getTime() + this.options.tickMs)],
+        [
+          id,
+          row.tick,
+          tick,
+          JSON.stringify(model),
+          outcome.state,
+          outcome.reason,
+          JSON.stringify(outcome.planes),
+          now,
+          new Date(now.getTime() + this.options.tickMs),
+        ],
       );
       if (updated.rowCount !== 1) return false;
       const events: OutboxEvent[] = [];

@@ -49,7 +49,7 @@ export function toeplitzWords(seed: Uint8Array, x: Uint8Array, outBits: number):
     shifted.push(w);
   }
   const y = new Uint8Array(outBits);
-  const lastMask = n % 32 === 0 ? 0xffffffff : (1 << n % 32) - 1;
+  const lastMask = n % 32 === 0 ? 0xffffffff : (1 << (n % 32)) - 1;
   for (let i = 0; i < outBits; i++) {
     const row = shifted[i & 31]!;
     const base = i >>> 5;

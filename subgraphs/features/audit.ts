@@ -6,7 +6,7 @@ import { labelSetRows, type OfflineStore } from './offline.js';
 import { viewDefinition } from './registry.js';
 
 /** The three actuarial models: their label set, task, feature views and out-of-time cutoff. */
-export const MODEL_SPECS: Record<ModelName, { task: Task; views: readonly string[]; testFrom: number; description: string }> = {
+const MODEL_SPECS: Record<ModelName, { task: Task; views: readonly string[]; testFrom: number; description: string }> = {
   underwriting: {
     task: 'classification',
     views: ['policy_profile', 'policy_claims_history'],
@@ -27,7 +27,7 @@ export const MODEL_SPECS: Record<ModelName, { task: Task; views: readonly string
   },
 };
 
-export interface LeakageFinding {
+interface LeakageFinding {
   view: string;
   feature: string;
   column: string;
@@ -40,7 +40,7 @@ export interface LeakageFinding {
 }
 
 /** Metrics are null, with the reason, where a split cannot define them (one class, equal labels). */
-export interface ModelEvaluation {
+interface ModelEvaluation {
   metric: string;
   pointInTime: number | null;
   unguardedOffline: number | null;
@@ -53,7 +53,7 @@ export interface ModelEvaluation {
 }
 
 /** One view joined by event time (Feast's rule) instead of as known, the other views as known. */
-export interface AvailabilityViewDifference {
+interface AvailabilityViewDifference {
   view: string;
   /** Label rows where the view's values differ between the two rules (a correction created after the event). */
   rows: number;
@@ -64,7 +64,7 @@ export interface AvailabilityViewDifference {
 }
 
 /** The point-in-time model trained and scored as known (the default) and by event time, and per view. */
-export interface AvailabilityComparison {
+interface AvailabilityComparison {
   asKnown: number | null;
   eventTime: number | null;
   difference: number | null;
@@ -171,7 +171,9 @@ export async function leakageAudit(offline: OfflineStore, model: ModelName, view
       column++;
     }
   }
-  findings.sort((a, b) => (a.severity === b.severity ? 0 : a.severity === 'SEVERE' ? -1 : 1) || (b.separationGain ?? 0) - (a.separationGain ?? 0) || b.rows - a.rows);
+  findings.sort(
+    (a, b) => (a.severity === b.severity ? 0 : a.severity === 'SEVERE' ? -1 : 1) || (b.separationGain ?? 0) - (a.separationGain ?? 0) || b.rows - a.rows,
+  );
 
   const cutoff = testFrom ?? spec.testFrom;
   const train = rows.map((_, i) => i).filter((i) => rows[i]!.eventTs < cutoff);

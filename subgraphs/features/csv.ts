@@ -10,22 +10,29 @@ import { MAX_ENTITY_ROWS } from './inputs.js';
  * row per line. Parsed to the JSON body shape (`{ entities: [...] }`), so the JSON checks apply too. Problems
  * name the CSV line (`line 3: event_timestamp`).
  */
-export const CSV_COLUMNS = ['policy_id', 'claim_id', 'machine_id', 'event_timestamp', 'label'] as const;
+const CSV_COLUMNS = ['policy_id', 'claim_id', 'machine_id', 'event_timestamp', 'label'] as const;
 
 export function parseEntityCsv(text: string): { value: unknown } | { errors: FieldProblem[] } {
   let records: string[][];
   try {
+    // Without `columns`, csv-parse's overloads type a record as unknown: each is an array of strings.
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion
     records = parse(text, { bom: true, skip_empty_lines: true, trim: true, relax_column_count: false }) as string[][];
   } catch (error) {
     const e = error as { message?: string; lines?: number };
-    return { errors: [{ field: e.lines ? `line ${e.lines}` : 'body', message: `is not valid CSV: ${String(e.message ?? error).replace(/^Invalid Record Length: /, '')}` }] };
+    return {
+      errors: [
+        { field: e.lines ? `line ${e.lines}` : 'body', message: `is not valid CSV: ${String(e.message ?? error).replace(/^Invalid Record Length: /, '')}` },
+      ],
+    };
   }
   const [header, ...body] = records;
   if (!header) return { errors: [{ field: 'body', message: 'is empty: send a header row and at least one entity row' }] };
   const columns = header.map((h) => h.toLowerCase());
   const errors: FieldProblem[] = [];
   columns.forEach((c, i) => {
-    if (!(CSV_COLUMNS as readonly string[]).includes(c)) errors.push({ field: `header.${i}`, message: `unknown column "${header[i]}" (known: ${CSV_COLUMNS.join(', ')})` });
+    if (!(CSV_COLUMNS as readonly string[]).includes(c))
+      errors.push({ field: `header.${i}`, message: `unknown column "${header[i]}" (known: ${CSV_COLUMNS.join(', ')})` });
     if (columns.indexOf(c) !== i) errors.push({ field: `header.${i}`, message: `column "${header[i]}" appears twice` });
   });
   if (!columns.includes('event_timestamp')) errors.push({ field: 'header', message: 'missing column event_timestamp' });

@@ -83,9 +83,7 @@ export class DuckDbEngine {
 
   /** The SQL of one join over the deduplicated (or as-known) views (documented in docs/features.md). */
   static sql(views: readonly { name: string; entity: EntityType; ttlMs: number | null }[], labelTable: string, availability: Availability): string {
-    const selects = views.map((v, i) =>
-      v.ttlMs === null ? `d${i}.seq AS m${i}` : `CASE WHEN d${i}.ts >= l.ts - ${v.ttlMs} THEN d${i}.seq END AS m${i}`,
-    );
+    const selects = views.map((v, i) => (v.ttlMs === null ? `d${i}.seq AS m${i}` : `CASE WHEN d${i}.ts >= l.ts - ${v.ttlMs} THEN d${i}.seq END AS m${i}`));
     const joins = views.map((v, i) =>
       availability === 'AS_KNOWN'
         ? `ASOF LEFT JOIN fk_${v.name} d${i} ON l.${v.entity} = d${i}.entity AND l.ts >= d${i}.known`
@@ -97,7 +95,12 @@ export class DuckDbEngine {
   }
 
   /** Joins the label rows with each named view; `ttl` overrides a view's TTL (null: none). */
-  async join(viewNames: readonly string[], labels: LabelRows, availability: Availability, ttl: ReadonlyMap<string, number | null> = new Map()): Promise<Map<string, Matches>> {
+  async join(
+    viewNames: readonly string[],
+    labels: LabelRows,
+    availability: Availability,
+    ttl: ReadonlyMap<string, number | null> = new Map(),
+  ): Promise<Map<string, Matches>> {
     const views = viewNames.map((name) => {
       const view = this.views.get(name);
       if (!view) throw new Error(`view ${name} is not loaded`);

@@ -4,8 +4,7 @@
  * type; a code of -1 in a label row means "no key of this type" and never matches.
  */
 
-export const ENTITY_TYPES = ['policy', 'claim', 'machine'] as const;
-export type EntityType = (typeof ENTITY_TYPES)[number];
+export type EntityType = 'policy' | 'claim' | 'machine';
 
 /** One feature view's offline rows, columnar. Row index = insertion order = the final tie-breaker. */
 export interface ViewData {

@@ -16,8 +16,8 @@ import { DAY_MS, HOUR_MS } from './frame.js';
  */
 export const GENERATOR_VERSION = 2;
 
-export const WORLD_START = Date.UTC(2022, 0, 1);
-export const WORLD_END = Date.UTC(2026, 0, 1);
+const WORLD_START = Date.UTC(2022, 0, 1);
+const WORLD_END = Date.UTC(2026, 0, 1);
 const YEAR_MS = 365 * DAY_MS;
 
 export interface PolicyVersion {
@@ -132,8 +132,7 @@ export function generateWorld({ seed, policies }: WorldOptions): World {
     const versions: Omit<PolicyVersion, 'validTo'>[] = [];
     const addVersion = (at: number, reason: PolicyVersion['reason'], riskBump = 0) => {
       const base =
-        0.09 *
-        Math.exp(0.9 * (state.driverAge < 25 ? 1 : 0) + 0.7 * Math.log(state.regionRisk) + 0.025 * state.vehicleAgeYears - 0.07 * state.noClaimsYears);
+        0.09 * Math.exp(0.9 * (state.driverAge < 25 ? 1 : 0) + 0.7 * Math.log(state.regionRisk) + 0.025 * state.vehicleAgeYears - 0.07 * state.noClaimsYears);
       const last = versions[versions.length - 1];
       const riskScore = round2(Math.min(100, 100 * base + riskBump + (reason === 'rescore' && last ? last.riskScore - 100 * base : 0)));
       versions.push({
@@ -166,7 +165,9 @@ export function generateWorld({ seed, policies }: WorldOptions): World {
       const hasChange = rng.bernoulli(0.3) && changeAt < WORLD_END;
       const lambda =
         0.11 *
-        Math.exp(0.9 * (state.driverAge < 25 ? 1 : 0) + 0.8 * Math.log(state.regionRisk) + 0.03 * state.vehicleAgeYears - 0.08 * state.noClaimsYears + state.hidden);
+        Math.exp(
+          0.9 * (state.driverAge < 25 ? 1 : 0) + 0.8 * Math.log(state.regionRisk) + 0.03 * state.vehicleAgeYears - 0.08 * state.noClaimsYears + state.hidden,
+        );
       const claimCount = rng.poisson(lambda);
       const termClaims: Claim[] = [];
       for (let k = 0; k < claimCount; k++) {
@@ -178,7 +179,14 @@ export function generateWorld({ seed, policies }: WorldOptions): World {
         const incidentType = rng.choice([50, 25, 15, 10]);
         const tenureDays = Math.floor((occurredAt - inception) / DAY_MS);
         const amountBase = rng.logNormal(Math.log(2200) + 0.5 * Math.log(state.vehicleValue / 18_000) + [0, 0.3, 0.9, -0.4][incidentType]!, 0.75);
-        const fraudP = sigmoid(-3.1 + 1.3 * (lagDays > 14 ? 1 : 0) + 0.9 * (tenureDays < 90 ? 1 : 0) - 0.9 * policeReport + 0.5 * (incidentType === 2 ? 1 : 0) + 0.35 * Math.log(amountBase / 2200));
+        const fraudP = sigmoid(
+          -3.1 +
+            1.3 * (lagDays > 14 ? 1 : 0) +
+            0.9 * (tenureDays < 90 ? 1 : 0) -
+            0.9 * policeReport +
+            0.5 * (incidentType === 2 ? 1 : 0) +
+            0.35 * Math.log(amountBase / 2200),
+        );
         const fraud = rng.bernoulli(fraudP) ? 1 : 0;
         const amount = round2(amountBase * (fraud ? 1.5 : 1));
         const investigationFlag = rng.bernoulli(fraud ? 0.85 : 0.05) ? 1 : 0;
@@ -279,7 +287,11 @@ export function generateWorld({ seed, policies }: WorldOptions): World {
     world.claimReports.push(row);
     // A late correction of the reported amount: same feature_timestamp, created days later.
     if (rng.bernoulli(0.05)) {
-      world.claimReports.push({ ...row, createdTs: row.createdTs + Math.round(rng.uniform(1, 20) * 24) * HOUR_MS, reportedAmount: round2(row.reportedAmount * rng.uniform(0.8, 1.2)) });
+      world.claimReports.push({
+        ...row,
+        createdTs: row.createdTs + Math.round(rng.uniform(1, 20) * 24) * HOUR_MS,
+        reportedAmount: round2(row.reportedAmount * rng.uniform(0.8, 1.2)),
+      });
     }
     if (claim.settledAt < WORLD_END) {
       // Scored when the report is recorded (its row created): as known, the report exists from then on.

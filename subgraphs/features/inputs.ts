@@ -15,12 +15,11 @@ export const ID_PATTERNS = {
   machineId: { pattern: /^EQ-\d{3}$/, example: 'EQ-001' },
 } as const;
 
-const entityId = (key: keyof typeof ID_PATTERNS) =>
-  text().regex(ID_PATTERNS[key].pattern, `must look like ${ID_PATTERNS[key].example}`);
+const entityId = (key: keyof typeof ID_PATTERNS) => text().regex(ID_PATTERNS[key].pattern, `must look like ${ID_PATTERNS[key].example}`);
 
 const instant = z.date();
 
-export const viewName = text().refine((name) => VIEW_DEFINITIONS.some((v) => v.name === name), {
+const viewName = text().refine((name) => VIEW_DEFINITIONS.some((v) => v.name === name), {
   message: `is not a feature view (known: ${VIEW_DEFINITIONS.map((v) => v.name).join(', ')})`,
 });
 
@@ -31,7 +30,7 @@ const viewList = z
   .refine((views) => new Set(views).size === views.length, 'must not name a view twice');
 
 /** `NONE` or an ISO 8601 duration, as milliseconds (null: no TTL). */
-export const ttlText = text().transform((value, ctx) => {
+const ttlText = text().transform((value, ctx) => {
   if (value === 'NONE' || value === 'none') return null;
   const ms = parseDuration(value);
   if (ms === null) {
@@ -41,7 +40,7 @@ export const ttlText = text().transform((value, ctx) => {
   return ms;
 });
 
-export const entityRowInput = z
+const entityRowInput = z
   .object({
     policyId: entityId('policyId').nullish(),
     claimId: entityId('claimId').nullish(),
@@ -53,9 +52,9 @@ export const entityRowInput = z
     message: 'needs at least one entity key (policyId, claimId or machineId)',
   });
 
-export const modelName = z.enum(['UNDERWRITING', 'PRICING', 'FRAUD']);
-export const engineName = z.enum(['DUCKDB', 'TYPESCRIPT', 'BOTH']);
-export const availabilityName = z.enum(['AS_KNOWN', 'EVENT_TIME']);
+const modelName = z.enum(['UNDERWRITING', 'PRICING', 'FRAUD']);
+const engineName = z.enum(['DUCKDB', 'TYPESCRIPT', 'BOTH']);
+const availabilityName = z.enum(['AS_KNOWN', 'EVENT_TIME']);
 
 export const pitTrainingInput = z
   .object({

@@ -25,10 +25,11 @@ function prepare(columns: readonly Float64Array[]): ColumnPrep[] {
   return columns.map((col) => {
     let n = 0;
     let max = -Infinity;
-    for (const x of col) if (!Number.isNaN(x)) {
-      n++;
-      max = Math.max(max, Math.abs(x));
-    }
+    for (const x of col)
+      if (!Number.isNaN(x)) {
+        n++;
+        max = Math.max(max, Math.abs(x));
+      }
     const log = max > 100;
     let sum = 0;
     for (const x of col) if (!Number.isNaN(x)) sum += log ? slog(x) : x;
@@ -133,14 +134,15 @@ export function rocAuc(score: ArrayLike<number>, label: ArrayLike<number>): numb
   const order = Array.from({ length: score.length }, (_, i) => i).sort((a, b) => score[a]! - score[b]!);
   let rankSum = 0;
   let positives = 0;
-  for (let start = 0; start < order.length; ) {
+  for (let start = 0; start < order.length;) {
     let end = start;
     while (end + 1 < order.length && score[order[end + 1]!] === score[order[start]!]) end++;
     const meanRank = (start + end) / 2 + 1;
-    for (let k = start; k <= end; k++) if (label[order[k]!]! > 0) {
-      rankSum += meanRank;
-      positives++;
-    }
+    for (let k = start; k <= end; k++)
+      if (label[order[k]!]! > 0) {
+        rankSum += meanRank;
+        positives++;
+      }
     start = end + 1;
   }
   const negatives = order.length - positives;

@@ -15,7 +15,7 @@ export interface EntityRow {
   label: number | null;
 }
 
-export interface FrameColumn {
+interface FrameColumn {
   name: string;
   view: string;
   feature: string;
@@ -185,7 +185,9 @@ export class OfflineStore {
     }
     if (engine !== 'DUCKDB') {
       const t0 = performance.now();
-      ts = new Map(viewNames.map((name) => [name, tsAsOf(this.sorted.get(name)!, labels, ttl.has(name) ? ttl.get(name)! : this.views.get(name)!.ttlMs, availability)]));
+      ts = new Map(
+        viewNames.map((name) => [name, tsAsOf(this.sorted.get(name)!, labels, ttl.has(name) ? ttl.get(name)! : this.views.get(name)!.ttlMs, availability)]),
+      );
       runs.push({ engine: 'TYPESCRIPT', milliseconds: round3(performance.now() - t0) });
     }
     let comparison: Frame['comparison'] = null;
@@ -220,7 +222,11 @@ export class OfflineStore {
   }
 
   /** Frame columns and values from per-view matches (shared by both engines and the unguarded join). */
-  gather(rows: readonly EntityRow[], viewNames: readonly string[], matches: ReadonlyMap<string, Matches>): Pick<Frame, 'rows' | 'columns' | 'values' | 'matches'> {
+  gather(
+    rows: readonly EntityRow[],
+    viewNames: readonly string[],
+    matches: ReadonlyMap<string, Matches>,
+  ): Pick<Frame, 'rows' | 'columns' | 'values' | 'matches'> {
     const columns: FrameColumn[] = [];
     const values: Float64Array[] = [];
     const counts: Frame['matches'] = [];

@@ -129,7 +129,7 @@ const HSET_BATCH = 2000;
 const FRESH_HASH_LEASE_MS = 5 * 60_000;
 
 /** Milliseconds between two checks that Redis still holds the materialization the database records. */
-export const ONLINE_STORE_CHECK_MS = 1000;
+const ONLINE_STORE_CHECK_MS = 1000;
 
 /**
  * Redis layout (under a prefix): one hash per materialized view version, `<prefix>:v:<view>:<uuid>`,
@@ -147,7 +147,12 @@ export const ONLINE_STORE_CHECK_MS = 1000;
  *   instance at a time (a lock key in Redis), without a restart;
  * - `setRebuild` gives it the materialization to re-run (the service, once built).
  */
-export async function redisOnlineStore(url: string, prefix: string, store: FeaturesStore, events: EventHub): Promise<OnlineStore & { setRebuild(rebuild: (last: MaterializationRecord) => Promise<unknown>): void }> {
+export async function redisOnlineStore(
+  url: string,
+  prefix: string,
+  store: FeaturesStore,
+  events: EventHub,
+): Promise<OnlineStore & { setRebuild(rebuild: (last: MaterializationRecord) => Promise<unknown>): void }> {
   // Loaded only when configured: a gateway without REDIS_URL never pays for the client's import.
   const { createClient } = await import('redis');
   const client = createClient({
@@ -287,7 +292,13 @@ export async function redisOnlineStore(url: string, prefix: string, store: Featu
         replaced = old.filter((o): o is string => typeof o === 'string').map((o) => (JSON.parse(o) as Pointer).key);
         const swap: Record<string, string> = {};
         for (const v of m.views) {
-          const pointer: Pointer = { key: keys.get(v.view)!, materializationId: id, version: v.version, asOf: m.asOf.toISOString(), materializedAt: at.toISOString() };
+          const pointer: Pointer = {
+            key: keys.get(v.view)!,
+            materializationId: id,
+            version: v.version,
+            asOf: m.asOf.toISOString(),
+            materializedAt: at.toISOString(),
+          };
           swap[v.view] = JSON.stringify(pointer);
         }
         const commit = client.multi().hSet(current, swap).set(marker, id);

@@ -21,7 +21,11 @@ export function oracleAsOf(view: ViewData, labels: LabelRows, availability: Avai
       if (ts > t) continue;
       if (availability === 'AS_KNOWN' && view.created[r]! > t) continue;
       if (view.ttlMs !== null && ts < t - view.ttlMs) continue;
-      if (best < 0 || ts > view.ts[best]! || (ts === view.ts[best]! && (view.created[r]! > view.created[best]! || (view.created[r] === view.created[best] && r > best)))) {
+      if (
+        best < 0 ||
+        ts > view.ts[best]! ||
+        (ts === view.ts[best]! && (view.created[r]! > view.created[best]! || (view.created[r] === view.created[best] && r > best)))
+      ) {
         best = r;
       }
     }

@@ -10,7 +10,7 @@ import type { World } from './generator.js';
 
 export type FeatureType = 'FLOAT' | 'INT' | 'BOOL';
 
-export interface FeatureDefinition {
+interface FeatureDefinition {
   name: string;
   type: FeatureType;
   description: string;
@@ -110,7 +110,7 @@ export function viewVersion(view: ViewDefinition): string {
   return createHash('sha256').update(JSON.stringify(view)).digest('hex').slice(0, 12);
 }
 
-export const ttlMsOf = (view: ViewDefinition): number | null => (view.ttl === null ? null : parseDuration(view.ttl));
+const ttlMsOf = (view: ViewDefinition): number | null => (view.ttl === null ? null : parseDuration(view.ttl));
 
 /** Entity ids by code and codes by id, one dictionary per entity type. */
 export class EntityDictionary {

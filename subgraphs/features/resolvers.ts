@@ -1,7 +1,6 @@
 import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
 import { columnName, DEFAULT_AVAILABILITY, type EntityType } from './frame.js';
-import type { ModelName } from './generator.js';
 import { asOfArg, firstArg, idArg, leakageAuditInput, materializeInput, pitTrainingInput, viewNameArg } from './inputs.js';
 import type { EntityRow, Frame, OfflineStore } from './offline.js';
 import { VIEW_DEFINITIONS, viewDefinition, viewVersion, type ViewDefinition } from './registry.js';
@@ -35,7 +34,7 @@ function checkViewKeys(rows: readonly EntityRow[], views: readonly string[]): vo
   if (problems.length > 0) throw invalidInput(problems);
 }
 
-export interface FrameRowView {
+interface FrameRowView {
   policyId: string | null;
   claimId: string | null;
   machineId: string | null;
@@ -44,7 +43,7 @@ export interface FrameRowView {
   values: (number | null)[];
 }
 
-export function frameRows(frame: Frame): FrameRowView[] {
+function frameRows(frame: Frame): FrameRowView[] {
   return frame.rows.map((r, i) => ({
     policyId: r.policyId,
     claimId: r.claimId,
@@ -98,12 +97,15 @@ export const featuresResolvers: Resolvers = {
             eventTs: e.eventTimestamp.getTime(),
             label: e.label ?? null,
           }))
-        : await ctx.service.labelSet(lower(input.labelSet!) as ModelName, input.from?.getTime() ?? null, input.to?.getTime() ?? null, input.limit ?? null);
+        : await ctx.service.labelSet(lower(input.labelSet!), input.from?.getTime() ?? null, input.to?.getTime() ?? null, input.limit ?? null);
       if (input.entities) await checkEntities(ctx.service, rows, 'entities');
       if (input.views) checkViewKeys(rows, input.views);
       // Omitted and null both leave each view its own TTL; NONE (parsed to null) turns TTLs off.
       const ttlGiven = (args.input as { ttl?: unknown } | null)?.ttl != null;
-      const frame = await ctx.service.pitTraining({ rows, views: input.views ?? null, ttlMs: ttlGiven ? input.ttl : undefined,
+      const frame = await ctx.service.pitTraining({
+        rows,
+        views: input.views ?? null,
+        ttlMs: ttlGiven ? input.ttl : undefined,
         engine: input.engine ?? 'DUCKDB',
         availability: input.availability ?? DEFAULT_AVAILABILITY,
       });
@@ -121,7 +123,7 @@ export const featuresResolvers: Resolvers = {
     },
     leakageAudit: async (_, args, ctx) => {
       const input = parseInput(leakageAuditInput, args.input);
-      return ctx.service.audit(lower(input.labelSet) as ModelName, input.views ?? null, input.testFrom?.getTime() ?? null);
+      return ctx.service.audit(lower(input.labelSet), input.views ?? null, input.testFrom?.getTime() ?? null);
     },
     featureImportance: (_, __, ctx) => ctx.service.importance(),
     materializations: async (_, args, ctx) => {
@@ -151,20 +153,16 @@ export const featuresResolvers: Resolvers = {
   },
   Policy: {
     __resolveReference: (ref) => ref,
-    features: async (p, args, ctx) =>
-      ctx.service.pointFeatures('policy', p.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
+    features: async (p, args, ctx) => ctx.service.pointFeatures('policy', p.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
     online: (p, _, ctx) => online(ctx, 'policy', p.id),
   },
   Claim: {
     __resolveReference: (ref) => ref,
-    features: async (c, args, ctx) =>
-      ctx.service.pointFeatures('claim', c.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
+    features: async (c, args, ctx) => ctx.service.pointFeatures('claim', c.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
     online: (c, _, ctx) => online(ctx, 'claim', c.id),
   },
   Machine: {
     __resolveReference: (ref) => ref,
-    utilizationFeatures: async (m, args, ctx) =>
-      ctx.service.pointFeatures('machine', m.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
+    utilizationFeatures: async (m, args, ctx) => ctx.service.pointFeatures('machine', m.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
   },
 };
-

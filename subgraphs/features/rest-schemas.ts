@@ -11,12 +11,12 @@ const ms = (what: string) => z.number().describe(`${what}, milliseconds`);
 const count = () => z.number().int().min(0);
 const model = z.enum(['underwriting', 'pricing', 'fraud']);
 const engine = z.enum(['duckdb', 'typescript', 'both']);
-const metric = z.enum(['roc_auc', 'r2_log1p']).describe('roc_auc for the underwriting and fraud classifiers, r2_log1p (R squared of the log1p claim cost) for pricing');
+const metric = z
+  .enum(['roc_auc', 'r2_log1p'])
+  .describe('roc_auc for the underwriting and fraud classifiers, r2_log1p (R squared of the log1p claim cost) for pricing');
 const featureValue = z.number().nullable();
 
-const check = z
-  .strictObject({ ok: z.boolean(), detail: z.string(), ms: ms('Time the check took') })
-  .meta({ id: 'FeaturesDependencyCheck' });
+const check = z.strictObject({ ok: z.boolean(), detail: z.string(), ms: ms('Time the check took') }).meta({ id: 'FeaturesDependencyCheck' });
 
 export const featuresHealth = z.strictObject({
   status: z.enum(['ok', 'degraded']).describe('degraded when a dependency check fails'),
@@ -123,17 +123,29 @@ export const featuresLeakageAudit = z.strictObject({
         rows: count().describe("Label rows where the unguarded join's row follows the event and has another value"),
         rows_without_pit_value: count().describe('Of those, rows where the point-in-time join has no value at all'),
         median_lead_hours: z.number().describe('Median hours by which the leaked row follows the event'),
-        separation_gain: z.number().nullable().describe('|AUC - 0.5| of the feature alone, unguarded minus point in time; null when the label set holds one class only'),
+        separation_gain: z
+          .number()
+          .nullable()
+          .describe('|AUC - 0.5| of the feature alone, unguarded minus point in time; null when the label set holds one class only'),
       }),
     )
     .describe('Ranked severe first, then by separation gain, then by rows'),
   evaluation: z.strictObject({
     metric,
     point_in_time: z.number().nullable().describe('Trained and scored on point-in-time frames (what production achieves); null with unavailable_reason'),
-    unguarded_offline: z.number().nullable().describe('Trained and scored on unguarded frames (what an unguarded offline evaluation reports); null with unavailable_reason'),
-    unguarded_in_production: z.number().nullable().describe('Trained unguarded, scored on point-in-time frames (what the unguarded model really achieves); null with unavailable_reason'),
+    unguarded_offline: z
+      .number()
+      .nullable()
+      .describe('Trained and scored on unguarded frames (what an unguarded offline evaluation reports); null with unavailable_reason'),
+    unguarded_in_production: z
+      .number()
+      .nullable()
+      .describe('Trained unguarded, scored on point-in-time frames (what the unguarded model really achieves); null with unavailable_reason'),
     inflation: z.number().nullable().describe('unguarded_offline - point_in_time; null with unavailable_reason'),
-    unavailable_reason: z.string().nullable().describe('Why the metrics are null: a split with one class only, or with every label equal (null when they stand)'),
+    unavailable_reason: z
+      .string()
+      .nullable()
+      .describe('Why the metrics are null: a split with one class only, or with every label equal (null when they stand)'),
     train_rows: count(),
     test_rows: count(),
     test_from: instant().describe('Start of the out-of-time test period'),
@@ -161,7 +173,10 @@ export const featuresImportance = z.strictObject({
       model,
       metric,
       held_out: z.number().nullable().describe('The held-out metric on the out-of-time test period; null with unavailable_reason'),
-      unavailable_reason: z.string().nullable().describe('Why held_out and the importances are null: a split empty, with one class only or every label equal (null when they stand)'),
+      unavailable_reason: z
+        .string()
+        .nullable()
+        .describe('Why held_out and the importances are null: a split empty, with one class only or every label equal (null when they stand)'),
       train_rows: count(),
       test_rows: count(),
       test_from: instant(),
@@ -200,7 +215,6 @@ export const featuresViews = z.strictObject({
 });
 
 export type FeaturesHealth = z.infer<typeof featuresHealth>;
-export type FeaturesOnlinePolicy = z.infer<typeof featuresOnlinePolicy>;
 export type FeaturesOnlineClaim = z.infer<typeof featuresOnlineClaim>;
 export type FeaturesMaterialization = z.infer<typeof featuresMaterialization>;
 export type FeaturesFrame = z.infer<typeof featuresFrame>;

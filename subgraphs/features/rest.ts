@@ -22,7 +22,16 @@ import {
   type FeaturesOnlineClaim,
   type FeaturesViews,
 } from './rest-schemas.js';
-import type { FeatureImportanceQuery, FeatureViewsQuery, FeaturesHealthQuery, LeakageAuditQuery, MaterializeMutation, OnlineClaimQuery, OnlinePolicyQuery, PitTrainingQuery } from './operation-types.js';
+import type {
+  FeatureImportanceQuery,
+  FeatureViewsQuery,
+  FeaturesHealthQuery,
+  LeakageAuditQuery,
+  MaterializeMutation,
+  OnlineClaimQuery,
+  OnlinePolicyQuery,
+  PitTrainingQuery,
+} from './operation-types.js';
 
 /*
  * The documented REST paths of the feature service (under /features), each run as a GraphQL operation
@@ -74,7 +83,6 @@ const pitQuery = z.object({
   ttl: text().optional(),
 });
 type PitQuery = z.infer<typeof pitQuery>;
-
 
 const FRAME = `engine availability rowCount columns { name view feature type }
   rows { policyId claimId machineId eventTimestamp label values }
@@ -153,13 +161,16 @@ function wantsCsv(accept: string | undefined): boolean {
   return csv >= 0 && (json < 0 || csv < json);
 }
 
-
 const ONLINE = 'entity id values { column value } views { view version materializationId materializedAt asOf featureTimestamp }';
 
 /** The fields of an online answer besides its id. */
 const onlineBody = (o: OnlineData): Omit<FeaturesOnlineClaim, 'claim_id'> => ({
   features: Object.fromEntries(o.values.map((v) => [v.column, v.value])),
-  materialized_at: o.views.map((v) => v.materializedAt).sort().at(-1) ?? null,
+  materialized_at:
+    o.views
+      .map((v) => v.materializedAt)
+      .sort()
+      .at(-1) ?? null,
   views: o.views.map((v) => ({
     view: v.view,
     version: v.version,
@@ -181,10 +192,6 @@ const materializationBody = (m: MaterializationData): FeaturesMaterialization =>
   materialized_at: m.materializedAt,
   milliseconds: m.milliseconds,
 });
-
-
-
-
 
 export const featuresRoutes: readonly RestRoute[] = [
   defineRoute<undefined, undefined, undefined, FeaturesHealthQuery>({
@@ -256,14 +263,13 @@ export const featuresRoutes: readonly RestRoute[] = [
     textBodies: { 'text/csv': parseEntityCsv },
     variables: ({ body, query }) => ({
       input: {
-        entities:
-          body.entities?.map((e) => ({
-            policyId: e.policy_id,
-            claimId: e.claim_id,
-            machineId: e.machine_id,
-            eventTimestamp: e.event_timestamp,
-            label: e.label,
-          })),
+        entities: body.entities?.map((e) => ({
+          policyId: e.policy_id,
+          claimId: e.claim_id,
+          machineId: e.machine_id,
+          eventTimestamp: e.event_timestamp,
+          label: e.label,
+        })),
         labelSet: body.label_set?.toUpperCase(),
         views: body.views ?? query.views?.split(',').map((v) => v.trim()),
         ttl: body.ttl ?? query.ttl,
@@ -279,7 +285,9 @@ export const featuresRoutes: readonly RestRoute[] = [
     response: featuresFrame,
     representations: { 'text/csv': 'the key columns present, then the feature columns, one line per entity row' },
     represent: (d, accept) =>
-      wantsCsv(accept) ? { contentType: 'text/csv; charset=utf-8', body: frameCsv(d.pitTraining) } : { contentType: 'application/json; charset=utf-8', body: frameJson(d.pitTraining) },
+      wantsCsv(accept)
+        ? { contentType: 'text/csv; charset=utf-8', body: frameCsv(d.pitTraining) }
+        : { contentType: 'application/json; charset=utf-8', body: frameJson(d.pitTraining) },
   }),
   defineRoute<{ label_set: 'underwriting' | 'pricing' | 'fraud'; views?: string[]; test_from?: string }, undefined, undefined, LeakageAuditQuery>({
     method: 'POST',

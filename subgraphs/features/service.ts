@@ -108,7 +108,14 @@ export class FeatureService {
         if (r < 0) continue;
         const featureTs = view.ts[r]!;
         watermark = watermark === null ? featureTs : Math.max(watermark, featureTs);
-        rows.push({ entityType: def.entity, entityId: dict.ids[i]!, view: name, version, featureTs, values: view.values.map((col) => (Number.isNaN(col[r]!) ? null : col[r]!)) });
+        rows.push({
+          entityType: def.entity,
+          entityId: dict.ids[i]!,
+          view: name,
+          version,
+          featureTs,
+          values: view.values.map((col) => (Number.isNaN(col[r]!) ? null : col[r]!)),
+        });
         written++;
       }
       summaries.push({ view: name, version, rowsWritten: written, watermark });
@@ -162,10 +169,12 @@ export class FeatureService {
   /** Deterministic for the world, so computed once and kept. */
   private importanceOnce: Promise<ModelImportance[]> | null = null;
   importance(): Promise<ModelImportance[]> {
-    this.importanceOnce ??= this.offline().then(featureImportance).catch((error: unknown) => {
-      this.importanceOnce = null;
-      throw error;
-    });
+    this.importanceOnce ??= this.offline()
+      .then(featureImportance)
+      .catch((error: unknown) => {
+        this.importanceOnce = null;
+        throw error;
+      });
     return this.importanceOnce;
   }
 
@@ -205,7 +214,9 @@ export class FeatureService {
         if (!offline) return 'not started yet (starts on first use)';
         if (!(await offline.duck.ping())) throw new Error('unexpected answer');
         const { kind, folder } = offline.storage;
-        return kind === 'memory' ? 'in-process, in-memory; world generated in memory' : `in-process, in-memory; world ${kind === 'parquet-read' ? 'read from' : 'written to'} ${folder}`;
+        return kind === 'memory'
+          ? 'in-process, in-memory; world generated in memory'
+          : `in-process, in-memory; world ${kind === 'parquet-read' ? 'read from' : 'written to'} ${folder}`;
       }),
     ]);
     return { ok: checks.every((c) => c.ok), checks };

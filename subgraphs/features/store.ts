@@ -156,15 +156,32 @@ export class FeaturesStore {
       const inserted = await tx.query<MaterializationRow>(
         `INSERT INTO features_materializations (as_of, watermark, rows_written, views, online_store, engine, milliseconds, materialized_at)
          VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8) RETURNING ${COLUMNS}`,
-        [m.asOf.toISOString(), m.watermark?.toISOString() ?? null, m.rowsWritten, JSON.stringify(m.views), m.onlineStore, m.engine, m.milliseconds, materializedAt.toISOString()],
+        [
+          m.asOf.toISOString(),
+          m.watermark?.toISOString() ?? null,
+          m.rowsWritten,
+          JSON.stringify(m.views),
+          m.onlineStore,
+          m.engine,
+          m.milliseconds,
+          materializedAt.toISOString(),
+        ],
       );
       const record = recordOf(inserted.rows[0]!);
-      if (rows) await replaceOnlineRows(tx, record.id, m.views.map((v) => v.view), rows);
+      if (rows)
+        await replaceOnlineRows(
+          tx,
+          record.id,
+          m.views.map((v) => v.view),
+          rows,
+        );
       if (beforeCommit) await beforeCommit(record.id);
       // Every instance's in-memory copy of the online rows reloads on this event (appended last: its lock
       // is held until commit).
       // A materialization changes what every caller is served: everyone's event.
-      await appendEvents(tx, [{ topic: MATERIALIZED_TOPIC, payload: { materializationId: record.id, views: m.views.map((v) => v.view) }, audience: 'everyone' }]);
+      await appendEvents(tx, [
+        { topic: MATERIALIZED_TOPIC, payload: { materializationId: record.id, views: m.views.map((v) => v.view) }, audience: 'everyone' },
+      ]);
       return record;
     });
   }
@@ -179,7 +196,10 @@ export class FeaturesStore {
   }
 
   async materializations(first: number): Promise<MaterializationRecord[]> {
-    const res = await this.db.query<MaterializationRow>(`SELECT ${COLUMNS} FROM features_materializations ORDER BY features_materializations.id DESC LIMIT $1`, [first]);
+    const res = await this.db.query<MaterializationRow>(
+      `SELECT ${COLUMNS} FROM features_materializations ORDER BY features_materializations.id DESC LIMIT $1`,
+      [first],
+    );
     return res.rows.map(recordOf);
   }
 

@@ -1,7 +1,16 @@
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DOUBLE, DuckDBDataChunk, INTEGER, VARCHAR, type DuckDBConnection, type DuckDBInstance, type DuckDBType } from '@duckdb/node-api';
-import { GENERATOR_VERSION, type Claim, type ClaimReportRow, type LabelRow, type ModelName, type PolicyVersion, type SnapshotRow, type World } from './generator.js';
+import {
+  GENERATOR_VERSION,
+  type Claim,
+  type ClaimReportRow,
+  type LabelRow,
+  type ModelName,
+  type PolicyVersion,
+  type SnapshotRow,
+  type World,
+} from './generator.js';
 
 /**
  * The generated world as Parquet files, one folder per (seed, policies, generator version):
@@ -109,18 +118,26 @@ const CHUNK = 2048;
 const duckType = (kind: Kind): DuckDBType => (kind === 'varchar' || kind === 'varchar?' ? VARCHAR : kind === 'int' ? INTEGER : DOUBLE);
 const quote = (path: string) => `'${path.replaceAll("'", "''")}'`;
 /** The stored type of a column: instants are epoch ms in the working table, timestamps in the file. */
-const toFile = (c: { name: string; kind: Kind }) => (c.kind === 'ts' || c.kind === 'ts?' ? `make_timestamptz(CAST(${c.name} * 1000 AS BIGINT)) AS ${c.name}` : c.name);
+const toFile = (c: { name: string; kind: Kind }) =>
+  c.kind === 'ts' || c.kind === 'ts?' ? `make_timestamptz(CAST(${c.name} * 1000 AS BIGINT)) AS ${c.name}` : c.name;
 const fromFile = (c: { name: string; kind: Kind }) => (c.kind === 'ts' || c.kind === 'ts?' ? `CAST(epoch_ms(${c.name}) AS DOUBLE) AS ${c.name}` : c.name);
 
 async function writeTable<R>(conn: DuckDBConnection, path: string, columns: readonly ColumnSpec<R>[], rows: readonly R[]): Promise<void> {
-  await conn.run(`CREATE OR REPLACE TEMP TABLE world_out (${columns.map((c) => `${c.name} ${duckType(c.kind) === VARCHAR ? 'VARCHAR' : duckType(c.kind) === INTEGER ? 'INTEGER' : 'DOUBLE'}`).join(', ')})`);
+  await conn.run(
+    `CREATE OR REPLACE TEMP TABLE world_out (${columns.map((c) => `${c.name} ${duckType(c.kind) === VARCHAR ? 'VARCHAR' : duckType(c.kind) === INTEGER ? 'INTEGER' : 'DOUBLE'}`).join(', ')})`,
+  );
   const appender = await conn.createAppender('world_out');
   try {
     const types = columns.map((c) => duckType(c.kind));
     for (let offset = 0; offset < rows.length; offset += CHUNK) {
       const slice = rows.slice(offset, offset + CHUNK);
       const chunk = DuckDBDataChunk.create(types, slice.length);
-      columns.forEach((c, i) => chunk.setColumnValues(i, slice.map((r) => c.get(r))));
+      columns.forEach((c, i) =>
+        chunk.setColumnValues(
+          i,
+          slice.map((r) => c.get(r)),
+        ),
+      );
       appender.appendDataChunk(chunk);
     }
     appender.flushSync();
@@ -228,7 +245,8 @@ export async function loadWorld(instance: DuckDBInstance, dir: string, seed: num
       labels: labelRows.length,
     };
     for (const name of FILES) {
-      if (counts[name] !== manifest.rows[name]) throw new Error(`features world ${folder}: ${name}.parquet holds ${counts[name]} rows, its manifest ${manifest.rows[name]}`);
+      if (counts[name] !== manifest.rows[name])
+        throw new Error(`features world ${folder}: ${name}.parquet holds ${counts[name]} rows, its manifest ${manifest.rows[name]}`);
     }
     const labels: Record<ModelName, LabelRow[]> = { underwriting: [], pricing: [], fraud: [] };
     for (const { model, ...row } of labelRows) labels[model].push(row);

@@ -7,11 +7,11 @@ import { Rng } from './random.js';
  * track parameters and the time, so every instance computes the same fleet at the same instant.
  */
 
-export const VESSEL_TYPES = ['CARGO', 'TANKER', 'CONTAINER', 'PASSENGER', 'TUG', 'PILOT', 'FISHING'] as const;
+const VESSEL_TYPES = ['CARGO', 'TANKER', 'CONTAINER', 'PASSENGER', 'TUG', 'PILOT', 'FISHING'] as const;
 export type VesselType = (typeof VESSEL_TYPES)[number];
 
 /** The fleet's reference point (the Maasmond, the port entrance): the local plane's origin. */
-export const PORT_ENTRANCE: LatLon = { latitude: 51.9817, longitude: 4.0558 };
+const PORT_ENTRANCE: LatLon = { latitude: 51.9817, longitude: 4.0558 };
 export const plane = new LocalPlane(PORT_ENTRANCE);
 
 interface Lane {
@@ -22,9 +22,30 @@ interface Lane {
 /** Traffic lanes, as waypoints (lat, lon), each ending at or near the port entrance. */
 export const LANES: readonly Lane[] = [
   { name: 'Maasgeul', waypoints: [{ latitude: 52.017, longitude: 3.62 }, { latitude: 51.995, longitude: 3.9 }, PORT_ENTRANCE] },
-  { name: 'Eurogeul', waypoints: [{ latitude: 52.07, longitude: 3.3 }, { latitude: 52.02, longitude: 3.62 }, { latitude: 51.995, longitude: 3.9 }] },
-  { name: 'North approach', waypoints: [{ latitude: 52.25, longitude: 3.95 }, { latitude: 52.08, longitude: 3.98 }, { latitude: 51.99, longitude: 4.02 }] },
-  { name: 'South approach', waypoints: [{ latitude: 51.78, longitude: 3.75 }, { latitude: 51.9, longitude: 3.92 }, { latitude: 51.975, longitude: 4.03 }] },
+  {
+    name: 'Eurogeul',
+    waypoints: [
+      { latitude: 52.07, longitude: 3.3 },
+      { latitude: 52.02, longitude: 3.62 },
+      { latitude: 51.995, longitude: 3.9 },
+    ],
+  },
+  {
+    name: 'North approach',
+    waypoints: [
+      { latitude: 52.25, longitude: 3.95 },
+      { latitude: 52.08, longitude: 3.98 },
+      { latitude: 51.99, longitude: 4.02 },
+    ],
+  },
+  {
+    name: 'South approach',
+    waypoints: [
+      { latitude: 51.78, longitude: 3.75 },
+      { latitude: 51.9, longitude: 3.92 },
+      { latitude: 51.975, longitude: 4.03 },
+    ],
+  },
   { name: 'Nieuwe Waterweg', waypoints: [PORT_ENTRANCE, { latitude: 51.955, longitude: 4.12 }, { latitude: 51.905, longitude: 4.25 }] },
 ];
 
@@ -87,7 +108,7 @@ const SPEEDS: Record<VesselType, [number, number]> = {
 };
 
 /** The simulation's epoch: track phases are measured from it. */
-export const EPOCH_MS = Date.UTC(2026, 0, 1);
+const EPOCH_MS = Date.UTC(2026, 0, 1);
 
 /** A seeded fleet of `size` vessels with distinct 9-digit MMSIs. */
 export function generateFleet(seed: number, size: number): VesselSpec[] {

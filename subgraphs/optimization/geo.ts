@@ -1,6 +1,6 @@
 /** Mean Earth radius (IUGG), metres. */
-export const EARTH_RADIUS_M = 6_371_008.8;
-export const METRES_PER_NM = 1852;
+const EARTH_RADIUS_M = 6_371_008.8;
+const METRES_PER_NM = 1852;
 export const KNOT_MPS = METRES_PER_NM / 3600;
 
 export interface LatLon {

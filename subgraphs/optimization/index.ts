@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { defineSubgraph } from '../../platform/subgraph.js';
+import { createdId, defineSubgraph } from '../../platform/subgraph.js';
 import { createLoaders, type OptimizationContext, type SafetyService } from './context.js';
 import { optimizationResolvers } from './resolvers.js';
 import { optimizationConfig } from './config.js';
@@ -32,7 +32,10 @@ export const optimization = defineSubgraph({
       idArguments: ['runId'],
       unknownId: '00000000-0000-4000-8000-000000000000',
       make: async (run) =>
-        (await run('mutation { startQuantumRun(input: { problem: REGULAR3_MAXCUT, size: 4, maxEvaluations: 5, shots: 64 }) { id } }'))['startQuantumRun'].id as string,
+        createdId(
+          await run('mutation { startQuantumRun(input: { problem: REGULAR3_MAXCUT, size: 4, maxEvaluations: 5, shots: 64 }) { id } }'),
+          'startQuantumRun',
+        ),
     },
   ],
   restPrefix: '/optimization',

@@ -2,15 +2,14 @@ import { z } from 'zod';
 import { PROBLEM_KINDS, SIZE_RANGE } from './instances.js';
 import { MAX_DEPTH } from './qaoa.js';
 
-export const MAX_SHOTS = 100_000;
-export const MAX_EVALUATIONS = 500;
-export const MAX_REFINE_TOP = 64;
+const MAX_SHOTS = 100_000;
+const MAX_EVALUATIONS = 500;
+const MAX_REFINE_TOP = 64;
 export const MAX_RUNS_PAGE = 100;
-export const MAX_TRACK = 200;
-export const MAX_MMSI_FILTER = 100;
+const MAX_TRACK = 200;
+const MAX_MMSI_FILTER = 100;
 
-const whole = (min: number, max: number) =>
-  z.number().int('must be a whole number').min(min, `must be at least ${min}`).max(max, `must be at most ${max}`);
+const whole = (min: number, max: number) => z.number().int('must be a whole number').min(min, `must be at least ${min}`).max(max, `must be at most ${max}`);
 
 /** startQuantumRun's input; sizes are checked against the problem kind below. */
 export const startRunInput = z
@@ -34,7 +33,11 @@ export const startRunInput = z
 export type StartRunInput = z.infer<typeof startRunInput>;
 
 export const mmsiArg = z.string().regex(/^\d{9}$/, 'must be a 9-digit MMSI');
-export const mmsiFilter = z.array(mmsiArg).min(1, 'must name at least one vessel').max(MAX_MMSI_FILTER, `must name at most ${MAX_MMSI_FILTER} vessels`).nullish();
+export const mmsiFilter = z
+  .array(mmsiArg)
+  .min(1, 'must name at least one vessel')
+  .max(MAX_MMSI_FILTER, `must name at most ${MAX_MMSI_FILTER} vessels`)
+  .nullish();
 export const trackLast = whole(1, MAX_TRACK);
 export const runsFirst = whole(1, MAX_RUNS_PAGE);
 export const minSeparation = z.number().min(50, 'must be at least 50').max(5000, 'must be at most 5000').nullish();

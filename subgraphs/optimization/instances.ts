@@ -78,7 +78,7 @@ export function convoyInstance(fleet: readonly VesselPosition[], size: number): 
 }
 
 /** Slot length of the berth schedule, hours. */
-export const SLOT_HOURS = 0.5;
+const SLOT_HOURS = 0.5;
 
 /**
  * Berth-slot assignment as a QUBO: `size` vessels (nearest the entrance) and as many half-hour berth

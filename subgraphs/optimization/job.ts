@@ -89,7 +89,11 @@ export function runJob(problem: IsingProblem, options: JobOptions): JobResult {
     sum += diag[k]!;
   }
   const distinct = [...counts].map(([k, count]) => ({ k, count, value: diag[k]! })).sort((a, b) => b.value - a.value || b.count - a.count || a.k - b.k);
-  const summary = (e: { k: number; count: number; value: number }): SampleSummary => ({ bits: bitString(bitsOf(e.k, problem.n)), count: e.count, value: e.value });
+  const summary = (e: { k: number; count: number; value: number }): SampleSummary => ({
+    bits: bitString(bitsOf(e.k, problem.n)),
+    count: e.count,
+    value: e.value,
+  });
   const random = new Rng(options.seed, 13);
   let randomBest = -Infinity;
   for (let s = 0; s < options.shots; s++) randomBest = Math.max(randomBest, diag[Math.floor(random.next() * diag.length)]!);

@@ -6,7 +6,7 @@
  * where z_i is bit i of the basis-state index. MaxCut and QUBO minimization both map onto it exactly, so
  * the simulator, the exact solvers and the local searches share one definition of "energy".
  */
-export interface Coupling {
+interface Coupling {
   i: number;
   j: number;
   w: number;
@@ -114,12 +114,6 @@ export function bitsOf(index: number, n: number): Uint8Array {
   const bits = new Uint8Array(n);
   for (let i = 0; i < n; i++) bits[i] = (index >>> i) & 1;
   return bits;
-}
-
-export function indexOf(bits: ArrayLike<number>): number {
-  let index = 0;
-  for (let i = 0; i < bits.length; i++) if (bits[i]) index += 2 ** i;
-  return index;
 }
 
 /** A bit string as text, z_0 first ("0110..."). */

@@ -7,7 +7,7 @@ import { costLevels, prepareQaoa, StateVector, type CostLevels } from './stateve
  * C = sum_edges (1 - Z_i Z_j) / 2 with exp(-i gamma C) and exp(-i beta sum X)): p = 1 reaches an expected
  * cut of at least 0.6924 |E|, p = 2 0.7559 |E|, p = 3 0.7924 |E| on graphs without short cycles.
  */
-export const FIXED_ANGLES: Readonly<Record<number, { gammas: number[]; betas: number[] }>> = {
+const FIXED_ANGLES: Readonly<Record<number, { gammas: number[]; betas: number[] }>> = {
   1: { gammas: [0.616], betas: [0.393] },
   2: { gammas: [0.488, 0.898], betas: [0.555, 0.293] },
   3: { gammas: [0.422, 0.798, 0.937], betas: [0.609, 0.459, 0.235] },
@@ -20,7 +20,7 @@ export const MAX_DEPTH = 5;
  * the problem's typical coupling in units of a unit-weight cut edge (|w| = 1/2), since the phase an
  * edge picks up is gamma x its weight.
  */
-export function startingAngles(problem: IsingProblem, depth: number): { gammas: number[]; betas: number[] } {
+function startingAngles(problem: IsingProblem, depth: number): { gammas: number[]; betas: number[] } {
   const magnitudes = [...problem.couplings.map((c) => Math.abs(c.w)), ...problem.h.map(Math.abs).filter((x) => x > 0)];
   const typical = magnitudes.length > 0 ? magnitudes.reduce((a, b) => a + b, 0) / magnitudes.length : 0.5;
   const scale = 0.5 / typical;

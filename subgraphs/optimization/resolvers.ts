@@ -63,8 +63,7 @@ export const optimizationResolvers: Resolvers = {
       return { tick: clock.tick, timestamp: clock.updatedAt, vesselCount: vessels.length, vessels, speedZones: [...SPEED_ZONES] };
     },
     vessel: (_, args, ctx) => ctx.loaders.vessel.load(parseInput(mmsiArg, args.mmsi, 'mmsi')),
-    fleetSafety: (_, args, ctx) =>
-      ctx.safety.verify(parseInput(minSeparation, args.minSeparationMeters, 'minSeparationMeters') ?? DEFAULT_MIN_SEPARATION_M),
+    fleetSafety: (_, args, ctx) => ctx.safety.verify(parseInput(minSeparation, args.minSeparationMeters, 'minSeparationMeters') ?? DEFAULT_MIN_SEPARATION_M),
     quantumRuns: async (_, args, ctx) => {
       const first = parseInput(runsFirst, args.first ?? 20, 'first');
       const before = args.after === null || args.after === undefined ? null : seqOfCursor(args.after);
@@ -95,7 +94,10 @@ export const optimizationResolvers: Resolvers = {
   Subscription: {
     quantumRunCompleted: {
       subscribe: async (_, args, ctx) => {
-        const stream = ctx.events.stream<RunEventPayload>(TOPICS.run, { after: await ctx.events.resumeCursor(args.after, TOPICS.run), viewer: viewerOf(ctx.principal) });
+        const stream = ctx.events.stream<RunEventPayload>(TOPICS.run, {
+          after: await ctx.events.resumeCursor(args.after, TOPICS.run),
+          viewer: viewerOf(ctx.principal),
+        });
         return mapEvents(stream, (e) => ({ quantumRunCompleted: { ...e.payload, cursor: e.id } }));
       },
       resolve: (payload: { quantumRunCompleted: RunEventView }, _: unknown, ctx: OptimizationContext) => {

@@ -12,7 +12,10 @@ const ms = (what: string) => z.number().describe(`${what}, milliseconds`);
 const knots = (what: string) => z.number().describe(`${what}, knots`);
 const metres = (what: string) => z.number().describe(`${what}, metres`);
 const ratio = (what: string) => z.number().describe(`${what}: (F - Fmin) / (Fmax - Fmin) against the exact optimum (0..1; cut / maximum cut for MaxCut)`);
-const bits = z.string().regex(/^[01]*$/).describe('One character per qubit, 0 or 1');
+const bits = z
+  .string()
+  .regex(/^[01]*$/)
+  .describe('One character per qubit, 0 or 1');
 
 const coordinates = z
   .strictObject({ latitude: z.number().describe('Degrees (WGS 84)'), longitude: z.number().describe('Degrees (WGS 84)') })
@@ -100,7 +103,10 @@ export const optimizationVerify = z
       .describe('The same properties re-checked by a plain computation'),
     duration_ms: count().describe('Milliseconds'),
   })
-  .meta({ id: 'OptimizationSafetyVerification', description: 'A Z3 proof of the fleet constraints (minimum separation of every pair, speed limit of every zone)' });
+  .meta({
+    id: 'OptimizationSafetyVerification',
+    description: 'A Z3 proof of the fleet constraints (minimum separation of every pair, speed limit of every zone)',
+  });
 
 export const optimizationFleet = z
   .strictObject({
@@ -110,7 +116,10 @@ export const optimizationFleet = z
     vessels: z.array(
       z
         .strictObject({
-          mmsi: z.string().regex(/^\d{9}$/).describe('Maritime Mobile Service Identity, 9 digits'),
+          mmsi: z
+            .string()
+            .regex(/^\d{9}$/)
+            .describe('Maritime Mobile Service Identity, 9 digits'),
           name: z.string(),
           type: z.enum(['cargo', 'tanker', 'container', 'passenger', 'tug', 'pilot', 'fishing']),
           lane: z.string().describe('The traffic lane the simulation sails it on'),

@@ -13,7 +13,16 @@ import {
   optimizationStatus,
   optimizationVerify,
 } from './rest-schemas.js';
-import type { OptimizationFleetQuery, OptimizationHealthQuery, OptimizationLatestRefinedQuery, OptimizationOverviewQuery, OptimizationRunQuery, OptimizationRunsQuery, OptimizationStatusQuery, OptimizationVerifyQuery } from './operation-types.js';
+import type {
+  OptimizationFleetQuery,
+  OptimizationHealthQuery,
+  OptimizationLatestRefinedQuery,
+  OptimizationOverviewQuery,
+  OptimizationRunQuery,
+  OptimizationRunsQuery,
+  OptimizationStatusQuery,
+  OptimizationVerifyQuery,
+} from './operation-types.js';
 
 /*
  * The documented REST paths of the optimization service (under /optimization): all GET, no body, as the
@@ -28,7 +37,7 @@ const ENUM_KEYS = new Set(['status', 'problem', 'type']);
 const snakeKey = (k: string) => k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
 /** camelCase keys to snake_case, enum values (status, problem, type) to lower case, all the way down. */
-export function snake(value: unknown): Json {
+function snake(value: unknown): Json {
   if (Array.isArray(value)) return value.map(snake);
   if (value !== null && typeof value === 'object') {
     const out: { [key: string]: Json } = {};
@@ -41,24 +50,24 @@ export function snake(value: unknown): Json {
 }
 
 const COORDS = 'latitude longitude';
-export const VESSEL = `mmsi name type lane position { ${COORDS} } speedOverGround courseOverGround heading timestamp`;
+const VESSEL = `mmsi name type lane position { ${COORDS} } speedOverGround courseOverGround heading timestamp`;
 const VIOLATION = `vesselA { mmsi name } vesselB { mmsi name } distanceMeters`;
-export const VERIFY = `safe status minSeparationMeters tick timestamp vesselCount pairs solverPairs
+const VERIFY = `safe status minSeparationMeters tick timestamp vesselCount pairs solverPairs
   separationViolations { ${VIOLATION} } speedViolations { vessel { mmsi name } zoneId speedKnots limitKnots }
   closestPair { ${VIOLATION} } proof solver { name version queries { query result ms } }
   crossCheck { method separationViolations speedViolations agrees } durationMs`;
-export const FLEET = `tick timestamp vesselCount vessels { ${VESSEL} }
+const FLEET = `tick timestamp vesselCount vessels { ${VESSEL} }
   speedZones { id name center { ${COORDS} } radiusMeters limitKnots }`;
 const RESULT = `gammas betas energy optimalityRatio startRatio evaluations sampledMeanRatio bestSampleBits bestSampleEnergy
   bestSampleRatio optimumProbability distinctSamples topSamples { bits count energy } randomSampleBestRatio
   refined { bits energy ratio starts evaluations } baseline { energy ratio starts evaluations }
   optimum { energy worstEnergy bits method nodes bruteForceAgrees }
   timings { diagonalMs optimizeMs simulateMs sampleMs exactMs refineMs totalMs }`;
-export const RUN = `id status problem size qubits depth shots seed maxEvaluations refineTop fleetTick backend createdAt completedAt
+const RUN = `id status problem size qubits depth shots seed maxEvaluations refineTop fleetTick backend createdAt completedAt
   durationMs error instance { description variables edges { u v weight } } result { ${RESULT} }`;
 const RUN_SUMMARY = `id status problem size qubits depth shots backend createdAt completedAt durationMs error
   result { energy optimalityRatio bestSampleRatio refined { ratio } baseline { ratio } optimum { energy method } }`;
-export const STATUS = `service version backend { name kind description maxQubits }
+const STATUS = `service version backend { name kind description maxQubits }
   limits { maxQubits maxDepth maxShots maxEvaluations maxConcurrentRuns maxEstimatedSeconds }
   fleet { seed vessels tick tickIntervalMs updatedAt } runs { total running completed failed }`;
 const REFINED = `run { id problem size qubits depth shots backend } optimalityRatio bestSampleRatio refinedRatio baselineRatio completedAt`;

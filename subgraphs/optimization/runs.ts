@@ -24,7 +24,7 @@ export interface RunLimits {
  * a layer costing about 6 ns per amplitude and qubit (measured: about 1.6 s for one layer at 24 qubits on
  * a busy core), plus the cost table and the final state. Deliberately pessimistic: it only refuses runs.
  */
-export function estimateSeconds(qubits: number, depth: number, evaluations: number): number {
+function estimateSeconds(qubits: number, depth: number, evaluations: number): number {
   const amplitudes = 2 ** qubits;
   const layer = amplitudes * qubits * 6e-9;
   return (evaluations + 1) * depth * layer + amplitudes * 1e-7;
@@ -128,7 +128,7 @@ export class RunService {
       (result) => finish({ result }),
       (error: unknown) => finish({ error }),
     );
-    this.pending.set(run.id, { cancel: job.cancel, done });
+    this.pending.set(run.id, { cancel: () => job.cancel(), done });
     void done.finally(() => this.pending.delete(run.id));
   }
 

@@ -8,7 +8,7 @@ export const BACKEND = {
 } as const;
 
 /** The most qubits one run may simulate: 2^24 amplitudes take 256 MiB (re and im, float64). */
-export const MAX_QUBITS = 24;
+const MAX_QUBITS = 24;
 
 /** Qubits below this are rotated inside cache-sized blocks, all of them per block. */
 const BLOCK_QUBITS = 12;
@@ -252,10 +252,7 @@ export class StateVector {
     this.layer({ gamma, diag, table: levelTable(gamma, levels) }, beta);
   }
 
-  private layer(
-    phase: { gamma: number; diag: Float64Array; table: ReturnType<typeof levelTable> } | null,
-    beta: number,
-  ): void {
+  private layer(phase: { gamma: number; diag: Float64Array; table: ReturnType<typeof levelTable> } | null, beta: number): void {
     const c = Math.cos(beta);
     const s = Math.sin(beta);
     const { n, re, im, size } = this;
@@ -327,13 +324,7 @@ export class StateVector {
 }
 
 /** One QAOA state: |gamma, beta> = prod_l exp(-i beta_l B) exp(-i gamma_l C) |+>^n. */
-export function prepareQaoa(
-  state: StateVector,
-  diag: Float64Array,
-  levels: CostLevels | null,
-  gammas: readonly number[],
-  betas: readonly number[],
-): void {
+export function prepareQaoa(state: StateVector, diag: Float64Array, levels: CostLevels | null, gammas: readonly number[], betas: readonly number[]): void {
   state.resetPlus();
   for (let l = 0; l < gammas.length; l++) state.applyLayer(gammas[l]!, betas[l]!, diag, levels);
 }

@@ -14,7 +14,7 @@ export const TOPICS = {
 } as const;
 
 /** Position rows kept per vessel (the track a client can ask for). */
-export const TRACK_HISTORY = 200;
+const TRACK_HISTORY = 200;
 const FLEET_LOCK = 7_231_004_201;
 const RUN_LOCK = 7_231_004_202;
 
@@ -38,7 +38,7 @@ export interface FleetClockRecord {
   updatedAt: string;
 }
 
-export type RunStatus = 'running' | 'completed' | 'failed';
+type RunStatus = 'running' | 'completed' | 'failed';
 
 export interface RunRecord {
   id: string;
@@ -91,15 +91,23 @@ async function failRunning(tx: Queryable, which: 'expired' | 'all', message: str
      RETURNING id::text AS id, completed_at, tenant, principal`,
     [message],
   );
-  if (res.rows.length > 0) await appendEvents(tx, res.rows.map((r) => runEvent(r.id, 'failed', iso(r.completed_at), r)));
+  if (res.rows.length > 0)
+    await appendEvents(
+      tx,
+      res.rows.map((r) => runEvent(r.id, 'failed', iso(r.completed_at), r)),
+    );
   return res.rows.map((r) => r.id);
 }
 
 /** A run's end: its tenant's alone to hear of (operators hear of every run). */
 function runEvent(runId: string, status: RunStatus, at: string, owner: Owner): OutboxEvent<RunEventPayload> {
-  return { topic: TOPICS.run, key: runId, payload: { runId, status, at }, audience: { owner: { tenant: owner.tenant, principal: owner.principal }, grain: 'tenant' } };
+  return {
+    topic: TOPICS.run,
+    key: runId,
+    payload: { runId, status, at },
+    audience: { owner: { tenant: owner.tenant, principal: owner.principal }, grain: 'tenant' },
+  };
 }
-
 
 const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
 
@@ -202,7 +210,12 @@ export class OptimizationStore {
          SELECT v.mmsi, v.name, v.type, v.lane, v.track FROM jsonb_to_recordset($1::jsonb) AS v(mmsi text, name text, type text, lane int, track jsonb)`,
         [JSON.stringify(specs.map((s) => ({ mmsi: s.mmsi, name: s.name, type: s.type, lane: s.track.lane, track: s.track })))],
       );
-      await insertPositions(tx, specs.map((s) => positionAt(s, now)), 0, now);
+      await insertPositions(
+        tx,
+        specs.map((s) => positionAt(s, now)),
+        0,
+        now,
+      );
     });
     const rows = await db.query<{ mmsi: string; name: string; type: VesselType; track: VesselTrack }>(
       'SELECT mmsi, name, type, track FROM optimization_vessels ORDER BY mmsi',
@@ -362,7 +375,16 @@ export class OptimizationStore {
         `UPDATE optimization_runs SET status = 'completed', result = $2, energy = $3, optimality_ratio = $4, refined_ratio = $5,
            baseline_ratio = $6, duration_ms = $7, completed_at = $8, lease_until = NULL
          WHERE id = $1 AND status = 'running' RETURNING tenant, principal`,
-        [id, JSON.stringify(result), result.expectedValue, result.expectedRatio, result.refined.ratio, result.baseline.ratio, Math.round(result.timings.totalMs), now],
+        [
+          id,
+          JSON.stringify(result),
+          result.expectedValue,
+          result.expectedRatio,
+          result.refined.ratio,
+          result.baseline.ratio,
+          Math.round(result.timings.totalMs),
+          now,
+        ],
       );
       const owner = res.rows[0] as Owner | undefined;
       if (!owner) return false;

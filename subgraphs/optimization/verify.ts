@@ -18,7 +18,7 @@ export const DEFAULT_MIN_SEPARATION_M = 463;
  */
 export const MAX_LISTED_VIOLATIONS = 100;
 /** Up to this many vessels every pair goes to the solver; beyond it, only pairs a grid cannot rule out. */
-export const ALL_PAIRS_UP_TO = 150;
+const ALL_PAIRS_UP_TO = 150;
 
 export interface SeparationViolation {
   a: string;
@@ -33,7 +33,7 @@ export interface SpeedViolation {
   limitKnots: number;
 }
 
-export interface SolverQuery {
+interface SolverQuery {
   /** What was asked, in words. */
   query: string;
   result: 'sat' | 'unsat' | 'unknown';
@@ -101,8 +101,7 @@ function candidatePairs(vessels: Fixed[], minCm: number): [number, number][] {
   });
   vessels.forEach((v, i) => {
     const [cx, cy] = cellOf(v);
-    for (let dx = -1; dx <= 1; dx++)
-      for (let dy = -1; dy <= 1; dy++) for (const j of cells.get(`${cx + dx},${cy + dy}`) ?? []) if (j > i) pairs.push([i, j]);
+    for (let dx = -1; dx <= 1; dx++) for (let dy = -1; dy <= 1; dy++) for (const j of cells.get(`${cx + dx},${cy + dy}`) ?? []) if (j > i) pairs.push([i, j]);
   });
   return pairs;
 }
@@ -135,7 +134,11 @@ export function loadZ3(): Promise<Z3> {
 
 let queue: Promise<unknown> = Promise.resolve();
 /** One verification at a time: the solver's context is shared. */
-export function verifyFleet(vessels: readonly VesselPosition[], minSeparationM = DEFAULT_MIN_SEPARATION_M, zones: readonly SpeedZone[] = SPEED_ZONES): Promise<Verification> {
+export function verifyFleet(
+  vessels: readonly VesselPosition[],
+  minSeparationM = DEFAULT_MIN_SEPARATION_M,
+  zones: readonly SpeedZone[] = SPEED_ZONES,
+): Promise<Verification> {
   const run = queue.then(() => verifyNow(vessels, minSeparationM, zones));
   queue = run.catch(() => undefined);
   return run;
@@ -145,6 +148,8 @@ async function verifyNow(vessels: readonly VesselPosition[], minSeparationM: num
   const t0 = performance.now();
   const api = await loadZ3();
   const ctx = api.Context('fleet');
+  // z3-solver's Context members are closures over their context, not methods that read `this`.
+  // eslint-disable-next-line @typescript-eslint/unbound-method
   const { Int, Or, And } = ctx;
   const fixed = vessels.map(fix);
   const minCm = Math.round(minSeparationM * 100);
@@ -158,13 +163,22 @@ async function verifyNow(vessels: readonly VesselPosition[], minSeparationM: num
   const pairs = candidatePairs(fixed, minCm);
   const min2 = Int.val(BigInt(minCm) ** 2n);
   const sq = (e: ReturnType<typeof Int.const>) => e.mul(e);
-  const separationTerms = pairs.map(([i, j]) => sq(X[i]!.sub(X[j]!)).add(sq(Y[i]!.sub(Y[j]!))).lt(min2));
+  const separationTerms = pairs.map(([i, j]) =>
+    sq(X[i]!.sub(X[j]!))
+      .add(sq(Y[i]!.sub(Y[j]!)))
+      .lt(min2),
+  );
   const zoneList = zoneFixed(zones);
   const speedKeys: [number, number][] = [];
   const speedTerms = zoneList.flatMap((z, zi) =>
     fixed.map((_, i) => {
       speedKeys.push([i, zi]);
-      return And(sq(X[i]!.sub(Int.val(z.x))).add(sq(Y[i]!.sub(Int.val(z.y)))).le(Int.val(BigInt(z.r2))), S[i]!.gt(Int.val(z.limit)));
+      return And(
+        sq(X[i]!.sub(Int.val(z.x)))
+          .add(sq(Y[i]!.sub(Int.val(z.y))))
+          .le(Int.val(BigInt(z.r2))),
+        S[i]!.gt(Int.val(z.limit)),
+      );
     }),
   );
   const terms = [...separationTerms, ...speedTerms];
@@ -257,7 +271,12 @@ async function verifyNow(vessels: readonly VesselPosition[], minSeparationM: num
     closest,
     proof,
     solver: { name: 'z3', version: api.getVersionString(), queries },
-    crossCheck: { method: 'all pairs and all vessel-zone combinations in integer arithmetic', separationViolations: plain.separation.length, speedViolations: plain.speed.length, agrees },
+    crossCheck: {
+      method: 'all pairs and all vessel-zone combinations in integer arithmetic',
+      separationViolations: plain.separation.length,
+      speedViolations: plain.speed.length,
+      agrees,
+    },
     durationMs: Math.round(performance.now() - t0),
   };
 }

@@ -17,7 +17,7 @@ import { vectorNames } from './features.js';
  */
 
 /** Free-flow speed by road type (urban, arterial, motorway, rural), km/h: typical posted limits. */
-export const FREE_FLOW_KMH = [30, 50, 100, 80] as const;
+const FREE_FLOW_KMH = [30, 50, 100, 80] as const;
 
 export interface Baseline {
   /** Stored in each artifact, and checked at load: a model is only valid with the baseline it was trained on. */
@@ -36,8 +36,7 @@ export const BASELINES: Readonly<Record<'dwell' | 'travel', Baseline>> = {
   },
   dwell: {
     name: 'dwell/handover-2',
-    description:
-      '40 min + 0.4 min per floor from the ground by lift (1.8 min by the stairs when elevator_available is 0) + 5 min per handover in queue_length',
+    description: '40 min + 0.4 min per floor from the ground by lift (1.8 min by the stairs when elevator_available is 0) + 5 min per handover in queue_length',
     minutes: (f) => 40 + Math.abs(f('floor_number')) * (f('elevator_available') === 1 ? 0.4 : 1.8) + 5 * f('queue_length'),
   },
 };

@@ -21,7 +21,7 @@ export function matrixOf(vectors: readonly Float64Array[]): Matrix {
 }
 
 /** Cut points placed by rank (quantiles); the rest of the MAX_BINS - 1 are spaced evenly over the values. */
-export const QUANTILE_CUTS = 47;
+const QUANTILE_CUTS = 47;
 
 /**
  * Bin edges per feature: at most MAX_BINS - 1 increasing thresholds. A value x falls in bin

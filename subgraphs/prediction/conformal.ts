@@ -30,13 +30,7 @@ export function conformalQuantile(scores: ArrayLike<number>, level: number): num
 }
 
 /** Fits the two shifts from calibration predictions (log scale) and outcomes (log scale). */
-export function fitConformal(
-  lower: ArrayLike<number>,
-  upper: ArrayLike<number>,
-  outcome: ArrayLike<number>,
-  alpha: number,
-  digits = 5,
-): ConformalAdjustment {
+export function fitConformal(lower: ArrayLike<number>, upper: ArrayLike<number>, outcome: ArrayLike<number>, alpha: number, digits = 5): ConformalAdjustment {
   const n = outcome.length;
   const below = new Float64Array(n);
   const above = new Float64Array(n);

@@ -17,7 +17,7 @@ export interface CodeSpec {
  * `number`: a real value in [min, max]; `count`: a whole number in [min, max]; `flag`: 0 or 1 (a Boolean
  * in GraphQL); `code`: one of `codes` (an enum in GraphQL); `cyclic`: sin or cos of an angle, in [-1, 1].
  */
-export type FeatureKind = 'number' | 'count' | 'flag' | 'code' | 'cyclic';
+type FeatureKind = 'number' | 'count' | 'flag' | 'code' | 'cyclic';
 
 export interface FeatureSpec {
   /** snake_case, as REST callers send it; the GraphQL input field is its camelCase form. */
@@ -32,7 +32,7 @@ export interface FeatureSpec {
   enumType?: string;
 }
 
-export const BUILDING_TYPES: readonly CodeSpec[] = [
+const BUILDING_TYPES: readonly CodeSpec[] = [
   { code: 0, name: 'TRANSPLANT_CENTRE', description: 'academic hospital with a transplant programme' },
   { code: 1, name: 'GENERAL_HOSPITAL', description: 'regional general hospital' },
   { code: 2, name: 'COMMUNITY_HOSPITAL', description: 'small community hospital' },
@@ -40,7 +40,7 @@ export const BUILDING_TYPES: readonly CodeSpec[] = [
   { code: 4, name: 'LABORATORY', description: 'tissue-typing / cross-match laboratory' },
 ];
 
-export const ORGAN_TYPES: readonly CodeSpec[] = [
+const ORGAN_TYPES: readonly CodeSpec[] = [
   { code: 0, name: 'KIDNEY', description: 'kidney (cold ischaemia tolerance about 24-36 h)' },
   { code: 1, name: 'LIVER', description: 'liver (about 8-12 h)' },
   { code: 2, name: 'HEART', description: 'heart (about 4-6 h)' },
@@ -48,27 +48,27 @@ export const ORGAN_TYPES: readonly CodeSpec[] = [
   { code: 4, name: 'PANCREAS', description: 'pancreas (about 12-18 h)' },
 ];
 
-export const SECURITY_LEVELS: readonly CodeSpec[] = [
+const SECURITY_LEVELS: readonly CodeSpec[] = [
   { code: 0, name: 'OPEN', description: 'public entrance, no check' },
   { code: 1, name: 'BADGE', description: 'badge or reception sign-in' },
   { code: 2, name: 'ESCORTED', description: 'escort by facility staff required' },
   { code: 3, name: 'RESTRICTED', description: 'restricted wing: identity check and escort' },
 ];
 
-export const STAFF_SHIFTS: readonly CodeSpec[] = [
+const STAFF_SHIFTS: readonly CodeSpec[] = [
   { code: 0, name: 'DAY', description: '07:00-15:00' },
   { code: 1, name: 'EVENING', description: '15:00-23:00' },
   { code: 2, name: 'NIGHT', description: '23:00-07:00' },
 ];
 
-export const HANDOVER_PROTOCOLS: readonly CodeSpec[] = [
+const HANDOVER_PROTOCOLS: readonly CodeSpec[] = [
   { code: 0, name: 'DIRECT_TO_THEATRE', description: 'handed to the operating-theatre team' },
   { code: 1, name: 'RECEPTION', description: 'via the front desk, which calls the team' },
   { code: 2, name: 'COORDINATOR', description: 'via the transplant coordinator, who confirms with the OPC' },
   { code: 3, name: 'LAB_CHECK_IN', description: 'via laboratory check-in (paperwork and cross-match sample)' },
 ];
 
-export const PRESERVATION_METHODS: readonly CodeSpec[] = [
+const PRESERVATION_METHODS: readonly CodeSpec[] = [
   { code: 0, name: 'STATIC_COLD_STORAGE', description: 'on ice in a cool box' },
   { code: 1, name: 'HYPOTHERMIC_PERFUSION', description: 'hypothermic machine perfusion device' },
   { code: 2, name: 'NORMOTHERMIC_PERFUSION', description: 'normothermic machine perfusion device' },
@@ -109,18 +109,9 @@ const flag = (name: string, description: string): FeatureSpec => ({ name, kind: 
 const index01 = (name: string, description: string): FeatureSpec => ({ name, kind: 'number', min: 0, max: 1, description });
 const cyclic = (name: string, description: string): FeatureSpec => ({ name, kind: 'cyclic', min: -1, max: 1, description });
 
-const HOUR = [
-  cyclic('hour_sin', 'sin(2π·hour/24), hour of day in [0, 24) local time'),
-  cyclic('hour_cos', 'cos(2π·hour/24)'),
-];
-const DAY = [
-  cyclic('day_sin', 'sin(2π·day/7), day of week 0 = Monday .. 6 = Sunday'),
-  cyclic('day_cos', 'cos(2π·day/7)'),
-];
-const MONTH = [
-  cyclic('month_sin', 'sin(2π·month/12), month 0 = January .. 11 = December'),
-  cyclic('month_cos', 'cos(2π·month/12)'),
-];
+const HOUR = [cyclic('hour_sin', 'sin(2π·hour/24), hour of day in [0, 24) local time'), cyclic('hour_cos', 'cos(2π·hour/24)')];
+const DAY = [cyclic('day_sin', 'sin(2π·day/7), day of week 0 = Monday .. 6 = Sunday'), cyclic('day_cos', 'cos(2π·day/7)')];
+const MONTH = [cyclic('month_sin', 'sin(2π·month/12), month 0 = January .. 11 = December'), cyclic('month_cos', 'cos(2π·month/12)')];
 const URBAN_DENSITY = index01('urban_density', 'built-up density around the site, 0 rural .. 1 inner city');
 const TRAFFIC_CONGESTION = index01('traffic_congestion', 'local congestion index, 0 empty roads .. 1 gridlock');
 const WEATHER_SEVERITY = index01('weather_severity', 'weather severity index, 0 clear .. 1 severe storm');
@@ -164,7 +155,7 @@ export const TRAVEL_FEATURES: readonly FeatureSpec[] = [
 ];
 
 /** Diversion of a handover to an alternate temperature-monitored locker. */
-export const LOCKER_FEATURES: readonly FeatureSpec[] = [
+const LOCKER_FEATURES: readonly FeatureSpec[] = [
   ORGAN,
   { name: 'locker_distance_km', kind: 'number', min: 0, max: 100, unit: 'km', description: 'distance from the courier to the locker' },
   index01('locker_occupancy', 'share of locker compartments in use, 0 .. 1'),
@@ -188,14 +179,14 @@ export const MODEL_FEATURES: Readonly<Record<ModelName, readonly FeatureSpec[]>>
  * Features the models compute from the inputs: the angle behind each sin/cos pair, in its natural unit.
  * One split on an hour is one threshold instead of two on its sin and cos.
  */
-export interface DerivedFeature {
+interface DerivedFeature {
   name: string;
   sin: string;
   cos: string;
   period: number;
 }
 
-export const DERIVED_FEATURES: Readonly<Record<ModelName, readonly DerivedFeature[]>> = {
+const DERIVED_FEATURES: Readonly<Record<ModelName, readonly DerivedFeature[]>> = {
   dwell: [
     { name: 'hour_of_day', sin: 'hour_sin', cos: 'hour_cos', period: 24 },
     { name: 'day_of_week', sin: 'day_sin', cos: 'day_cos', period: 7 },
@@ -232,7 +223,7 @@ export function encodeCyclic(value: number, period: number): [number, number] {
 }
 
 /** How far sin² + cos² of a pair may stray from 1 (clients round their encodings). */
-export const CYCLIC_TOLERANCE = 0.05;
+const CYCLIC_TOLERANCE = 0.05;
 
 /** Feature names of a model in vector order: the inputs, then the derived features. */
 export function vectorNames(model: ModelName): string[] {
@@ -253,7 +244,7 @@ export function toVector(model: ModelName, record: Readonly<Record<string, numbe
   return vector;
 }
 
-export const camelName = (snake: string) => snake.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+const camelName = (snake: string) => snake.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 
 const describeCodes = (codes: readonly CodeSpec[]) => codes.map((c) => `${c.code} (${c.name.toLowerCase()})`).join(', ');
 
@@ -262,9 +253,7 @@ function restField(spec: FeatureSpec): z.ZodType<number> {
   const base = z.number({ error: (issue) => (issue.input === undefined ? 'is required' : 'must be a number') });
   switch (spec.kind) {
     case 'code':
-      return base
-        .int('must be an integer code')
-        .refine((v) => spec.codes!.some((c) => c.code === v), `must be one of ${describeCodes(spec.codes!)}`);
+      return base.int('must be an integer code').refine((v) => spec.codes!.some((c) => c.code === v), `must be one of ${describeCodes(spec.codes!)}`);
     case 'flag':
       return base.int('must be 0 or 1').min(0, 'must be 0 or 1').max(1, 'must be 0 or 1');
     case 'count':
@@ -275,12 +264,7 @@ function restField(spec: FeatureSpec): z.ZodType<number> {
 }
 
 /** Adds an issue on each member of a sin/cos pair that is not (nearly) on the unit circle. */
-function checkCyclicPairs(
-  model: ModelName,
-  value: Readonly<Record<string, number>>,
-  ctx: z.RefinementCtx,
-  name: (snake: string) => string,
-): void {
+function checkCyclicPairs(model: ModelName, value: Readonly<Record<string, number>>, ctx: z.RefinementCtx, name: (snake: string) => string): void {
   for (const d of DERIVED_FEATURES[model]) {
     const s = value[name(d.sin)];
     const c = value[name(d.cos)];

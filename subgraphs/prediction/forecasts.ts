@@ -6,15 +6,15 @@ import type { QuantileTriple } from './metrics.js';
  * composition and the travel features of a rental delivery.
  */
 
-export type RiskLevel = 'LOW' | 'MODERATE' | 'HIGH' | 'BREACH';
+type RiskLevel = 'LOW' | 'MODERATE' | 'HIGH' | 'BREACH';
 
 /** Worst-case margins (minutes) below which the risk reads HIGH, then MODERATE. */
-export const RISK_THRESHOLDS = { high: 45, moderate: 120 } as const;
+const RISK_THRESHOLDS = { high: 45, moderate: 120 } as const;
 
 const r1 = (x: number) => Math.round(x * 10) / 10;
 const fmt = (x: number) => r1(x).toFixed(1);
 
-export function riskOf(worstCaseMargin: number): RiskLevel {
+function riskOf(worstCaseMargin: number): RiskLevel {
   if (worstCaseMargin < 0) return 'BREACH';
   if (worstCaseMargin < RISK_THRESHOLDS.high) return 'HIGH';
   if (worstCaseMargin < RISK_THRESHOLDS.moderate) return 'MODERATE';
@@ -40,7 +40,7 @@ export function readDwell(q: QuantileTriple, ischaemicRemainingMin: number): Dwe
   return { worstCaseMarginMinutes: margin, risk, interpretation: `${lead}: ${expected}; ${tail}.` };
 }
 
-export interface MarginCase {
+interface MarginCase {
   totalMinutes: number;
   marginMinutes: number;
 }
@@ -63,11 +63,11 @@ export function composeColdChain(dwell: QuantileTriple, travel: QuantileTriple, 
 }
 
 /** Time zone of the rental depots and sites: rush hours and holidays are local. */
-export const DELIVERY_TIME_ZONE = 'Europe/Amsterdam';
+const DELIVERY_TIME_ZONE = 'Europe/Amsterdam';
 /** Fixed-date public holidays in the Netherlands (MM-DD). */
 const FIXED_HOLIDAYS = new Set(['01-01', '04-27', '12-25', '12-26']);
 /** Depots stand on industrial estates at the city edge; sites are in built-up areas. */
-export const DELIVERY_DENSITY = { origin: 0.5, destination: 0.6 } as const;
+const DELIVERY_DENSITY = { origin: 0.5, destination: 0.6 } as const;
 
 const code = (table: typeof ROAD_TYPES, name: string) => table.find((c) => c.name === name)!.code;
 

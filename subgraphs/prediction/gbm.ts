@@ -31,14 +31,14 @@ export interface BoostParams {
 }
 
 /** A complete tree of depth d: 2^d - 1 split nodes (feature, bin; bin -1 sends every row left), 2^d leaves. */
-export interface Tree {
+interface Tree {
   feature: Int32Array;
   bin: Int32Array;
   value: Float64Array;
 }
 
 /** The artifact form of a tree: short arrays, leaf values rounded. */
-export interface TreeJson {
+interface TreeJson {
   f: number[];
   b: number[];
   v: number[];
@@ -344,7 +344,7 @@ export function compileEnsemble(json: EnsembleJson, edges: readonly number[][], 
       const featureEdges = edges[feature];
       if (!featureEdges) throw new Error(`tree ${t} splits on unknown feature ${feature}`);
       features[t * internal + n] = feature;
-      thresholds[t * internal + n] = bin < 0 ? Number.POSITIVE_INFINITY : featureEdges[bin] ?? Number.POSITIVE_INFINITY;
+      thresholds[t * internal + n] = bin < 0 ? Number.POSITIVE_INFINITY : (featureEdges[bin] ?? Number.POSITIVE_INFINITY);
     }
     values.set(tree.v, t * leaves);
   });

@@ -31,7 +31,7 @@ const sigmoid = (x: number) => 1 / (1 + Math.exp(-x));
 const round = (x: number, digits: number) => Number(x.toFixed(digits));
 
 /** Relative activity at a facility or on the road by hour: morning and late-afternoon peaks. */
-export const rushCurve = (hour: number) => Math.exp(-(((hour - 8) / 1.2) ** 2)) + 0.9 * Math.exp(-(((hour - 17.5) / 1.5) ** 2));
+const rushCurve = (hour: number) => Math.exp(-(((hour - 8) / 1.2) ** 2)) + 0.9 * Math.exp(-(((hour - 17.5) / 1.5) ** 2));
 /** Daytime activity inside a hospital, peaking late morning. */
 const dayActivity = (hour: number) => Math.exp(-(((hour - 11) / 4) ** 2));
 /** 1 in January, 0 in July. */
@@ -47,7 +47,7 @@ interface TimeContext {
 
 /** Transports run around the clock, most of them in daytime. Day 0 is Monday; month 0 is January. */
 function sampleTime(r: Random): TimeContext {
-  const hour = r.bernoulli(0.72) ? (((r.normal(13.5, 4.2) % 24) + 24) % 24) : r.uniform(0, 24);
+  const hour = r.bernoulli(0.72) ? ((r.normal(13.5, 4.2) % 24) + 24) % 24 : r.uniform(0, 24);
   const day = r.int(7);
   const month = r.int(12);
   return { hour, day, month, weekend: day >= 5, night: hour < 6 || hour >= 22 };
@@ -91,7 +91,7 @@ const ORGAN_MIX = [0.5, 0.2, 0.1, 0.1, 0.1];
 const hourOf = (f: Readonly<Record<string, number>>) => angleOf(f['hour_sin']!, f['hour_cos']!, 24);
 
 /** Dwell features: where, what, who and when a handover happens. */
-export function dwellFeatures(r: Random): Record<string, number> {
+function dwellFeatures(r: Random): Record<string, number> {
   const t = sampleTime(r);
   const building = r.choice([0.32, 0.3, 0.16, 0.1, 0.12]);
   const organ = r.choice(ORGAN_MIX);
@@ -176,8 +176,7 @@ export function dwellMinutes(f: Readonly<Record<string, number>>, r: Random): nu
 
   // Additive stages of the handover, minutes.
   const base = [12, 18, 24, 8, 10][building]!;
-  const vertical =
-    floor > 0 ? (elevator ? 0.35 * floor + r.gamma(2, 0.8 + 1.2 * activity) : 1.8 * floor) : floor < 0 ? (elevator ? 2 : 3) * -floor : 0;
+  const vertical = floor > 0 ? (elevator ? 0.35 * floor + r.gamma(2, 0.8 + 1.2 * activity) : 1.8 * floor) : floor < 0 ? (elevator ? 2 : 3) * -floor : 0;
   const securityMin = [0, 3, 8, 14][security]! * (shift === 2 && security >= 2 ? 1.5 : 1);
   const protocolMin = [2, 7, 5 + 0.02 * distanceOpc, 14][protocol]!;
   const preservationMin = [0, 6, 12][preservation]!;
@@ -188,12 +187,7 @@ export function dwellMinutes(f: Readonly<Record<string, number>>, r: Random): nu
   // Multiplicative conditions: staffing, experience, season, urgency.
   const relative = remaining / TOLERANCE_MIN[organ]!;
   const urgency = (0.65 + 0.35 * sigmoid((relative - 0.3) / 0.08)) * (organ === 2 || organ === 3 ? 0.9 : 1);
-  const multiplier =
-    [1, 1.08, 1.25][shift]! *
-    (weekend ? 1.15 : 1) *
-    (1 + 0.3 * Math.exp(-experience / 2)) *
-    (1 + 0.1 * f['month_cos']!) *
-    urgency;
+  const multiplier = [1, 1.08, 1.25][shift]! * (weekend ? 1.15 : 1) * (1 + 0.3 * Math.exp(-experience / 2)) * (1 + 0.1 * f['month_cos']!) * urgency;
 
   const sigma = 0.14 + 0.1 * (shift === 2 ? 1 : 0) + 0.04 * security + 0.08 * (protocol === 3 ? 1 : 0) + 0.05 * weather;
   let minutes = stages * multiplier * Math.exp(r.normal(0, sigma));
@@ -203,7 +197,7 @@ export function dwellMinutes(f: Readonly<Record<string, number>>, r: Random): nu
   return Math.max(2, minutes);
 }
 
-export function sampleDwell(r: Random): Sample {
+function sampleDwell(r: Random): Sample {
   const features = dwellFeatures(r);
   return { features, target: dwellMinutes(features, r) };
 }
@@ -221,7 +215,7 @@ const TRAFFIC_FACTOR = [
 const WEATHER_FACTOR = [1, 0.9, 0.82, 0.65, 0.75] as const;
 
 /** Travel features: a corridor and the conditions along it. */
-export function travelFeatures(r: Random): Record<string, number> {
+function travelFeatures(r: Random): Record<string, number> {
   const t = sampleTime(r);
   const holiday = r.bernoulli(0.03);
   const peak = !t.weekend && !holiday && ((t.hour >= 7 && t.hour < 9.5) || (t.hour >= 16 && t.hour < 19));
@@ -229,19 +223,12 @@ export function travelFeatures(r: Random): Record<string, number> {
   // 1,500 km the API accepts (12%).
   const kind = r.choice([0.1, 0.4, 0.38, 0.12]);
   const distance = clip(
-    kind === 0
-      ? logUniform(r, 0.1, 5)
-      : kind === 1
-        ? r.logNormal(Math.log(12), 0.7)
-        : kind === 2
-          ? r.logNormal(Math.log(90), 0.55)
-          : logUniform(r, 150, 1500),
+    kind === 0 ? logUniform(r, 0.1, 5) : kind === 1 ? r.logNormal(Math.log(12), 0.7) : kind === 2 ? r.logNormal(Math.log(90), 0.55) : logUniform(r, 150, 1500),
     0.1,
     1500,
   );
   // The road type follows the distance, and every type occurs at every distance (a short motorway hop).
-  const road =
-    distance < 8 ? r.choice([0.58, 0.34, 0.03, 0.05]) : distance < 40 ? r.choice([0.15, 0.5, 0.25, 0.1]) : r.choice([0.02, 0.1, 0.68, 0.2]);
+  const road = distance < 8 ? r.choice([0.58, 0.34, 0.03, 0.05]) : distance < 40 ? r.choice([0.15, 0.5, 0.25, 0.1]) : r.choice([0.02, 0.1, 0.68, 0.2]);
   const origin = road === 0 ? r.beta(4, 1.8) : r.beta(2, 2.5);
   const destination = r.beta(3, 1.8);
   const w = winterness(t.month);
@@ -279,8 +266,7 @@ export function travelMinutes(f: Readonly<Record<string, number>>, r: Random): n
   const hour = hourOf(f);
   const night = hour < 6 || hour >= 22;
   const fast = road === 2 || road === 3;
-  const speed =
-    ROAD_SPEED[road]! * TRAFFIC_FACTOR[road]![traffic]! * WEATHER_FACTOR[weather]! ** (fast ? 1.3 : 1) * (night ? 1.06 : 1);
+  const speed = ROAD_SPEED[road]! * TRAFFIC_FACTOR[road]![traffic]! * WEATHER_FACTOR[weather]! ** (fast ? 1.3 : 1) * (night ? 1.06 : 1);
   const nominal = (distance / speed) * 60 + 2 + 7 * origin + 9 * destination;
   const sigma = 0.06 + 0.045 * traffic + (weather >= 3 ? 0.07 : weather >= 1 ? 0.025 : 0) + 0.12 / Math.sqrt(1 + distance / 4);
   let minutes = nominal * Math.exp(r.normal(0, sigma));
@@ -290,7 +276,7 @@ export function travelMinutes(f: Readonly<Record<string, number>>, r: Random): n
   return minutes;
 }
 
-export function sampleTravel(r: Random): Sample {
+function sampleTravel(r: Random): Sample {
   const features = travelFeatures(r);
   return { features, target: travelMinutes(features, r) };
 }
@@ -326,7 +312,7 @@ export function lockerLogit(f: Readonly<Record<string, number>>, hour: number): 
 }
 
 /** Locker diversion: whether the organ reaches the receiving team through the locker in time. */
-export function sampleLocker(r: Random): Sample {
+function sampleLocker(r: Random): Sample {
   const t = sampleTime(r);
   const organ = r.choice(ORGAN_MIX);
   // Most lockers are a few km away; 8% of diversions consider one up to the 100 km the API accepts.
@@ -362,7 +348,8 @@ export const SATURATING_INPUTS: Readonly<Record<ModelName, Readonly<Record<strin
   dwell: {
     ischaemic_remaining_min:
       "urgency speeds a handover only while little of the organ's tolerance is left; beyond the tolerance (30 h for a kidney, the longest) more time left changes nothing",
-    courier_experience_years: "a novice courier's extra time fades within a few years (1 + 0.3·e^(-years/2)); past 25 years the data thins out and nothing changes",
+    courier_experience_years:
+      "a novice courier's extra time fades within a few years (1 + 0.3·e^(-years/2)); past 25 years the data thins out and nothing changes",
   },
   travel: {},
   locker: {},

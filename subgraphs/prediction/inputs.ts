@@ -4,7 +4,7 @@ import { graphqlFeatureSchema, restFeatureSchema } from './features.js';
 /** Inputs of the prediction subgraph: GraphQL has checked the types; these are the ranges and codes. */
 
 /** Most inputs one batch call may carry. */
-export const MAX_BATCH = 1000;
+const MAX_BATCH = 1000;
 
 /** A batch's length is checked before any item is: an oversized batch costs nothing to refuse. */
 const batchOf = <T extends z.ZodType>(item: T) =>
@@ -17,11 +17,7 @@ export const dwellBatch = batchOf(dwellInput);
 export const travelBatch = batchOf(travelInput);
 export const lockerBatch = batchOf(lockerInput);
 
-export const ischaemicRemaining = z
-  .number()
-  .finite()
-  .min(0, 'must be at least 0')
-  .max(2880, 'must be at most 2880');
+export const ischaemicRemaining = z.number().finite().min(0, 'must be at least 0').max(2880, 'must be at most 2880');
 
 /** REST bodies: the features by their snake_case names, as the specification's clients send them. */
 export const dwellBody = restFeatureSchema('dwell');

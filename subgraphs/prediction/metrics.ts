@@ -24,7 +24,10 @@ export function coverageByWidthTercile(predictions: readonly QuantileTriple[], o
   const order = predictions.map((_, i) => i).sort((a, b) => predictions[a]!.q90 - predictions[a]!.q10 - (predictions[b]!.q90 - predictions[b]!.q10));
   const third = (k: number) => {
     const rows = order.slice(Math.floor((k * order.length) / 3), Math.floor(((k + 1) * order.length) / 3));
-    return intervalCoverage(rows.map((i) => predictions[i]!), rows.map((i) => outcome[i]!));
+    return intervalCoverage(
+      rows.map((i) => predictions[i]!),
+      rows.map((i) => outcome[i]!),
+    );
   };
   return [third(0), third(1), third(2)];
 }
@@ -34,7 +37,7 @@ export function coverageByWidthTercile(predictions: readonly QuantileTriple[], o
  * every row with the same value lands in the same group, so an input whose one value spans several deciles
  * (floor 0, an empty queue) gives fewer than ten groups. Groups in increasing order of the input.
  */
-export function decileGroups(values: ArrayLike<number>, groups = 10): number[][] {
+function decileGroups(values: ArrayLike<number>, groups = 10): number[][] {
   const n = values.length;
   const sorted = Float64Array.from(values).sort();
   const cuts: number[] = [];
@@ -126,7 +129,7 @@ export function rocAuc(score: ArrayLike<number>, label: ArrayLike<number>): numb
   const order = Array.from({ length: score.length }, (_, i) => i).sort((a, b) => score[a]! - score[b]!);
   let rankSumPositive = 0;
   let positives = 0;
-  for (let start = 0; start < order.length; ) {
+  for (let start = 0; start < order.length;) {
     let end = start;
     while (end + 1 < order.length && score[order[end + 1]!] === score[order[start]!]) end++;
     const meanRank = (start + end) / 2 + 1;

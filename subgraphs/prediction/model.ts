@@ -100,7 +100,7 @@ export class QuantileModel {
    */
   rawQuantiles(x: ArrayLike<number>): [number, number, number] {
     const s = this.unsortedScores(x).sort((p, q) => p - q);
-    return [s[0]!, s[1]!, s[2]!];
+    return [s[0], s[1], s[2]];
   }
 
   /** Minutes at q10, q50, q90: the conformal shift applied to the outer quantiles, the median kept inside. */
@@ -180,7 +180,7 @@ function readJson(path: string): unknown {
   try {
     return JSON.parse(readFileSync(path, 'utf8'));
   } catch (error) {
-    throw new Error(`cannot read model file ${path} (run \`npm run train\`): ${(error as Error).message}`);
+    throw new Error(`cannot read model file ${path} (run \`npm run train\`): ${(error as Error).message}`, { cause: error });
   }
 }
 
@@ -193,8 +193,8 @@ function checkFeatures(artifact: Artifact, model: ModelName): void {
   if (artifact.edges.length !== expected.length) throw new Error(`model ${model}: ${artifact.edges.length} edge lists for ${expected.length} features`);
 }
 
-export function quantileModelOf(json: unknown, model: 'dwell' | 'travel'): QuantileModel {
-  const artifact = quantileSchema.parse(json) as QuantileArtifact;
+function quantileModelOf(json: unknown, model: 'dwell' | 'travel'): QuantileModel {
+  const artifact = quantileSchema.parse(json);
   if (artifact.model !== model) throw new Error(`expected the ${model} model, found ${artifact.model}`);
   if (artifact.baseline !== BASELINES[model].name) {
     throw new Error(`model ${model}: trained on baseline ${artifact.baseline}, the code computes ${BASELINES[model].name}`);
@@ -203,8 +203,8 @@ export function quantileModelOf(json: unknown, model: 'dwell' | 'travel'): Quant
   return new QuantileModel(artifact);
 }
 
-export function lockerModelOf(json: unknown): LockerModel {
-  const artifact = classifierSchema.parse(json) as ClassifierArtifact;
+function lockerModelOf(json: unknown): LockerModel {
+  const artifact = classifierSchema.parse(json);
   checkFeatures(artifact, 'locker');
   return new LockerModel(artifact);
 }
@@ -216,7 +216,7 @@ export function loadModels(dir = MODELS_DIR, metricsFile = METRICS_FILE): ModelS
     try {
       return build(readJson(path));
     } catch (error) {
-      throw new Error(`invalid model file ${path}: ${(error as Error).message}`);
+      throw new Error(`invalid model file ${path}: ${(error as Error).message}`, { cause: error });
     }
   };
   return {

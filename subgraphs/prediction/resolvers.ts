@@ -5,15 +5,7 @@ import { checkInput, invalidInput, issuesAt, parseInput } from '../../platform/v
 import { BASELINES } from './baseline.js';
 import { MODEL_FEATURES } from './features.js';
 import { composeColdChain, deliveryTravelFeatures, readDwell } from './forecasts.js';
-import {
-  dwellBatch,
-  dwellInput,
-  ischaemicRemaining,
-  lockerBatch,
-  lockerInput,
-  travelBatch,
-  travelInput,
-} from './inputs.js';
+import { dwellBatch, dwellInput, ischaemicRemaining, lockerBatch, lockerInput, travelBatch, travelInput } from './inputs.js';
 import { mapInSlices } from '../../platform/slices.js';
 import type { ModelSet } from './model.js';
 import type { DwellView, LockerView, TransitView } from './context.js';
@@ -56,7 +48,7 @@ const MAX_KEPT_FORECASTS = 20_000;
 
 function deliveryForecast(models: ModelSet, distanceKm: number, departAt: Date): TransitView {
   let kept = deliveryForecasts.get(models.travel);
-  if (!kept) deliveryForecasts.set(models.travel, (kept = new Map()));
+  if (!kept) deliveryForecasts.set(models.travel, (kept = new Map<string, TransitView>()));
   const key = `${distanceKm}|${departAt.getTime()}`;
   const hit = kept.get(key);
   if (hit) return hit;
@@ -73,16 +65,11 @@ export const predictionResolvers: Resolvers = {
   DateTime: DateTimeScalar,
   Query: {
     predictDwell: (_, args, ctx) => dwellView(ctx.models, parseInput(dwellInput, args.input)),
-    predictDwellBatch: (_, args, ctx) =>
-      mapInSlices(parseInput(dwellBatch, args.inputs, 'inputs'), (r) => dwellView(ctx.models, r)),
-    predictTravelTime: (_, args, ctx) =>
-      transitView(ctx.models, parseInput(travelInput, args.input)),
-    predictTravelTimeBatch: (_, args, ctx) =>
-      mapInSlices(parseInput(travelBatch, args.inputs, 'inputs'), (r) => transitView(ctx.models, r)),
-    predictLockerDiversion: (_, args, ctx) =>
-      lockerView(ctx.models, parseInput(lockerInput, args.input)),
-    predictLockerDiversionBatch: (_, args, ctx) =>
-      mapInSlices(parseInput(lockerBatch, args.inputs, 'inputs'), (r) => lockerView(ctx.models, r)),
+    predictDwellBatch: (_, args, ctx) => mapInSlices(parseInput(dwellBatch, args.inputs, 'inputs'), (r) => dwellView(ctx.models, r)),
+    predictTravelTime: (_, args, ctx) => transitView(ctx.models, parseInput(travelInput, args.input)),
+    predictTravelTimeBatch: (_, args, ctx) => mapInSlices(parseInput(travelBatch, args.inputs, 'inputs'), (r) => transitView(ctx.models, r)),
+    predictLockerDiversion: (_, args, ctx) => lockerView(ctx.models, parseInput(lockerInput, args.input)),
+    predictLockerDiversionBatch: (_, args, ctx) => mapInSlices(parseInput(lockerBatch, args.inputs, 'inputs'), (r) => lockerView(ctx.models, r)),
     coldChainMargin: (_, args, ctx) => {
       const input = parseArgs({
         dwell: [dwellInput, args.dwell],
@@ -94,7 +81,10 @@ export const predictionResolvers: Resolvers = {
       const dwellRemaining = input.dwell['ischaemic_remaining_min'];
       if (dwellRemaining !== input.ischaemicRemainingMin) {
         throw invalidInput([
-          { field: 'ischaemicRemainingMin', message: `must equal dwell.ischaemicRemainingMin (${String(dwellRemaining)}): both are the organ's remaining cold-ischaemia time` },
+          {
+            field: 'ischaemicRemainingMin',
+            message: `must equal dwell.ischaemicRemainingMin (${String(dwellRemaining)}): both are the organ's remaining cold-ischaemia time`,
+          },
         ]);
       }
       const dwell = dwellView(ctx.models, input.dwell);

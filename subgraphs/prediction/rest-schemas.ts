@@ -17,7 +17,9 @@ export const dwellForecast = z
     q90_min: minutes('90th percentile of the dwell'),
     interval_width_min: minutes('q90_min - q10_min, the width of the 80% prediction interval (rounded to 0.1)'),
     interpretation: z.string().describe('One sentence naming the expected dwell, its interval and the worst-case margin'),
-    risk_level: z.enum(['low', 'moderate', 'high', 'breach']).describe('By the worst-case margin: breach below 0, high below 45 min, moderate below 120 min, low from 120 min'),
+    risk_level: z
+      .enum(['low', 'moderate', 'high', 'breach'])
+      .describe('By the worst-case margin: breach below 0, high below 45 min, moderate below 120 min, low from 120 min'),
     worst_case_margin_min: minutes('ischaemic_remaining_min - q90_min'),
     model_version: modelVersion,
   })

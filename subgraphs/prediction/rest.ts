@@ -1,14 +1,6 @@
 import { defineRoute, type RestRoute } from '../../platform/rest.js';
 import { toGraphQLInput } from './features.js';
-import {
-  coldChainBody,
-  dwellBatchBody,
-  dwellBody,
-  lockerBatchBody,
-  lockerBody,
-  travelBatchBody,
-  travelBody,
-} from './inputs.js';
+import { coldChainBody, dwellBatchBody, dwellBody, lockerBatchBody, lockerBody, travelBatchBody, travelBody } from './inputs.js';
 import {
   coldChainMargin,
   dwellBatch,
@@ -26,7 +18,16 @@ import {
   type QuantileModel,
   type TravelForecast,
 } from './rest-schemas.js';
-import type { PredictColdChainQuery, PredictDwellBatchQuery, PredictDwellQuery, PredictLockerBatchQuery, PredictLockerQuery, PredictTravelTimeBatchQuery, PredictTravelTimeQuery, PredictionHealthQuery } from './operation-types.js';
+import type {
+  PredictColdChainQuery,
+  PredictDwellBatchQuery,
+  PredictDwellQuery,
+  PredictLockerBatchQuery,
+  PredictLockerQuery,
+  PredictTravelTimeBatchQuery,
+  PredictTravelTimeQuery,
+  PredictionHealthQuery,
+} from './operation-types.js';
 
 /*
  * The documented REST paths of the prediction service (under /prediction), each run as a GraphQL

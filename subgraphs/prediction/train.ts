@@ -28,15 +28,7 @@ import {
   type QuantileTriple,
   type SplitSizes,
 } from './metrics.js';
-import {
-  LockerModel,
-  METRICS_FILE,
-  MODELS_DIR,
-  QuantileModel,
-  artifactVersion,
-  type ClassifierArtifact,
-  type QuantileArtifact,
-} from './model.js';
+import { LockerModel, METRICS_FILE, MODELS_DIR, QuantileModel, artifactVersion, type ClassifierArtifact, type QuantileArtifact } from './model.js';
 import { Random } from '../../platform/random.js';
 
 /*
@@ -170,7 +162,9 @@ export function trainQuantileModel(
     const result = boost(fitBins, lnY, validBins, lnYValid, edges, quantileLoss(QUANTILES[key]), params, new Random(seed, `${model}:${key}`));
     ensembles[key] = result.ensemble;
     trees[key] = result.bestTrees;
-    log(`  ${model} ${key}: ${result.bestTrees} trees, validation pinball (ln min) ${result.validationLoss[result.bestTrees]!.toFixed(5)} (${Date.now() - started} ms)`);
+    log(
+      `  ${model} ${key}: ${result.bestTrees} trees, validation pinball (ln min) ${result.validationLoss[result.bestTrees]!.toFixed(5)} (${Date.now() - started} ms)`,
+    );
   }
 
   const unconformal: QuantileArtifact = {
@@ -279,7 +273,10 @@ export function trainLockerModel(
   };
   const raw = new LockerModel(uncalibratedArtifact);
   const calibrationScores = parts.calibration.map((s) => raw.logOdds(toVector('locker', s.features)));
-  const calibration = fitIsotonic(calibrationScores, parts.calibration.map((s) => s.target));
+  const calibration = fitIsotonic(
+    calibrationScores,
+    parts.calibration.map((s) => s.target),
+  );
   const artifact: ClassifierArtifact = { ...uncalibratedArtifact, calibration };
   artifact.version = artifactVersion(artifact);
   const served = new LockerModel(artifact);
@@ -375,8 +372,14 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const result = trainAll({ seed, samples, log: (line) => console.log(line) });
   writeArtifacts(result);
   const { dwell, travel, locker } = result.metrics;
-  console.log(`dwell:  coverage80 ${dwell.coverage80} (spec ${dwell.specCoverage80}), width ${dwell.meanWidthMin} min, pinball ${dwell.pinball.mean} vs baseline ${dwell.baselinePinball.mean}`);
-  console.log(`travel: coverage80 ${travel.coverage80} (spec ${travel.specCoverage80}), width ${travel.meanWidthMin} min, pinball ${travel.pinball.mean} vs baseline ${travel.baselinePinball.mean}`);
-  console.log(`locker: ROC-AUC ${locker.rocAuc} (spec ${locker.specRocAuc}, oracle ${locker.oracleRocAuc}), Brier ${locker.brier} vs base rate ${locker.baselineBrier}, ECE ${locker.ece}`);
+  console.log(
+    `dwell:  coverage80 ${dwell.coverage80} (spec ${dwell.specCoverage80}), width ${dwell.meanWidthMin} min, pinball ${dwell.pinball.mean} vs baseline ${dwell.baselinePinball.mean}`,
+  );
+  console.log(
+    `travel: coverage80 ${travel.coverage80} (spec ${travel.specCoverage80}), width ${travel.meanWidthMin} min, pinball ${travel.pinball.mean} vs baseline ${travel.baselinePinball.mean}`,
+  );
+  console.log(
+    `locker: ROC-AUC ${locker.rocAuc} (spec ${locker.specRocAuc}, oracle ${locker.oracleRocAuc}), Brier ${locker.brier} vs base rate ${locker.baselineBrier}, ECE ${locker.ece}`,
+  );
   console.log(`trained in ${result.metrics.trainingSeconds} s; wrote ${MODELS_DIR} and ${METRICS_FILE}`);
 }

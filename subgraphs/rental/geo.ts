@@ -5,7 +5,7 @@ export interface LatLon {
 
 const EARTH_RADIUS_KM = 6371.0088;
 /** Roads are longer than the great circle; 1.25 is a common detour factor for regional trucking. */
-export const ROAD_DETOUR_FACTOR = 1.25;
+const ROAD_DETOUR_FACTOR = 1.25;
 
 const rad = (deg: number) => (deg * Math.PI) / 180;
 

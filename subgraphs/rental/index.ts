@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { defineSubgraph, type OwnedType } from '../../platform/subgraph.js';
+import { createdId, defineSubgraph, type OwnedType } from '../../platform/subgraph.js';
 import { createLoaders, type RentalContext } from './context.js';
 import { rentalResolvers } from './resolvers.js';
 import { rentalConfig } from './config.js';
@@ -42,7 +42,7 @@ export const rental = defineSubgraph({
       make: async (run) => {
         const quoteId = await makeQuote(run);
         const booked = await run('mutation($i: ConfirmBookingInput!) { confirmBooking(input: $i) { id } }', { i: { quoteId, customerName: 'Matrix BV' } });
-        return booked['confirmBooking'].id as string;
+        return createdId(booked, 'confirmBooking');
       },
     },
   ],
@@ -96,6 +96,8 @@ async function makeQuote(run: Parameters<OwnedType['make']>[0]): Promise<string>
   const free = (fleet['machines'] as { id: string; status: string }[]).find((m) => m.status === 'AVAILABLE');
   if (!free) throw new Error('no available machine to quote');
   const startTime = new Date(Date.now() + 48 * 3_600_000).toISOString();
-  const quote = await run('mutation($i: CreateQuoteInput!) { createQuote(input: $i) { id } }', { i: { machineIds: [free.id], locationId: 'LOC-001', startTime, durationHours: 2 } });
-  return quote['createQuote'].id as string;
+  const quote = await run('mutation($i: CreateQuoteInput!) { createQuote(input: $i) { id } }', {
+    i: { machineIds: [free.id], locationId: 'LOC-001', startTime, durationHours: 2 },
+  });
+  return createdId(quote, 'createQuote');
 }

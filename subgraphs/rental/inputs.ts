@@ -6,14 +6,14 @@ import { text } from '../../platform/validate.js';
  * Every string goes through `text()` (no control characters), and ids are brought to their canonical
  * case here, at the edge, so that loaders, idempotency and comparisons see one spelling of each id.
  */
-export const MACHINE_ID = /^EQ-\d{3}$/;
-export const LOCATION_ID = /^LOC-\d{3}$/;
-export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-export const BOOKING_ID = /^BK-[0-9A-F]{12}$/i;
+const MACHINE_ID = /^EQ-\d{3}$/;
+const LOCATION_ID = /^LOC-\d{3}$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const BOOKING_ID = /^BK-[0-9A-F]{12}$/i;
 /** The shortest rental: a quarter hour, the billing unit (anything shorter would price at nothing). */
-export const MIN_DURATION_HOURS = 0.25;
-export const MAX_DURATION_HOURS = 2160;
-export const MAX_CUSTOMER_NAME = 200;
+const MIN_DURATION_HOURS = 0.25;
+const MAX_DURATION_HOURS = 2160;
+const MAX_CUSTOMER_NAME = 200;
 const MAX_ID = 64;
 
 /** Any id argument (machine, location): no control characters, bounded. */
@@ -28,15 +28,15 @@ export const idArg = text().trim().min(1, 'must not be empty').max(MAX_ID, `must
 const canonicalQuoteId = (id: string) => (UUID.test(id) ? id.toLowerCase() : id);
 const canonicalBookingId = (id: string) => (BOOKING_ID.test(id) ? id.toUpperCase() : id);
 
-export const MACHINE_ID_FORMAT = 'must look like EQ-001';
-export const LOCATION_ID_FORMAT = 'must look like LOC-001';
-export const QUOTE_ID_FORMAT = 'must be a UUID';
-export const BOOKING_ID_FORMAT = 'must look like BK-0123456789AB (BK- and 12 hex digits)';
+const MACHINE_ID_FORMAT = 'must look like EQ-001';
+const LOCATION_ID_FORMAT = 'must look like LOC-001';
+const QUOTE_ID_FORMAT = 'must be a UUID';
+const BOOKING_ID_FORMAT = 'must look like BK-0123456789AB (BK- and 12 hex digits)';
 
 /** A machine id (EQ- and three digits). */
 export const machineIdArg = idArg.refine((id) => MACHINE_ID.test(id), MACHINE_ID_FORMAT);
 /** A delivery site id (LOC- and three digits). */
-export const locationIdArg = idArg.refine((id) => LOCATION_ID.test(id), LOCATION_ID_FORMAT);
+const locationIdArg = idArg.refine((id) => LOCATION_ID.test(id), LOCATION_ID_FORMAT);
 /** A quote id: a UUID, in lower case (UUIDs are case-insensitive). */
 export const quoteIdArg = idArg.refine((id) => UUID.test(id), QUOTE_ID_FORMAT).transform(canonicalQuoteId);
 /** A booking id (BK- and 12 hex digits) in its canonical upper case. */
@@ -59,7 +59,6 @@ export const createQuoteInput = z.object({
     .min(MIN_DURATION_HOURS, `must be at least ${MIN_DURATION_HOURS} (15 minutes)`)
     .max(MAX_DURATION_HOURS, `must be at most ${MAX_DURATION_HOURS} (90 days)`),
 });
-export type CreateQuoteInput = z.infer<typeof createQuoteInput>;
 
 export const confirmBookingInput = z.object({
   quoteId: quoteIdArg,
@@ -81,4 +80,9 @@ export const bookingsPageArgs = z.object({
 export const START_TIME_WINDOW = { futureDays: 365 } as const;
 
 /** The Idempotency-Key header: printable, bounded. */
-export const idempotencyKey = z.string().trim().min(1).max(200).regex(/^[\x21-\x7e]+$/, 'must be printable ASCII');
+export const idempotencyKey = z
+  .string()
+  .trim()
+  .min(1)
+  .max(200)
+  .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII');

@@ -159,13 +159,7 @@ export interface Bill {
  * Closes a bill: the customer pays at least the quote; hours beyond it cost the quote's effective hourly
  * machine rate (surge and lead time included) times the overtime premium. Delivery is not re-charged.
  */
-export function closeBill(args: {
-  quotedHours: number;
-  subtotalCents: number;
-  totalCents: number;
-  rentalStart: Date;
-  completedAt: Date;
-}): Bill {
+export function closeBill(args: { quotedHours: number; subtotalCents: number; totalCents: number; rentalStart: Date; completedAt: Date }): Bill {
   const elapsedHours = Math.max(0, (args.completedAt.getTime() - args.rentalStart.getTime()) / 3_600_000);
   const actualHours = Math.ceil(elapsedHours * 4 - 1e-9) / 4;
   const billableHours = Math.max(args.quotedHours, actualHours);

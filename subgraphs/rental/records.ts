@@ -4,7 +4,7 @@ import type { TravelForecast } from './travel.js';
 
 export type MachineStatus = 'available' | 'reserved' | 'in_use';
 export type QuoteStatus = 'active' | 'confirmed' | 'expired';
-export type BookingStatus = 'confirmed' | 'completed';
+type BookingStatus = 'confirmed' | 'completed';
 
 export interface Place {
   id: string;

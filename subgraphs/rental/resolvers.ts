@@ -279,5 +279,3 @@ export const rentalResolvers: Resolvers = {
     etaModelVersion: (l) => l.etaModelVersion,
   },
 };
-
-

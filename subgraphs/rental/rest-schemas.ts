@@ -10,14 +10,14 @@ import { idempotencyKey } from './inputs.js';
 const eur = (what: string) => z.number().describe(`${what}, EUR (cents exact)`);
 const machineIds = z.array(z.string()).describe('Machine ids (EQ-001 .. EQ-015)');
 
-export const rentalPoint = z
+const rentalPoint = z
   .strictObject({
     lat: z.number().min(-90).max(90).describe('Latitude, degrees (WGS 84)'),
     lon: z.number().min(-180).max(180).describe('Longitude, degrees (WGS 84)'),
   })
   .meta({ id: 'RentalPoint' });
 
-export const rentalPlace = z
+const rentalPlace = z
   .strictObject({ id: z.string(), name: z.string(), coordinates: rentalPoint })
   .meta({ id: 'RentalPlace', description: 'A depot (DEP-RTM) or a delivery site (LOC-001)' });
 
@@ -39,7 +39,7 @@ export const rentalHealth = z.strictObject({
   fleet: rentalFleetSummary,
 });
 
-export const rentalMachine = z
+const rentalMachine = z
   .strictObject({
     id: z.string().describe('EQ- and three digits'),
     name: z.string(),
@@ -60,7 +60,9 @@ export const rentalQuote = z
     machine_ids: machineIds,
     location_id: z.string().describe('The delivery site (LOC-001)'),
     start_time: instant(),
-    earliest_start: instant().describe('When the last machine can be on site if the quote is confirmed at its expiry (loading, then road time from its depot): the earliest start a quote may ask for'),
+    earliest_start: instant().describe(
+      'When the last machine can be on site if the quote is confirmed at its expiry (loading, then road time from its depot): the earliest start a quote may ask for',
+    ),
     duration_hours: z.number().describe('Rental length, hours'),
     utilization: z.number().min(0).max(1).describe('Fleet utilization after this reservation, the figure the surge was priced at'),
     surge_multiplier: z.number().min(1).describe('m(u), rounded to 4 decimals before use'),
@@ -98,11 +100,14 @@ export const rentalQuote = z
   })
   .meta({ id: 'RentalQuote', description: 'A signed quote; its machines are reserved until it expires or is confirmed' });
 
-export const rentalBill = z
+const rentalBill = z
   .strictObject({
     currency: z.literal('EUR'),
     quoted_hours: z.number(),
-    actual_hours: z.number().nullable().describe('Hours from the rental start (or confirmation, if later) to completion, rounded up to quarter hours; null until completed'),
+    actual_hours: z
+      .number()
+      .nullable()
+      .describe('Hours from the rental start (or confirmation, if later) to completion, rounded up to quarter hours; null until completed'),
     billable_hours: z.number().nullable().describe('max(quoted_hours, actual_hours); null until completed'),
     quoted_amount: eur('The quote total'),
     overtime_amount: z.number().nullable().describe("Hours beyond the quote at the quote's effective hourly rate plus 25%, EUR; null until completed"),
@@ -114,7 +119,10 @@ export const rentalBill = z
 
 export const rentalBooking = z
   .strictObject({
-    booking_id: z.string().regex(/^BK-[0-9A-F]{12}$/).describe('BK- and 12 hex digits'),
+    booking_id: z
+      .string()
+      .regex(/^BK-[0-9A-F]{12}$/)
+      .describe('BK- and 12 hex digits'),
     quote_id: z.uuid(),
     customer_name: z.string(),
     status: z.enum(['confirmed', 'completed']),
@@ -136,7 +144,7 @@ const etaSource = z
 export const rentalTracking = z
   .strictObject({
     booking_id: z.string(),
-    status: trackingStatus.describe('The status of the delivery that arrives last; coordinates are its truck\'s'),
+    status: trackingStatus.describe("The status of the delivery that arrives last; coordinates are its truck's"),
     coordinates: rentalPoint,
     eta: instant().describe("Arrival of the last delivery: its travel forecast's median (q50) for the road left"),
     eta_q10: instant().describe("The last delivery's arrival at its forecast's q10 for the road left"),
@@ -157,7 +165,7 @@ export const rentalTracking = z
           distance_remaining_km: z.number().min(0),
           dispatch_at: instant(),
           depart_at: instant().describe('Dispatch plus 15 minutes of loading'),
-          eta: instant().describe('The run\'s median arrival (q50 of its travel forecast)'),
+          eta: instant().describe("The run's median arrival (q50 of its travel forecast)"),
           eta_q10: instant(),
           eta_q90: instant(),
           eta_source: etaSource,

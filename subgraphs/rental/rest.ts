@@ -26,7 +26,18 @@ import {
   type RentalSigningKeys,
   type RentalTracking,
 } from './rest-schemas.js';
-import type { RentalBookingsQuery, RentalCompleteBookingMutation, RentalConfirmBookingMutation, RentalCreateQuoteMutation, RentalFleetSummaryQuery, RentalHealthQuery, RentalLocationsQuery, RentalMachinesQuery, RentalSigningKeysQuery, RentalTrackingQuery } from './operation-types.js';
+import type {
+  RentalBookingsQuery,
+  RentalCompleteBookingMutation,
+  RentalConfirmBookingMutation,
+  RentalCreateQuoteMutation,
+  RentalFleetSummaryQuery,
+  RentalHealthQuery,
+  RentalLocationsQuery,
+  RentalMachinesQuery,
+  RentalSigningKeysQuery,
+  RentalTrackingQuery,
+} from './operation-types.js';
 
 /*
  * The documented REST paths of the rental service (under /rental), each run as a GraphQL operation
@@ -211,12 +222,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     result: (d) => summaryBody(d.fleetSummary),
     response: rentalFleetSummary,
   }),
-  defineRoute<
-    { machine_ids: string[]; location_id: string; start_time: string; duration_hours: number },
-    undefined,
-    undefined,
-    RentalCreateQuoteMutation
-  >({
+  defineRoute<{ machine_ids: string[]; location_id: string; start_time: string; duration_hours: number }, undefined, undefined, RentalCreateQuoteMutation>({
     method: 'POST',
     path: '/pricing/quote',
     summary: 'A signed multi-machine quote; the machines become reserved',
@@ -282,12 +288,7 @@ export const rentalRoutes: readonly RestRoute[] = [
     response: rentalBooking,
     errors: ['NOT_FOUND', 'CONFLICT'],
   }),
-  defineRoute<
-    undefined,
-    { limit: number; cursor?: string | undefined },
-    undefined,
-    RentalBookingsQuery
-  >({
+  defineRoute<undefined, { limit: number; cursor?: string | undefined }, undefined, RentalBookingsQuery>({
     method: 'GET',
     path: '/bookings',
     summary: 'Partner booking ledger, newest first (?limit=1..100, ?cursor=next_cursor)',

@@ -1,19 +1,11 @@
-import {
-  SignJWT,
-  calculateJwkThumbprint,
-  exportJWK,
-  generateKeyPair,
-  importJWK,
-  type CryptoKey,
-  type JWK,
-} from 'jose';
+import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Database } from '../../platform/db.js';
 
-export const QUOTE_ISSUER = 'ops-supergraph/rental';
+const QUOTE_ISSUER = 'ops-supergraph/rental';
 const ALG = 'EdDSA';
 
 /** The signed claims of a quote: what a partner can check offline. */
-export interface QuoteClaims {
+interface QuoteClaims {
   quote_id: string;
   machine_ids: string[];
   location_id: string;
@@ -45,9 +37,7 @@ export async function createQuoteSigner(db: Database, configuredPrivateJwk?: str
   if (configuredPrivateJwk) {
     privateJwk = parseConfiguredKey(configuredPrivateJwk);
   } else {
-    const existing = await db.query<{ private_jwk: JWK }>(
-      'SELECT private_jwk FROM rental_signing_keys ORDER BY created_at DESC, kid LIMIT 1',
-    );
+    const existing = await db.query<{ private_jwk: JWK }>('SELECT private_jwk FROM rental_signing_keys ORDER BY created_at DESC, kid LIMIT 1');
     if (existing.rows[0]) {
       privateJwk = existing.rows[0].private_jwk;
     } else {
@@ -66,15 +56,9 @@ export async function createQuoteSigner(db: Database, configuredPrivateJwk?: str
   const key = (await importJWK(privateJwk, ALG)) as CryptoKey;
   return {
     sign: (claims) =>
-      new SignJWT({ ...claims })
-        .setProtectedHeader({ alg: ALG, kid, typ: 'JWT' })
-        .setIssuer(QUOTE_ISSUER)
-        .setSubject(claims.quote_id)
-        .sign(key),
+      new SignJWT({ ...claims }).setProtectedHeader({ alg: ALG, kid, typ: 'JWT' }).setIssuer(QUOTE_ISSUER).setSubject(claims.quote_id).sign(key),
     async jwks() {
-      const res = await db.query<{ kid: string; public_jwk: JWK }>(
-        'SELECT kid, public_jwk FROM rental_signing_keys ORDER BY created_at DESC, kid',
-      );
+      const res = await db.query<{ kid: string; public_jwk: JWK }>('SELECT kid, public_jwk FROM rental_signing_keys ORDER BY created_at DESC, kid');
       return { keys: res.rows.map((r) => ({ ...r.public_jwk, kid: r.kid, alg: ALG, use: 'sig' as const })) };
     },
   };

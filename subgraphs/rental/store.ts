@@ -5,14 +5,7 @@ import { domainError } from '../../platform/errors.js';
 import { appendEvents, lockCommitOrder, type OutboxEvent } from '../../platform/outbox.js';
 import { viewedTenant, type Owner, type Viewer } from '../../platform/ownership.js';
 import { PRICING, closeBill, deliveryRuns, priceQuote, surgeMultiplier, utilizationOf, type FleetCounts } from './pricing.js';
-import type {
-  BookingRecord,
-  FleetSummaryRecord,
-  MachineRecord,
-  MachineStatus,
-  Place,
-  QuoteRecord,
-} from './records.js';
+import type { BookingRecord, FleetSummaryRecord, MachineRecord, MachineStatus, Place, QuoteRecord } from './records.js';
 import type { QuoteSigner } from './signing.js';
 import {
   DELIVERY,
@@ -73,8 +66,10 @@ const BOOKING_COLUMNS = bookingColumns();
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A confirm's payload as an Idempotency-Key remembers it: SHA-256 of its normalized fields. */
-export function confirmFingerprint(input: { quoteId: string; customerName: string }): string {
-  return createHash('sha256').update(JSON.stringify(['confirmBooking', input.quoteId, input.customerName]), 'utf8').digest('hex');
+function confirmFingerprint(input: { quoteId: string; customerName: string }): string {
+  return createHash('sha256')
+    .update(JSON.stringify(['confirmBooking', input.quoteId, input.customerName]), 'utf8')
+    .digest('hex');
 }
 
 /** A start before the machines can be on site: 400, stating the earliest start and what it is made of. */
@@ -95,7 +90,6 @@ function startTooEarly(runs: readonly QuotedRun[], earliest: Date): GraphQLError
 
 const keyReused = () =>
   domainError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request; send a new key for a new request');
-
 
 /** A booking on its way, with what the tracker last published for it. */
 type TrackedBooking = BookingRecord & { trackingStatus: TrackingStatus; trackingAt: Date };
@@ -188,7 +182,10 @@ export class RentalStore {
           [booking.id, due.status, now, booking.trackingStatus, booking.trackingAt],
         );
         if (claimed.rowCount !== 1) return false;
-        await appendEvents(tx, due.events.map((payload) => trackingEvent(booking.id, payload, ownerFields(booking))));
+        await appendEvents(
+          tx,
+          due.events.map((payload) => trackingEvent(booking.id, payload, ownerFields(booking))),
+        );
         return true;
       });
       if (won) published += due.events.length;
@@ -255,9 +252,7 @@ export class RentalStore {
   }
 
   async machinesByIds(ids: readonly string[]): Promise<MachineRecord[]> {
-    const res = await this.db.query<MachineRecord>(`SELECT ${MACHINE_COLUMNS} FROM rental_machines WHERE id = ANY($1)`, [
-      [...ids],
-    ]);
+    const res = await this.db.query<MachineRecord>(`SELECT ${MACHINE_COLUMNS} FROM rental_machines WHERE id = ANY($1)`, [[...ids]]);
     return res.rows;
   }
 
@@ -363,9 +358,7 @@ export class RentalStore {
     const { now } = input;
     // Reference data (sites, the catalogue's rates and depots), fixed by migrations: read and checked, and
     // the runs forecast, before any transaction, so no transaction waits on the prediction subgraph.
-    const site = (
-      await this.db.query<Place>('SELECT id, name, latitude, longitude FROM rental_locations WHERE id = $1', [input.locationId])
-    ).rows[0];
+    const site = (await this.db.query<Place>('SELECT id, name, latitude, longitude FROM rental_locations WHERE id = $1', [input.locationId])).rows[0];
     if (!site) {
       throw domainError('BAD_USER_INPUT', `Unknown location "${input.locationId}"`, [
         { field: 'locationId', message: `unknown location "${input.locationId}"` },
@@ -480,19 +473,11 @@ export class RentalStore {
    * fingerprint are inserted with the booking, in its transaction: a concurrent request with the same
    * key waits on that insert (the unique key) or on the quote's row, then reads the committed booking.
    */
-  async confirmBooking(input: {
-    quoteId: string;
-    customerName: string;
-    idempotencyKey: string | null;
-    now: Date;
-    viewer: Viewer;
-  }): Promise<BookingRecord> {
+  async confirmBooking(input: { quoteId: string; customerName: string; idempotencyKey: string | null; now: Date; viewer: Viewer }): Promise<BookingRecord> {
     const { now, quoteId, idempotencyKey, viewer } = input;
     const fingerprint = confirmFingerprint(input);
     if (!UUID_RE.test(quoteId)) {
-      throw domainError('BAD_USER_INPUT', `quoteId must be a UUID, got "${quoteId}"`, [
-        { field: 'quoteId', message: 'must be a UUID' },
-      ]);
+      throw domainError('BAD_USER_INPUT', `quoteId must be a UUID, got "${quoteId}"`, [{ field: 'quoteId', message: 'must be a UUID' }]);
     }
     await this.releaseExpired(now);
     // The delivery plan is forecast before the transaction (no transaction waits on prediction), from the
@@ -690,7 +675,12 @@ function fleetEventFrom(counts: FleetCounts, at: Date): OutboxEvent {
 
 /** A booking's own events: its tenant's alone. */
 function bookingEvent(bookingId: string, status: 'confirmed' | 'completed', at: Date, owner: Owner): OutboxEvent {
-  return { topic: TOPICS.booking, key: bookingId, payload: { bookingId, status, at: at.toISOString() }, audience: { owner: ownerFields(owner), grain: 'tenant' } };
+  return {
+    topic: TOPICS.booking,
+    key: bookingId,
+    payload: { bookingId, status, at: at.toISOString() },
+    audience: { owner: ownerFields(owner), grain: 'tenant' },
+  };
 }
 
 function trackingEvent(bookingId: string, payload: TrackingEventPayload, owner: Owner): OutboxEvent<TrackingEventPayload> {

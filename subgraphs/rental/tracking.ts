@@ -18,7 +18,7 @@ export type TrackingStatus = 'scheduled' | 'dispatched' | 'in_transit' | 'on_sit
  * The forecast a truck runs on: road minutes for `remainingKm` of road from the instant `from` (its
  * departure, or the instant the run was forecast again on the road, see `reforecastLeg`).
  */
-export interface LegForecast extends TravelForecast {
+interface LegForecast extends TravelForecast {
   from: string;
   remainingKm: number;
 }
@@ -67,7 +67,7 @@ export function earliestStart(runs: readonly QuotedRun[], expiresAt: Date): Date
 }
 
 /** The forecast a stored leg runs on (a plan stored before forecasts: the rule from its departure). */
-export function legForecast(leg: PlannedLeg): LegForecast {
+function legForecast(leg: PlannedLeg): LegForecast {
   return leg.forecast ?? { ...ruleForecast(leg.distanceKm), from: leg.departAt, remainingKm: leg.distanceKm };
 }
 
@@ -300,16 +300,10 @@ export interface TrackingState {
 }
 
 /** The leg that arrives last: the booking is on site when it is. */
-export const criticalLeg = (legs: readonly PlannedLeg[]): PlannedLeg =>
-  legs.reduce((a, b) => (Date.parse(b.arriveAt) > Date.parse(a.arriveAt) ? b : a));
+export const criticalLeg = (legs: readonly PlannedLeg[]): PlannedLeg => legs.reduce((a, b) => (Date.parse(b.arriveAt) > Date.parse(a.arriveAt) ? b : a));
 
 /** The booking follows its last-arriving leg: its status, place, ETA and band are that truck's. */
-export function trackingState(
-  legs: PlannedLeg[],
-  places: { depot: (id: string) => LatLon; site: LatLon },
-  now: Date,
-  completed: boolean,
-): TrackingState {
+export function trackingState(legs: PlannedLeg[], places: { depot: (id: string) => LatLon; site: LatLon }, now: Date, completed: boolean): TrackingState {
   const states = legs.map((leg) => legState(leg, places.depot(leg.depotId), places.site, now, completed));
   const last = criticalLeg(legs);
   const critical = states.find((s) => s.leg === last)!;

@@ -14,7 +14,7 @@ export interface TravelForecast {
 }
 
 /** The fallback while prediction cannot answer: a low-loader's average speed on regional roads. */
-export const RULE_SPEED_KMH = 45;
+const RULE_SPEED_KMH = 45;
 
 export function ruleForecast(distanceKm: number): TravelForecast {
   const minutes = (distanceKm / RULE_SPEED_KMH) * 60;
@@ -37,7 +37,14 @@ export type TravelForecaster = (runs: readonly { distanceKm: number; departAt: D
 const DELIVERY_FORECASTS = /* GraphQL */ `
   query RentalTravelForecasts($representations: [_Any!]!) {
     _entities(representations: $representations) {
-      ... on Booking { deliveryForecast { q10Minutes q50Minutes q90Minutes modelVersion } }
+      ... on Booking {
+        deliveryForecast {
+          q10Minutes
+          q50Minutes
+          q90Minutes
+          modelVersion
+        }
+      }
     }
   }
 `;

@@ -8,9 +8,7 @@ export class FileTimesReporter implements Reporter {
   constructor(private readonly budgetMs = 30_000) {}
 
   onTestRunEnd(testModules: ReadonlyArray<TestModule>): void {
-    const rows = testModules
-      .map((m) => ({ file: m.relativeModuleId, ms: m.diagnostic().duration, state: m.state() }))
-      .sort((a, b) => b.ms - a.ms);
+    const rows = testModules.map((m) => ({ file: m.relativeModuleId, ms: m.diagnostic().duration, state: m.state() })).sort((a, b) => b.ms - a.ms);
     if (rows.length === 0) return;
     const total = rows.reduce((sum, r) => sum + r.ms, 0);
     const lines = rows.map((r) => {

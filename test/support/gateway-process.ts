@@ -27,8 +27,8 @@ export function startGatewayProcess(env: Record<string, string>): Promise<Gatewa
         resolve({ url: match[1]!, child });
       }
     };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
     child.on('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`gateway exited with ${code}:\n${out}`));
@@ -42,7 +42,6 @@ export const stopProcess = (p: GatewayProcess | undefined) =>
     p.child.once('exit', () => resolve());
     p.child.kill('SIGTERM');
   });
-
 
 /** Kills it at once (SIGKILL: no shutdown, its sockets simply drop). */
 export const killProcess = (p: GatewayProcess) =>

@@ -38,7 +38,7 @@ export class TestPostgres {
 
   /** A new cluster, started; its database `test` is empty. */
   static async start(): Promise<TestPostgres> {
-    if (!PG_BIN) throw new Error('no PostgreSQL server binaries (initdb, pg_ctl) to start one of the test\'s own');
+    if (!PG_BIN) throw new Error("no PostgreSQL server binaries (initdb, pg_ctl) to start one of the test's own");
     const dir = mkdtempSync(join(tmpdir(), 'pg-'));
     // The cluster's owner must be able to reach its directory.
     chmodSync(dir, 0o777);

@@ -5,7 +5,7 @@ import { prediction } from '../../subgraphs/prediction/index.js';
 import { subgraphs } from '../../subgraphs/registry.js';
 
 /** A prediction subgraph that starts but fails every request, as an unreachable one does. */
-export const unreachablePrediction: typeof prediction = {
+const unreachablePrediction: typeof prediction = {
   ...prediction,
   async start(deps) {
     const instance = await prediction.start(deps);

@@ -43,11 +43,11 @@ export function startProcess(entry: string, env: Record<string, string>, args: s
       const match = /serving GraphQL at (http:\/\/[^\s"/]+)/.exec(out);
       if (match) resolve(match[1]!);
     };
-    child.stdout!.on('data', (chunk: Buffer) => {
+    child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
       look();
     });
-    child.stderr!.on('data', (chunk: Buffer) => {
+    child.stderr.on('data', (chunk: Buffer) => {
       err += chunk.toString();
     });
     void exited.then((code) => reject(new Error(`${entry} exited (${code}) before serving:\n${err}\n${out.slice(-2000)}`)));

@@ -44,7 +44,7 @@ function unwrap(schema: z.ZodType): z.ZodType {
  * Every optional parameter of a schema, as paths (`ttl`, `constraints.max_latency_ms`, `paths[].jitter_ms`),
  * nested ones included (an optional field of an optional object, or of the items of a list).
  */
-export function optionalPaths(schema: z.ZodType | undefined, prefix: string): string[] {
+function optionalPaths(schema: z.ZodType | undefined, prefix: string): string[] {
   if (!schema) return [];
   const out: string[] = [];
   const walk = (s: z.ZodType, at: string) => {
@@ -92,7 +92,7 @@ export function setPath(value: Json | undefined, path: string, to: Json | undefi
     return object;
   }
   if (list) {
-    const items = Array.isArray(object[key]) ? (object[key] as Json[]) : [];
+    const items = Array.isArray(object[key]) ? object[key] : [];
     object[key] = items.map((item) => (rest.length === 0 ? (to as Json) : (setPath(item, rest.join('.'), to) as Json)));
     return object;
   }

@@ -85,7 +85,7 @@ export type TestServer = Omit<RunningServer, 'db' | 'events'> & {
  * the gateway's upstream subscription reaches it). The counts wrap the public methods of the running
  * instances and pass everything through unchanged.
  */
-export class LiveSubscriptions {
+class LiveSubscriptions {
   /** Subscribe calls the gateway's executor has answered. */
   subscribed = 0;
   /** Streams opened on the event hubs (one per upstream stream; identical live subscriptions share one). */
@@ -181,7 +181,12 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const urls = [...subgraphServers].map(([name, s]) => `${name}=${s.graphqlUrl}`).join(',');
   // In distributed mode the gateway runs no subgraph and opens no database.
   const gatewayEnv = options.mode === 'distributed' ? env : await own();
-  const server = await startServer({ config: loadConfig({ ...gatewayEnv, ...(urls ? { SUBGRAPH_URLS: urls } : {}) }), subgraphs: modules, ...clock, ...(options.audit ? { audit: options.audit } : {}) });
+  const server = await startServer({
+    config: loadConfig({ ...gatewayEnv, ...(urls ? { SUBGRAPH_URLS: urls } : {}) }),
+    subgraphs: modules,
+    ...clock,
+    ...(options.audit ? { audit: options.audit } : {}),
+  });
   const instances = new Map<string, SubgraphInstance>(server.subgraphs);
   for (const [name, s] of subgraphServers) instances.set(name, s.runtime.instances.get(name)!);
   const close = async () => {
@@ -204,7 +209,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
 }
 
 /** The modules in an order where every subgraph comes after the peers it asks. */
-export function peersFirst<M extends { name: string; peers?: readonly string[] }>(modules: readonly M[]): M[] {
+function peersFirst<M extends { name: string; peers?: readonly string[] }>(modules: readonly M[]): M[] {
   const ordered: M[] = [];
   const visit = (m: M) => {
     if (ordered.includes(m)) return;

@@ -3,7 +3,7 @@ import WebSocket from 'ws';
 import { WAIT_MS } from './wait.js';
 
 /** The close of a graphql-ws connection, as the client saw it. */
-export interface Closed {
+interface Closed {
   code: number;
   reason: string;
 }
@@ -78,7 +78,9 @@ export class Collector<D = Record<string, any>> {
     while (!predicate(this)) {
       const left = deadline - Date.now();
       if (left <= 0) {
-        throw new Error(`timed out waiting for ${what}; have ${this.results.length}: ${JSON.stringify(this.results).slice(0, 2000)}; error: ${String(this.error)}`);
+        throw new Error(
+          `timed out waiting for ${what}; have ${this.results.length}: ${JSON.stringify(this.results).slice(0, 2000)}; error: ${String(this.error)}`,
+        );
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(left, 200));

@@ -60,7 +60,7 @@ interface ActiveStream {
 }
 
 /** Orders two decimal cursors (int8 ids as text, no leading zeros). */
-export function compareCursors(a: string, b: string): number {
+function compareCursors(a: string, b: string): number {
   return a.length !== b.length ? a.length - b.length : a < b ? -1 : a > b ? 1 : 0;
 }
 
@@ -70,7 +70,10 @@ function messagesOf(errors: readonly { message: string }[]): string {
 }
 
 function codesOf(errors: readonly { extensions?: Record<string, unknown> }[]): string[] {
-  return errors.map((e) => String(e.extensions?.['code'] ?? ''));
+  return errors.map((e) => {
+    const code = e.extensions?.['code'];
+    return typeof code === 'string' ? code : '';
+  });
 }
 
 function closeOf(event: unknown): { code: number; reason: string } {
@@ -231,7 +234,7 @@ export class Connection {
 
   /** Opens a stream that survives reconnects, resuming from its last cursor. */
   stream<T>(options: StreamOptions<T>): Stream {
-    const active: ActiveStream = { options: options as StreamOptions<unknown>, cursor: options.after, unsubscribe: null, closed: false, retry: null };
+    const active: ActiveStream = { options: options, cursor: options.after, unsubscribe: null, closed: false, retry: null };
     this.streams.add(active);
     if (this.state.kind === 'live') this.subscribe(active);
     return {

@@ -13,9 +13,14 @@ export const RENTAL_CURSOR = /* GraphQL */ `
 
 const DELIVERY_LEG = /* GraphQL */ `
   fragment DashboardLeg on DeliveryLeg {
-    depot { id }
+    depot {
+      id
+    }
     status
-    coordinates { latitude longitude }
+    coordinates {
+      latitude
+      longitude
+    }
     departAt
     eta
   }
@@ -27,18 +32,27 @@ const DELIVERY_BOOKING = /* GraphQL */ `
     status
     customerName
     startTime
-    machines { id }
-    location { id }
+    machines {
+      id
+    }
+    location {
+      id
+    }
     tracking {
       status
-      coordinates { latitude longitude }
+      coordinates {
+        latitude
+        longitude
+      }
       eta
       etaQ10
       etaQ90
       etaSource
       minutesRemaining
       distanceRemainingKm
-      legs { ...DashboardLeg }
+      legs {
+        ...DashboardLeg
+      }
     }
   }
   ${DELIVERY_LEG}
@@ -47,18 +61,58 @@ const DELIVERY_BOOKING = /* GraphQL */ `
 /** Who the page acts for: which panels its credential may fill. */
 export const VIEWER = /* GraphQL */ `
   query DashboardViewer {
-    viewer { id tenant scopes operator }
+    viewer {
+      id
+      tenant
+      scopes
+      operator
+    }
   }
 `;
 
 /** The rental snapshot: machines, fleet summary, the map's depots and sites, and the newest bookings with their deliveries. */
 export const RENTAL_SNAPSHOT = /* GraphQL */ `
   query DashboardRental {
-    machines { id name category status depot { id } }
-    fleetSummary { available reserved inUse total utilization surgeMultiplier }
-    depots { id name coordinates { latitude longitude } }
-    locations { id name coordinates { latitude longitude } }
-    bookings(first: 20) { edges { node { ...DashboardDelivery } } }
+    machines {
+      id
+      name
+      category
+      status
+      depot {
+        id
+      }
+    }
+    fleetSummary {
+      available
+      reserved
+      inUse
+      total
+      utilization
+      surgeMultiplier
+    }
+    depots {
+      id
+      name
+      coordinates {
+        latitude
+        longitude
+      }
+    }
+    locations {
+      id
+      name
+      coordinates {
+        latitude
+        longitude
+      }
+    }
+    bookings(first: 20) {
+      edges {
+        node {
+          ...DashboardDelivery
+        }
+      }
+    }
   }
   ${DELIVERY_BOOKING}
 `;
@@ -66,7 +120,9 @@ export const RENTAL_SNAPSHOT = /* GraphQL */ `
 /** One booking's delivery, when a confirmation announces it. */
 export const BOOKING = /* GraphQL */ `
   query DashboardBooking($id: ID!) {
-    booking(id: $id) { ...DashboardDelivery }
+    booking(id: $id) {
+      ...DashboardDelivery
+    }
   }
   ${DELIVERY_BOOKING}
 `;
@@ -75,7 +131,10 @@ export const MACHINE_EVENTS = /* GraphQL */ `
   subscription DashboardMachines($after: ID) {
     machineStatusChanged(after: $after) {
       cursor
-      machine { id name }
+      machine {
+        id
+        name
+      }
       previousStatus
       status
       reason
@@ -88,7 +147,16 @@ export const MACHINE_EVENTS = /* GraphQL */ `
 
 export const FLEET_EVENTS = /* GraphQL */ `
   subscription DashboardFleet($after: ID) {
-    fleetSummaryChanged(after: $after) { cursor available reserved inUse total utilization surgeMultiplier at }
+    fleetSummaryChanged(after: $after) {
+      cursor
+      available
+      reserved
+      inUse
+      total
+      utilization
+      surgeMultiplier
+      at
+    }
   }
 `;
 
@@ -98,7 +166,10 @@ export const TRACKING_EVENTS = /* GraphQL */ `
       cursor
       bookingId
       status
-      coordinates { latitude longitude }
+      coordinates {
+        latitude
+        longitude
+      }
       eta
       etaQ10
       etaQ90
@@ -106,14 +177,28 @@ export const TRACKING_EVENTS = /* GraphQL */ `
       minutesRemaining
       distanceRemainingKm
       at
-      booking { tracking { legs { ...DashboardLeg } } }
+      booking {
+        tracking {
+          legs {
+            ...DashboardLeg
+          }
+        }
+      }
     }
   }
   ${DELIVERY_LEG}
 `;
 
 const BOND_PATH = /* GraphQL */ `
-  fragment DashboardBondPath on BondPath { id kind up latencyMs lossPct capacityMbps outageProbability }
+  fragment DashboardBondPath on BondPath {
+    id
+    kind
+    up
+    latencyMs
+    lossPct
+    capacityMbps
+    outageProbability
+  }
 `;
 
 export const BONDING_CURSOR = /* GraphQL */ `
@@ -124,7 +209,15 @@ export const BONDING_CURSOR = /* GraphQL */ `
 
 export const BONDING_SNAPSHOT = /* GraphQL */ `
   query DashboardBonding {
-    bondingOverview { openSessions negotiating bonded degraded down keySource tickMs }
+    bondingOverview {
+      openSessions
+      negotiating
+      bonded
+      degraded
+      down
+      keySource
+      tickMs
+    }
     bondingSessions(first: 6) {
       id
       userId
@@ -132,9 +225,24 @@ export const BONDING_SNAPSHOT = /* GraphQL */ `
       stateReason
       tick
       createdAt
-      paths { ...DashboardBondPath }
-      recommendation { feasible pair { a b jointOutage } expectedGoodputMbps }
-      lastKey { status bits qber eavesdropperDetected }
+      paths {
+        ...DashboardBondPath
+      }
+      recommendation {
+        feasible
+        pair {
+          a
+          b
+          jointOutage
+        }
+        expectedGoodputMbps
+      }
+      lastKey {
+        status
+        bits
+        qber
+        eavesdropperDetected
+      }
     }
   }
   ${BOND_PATH}
@@ -151,7 +259,9 @@ export const BONDING_EVENTS = /* GraphQL */ `
       tick
       reason
       at
-      paths { ...DashboardBondPath }
+      paths {
+        ...DashboardBondPath
+      }
     }
   }
   ${BOND_PATH}
@@ -173,18 +283,45 @@ const RUN = /* GraphQL */ `
     depth
     createdAt
     durationMs
-    result { optimalityRatio refined { ratio } baseline { ratio } }
+    result {
+      optimalityRatio
+      refined {
+        ratio
+      }
+      baseline {
+        ratio
+      }
+    }
   }
 `;
 
 export const OPTIMIZATION_SNAPSHOT = /* GraphQL */ `
   query DashboardOptimization {
     optimizationStatus {
-      backend { name maxQubits }
-      runs { total running completed failed }
-      fleet { vessels tick tickIntervalMs }
+      backend {
+        name
+        maxQubits
+      }
+      runs {
+        total
+        running
+        completed
+        failed
+      }
+      fleet {
+        vessels
+        tick
+        tickIntervalMs
+      }
     }
-    quantumRuns(first: 5) { totalCount edges { node { ...DashboardRun } } }
+    quantumRuns(first: 5) {
+      totalCount
+      edges {
+        node {
+          ...DashboardRun
+        }
+      }
+    }
   }
   ${RUN}
 `;
@@ -193,15 +330,40 @@ export const VESSEL_FLEET = /* GraphQL */ `
   query DashboardVessels {
     vesselFleet {
       tick
-      vessels { mmsi name type position { latitude longitude } speedOverGround }
-      speedZones { id name center { latitude longitude } radiusMeters limitKnots }
+      vessels {
+        mmsi
+        name
+        type
+        position {
+          latitude
+          longitude
+        }
+        speedOverGround
+      }
+      speedZones {
+        id
+        name
+        center {
+          latitude
+          longitude
+        }
+        radiusMeters
+        limitKnots
+      }
     }
   }
 `;
 
 export const RUN_EVENTS = /* GraphQL */ `
   subscription DashboardRuns($after: ID) {
-    quantumRunCompleted(after: $after) { cursor status at run { ...DashboardRun } }
+    quantumRunCompleted(after: $after) {
+      cursor
+      status
+      at
+      run {
+        ...DashboardRun
+      }
+    }
   }
   ${RUN}
 `;
@@ -212,7 +374,16 @@ export const VESSEL_EVENTS = /* GraphQL */ `
       cursor
       tick
       at
-      vessels { mmsi name type position { latitude longitude } speedOverGround }
+      vessels {
+        mmsi
+        name
+        type
+        position {
+          latitude
+          longitude
+        }
+        speedOverGround
+      }
     }
   }
 `;
@@ -226,9 +397,20 @@ export const FEATURES_SNAPSHOT = /* GraphQL */ `
       policies
       claims
       onlineStore
-      checks { name ok detail milliseconds }
+      checks {
+        name
+        ok
+        detail
+        milliseconds
+      }
     }
-    materializations(first: 3) { id asOf rowsWritten onlineStore materializedAt }
+    materializations(first: 3) {
+      id
+      asOf
+      rowsWritten
+      onlineStore
+      materializedAt
+    }
   }
 `;
 

@@ -47,18 +47,23 @@ const sources = [
 ];
 // Who the page acts for first: each part asks only for what its principal may see.
 const principal = byId('principal');
-connection.onConnected(async () => {
-  const viewer = await connection.query(VIEWER, (d) => viewerAnswer.parse(d).viewer).then(
-    ({ data }) => data,
-    () => null,
-  );
+connection.onConnected(() => void showPrincipal());
+
+/** Asks who the page acts for, then lets each part ask for what that principal may see. */
+async function showPrincipal(): Promise<void> {
+  const viewer = await connection
+    .query(VIEWER, (d) => viewerAnswer.parse(d).viewer)
+    .then(
+      ({ data }) => data,
+      () => null,
+    );
   principal.hidden = viewer === null;
   if (viewer) {
     fill(principal, viewer.operator ? `${viewer.id} · operator` : `${viewer.id} · ${viewer.tenant}`);
     principal.title = viewer.operator ? 'every scope over every tenant (ops:admin)' : `scopes: ${viewer.scopes.join(', ') || 'none'}`;
   }
   for (const source of sources) source.connected(viewer);
-});
+}
 // The chart's time axis moves on between events.
 setInterval(() => chart.render(), 5000);
 connection.start();

@@ -61,7 +61,7 @@ export const rentalSnapshot = z.object({
   locations: z.array(place),
   bookings: z.object({ edges: z.array(z.object({ node: delivery })) }),
 });
-export type RentalSnapshot = z.infer<typeof rentalSnapshot>;
+type RentalSnapshot = z.infer<typeof rentalSnapshot>;
 export type Machine = RentalSnapshot['machines'][number];
 
 export const bookingAnswer = z.object({ booking: z.nullable(delivery) });

@@ -87,9 +87,17 @@ function sessionView(x: BondingSession): HTMLElement {
     ),
     h('div', { class: 'session-reason muted' }, x.stateReason),
     pair
-      ? h('div', { class: 'session-pair' }, 'pair ', h('strong', {}, `${pair.a} + ${pair.b}`), ` · joint outage ${probability(pair.jointOutage)} · ${x.recommendation.expectedGoodputMbps.toFixed(0)} Mbps expected`)
+      ? h(
+          'div',
+          { class: 'session-pair' },
+          'pair ',
+          h('strong', {}, `${pair.a} + ${pair.b}`),
+          ` · joint outage ${probability(pair.jointOutage)} · ${x.recommendation.expectedGoodputMbps.toFixed(0)} Mbps expected`,
+        )
       : null,
-    x.state === 'CLOSED' ? null : h('div', { class: 'paths' }, ...x.paths.map((p) => pathRow(p, maxCapacity, pair !== null && (p.id === pair.a || p.id === pair.b)))),
+    x.state === 'CLOSED'
+      ? null
+      : h('div', { class: 'paths' }, ...x.paths.map((p) => pathRow(p, maxCapacity, pair !== null && (p.id === pair.a || p.id === pair.b)))),
   );
 }
 

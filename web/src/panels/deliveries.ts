@@ -170,12 +170,25 @@ export class DeliveriesPanel {
         const depot = this.depots.get(leg.depot.id);
         if (!depot) continue;
         routes.push(
-          s('line', { class: 'route', 'data-status': token(leg.status), x1: px(depot.coordinates), y1: py(depot.coordinates), x2: px(site.coordinates), y2: py(site.coordinates) }),
+          s('line', {
+            class: 'route',
+            'data-status': token(leg.status),
+            x1: px(depot.coordinates),
+            y1: py(depot.coordinates),
+            x2: px(site.coordinates),
+            y2: py(site.coordinates),
+          }),
         );
         markers.push(
           s(
             'g',
-            { class: 'marker', 'data-booking': d.id, 'data-depot': leg.depot.id, 'data-status': token(leg.status), transform: `translate(${px(leg.coordinates)},${py(leg.coordinates)})` },
+            {
+              class: 'marker',
+              'data-booking': d.id,
+              'data-depot': leg.depot.id,
+              'data-status': token(leg.status),
+              transform: `translate(${px(leg.coordinates)},${py(leg.coordinates)})`,
+            },
             s('title', {}, `${d.id} from ${leg.depot.id}: ${label(leg.status)}`),
             s('circle', { class: 'marker-halo', r: 11 }),
             s('circle', { class: 'marker-dot', r: 6 }),
@@ -183,7 +196,8 @@ export class DeliveriesPanel {
         );
       }
       // A truck still at its depot would cover the depot's name.
-      if (d.status !== 'SCHEDULED') markers.push(s('text', { class: 'marker-label', x: Number(px(d.coordinates)) + 10, y: Number(py(d.coordinates)) - 10 }, d.id));
+      if (d.status !== 'SCHEDULED')
+        markers.push(s('text', { class: 'marker-label', x: Number(px(d.coordinates)) + 10, y: Number(py(d.coordinates)) - 10 }, d.id));
     }
 
     const depots = [...this.depots.values()].map((depot) =>
@@ -224,7 +238,13 @@ export class DeliveriesPanel {
     return h(
       'li',
       { class: `delivery${active ? '' : ' arrived'}`, 'data-booking': d.id, 'data-status': token(d.status) },
-      h('div', { class: 'delivery-head' }, h('strong', {}, d.id), h('span', { class: 'pill', 'data-status': token(d.status) }, label(d.status)), h('span', { class: 'muted' }, d.customerName)),
+      h(
+        'div',
+        { class: 'delivery-head' },
+        h('strong', {}, d.id),
+        h('span', { class: 'pill', 'data-status': token(d.status) }, label(d.status)),
+        h('span', { class: 'muted' }, d.customerName),
+      ),
       h('div', { class: 'delivery-route' }, `${depots} → ${site?.name ?? d.siteId}`, h('span', { class: 'muted' }, ` · ${d.machineIds.join(', ')}`)),
       h(
         'div',

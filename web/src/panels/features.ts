@@ -42,7 +42,12 @@ export class FeaturesPanel {
             'ul',
             { class: 'materializations' },
             ...snapshot.materializations.map((m) =>
-              h('li', {}, h('strong', {}, `${m.rowsWritten.toLocaleString()} rows`), h('span', { class: 'muted' }, ` as of ${time(m.asOf)} → ${m.onlineStore}, ${time(m.materializedAt)}`)),
+              h(
+                'li',
+                {},
+                h('strong', {}, `${m.rowsWritten.toLocaleString()} rows`),
+                h('span', { class: 'muted' }, ` as of ${time(m.asOf)} → ${m.onlineStore}, ${time(m.materializedAt)}`),
+              ),
             ),
           ),
     );

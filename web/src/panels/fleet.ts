@@ -15,7 +15,12 @@ export class FleetPanel {
         const status = h('span', { class: 'tile-status' }, label(machine.status));
         const tile = h(
           'div',
-          { class: 'tile', 'data-machine': machine.id, 'data-status': token(machine.status), title: `${machine.name}, ${label(machine.category)} (${machine.depot.id})` },
+          {
+            class: 'tile',
+            'data-machine': machine.id,
+            'data-status': token(machine.status),
+            title: `${machine.name}, ${label(machine.category)} (${machine.depot.id})`,
+          },
           h('span', { class: 'tile-id' }, machine.id),
           h('span', { class: 'tile-name' }, machine.name),
           status,

@@ -82,7 +82,19 @@ export class OptimizationPanel {
         : h(
             'table',
             { class: 'runs' },
-            h('thead', {}, h('tr', {}, h('th', {}, 'run'), h('th', {}, 'problem'), h('th', {}, 'qubits · p'), h('th', {}, 'status'), h('th', { title: 'optimality ratio: QAOA / refined / random-start baseline' }, 'ratio q / ref / base'))),
+            h(
+              'thead',
+              {},
+              h(
+                'tr',
+                {},
+                h('th', {}, 'run'),
+                h('th', {}, 'problem'),
+                h('th', {}, 'qubits · p'),
+                h('th', {}, 'status'),
+                h('th', { title: 'optimality ratio: QAOA / refined / random-start baseline' }, 'ratio q / ref / base'),
+              ),
+            ),
             h('tbody', {}, ...this.runs.slice(0, RUNS_SHOWN).map(runRow)),
           ),
       h(
@@ -106,7 +118,10 @@ export class OptimizationPanel {
     for (const z of this.zones) {
       const dLat = z.radiusMeters / 111_320;
       const dLon = dLat / Math.cos((z.center.latitude * Math.PI) / 180);
-      points.push({ latitude: z.center.latitude - dLat, longitude: z.center.longitude - dLon }, { latitude: z.center.latitude + dLat, longitude: z.center.longitude + dLon });
+      points.push(
+        { latitude: z.center.latitude - dLat, longitude: z.center.longitude - dLon },
+        { latitude: z.center.latitude + dLat, longitude: z.center.longitude + dLon },
+      );
     }
     if (points.length === 0) return s('svg', { class: 'vessel-map', viewBox: `0 0 ${MAP_WIDTH} ${MAP_HEIGHT}` });
     const lats = points.map((p) => p.latitude);
@@ -127,12 +142,23 @@ export class OptimizationPanel {
       { class: 'vessel-map', viewBox: `0 0 ${MAP_WIDTH} ${MAP_HEIGHT}`, role: 'img', 'aria-label': 'Simulated AIS fleet' },
       s('rect', { class: 'map-bg sea', x: 0, y: 0, width: MAP_WIDTH, height: MAP_HEIGHT }),
       ...this.zones.map((z) =>
-        s('circle', { class: 'zone', cx: px(z.center.longitude), cy: py(z.center.latitude), r: Math.max(3, metresToPx(z.radiusMeters)) }, s('title', {}, `${z.name}: ${z.limitKnots} kn`)),
+        s(
+          'circle',
+          { class: 'zone', cx: px(z.center.longitude), cy: py(z.center.latitude), r: Math.max(3, metresToPx(z.radiusMeters)) },
+          s('title', {}, `${z.name}: ${z.limitKnots} kn`),
+        ),
       ),
       ...[...this.vessels.values()].map((v) =>
         s(
           'circle',
-          { class: 'vessel', 'data-type': token(v.type), 'data-mmsi': v.mmsi, cx: px(v.position.longitude).toFixed(1), cy: py(v.position.latitude).toFixed(1), r: 3.2 },
+          {
+            class: 'vessel',
+            'data-type': token(v.type),
+            'data-mmsi': v.mmsi,
+            cx: px(v.position.longitude).toFixed(1),
+            cy: py(v.position.latitude).toFixed(1),
+            r: 3.2,
+          },
           s('title', {}, `${v.name} (${label(v.type)}) ${v.speedOverGround.toFixed(1)} kn`),
         ),
       ),

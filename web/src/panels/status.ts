@@ -7,7 +7,10 @@ import { storeKey, storedKey } from '../credential.js';
  * banner saying what it shows is not current and when it tries again. `body[data-connection]` carries
  * the state for styling (and for the end-to-end test). A 4401 close opens the API key form.
  */
-export function connectionStatus(connection: Connection, elements: { pill: HTMLElement; banner: HTMLElement; form: HTMLFormElement; forget: HTMLButtonElement }): void {
+export function connectionStatus(
+  connection: Connection,
+  elements: { pill: HTMLElement; banner: HTMLElement; form: HTMLFormElement; forget: HTMLButtonElement },
+): void {
   const { pill, banner, form, forget } = elements;
   const input = form.querySelector('input');
   let countdown: ReturnType<typeof setInterval> | null = null;
@@ -33,7 +36,11 @@ export function connectionStatus(connection: Connection, elements: { pill: HTMLE
         banner.hidden = false;
         const tick = () => {
           const seconds = Math.max(0, Math.ceil((state.retryAt - Date.now()) / 1000));
-          fill(banner, h('strong', {}, 'Disconnected'), ` (${state.reason}). Showing the state as of the last event; reconnecting ${seconds > 0 ? `in ${seconds} s` : 'now'} (attempt ${state.attempt}) and resuming every stream from its last cursor.`);
+          fill(
+            banner,
+            h('strong', {}, 'Disconnected'),
+            ` (${state.reason}). Showing the state as of the last event; reconnecting ${seconds > 0 ? `in ${seconds} s` : 'now'} (attempt ${state.attempt}) and resuming every stream from its last cursor.`,
+          );
         };
         tick();
         countdown = setInterval(tick, 500);

@@ -56,7 +56,8 @@ export class RentalSource extends Source {
       parse: (d) => machineEvent.parse(d).machineStatusChanged,
       cursorOf: (e) => e.cursor,
       onEvent: (e) => this.machine(e),
-      onError: (message) => this.panels.feed.add({ cursor: '', stream: 'error', source: 'rental', at: new Date().toISOString(), title: 'machine stream refused', detail: message }),
+      onError: (message) =>
+        this.panels.feed.add({ cursor: '', stream: 'error', source: 'rental', at: new Date().toISOString(), title: 'machine stream refused', detail: message }),
     });
     this.connection.stream({
       query: FLEET_EVENTS,

@@ -1,0 +1,55 @@
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+/*
+ * Lint: typescript-eslint's type-checked rules over every TypeScript file of the project (the service, its
+ * tests, benchmarks and tools; the dashboard with its own tsconfig). `npm run lint` runs it with Prettier
+ * and knip, with zero warnings allowed.
+ */
+export default tseslint.config(
+  {
+    ignores: [
+      'node_modules/',
+      'web/dist/',
+      'bench/peers/node_modules/',
+      'bench/results/',
+      '**/*.d.ts',
+      'data/',
+      'features-data/',
+      'subgraphs/*/schema-types.ts',
+      'subgraphs/*/operation-types.ts',
+    ],
+  },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    rules: {
+      // fastify hooks, Apollo plugin hooks and interface methods are async by contract: an async function
+      // without an await there is the contract kept, not a mistake.
+      '@typescript-eslint/require-await': 'off',
+      // `_`-prefixed parameters are positional ones a callback must accept and does not read.
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+    },
+  },
+  {
+    // Tests and benchmarks read JSON answers off the wire (`Record<string, any>`) and check them with
+    // `expect`: the assertions are their type checks, so the rules about untyped values stay off there.
+    files: ['test/**/*.ts', 'bench/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+    },
+  },
+  {
+    files: ['**/*.js', '**/*.mjs'],
+    ...tseslint.configs.disableTypeChecked,
+  },
+);
