@@ -4,7 +4,7 @@ import { startServer } from '../gateway/server.js';
 import { runBb84 } from '../subgraphs/bonding/bb84.js';
 import { hybridKey, mlKemExchange } from '../subgraphs/bonding/hybrid.js';
 import { PATH_KINDS } from '../subgraphs/bonding/link-model.js';
-import { Random } from '../subgraphs/bonding/random.js';
+import { Random } from '../platform/random.js';
 import { recommend, type CandidatePath } from '../subgraphs/bonding/recommend.js';
 import { ownOutageOf } from '../subgraphs/bonding/state-machine.js';
 import { toeplitzFft, toeplitzWords } from '../subgraphs/bonding/toeplitz.js';
@@ -35,7 +35,7 @@ async function measure(call: (i: number) => unknown, maxCalls: number, warmup = 
 }
 
 function candidatePaths(n: number, seed: number): CandidatePath[] {
-  const rng = Random.seeded(seed, 'bench-paths');
+  const rng = new Random(seed, 'bench-paths');
   return Array.from({ length: n }, (_, i) => {
     const kind = PATH_KINDS[i % PATH_KINDS.length]!;
     return {
@@ -58,7 +58,7 @@ export default async function benchBonding(): Promise<void> {
   const row = (...cells: (string | number)[]) => lines.push(`| ${cells.join(' | ')} |`);
 
   // Toeplitz hashing: a 1 Mbit block to 512 kbit (FFT), and the word-parallel form on a 64 kbit block.
-  const rng = Random.seeded(1, 'bench-toeplitz');
+  const rng = new Random(1, 'bench-toeplitz');
   const bits = (n: number) => Uint8Array.from({ length: n }, () => rng.uint32() & 1);
   const toeplitzRows: [string, number, number, number][] = [];
   for (const [name, n, l, fn, reps] of [
@@ -91,7 +91,7 @@ export default async function benchBonding(): Promise<void> {
   // 256-bit hybrid keys in process: BB84 simulation at 2% noise, ML-KEM-768, HKDF.
   let k = 0;
   const inProcess = await measure(() => {
-    const run = runBb84({ bits: 256, noise: 0.02, interceptFraction: 0, rng: Random.seeded(k++, 'bench-bb84') });
+    const run = runBb84({ bits: 256, noise: 0.02, interceptFraction: 0, rng: new Random(k++, 'bench-bb84') });
     if (!run.key) throw new Error('a key run aborted');
     return hybridKey(run.key, mlKemExchange().sharedSecret, 256, 'bench');
   }, 200);

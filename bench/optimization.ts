@@ -5,7 +5,7 @@ import { random3Regular } from '../subgraphs/optimization/graphs.js';
 import { runJob } from '../subgraphs/optimization/job.js';
 import { randomRestarts } from '../subgraphs/optimization/local-search.js';
 import { maxCutProblem, objectiveDiagonal } from '../subgraphs/optimization/problem.js';
-import { Rng } from '../subgraphs/optimization/random.js';
+import { Random } from '../platform/random.js';
 import { costLevels, StateVector } from '../subgraphs/optimization/statevector.js';
 import { loadZ3, plainCheck, verifyFleet } from '../subgraphs/optimization/verify.js';
 
@@ -112,7 +112,7 @@ function qaoaVersusBaseline(): void {
     const diag = objectiveDiagonal(p);
     const best = bruteForce(p, diag);
     fromQaoa += r.refined.ratio;
-    fromRandom += randomRestarts(p, r.refined.evaluations, new Rng(seed)).best.value / best.max;
+    fromRandom += randomRestarts(p, r.refined.evaluations, new Random(seed)).best.value / best.max;
   }
   console.log(`mean ratio: refined QAOA sample ${fmt(fromQaoa / 20, 4)}, random-start local search with the same move budget ${fmt(fromRandom / 20, 4)}`);
 }

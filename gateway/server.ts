@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import { systemClock, type Clock } from '../platform/clock.js';
 import { ConfigError } from '../platform/config.js';
 import { type Config } from './config.js';
@@ -11,7 +11,7 @@ import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { schemaWithDefer } from './execution/defer.js';
-import { createFederatedGateway } from './execution/federated-gateway.js';
+import { createFederatedGateway, type FederatedGateway } from './execution/federated-gateway.js';
 import { startGraphQLServer } from './graphql/apollo.js';
 import { registerGraphQLRoute } from './graphql/route.js';
 import { TurnGate } from './http/admission.js';
@@ -19,7 +19,7 @@ import { createHttpApp, listenOrClose } from './http/app.js';
 import { registerDashboard } from './http/dashboard.js';
 import { assertPortFree } from './http/port.js';
 import { registerGatewayHealth } from './observability/health.js';
-import { GatewayMetrics } from './observability/metrics.js';
+import { GatewayMetrics, type FetchCacheReadings } from './observability/metrics.js';
 import { registerRest } from './rest/plugin.js';
 import { type AuditSink } from './security/audit.js';
 import { createAuthenticator, type Authenticator } from './security/auth.js';
@@ -64,6 +64,8 @@ export interface RunningServer {
  * subgraph not named in SUBGRAPH_URLS in the same process (all of them by default). The parts, in the order
  * a request meets them: the HTTP app (gateway/http/app.ts), the edge guard (gateway/security/edge-guard.ts),
  * then /graphql, the REST paths, the probes, the dashboard and the WebSocket, each registered by its room.
+ * Longer than most functions: it is the composition root, one step per room, each closer added as its part
+ * is made, and reads best top to bottom in that order.
  */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const { config } = options;
@@ -74,17 +76,12 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const { app, closers } = http;
   // A busy port is reported before the slow part of the start (database, migrations, gateway).
   await assertPortFree(config.HOST, config.PORT);
-  const local = modules.filter((m) => !remoteUrls.has(m.name));
-  const runtime: SubgraphRuntime | null =
-    local.length > 0
-      ? await startSubgraphRuntime({
-          config,
-          clock: options.clock ?? systemClock,
-          modules: local,
-          onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying'),
-          onRestore: (lost) => app.log.warn({ lost }, restoreMessage(lost)),
-        })
-      : null;
+  const runtime = await startLocalSubgraphs(
+    config,
+    modules.filter((m) => !remoteUrls.has(m.name)),
+    options.clock ?? systemClock,
+    app.log,
+  );
   if (runtime) closers.add(() => runtime.close());
   const byName: ReadonlyMap<string, SubgraphInstance> = runtime?.instances ?? new Map();
   const apiKey = config.API_KEYS[0];
@@ -92,25 +89,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const signer = PrincipalSigner.from(config.PRINCIPAL_SECRET);
   const auth = createAuthenticator(config);
 
-  // Sources are read at scrape time; the WebSocket server is attached last.
-  let ws: { connections(): number; operations(): number; slowConsumerCloses(): number } = {
-    connections: () => 0,
-    operations: () => 0,
-    slowConsumerCloses: () => 0,
-  };
-  let subscriptionResumes = () => 0;
-  const metrics = new GatewayMetrics({
-    subscriptionResumes: () => subscriptionResumes(),
-    ws: { connections: () => ws.connections(), operations: () => ws.operations(), slowConsumerCloses: () => ws.slowConsumerCloses() },
-    outboxLag: async () => (runtime ? runtime.events.lag() : null),
-    relay: async () => (runtime?.relay ? runtime.relay.status() : null),
-    pool: () => runtime?.db.poolStats() ?? null,
-    readCache: () => runtime?.db.readCacheStats() ?? null,
-    fetchCache: () => federated.fetchCache,
-    queued: () => turns.queued,
-    subgraphsReady: async () =>
-      Object.fromEntries(await Promise.all([...byName].map(async ([name, s]) => [name, await s.ready().catch(() => false)] as const))),
-  });
+  // Sources are read at scrape time; the WebSocket server and subscriptions are attached last.
+  const late: LateSources = { ws: null, subscriptions: null, fetchCache: null };
+  const metrics = gatewayMetrics(runtime, turns, late);
   metrics.instrument(app);
 
   // @apollo/gateway otherwise exports usage metrics to Apollo and probes cloud metadata endpoints at
@@ -123,6 +104,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const rateLimiter = new RateLimiter({ perSecond: config.RATE_LIMIT_PER_S, burst: config.RATE_LIMIT_BURST });
   const federated = createFederatedGateway({ config, supergraphSdl, modules, remoteUrls, local: byName, apiKey, signer, metrics, log: app.log });
   closers.add(() => federated.close());
+  late.fetchCache = federated.fetchCache;
   const graphql = await startGraphQLServer({
     app,
     config,
@@ -147,46 +129,40 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     callerIsOperator: (request) => callerIsOperator(auth, request),
     database: () => runtime?.db.kind ?? null,
     relay: () => runtime?.relay ?? null,
-    websocket: () => ws,
+    websocket: () => late.ws ?? NO_SOCKETS,
   });
   // The operations dashboard at / (public files; its data comes over the GraphQL WebSocket, with a key when one is needed).
   registerDashboard(app);
 
-  const remote = remoteUpstream(remoteUrls, { apiKey, signer, keepAliveMs: config.WS_KEEPALIVE_MS, maxQueued: config.WS_MAX_QUEUED_EVENTS });
-  closers.add(() => remote.close());
-  const inProcess = inProcessUpstream(byName, (error) => app.log.error({ err: error }, 'subgraph fault'));
-  const subscriptions = new SubscriptionExecutor({
+  const { subscriptions, close: closeUpstreams } = subscriptionExecutor(config, {
+    remoteUrls,
+    local: byName,
+    apiKey,
+    signer,
     supergraphSdl,
-    services: () => Object.fromEntries([...federated.dataSources.entries()]),
-    openUpstream: (service, request, context, options) =>
-      remoteUrls.has(service) ? remote.open(service, request, context, options) : inProcess(service, request, context, options),
-    maxQueuedPerSubscriber: config.WS_MAX_QUEUED_EVENTS,
-    resumeGraceMs: config.SUBSCRIPTION_RESUME_GRACE_MS,
-    logger: app.log,
+    federated,
+    log: app.log,
   });
-  subscriptionResumes = () => subscriptions.resumed;
+  closers.add(closeUpstreams);
+  late.subscriptions = subscriptions;
 
   await app.ready();
   closers.add(() => app.close());
   const socket = attachGraphQLWebSocket({
+    ...socketSettings(config),
     server: app.server,
     path: '/graphql',
     schema: schemaWithDefer(subscriptions.schema),
     auth,
     subscriptions,
     execute: graphql.executeOnSocket,
-    connectionInitTimeoutMs: config.WS_CONNECTION_INIT_TIMEOUT_MS,
-    keepAliveMs: config.WS_KEEPALIVE_MS,
-    maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
-    maxPayloadBytes: config.BODY_LIMIT_BYTES,
     limiter,
     authorizer,
     browserOrigins,
     rateLimiter,
-    maxSubscriptions: config.WS_MAX_SUBSCRIPTIONS,
   });
   closers.add(() => socket.close());
-  ws = socket;
+  late.ws = socket;
 
   const url = await listenOrClose(http, config);
   return {
@@ -222,4 +198,88 @@ async function callerIsOperator(auth: Authenticator, request: FastifyRequest): P
   if (request.headers['x-api-key'] === undefined && request.headers.authorization === undefined) return false;
   const result = await auth.authenticate(request.headers);
   return 'principal' in result && isOperator(result.principal);
+}
+
+const NO_SOCKETS = { connections: () => 0, operations: () => 0, slowConsumerCloses: () => 0 };
+
+/** Metric sources made after the metrics themselves (read at scrape time; null until made). */
+interface LateSources {
+  ws: { connections(): number; operations(): number; slowConsumerCloses(): number } | null;
+  subscriptions: SubscriptionExecutor | null;
+  fetchCache: FetchCacheReadings | null;
+}
+
+/** The gateway's Prometheus metrics (gateway/observability/metrics.ts), over this process's parts. */
+function gatewayMetrics(runtime: SubgraphRuntime | null, turns: TurnGate, late: LateSources): GatewayMetrics {
+  const ws = () => late.ws ?? NO_SOCKETS;
+  return new GatewayMetrics({
+    subscriptionResumes: () => late.subscriptions?.resumed ?? 0,
+    ws: { connections: () => ws().connections(), operations: () => ws().operations(), slowConsumerCloses: () => ws().slowConsumerCloses() },
+    outboxLag: async () => (runtime ? runtime.events.lag() : null),
+    relay: async () => (runtime?.relay ? runtime.relay.status() : null),
+    pool: () => runtime?.db.poolStats() ?? null,
+    readCache: () => runtime?.db.readCacheStats() ?? null,
+    fetchCache: () => late.fetchCache ?? { stats: { hits: new Map(), misses: new Map() }, snapshot: () => ({ bytes: 0 }) },
+    queued: () => turns.queued,
+    subgraphsReady: async () =>
+      Object.fromEntries(
+        await Promise.all(
+          [...(runtime?.instances ?? new Map<string, SubgraphInstance>())].map(async ([name, s]) => [name, await s.ready().catch(() => false)] as const),
+        ),
+      ),
+  });
+}
+
+/**
+ * Federated subscriptions: one shared upstream stream per distinct subscription, opened in process or on a
+ * subgraph server (gateway/subscriptions/), with the closer of the upstream connections.
+ */
+function subscriptionExecutor(
+  config: Config,
+  parts: {
+    remoteUrls: ReadonlyMap<string, string>;
+    local: ReadonlyMap<string, SubgraphInstance>;
+    apiKey: string | undefined;
+    signer: PrincipalSigner | null;
+    supergraphSdl: string;
+    federated: FederatedGateway;
+    log: FastifyBaseLogger;
+  },
+): { subscriptions: SubscriptionExecutor; close: () => Promise<void> } {
+  const { remoteUrls, apiKey, signer, log } = parts;
+  const remote = remoteUpstream(remoteUrls, { apiKey, signer, keepAliveMs: config.WS_KEEPALIVE_MS, maxQueued: config.WS_MAX_QUEUED_EVENTS });
+  const inProcess = inProcessUpstream(parts.local, (error) => log.error({ err: error }, 'subgraph fault'));
+  const subscriptions = new SubscriptionExecutor({
+    supergraphSdl: parts.supergraphSdl,
+    services: () => Object.fromEntries([...parts.federated.dataSources.entries()]),
+    openUpstream: (service, request, context, options) =>
+      remoteUrls.has(service) ? remote.open(service, request, context, options) : inProcess(service, request, context, options),
+    maxQueuedPerSubscriber: config.WS_MAX_QUEUED_EVENTS,
+    resumeGraceMs: config.SUBSCRIPTION_RESUME_GRACE_MS,
+    logger: log,
+  });
+  return { subscriptions, close: () => remote.close() };
+}
+
+/** The subgraphs that run in this process, on their database; null when every subgraph runs on its own. */
+async function startLocalSubgraphs(config: Config, modules: readonly SubgraphModule[], clock: Clock, log: FastifyBaseLogger): Promise<SubgraphRuntime | null> {
+  if (modules.length === 0) return null;
+  return startSubgraphRuntime({
+    config,
+    clock,
+    modules,
+    onError: (error) => log.warn({ err: error }, 'outbox read failed; retrying'),
+    onRestore: (lost) => log.warn({ lost }, restoreMessage(lost)),
+  });
+}
+
+/** The WebSocket limits and timers, from the configuration. */
+function socketSettings(config: Config) {
+  return {
+    connectionInitTimeoutMs: config.WS_CONNECTION_INIT_TIMEOUT_MS,
+    keepAliveMs: config.WS_KEEPALIVE_MS,
+    maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
+    maxPayloadBytes: config.BODY_LIMIT_BYTES,
+    maxSubscriptions: config.WS_MAX_SUBSCRIPTIONS,
+  };
 }

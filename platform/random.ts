@@ -4,9 +4,10 @@
  * every platform. Not for secrets (key material comes from node:crypto). The subgraphs extend it with the
  * distributions they draw from.
  */
-export type Sfc32State = [number, number, number, number];
+export type RandomState = [number, number, number, number];
+type Sfc32State = RandomState;
 
-export class Sfc32 {
+class Sfc32 {
   private a: number;
   private b: number;
   private c: number;
@@ -38,6 +39,10 @@ export class Sfc32 {
     return [this.a, this.b, this.c, this.d];
   }
 
+  protected restore(state: Sfc32State): void {
+    [this.a, this.b, this.c, this.d] = [state[0] >>> 0, state[1] >>> 0, state[2] >>> 0, state[3] >>> 0];
+  }
+
   uint32(): number {
     const t = (((this.a + this.b) >>> 0) + this.d) >>> 0;
     this.d = (this.d + 1) >>> 0;
@@ -67,15 +72,63 @@ function hashString(s: string): number {
 }
 
 /**
- * A seeded source with the distributions the subgraphs' data generators and model code draw from
- * (uniform, Bernoulli, weighted choice, normal, log-normal, gamma, beta, Poisson). The same seed and stream
- * give the same sequence on every platform.
+ * The one seeded source of the project, with the distributions the subgraphs draw from: the data generators
+ * and model code (uniform, Bernoulli, weighted choice, normal, log-normal, gamma, beta, Poisson), the fleet
+ * simulation and the optimization runs (integers, ranges, shuffles), and the resumable link model of a
+ * bonding session, whose whole state is `state()` (`fromState`, `normalUnpaired`, `exponential`, `bytes`).
+ * The same seed and stream give the same sequence on every platform.
  */
 export class Random extends Sfc32 {
   private spareNormal: number | null = null;
 
   constructor(seed: number, stream = '') {
     super(Sfc32.seedState(seed, stream));
+  }
+
+  /**
+   * A source resumed exactly where `state()` was taken. Only draws that keep nothing beside the four words
+   * resume exactly: a resumable source uses `normalUnpaired`, not `normal` (which keeps the pair's second value).
+   */
+  static fromState(state: Sfc32State): Random {
+    const random = new Random(0);
+    random.restore(state);
+    return random;
+  }
+
+  /** Uniform in [lo, hi). */
+  range(lo: number, hi: number): number {
+    return lo + (hi - lo) * this.next();
+  }
+
+  /** In place (Fisher-Yates). */
+  shuffle<T>(items: T[]): T[] {
+    for (let i = items.length - 1; i > 0; i--) {
+      const j = this.int(i + 1);
+      [items[i], items[j]] = [items[j]!, items[i]!];
+    }
+    return items;
+  }
+
+  /**
+   * A standard normal from one Box-Muller pair, the pair's second value dropped, so `state()` stays the whole
+   * state (a stored link model resumes exactly). 1 - next() is in (0, 1], so the log is finite.
+   */
+  normalUnpaired(): number {
+    return Math.sqrt(-2 * Math.log(1 - this.next())) * Math.cos(2 * Math.PI * this.next());
+  }
+
+  /** Exponential with the given mean. */
+  exponential(mean: number): number {
+    return -mean * Math.log(1 - this.next());
+  }
+
+  /** Fills `out` with pseudo-random bytes (seeded runs only: key material comes from node:crypto). */
+  bytes(out: Uint8Array): Uint8Array {
+    for (let i = 0; i < out.length; i += 4) {
+      const w = this.uint32();
+      for (let k = 0; k < 4 && i + k < out.length; k++) out[i + k] = (w >>> (8 * k)) & 0xff;
+    }
+    return out;
   }
 
   uniform(min: number, max: number): number {

@@ -5,6 +5,7 @@ import { gql, rest } from './support/http.js';
 import { startTestServer, targets, type TestServer } from './support/server.js';
 import { Collector, wsClient } from './support/ws.js';
 import { SYSTEM_PRINCIPAL, type Principal } from '../platform/principal.js';
+import { BondingService } from '../subgraphs/bonding/service.js';
 import { createLoaders, type BondingContext } from '../subgraphs/bonding/context.js';
 
 /** Polls until `check` returns a value, failing after `ms`. */
@@ -355,7 +356,11 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     const run = (principal: Principal) => {
       // This server runs in demo mode; the context is made as a server with credentials would make it.
       const ctx = instance.context({ headers: {}, principal }) as BondingContext;
-      const contextValue: BondingContext = { ...ctx, demoMode: false, loaders: createLoaders(ctx.store, principal) };
+      const contextValue: BondingContext = {
+        ...ctx,
+        bonding: new BondingService(ctx.bonding.store, false),
+        loaders: createLoaders(ctx.bonding.store, principal),
+      };
       return execute({
         schema: instance.schema,
         document: parse('mutation($i: QuantumKeyInput!) { generateQuantumKey(input: $i) { status key fingerprint } }'),

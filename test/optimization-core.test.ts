@@ -9,13 +9,13 @@ import { adjacencyOf, localSearch, randomRestarts } from '../subgraphs/optimizat
 import { nelderMead } from '../subgraphs/optimization/nelder-mead.js';
 import { bitsOf, maxCutProblem, objectiveDiagonal, objectiveOf, objectiveOfBits, quboProblem, type IsingProblem } from '../subgraphs/optimization/problem.js';
 import { optimizeQaoa } from '../subgraphs/optimization/qaoa.js';
-import { Rng } from '../subgraphs/optimization/random.js';
+import { Random } from '../platform/random.js';
 import { costLevels, prepareQaoa, StateVector } from '../subgraphs/optimization/statevector.js';
 
 const edge = maxCutProblem(2, [{ u: 0, v: 1, w: 1 }]);
 
 function randomProblem(n: number, seed: number): IsingProblem {
-  const rng = new Rng(seed, 5);
+  const rng = new Random(seed, 'test');
   const h = Array.from({ length: n }, () => (rng.next() < 0.5 ? 0 : Math.round(rng.range(-3, 3))));
   const couplings = [];
   for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) if (rng.next() < 0.4) couplings.push({ i, j, w: Math.round(rng.range(-4, 4)) || 1 });
@@ -74,7 +74,7 @@ describe('state-vector simulator: cases computed by hand', () => {
   // group's stride 4,096); a fused layer must equal the phase followed by the mixer.
   it.each([15, 19, 20])('the tiled mixer on %i qubits equals RX applied qubit by qubit, and a fused layer equals phase then mixer', (n) => {
     const s = new StateVector(n);
-    const rng = new Rng(3);
+    const rng = new Random(3);
     for (let k = 0; k < s.size; k++) {
       s.re[k] = rng.range(-1, 1);
       s.im[k] = rng.range(-1, 1);
@@ -124,7 +124,7 @@ describe('state-vector simulator: cases computed by hand', () => {
     prepareQaoa(s, diag, null, [0.9], [0.3]);
     const shots = 40_000;
     const counts = [0, 0, 0, 0];
-    for (const k of s.sample(shots, new Rng(1))) counts[k]!++;
+    for (const k of s.sample(shots, new Random(1))) counts[k]!++;
     let chi2 = 0;
     for (let k = 0; k < 4; k++) {
       const expected = shots * s.probability(k);
@@ -236,7 +236,7 @@ describe('local search and the baseline', () => {
   it('ends at a one-flip optimum (no single flip improves) and never below its start', () => {
     const p = randomProblem(14, 8);
     const adjacency = adjacencyOf(p);
-    const rng = new Rng(2);
+    const rng = new Random(2);
     for (let t = 0; t < 20; t++) {
       const start = Uint8Array.from({ length: 14 }, () => (rng.next() < 0.5 ? 1 : 0));
       const r = localSearch(p, adjacency, start);
@@ -252,7 +252,7 @@ describe('local search and the baseline', () => {
 
   it('the random-start baseline spends exactly the budget it is given', () => {
     const p = maxCutProblem(16, random3Regular(16, 5));
-    const r = randomRestarts(p, 500, new Rng(1));
+    const r = randomRestarts(p, 500, new Random(1));
     expect(r.evaluations).toBe(500);
     expect(r.starts).toBeGreaterThan(1);
   });

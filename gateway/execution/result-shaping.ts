@@ -155,6 +155,7 @@ type CompiledSelection = (
   path?: readonly (string | number)[],
 ) => { data: ResultMap | null; errors: GraphQLError[] };
 
+/* Longer than most, on purpose: it follows @apollo/gateway's result shaping case by case, so the two read side by side. */
 function compileSelection(operation: Operation, selectionSet: SelectionSet, parentTypeName: string): CompiledSelection {
   const schema = operation.schema();
   const facts = factsOf(schema);
@@ -346,7 +347,10 @@ function validLeaf(shape: Extract<ValueShape, { kind: 'leaf' }>, value: unknown)
   return false;
 }
 
-/** The shaped value; sets `state.invalid` and `state.hasErrors` as the gateway's result object would say. */
+/**
+ * The shaped value; sets `state.invalid` and `state.hasErrors` as the gateway's result object would say.
+ * Longer than most, on purpose: it is @apollo/gateway's `updateValue`, case by case in the same order.
+ */
 function updateValue(state: ShapeState, outputValue: unknown, shape: ValueShape, inputValue: unknown, parentTypeName: string): unknown {
   if (inputValue === undefined) throw new Error('Should not pass undefined for `inputValue` to this method');
   if (outputValue === null || (outputValue !== undefined && !shape.sel)) {

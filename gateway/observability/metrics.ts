@@ -15,7 +15,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 const LATENCY_BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** What the fetch cache's gauges read (gateway/execution/fetch-cache.ts's FetchCache has this shape). */
-interface FetchCacheReadings {
+export interface FetchCacheReadings {
   readonly stats: { readonly hits: ReadonlyMap<string, number>; readonly misses: ReadonlyMap<string, number> };
   snapshot(): { bytes: number };
 }

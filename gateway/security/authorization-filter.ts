@@ -78,7 +78,8 @@ export type Denier = (parent: GraphQLObjectType, field: FieldNode) => FieldDenia
 
 /**
  * The operation without the fields `deny` refuses, and how to shape its answer; null when nothing of the
- * operation remains (the whole operation is then refused).
+ * operation remains (the whole operation is then refused). One walk of the document, in one function: the
+ * visitor's enter and leave steps share the stacks kept here.
  */
 export function filterOperation(schema: GraphQLSchema, document: DocumentNode, operation: OperationDefinitionNode, deny: Denier): FilteredOperation | null {
   const fragments = new Map<string, FragmentDefinitionNode>();

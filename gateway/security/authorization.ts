@@ -171,7 +171,8 @@ export const INTROSPECTION_RULES: ReadonlyMap<string, Requirement> = new Map([
 
 /**
  * The authorizer of a schema: the gateway's, from the supergraph; a subgraph server's, from its own SDL and
- * the schema it serves (`options.schema`), judging with the same rules and the same code.
+ * the schema it serves (`options.schema`), judging with the same rules and the same code. The methods of
+ * the authorizer share the verdict cache and the rules kept in this closure, hence one function.
  */
 export function createAuthorizer(supergraphSdl: string, options: { schema?: GraphQLSchema } = {}): Authorizer {
   const rules = securityRules(supergraphSdl);

@@ -45,6 +45,9 @@ interface Connection {
  * gap for a live stream and a repeat for a resuming one) or a ping left unanswered for a keep-alive
  * interval ends each of its streams with one UPSTREAM_UNAVAILABLE result; clients resume from their last
  * cursor.
+ *
+ * One function, longer than most: its closure is the connection pool that `open` and `close` share, and the
+ * per-connection handlers below read the pool's state; split apart they would pass it all around.
  */
 export function remoteUpstream(urls: ReadonlyMap<string, string>, options: RemoteUpstreamOptions): { open: UpstreamOpener; close(): Promise<void> } {
   const maxQueued = options.maxQueued ?? 1000;

@@ -61,7 +61,11 @@ interface WsContext {
   socket: WebSocket;
 }
 
-/** graphql-transport-ws on the HTTP server's /graphql, with the gateway's auth and executors. */
+/**
+ * graphql-transport-ws on the HTTP server's /graphql, with the gateway's auth and executors. One function,
+ * longer than most: graphql-ws takes its hooks as one options object (`useServer`), and each hook reads the
+ * connection state kept in this closure (counts, slow-consumer closes, the socket per connection).
+ */
 export function attachGraphQLWebSocket(options: WsOptions): {
   close(): Promise<void>;
   connections(): number;

@@ -3,6 +3,7 @@ import type { Clock } from '../../platform/clock.js';
 import type { EventHub } from '../../platform/event-hub.js';
 import { viewerOf } from '../../platform/ownership.js';
 import type { Principal } from '../../platform/principal.js';
+import type { BondingService } from './service.js';
 import type { BondingStore, SessionEventPayload, SessionRecord } from './store.js';
 
 /*
@@ -11,12 +12,11 @@ import type { BondingStore, SessionEventPayload, SessionRecord } from './store.j
  */
 
 export interface BondingContext {
-  store: BondingStore;
+  /** The bonding rules (subgraphs/bonding/service.ts); the loaders below read its store. */
+  bonding: BondingService;
   events: EventHub;
   clock: Clock;
   now: Date;
-  /** No credential configured: the demo principal is every user, as the sandbox has always been. */
-  demoMode: boolean;
   /** Who the request acts for: a session's user is the principal that started it. */
   principal: Principal;
   loaders: ReturnType<typeof createLoaders>;

@@ -4,6 +4,7 @@ import { createLoaders, type BondingContext } from './context.js';
 import { bondingResolvers } from './resolvers.js';
 import { bondingConfig } from './config.js';
 import { bondingRoutes } from './rest.js';
+import { BondingService } from './service.js';
 import { BondingStore, TOPICS } from './store.js';
 import { periodic } from '../../platform/periodic.js';
 
@@ -14,6 +15,7 @@ import { periodic } from '../../platform/periodic.js';
 export const bonding = defineSubgraph({
   name: 'bonding',
   config: bondingConfig,
+  readiness: 'bonding_sessions',
   resolvers: bondingResolvers,
   // An open session writes a metrics event a tick (about 60 a minute): after an hour only the newest per
   // session is kept; its starts, state changes, keys and close are kept whole.
@@ -46,18 +48,11 @@ export const bonding = defineSubgraph({
     });
     // Every instance runs the link model; leases and conditional steps make each step happen once.
     const linkModel = periodic(() => store.runLinkModel(clock.now()), config.BONDING_TICK_MS);
+    const bonding = new BondingService(store, demoMode);
     return {
       context(request): BondingContext {
         const { principal } = request;
-        return { store, events, clock, now: clock.now(), demoMode, principal, loaders: createLoaders(store, principal) };
-      },
-      async ready() {
-        try {
-          await db.query('SELECT 1 FROM bonding_sessions LIMIT 1');
-          return true;
-        } catch {
-          return false;
-        }
+        return { bonding, events, clock, now: clock.now(), principal, loaders: createLoaders(store, principal) };
       },
       async close() {
         await linkModel.stop();

@@ -1,4 +1,4 @@
-import { Random, type RandomState } from './random.js';
+import { Random, type RandomState } from '../../platform/random.js';
 
 /**
  * The link model: how a bonded session's paths behave over (simulated) time. Each metric follows a
@@ -110,17 +110,17 @@ export const DEFAULT_TOPOLOGY: readonly PathSpec[] = [
 const WALK = { latency: 0.15, jitter: 0.35, loss: 0.6, capacity: 0.12, reversionSeconds: 600 };
 
 export function initialState(specs: readonly PathSpec[], seed: number): LinkModelState {
-  const rng = Random.seeded(seed, 'link-model');
+  const rng = new Random(seed, 'link-model');
   const paths = specs.map((s): PathState => {
     const k = KIND_PROFILES[s.kind];
     return {
       id: s.id,
       kind: s.kind,
       sharedRisk: [...new Set(s.sharedRisk)].sort(),
-      latencyMs: round(k.latencyMs * Math.exp(WALK.latency * rng.normal()), 3),
-      jitterMs: round(k.jitterMs * Math.exp(WALK.jitter * rng.normal()), 3),
-      lossPct: round(k.lossPct * Math.exp(WALK.loss * rng.normal()), 4),
-      capacityMbps: round(k.capacityMbps * Math.exp(WALK.capacity * rng.normal()), 2),
+      latencyMs: round(k.latencyMs * Math.exp(WALK.latency * rng.normalUnpaired()), 3),
+      jitterMs: round(k.jitterMs * Math.exp(WALK.jitter * rng.normalUnpaired()), 3),
+      lossPct: round(k.lossPct * Math.exp(WALK.loss * rng.normalUnpaired()), 4),
+      capacityMbps: round(k.capacityMbps * Math.exp(WALK.capacity * rng.normalUnpaired()), 2),
       downUntil: null,
       up: true,
     };
@@ -160,7 +160,7 @@ export function step(state: LinkModelState, dt: number): { state: LinkModelState
   const decay = Math.exp(-dt / WALK.reversionSeconds);
   const spread = Math.sqrt(1 - decay * decay);
   const walk = (value: number, mean: number, sd: number, digits: number) =>
-    round(Math.exp(Math.log(mean) + (Math.log(value) - Math.log(mean)) * decay + sd * spread * rng.normal()), digits);
+    round(Math.exp(Math.log(mean) + (Math.log(value) - Math.log(mean)) * decay + sd * spread * rng.normalUnpaired()), digits);
   const paths = state.paths.map((p): PathState => {
     const k = KIND_PROFILES[p.kind];
     let downUntil = p.downUntil !== null && p.downUntil > t ? p.downUntil : null;
@@ -195,7 +195,7 @@ export function step(state: LinkModelState, dt: number): { state: LinkModelState
  */
 function failureEnd(rng: Random, p: OutageProfile, from: number, dt: number): number | null {
   if (rng.next() >= 1 - Math.exp((-p.failuresPerHour * dt) / 3600)) return null;
-  const end = from + rng.next() * dt + rng.logNormal(p.repairMedianMin, p.repairSigma) * 60;
+  const end = from + rng.next() * dt + p.repairMedianMin * Math.exp(p.repairSigma * rng.normalUnpaired()) * 60;
   return end > from + dt ? end : null;
 }
 

@@ -5,7 +5,7 @@ import { viewerOf } from '../../platform/ownership.js';
 import type { Principal } from '../../platform/principal.js';
 import type { VesselPosition } from './fleet.js';
 import type { JobResult } from './job.js';
-import type { RunService } from './runs.js';
+import type { RunService, SafetyService } from './service.js';
 import type { OptimizationStore, RunEventPayload, RunRecord, VesselRecord } from './store.js';
 import type { Verification } from './verify.js';
 
@@ -13,12 +13,6 @@ import type { Verification } from './verify.js';
  * What an optimization resolver receives: the request's context, and the views some GraphQL types are
  * resolved from (their parents in schema-types.ts, generated from the SDL).
  */
-
-/** What the verifier needs from the service: one cached proof per fleet tick and threshold. */
-export interface SafetyService {
-  verify(minSeparationM: number): Promise<Verification & { tick: number; timestamp: string }>;
-  solverLoaded(): boolean;
-}
 
 export interface OptimizationContext {
   store: OptimizationStore;

@@ -1,5 +1,5 @@
 import { bearingOf, KNOT_MPS, LocalPlane, type LatLon, type Point } from './geo.js';
-import { Rng } from './random.js';
+import { Random } from '../../platform/random.js';
 
 /**
  * A simulated AIS fleet in the approaches to Rotterdam. Every vessel sails a traffic lane back and forth
@@ -112,7 +112,7 @@ const EPOCH_MS = Date.UTC(2026, 0, 1);
 
 /** A seeded fleet of `size` vessels with distinct 9-digit MMSIs. */
 export function generateFleet(seed: number, size: number): VesselSpec[] {
-  const rng = new Rng(seed, 101);
+  const rng = new Random(seed, 'fleet');
   const seen = new Set<string>();
   const fleet: VesselSpec[] = [];
   while (fleet.length < size) {

@@ -1,5 +1,5 @@
 import type { WeightedEdge } from './problem.js';
-import { Rng } from './random.js';
+import { Random } from '../../platform/random.js';
 
 /**
  * A uniformly drawn simple 3-regular graph on n vertices (n even, >= 4): the configuration model with
@@ -8,7 +8,7 @@ import { Rng } from './random.js';
  */
 export function random3Regular(n: number, seed: number): WeightedEdge[] {
   if (n < 4 || n % 2 !== 0) throw new RangeError('a 3-regular graph needs an even n >= 4');
-  const rng = new Rng(seed, 3);
+  const rng = new Random(seed, 'regular3');
   for (let attempt = 0; attempt < 10_000; attempt++) {
     const halfEdges = rng.shuffle(Array.from({ length: 3 * n }, (_, k) => Math.floor(k / 3)));
     const seen = new Set<number>();

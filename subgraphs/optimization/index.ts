@@ -2,13 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { createdId, defineSubgraph } from '../../platform/subgraph.js';
-import { createLoaders, type OptimizationContext, type SafetyService } from './context.js';
+import { createLoaders, type OptimizationContext } from './context.js';
 import { optimizationResolvers } from './resolvers.js';
 import { optimizationConfig } from './config.js';
 import { optimizationRoutes } from './rest.js';
-import { RunService } from './runs.js';
+import { RunService, SafetyService } from './service.js';
 import { OptimizationStore, TOPICS } from './store.js';
-import { verifyFleet, type Verification } from './verify.js';
 import { periodic } from '../../platform/periodic.js';
 
 /**
@@ -61,29 +60,9 @@ export const optimization = defineSubgraph({
       maxEstimatedSeconds: config.OPTIMIZATION_MAX_RUN_SECONDS,
     });
 
-    // A proof is a function of the fleet tick and the threshold: the last few are kept.
-    const proofs = new Map<string, Promise<Verification & { tick: number; timestamp: string }>>();
-    let solverLoaded = false;
-    const safety: SafetyService = {
-      async verify(minSeparationM) {
-        const { clock: fleetClock, vessels } = await store.snapshot();
-        const key = `${fleetClock.tick}|${minSeparationM}`;
-        let proof = proofs.get(key);
-        if (!proof) {
-          proof = verifyFleet(vessels, minSeparationM).then((v) => {
-            solverLoaded = true;
-            return { ...v, tick: fleetClock.tick, timestamp: fleetClock.updatedAt };
-          });
-          proof.catch(() => proofs.delete(key));
-          proofs.set(key, proof);
-          while (proofs.size > 8) proofs.delete(proofs.keys().next().value!);
-        }
-        return proof;
-      },
-      solverLoaded: () => solverLoaded,
-    };
     // The solver's WebAssembly (a few hundred ms to seconds of CPU) is compiled on the first proof, not at
     // start: processes and tests that never verify do not pay for it.
+    const safety = new SafetyService(store);
 
     const ready = async () => {
       try {

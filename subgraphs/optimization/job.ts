@@ -2,7 +2,7 @@ import { bruteForce, branchAndBound } from './exact.js';
 import { randomRestarts, refineStarts } from './local-search.js';
 import { approximationRatio, bitString, bitsOf, objectiveDiagonal, type IsingProblem } from './problem.js';
 import { optimizeQaoa } from './qaoa.js';
-import { Rng } from './random.js';
+import { Random } from '../../platform/random.js';
 import { BACKEND, costLevels, prepareQaoa, StateVector } from './statevector.js';
 
 export interface JobOptions {
@@ -80,7 +80,7 @@ export function runJob(problem: IsingProblem, options: JobOptions): JobResult {
   prepareQaoa(state, diag, levels, opt.gammas, opt.betas);
   let optimumProbability = 0;
   for (let k = 0; k < diag.length; k++) if (diag[k] === max) optimumProbability += state.probability(k);
-  const rng = new Rng(options.seed, 11);
+  const rng = new Random(options.seed, 'qaoa-shots');
   const shots = state.sample(options.shots, rng);
   const counts = new Map<number, number>();
   let sum = 0;
@@ -94,7 +94,7 @@ export function runJob(problem: IsingProblem, options: JobOptions): JobResult {
     count: e.count,
     value: e.value,
   });
-  const random = new Rng(options.seed, 13);
+  const random = new Random(options.seed, 'random-shots');
   let randomBest = -Infinity;
   for (let s = 0; s < options.shots; s++) randomBest = Math.max(randomBest, diag[Math.floor(random.next() * diag.length)]!);
   const sampleMs = performance.now() - t;
@@ -102,7 +102,7 @@ export function runJob(problem: IsingProblem, options: JobOptions): JobResult {
   t = performance.now();
   const starts = distinct.slice(0, Math.max(1, options.refineTop)).map((e) => bitsOf(e.k, problem.n));
   const refined = refineStarts(problem, starts);
-  const baseline = randomRestarts(problem, refined.evaluations, new Rng(options.seed, 17));
+  const baseline = randomRestarts(problem, refined.evaluations, new Random(options.seed, 'random-restarts'));
   const refineMs = performance.now() - t;
 
   const best = distinct[0]!;

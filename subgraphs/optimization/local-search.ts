@@ -1,5 +1,5 @@
 import { objectiveOfBits, type IsingProblem } from './problem.js';
-import type { Rng } from './random.js';
+import type { Random } from '../../platform/random.js';
 
 export interface LocalSearchResult {
   bits: Uint8Array;
@@ -106,7 +106,7 @@ export function refineStarts(problem: IsingProblem, starts: readonly ArrayLike<n
  * The classical baseline: local search from uniformly random assignments until `budget` move evaluations
  * are spent (the last search is cut off at the budget), so it gets exactly what the refinement got.
  */
-export function randomRestarts(problem: IsingProblem, budget: number, rng: Rng): MultiStartResult {
+export function randomRestarts(problem: IsingProblem, budget: number, rng: Random): MultiStartResult {
   const adjacency = adjacencyOf(problem);
   let best: LocalSearchResult | null = null;
   let evaluations = 0;

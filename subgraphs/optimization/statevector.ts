@@ -1,4 +1,4 @@
-import type { Rng } from './random.js';
+import type { Random } from '../../platform/random.js';
 
 /** The name runs record as their backend: an exact simulation on classical hardware, never a QPU. */
 export const BACKEND = {
@@ -296,7 +296,7 @@ export class StateVector {
    * `shots` measurements in the computational basis (Born rule), as basis indices: uniforms are drawn,
    * sorted, and matched against the cumulative distribution in one pass (no 2^n-sized table).
    */
-  sample(shots: number, rng: Rng): Uint32Array {
+  sample(shots: number, rng: Random): Uint32Array {
     const u = new Float64Array(shots);
     for (let t = 0; t < shots; t++) u[t] = rng.next();
     u.sort();

@@ -4,7 +4,7 @@ import type { EventHub } from '../../platform/event-hub.js';
 import { viewerOf } from '../../platform/ownership.js';
 import type { Principal } from '../../platform/principal.js';
 import type { BookingRecord } from './records.js';
-import type { QuoteSigner } from './signing.js';
+import type { RentalService } from './service.js';
 import type { MachineStatusEvent, RentalStore } from './store.js';
 import type { TrackingEventPayload, TrackingState } from './tracking.js';
 
@@ -14,8 +14,8 @@ import type { TrackingEventPayload, TrackingState } from './tracking.js';
  */
 
 export interface RentalContext {
-  store: RentalStore;
-  signer: QuoteSigner;
+  /** The rental rules (subgraphs/rental/service.ts); the loaders below read its store. */
+  rental: RentalService;
   events: EventHub;
   clock: Clock;
   /**

@@ -5,6 +5,7 @@ import { rentalResolvers } from './resolvers.js';
 import { rentalConfig } from './config.js';
 import { rentalRoutes } from './rest.js';
 import { createQuoteSigner } from './signing.js';
+import { RentalService } from './service.js';
 import { RentalStore, TOPICS } from './store.js';
 import { predictionForecaster } from './travel.js';
 import { periodic } from '../../platform/periodic.js';
@@ -12,6 +13,7 @@ import { periodic } from '../../platform/periodic.js';
 export const rental = defineSubgraph({
   name: 'rental',
   config: rentalConfig,
+  readiness: 'rental_machines',
   resolvers: rentalResolvers,
   restPrefix: '/rental',
   routes: rentalRoutes,
@@ -48,10 +50,10 @@ export const rental = defineSubgraph({
   ],
   async start({ db, config, clock, events, peers }) {
     const signer = await createQuoteSigner(db, config.QUOTE_SIGNING_KEY);
-    const store = await RentalStore.open(db, signer, {
+    const store = await RentalStore.open(db, { onEvents: () => void events.wake() });
+    const rental = new RentalService(store, signer, {
       quoteTtlSeconds: config.QUOTE_TTL_SECONDS,
       trackingTickMs: config.TRACKING_TICK_MS,
-      onEvents: () => void events.wake(),
       // Truck runs are forecast by the prediction subgraph's travel model, the one that answers
       // Booking.deliveryForecast; the 45 km/h rule only while it cannot answer.
       forecast: predictionForecaster(peers),
@@ -60,13 +62,12 @@ export const rental = defineSubgraph({
     // The sweeper releases machines of expired quotes even when nobody asks; the tracker publishes
     // delivery progress. Both are safe to run on every instance (conditional updates).
     const sweeper = periodic(() => store.releaseExpired(clock.now()), config.QUOTE_SWEEP_INTERVAL_MS);
-    const tracker = periodic(() => store.publishTracking(clock.now()), Math.min(config.TRACKING_TICK_MS, 1000));
+    const tracker = periodic(() => rental.publishTracking(clock.now()), Math.min(config.TRACKING_TICK_MS, 1000));
 
     return {
       context(request): RentalContext {
         return {
-          store,
-          signer,
+          rental,
           events,
           clock,
           now: clock.now(),
@@ -74,14 +75,6 @@ export const rental = defineSubgraph({
           principal: request.principal,
           loaders: createLoaders(store, request.principal),
         };
-      },
-      async ready() {
-        try {
-          await db.query('SELECT 1 FROM rental_machines LIMIT 1');
-          return true;
-        } catch {
-          return false;
-        }
       },
       async close() {
         await Promise.all([sweeper.stop(), tracker.stop()]);

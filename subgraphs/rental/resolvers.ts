@@ -22,7 +22,7 @@ import {
 import { effectiveQuoteStatus, type BookingRecord, type FleetSummaryRecord } from './records.js';
 import type { Resolvers } from './schema-types.js';
 import { TOPICS, type MachineStatusEvent } from './store.js';
-import { criticalLeg, earliestStart, trackingState, type TrackingEventPayload } from './tracking.js';
+import { criticalLeg, earliestStart, type TrackingEventPayload } from './tracking.js';
 
 const must = <T>(value: T | null | undefined, what: string): T => {
   if (value === null || value === undefined) throw new Error(`${what} is missing`);
@@ -49,44 +49,40 @@ function seqOfCursor(cursor: string): string {
 const lastLeg = (b: BookingRecord) => criticalLeg(b.legs);
 
 function trackingOf(booking: BookingRecord, ctx: RentalContext): TrackingView {
-  const places = ctx.store.trackingPlaces(booking.locationId);
-  const state = trackingState(booking.legs, places, ctx.now, booking.status === 'completed');
-  return { booking, state, computedAt: ctx.now };
+  return { booking, state: ctx.rental.tracking(booking, ctx.now), computedAt: ctx.now };
 }
 
 /** Fresh time and loaders for one subscription event: a long-lived context must not serve stale rows. */
 function renew(ctx: RentalContext): void {
   ctx.now = ctx.clock.now();
-  ctx.loaders = createLoaders(ctx.store, ctx.principal);
+  ctx.loaders = createLoaders(ctx.rental.store, ctx.principal);
 }
 
 export const rentalResolvers: Resolvers = {
   DateTime: DateTimeScalar,
   Query: {
     machines: async (_, __, ctx) => {
-      await ctx.store.releaseExpired(ctx.now);
-      return ctx.store.machines();
+      return ctx.rental.machines(ctx.now);
     },
     machine: async (_, args, ctx) => {
       const id = parseInput(machineIdArg, args.id, 'id');
-      await ctx.store.releaseExpired(ctx.now);
+      await ctx.rental.releaseExpired(ctx.now);
       return ctx.loaders.machine.load(id);
     },
-    locations: (_, __, ctx) => ctx.store.locations(),
-    depots: (_, __, ctx) => ctx.store.depots(),
+    locations: (_, __, ctx) => ctx.rental.locations(),
+    depots: (_, __, ctx) => ctx.rental.depots(),
     fleetSummary: async (_, __, ctx) => {
-      await ctx.store.releaseExpired(ctx.now);
-      return ctx.store.fleetSummary();
+      return ctx.rental.fleetSummary(ctx.now);
     },
     quote: async (_, args, ctx) => {
       const id = parseInput(quoteIdArg, args.id, 'id');
-      await ctx.store.releaseExpired(ctx.now);
+      await ctx.rental.releaseExpired(ctx.now);
       return ctx.loaders.quote.load(id);
     },
     booking: (_, args, ctx) => ctx.loaders.booking.load(parseInput(bookingIdArg, args.id, 'id')),
     bookings: async (_, args, ctx) => {
       const { first, after } = parseInput(bookingsPageArgs, args);
-      const page = await ctx.store.bookingsPage(first, after === null || after === undefined ? null : seqOfCursor(after), viewerOf(ctx.principal));
+      const page = await ctx.rental.bookingsPage(first, after === null || after === undefined ? null : seqOfCursor(after), viewerOf(ctx.principal));
       for (const b of page.rows) ctx.loaders.booking.prime(b.id, b);
       const edges = page.rows.map((node) => ({ cursor: cursorOf(node.seq), node }));
       return {
@@ -99,8 +95,8 @@ export const rentalResolvers: Resolvers = {
       const booking = await ctx.loaders.booking.load(parseInput(bookingIdArg, args.bookingId, 'bookingId'));
       return booking ? trackingOf(booking, ctx) : null;
     },
-    quoteSigningKeys: async (_, __, ctx) => (await ctx.signer.jwks()).keys,
-    eventCursor: (_, __, ctx) => ctx.store.eventCursor(),
+    quoteSigningKeys: async (_, __, ctx) => (await ctx.rental.signer.jwks()).keys,
+    eventCursor: (_, __, ctx) => ctx.rental.eventCursor(),
     viewer: (_, __, ctx) => ({
       id: ctx.principal.id,
       tenant: ctx.principal.tenant,
@@ -114,7 +110,7 @@ export const rentalResolvers: Resolvers = {
         const after = await ctx.events.resumeCursor(args.after, TOPICS.machineStatus);
         const keys = parseInput(machineIdsFilter, args.machineIds, 'machineIds') ?? null;
         if (keys) {
-          const known = new Set((await ctx.store.machinesByIds(keys)).map((m) => m.id));
+          const known = new Set((await ctx.rental.machinesByIds(keys)).map((m) => m.id));
           const unknown = keys.filter((id) => !known.has(id));
           if (unknown.length > 0) throw domainError('NOT_FOUND', `Machine ${unknown.join(', ')} not found`);
         }
@@ -176,25 +172,25 @@ export const rentalResolvers: Resolvers = {
   Mutation: {
     createQuote: async (_, args, ctx) => {
       const input = parseInput(createQuoteInput, args.input);
-      // The lower bound is where the machines can be on site, which the store knows (their depots).
+      // The lower bound is where the machines can be on site, which the service knows (their depots).
       const latest = ctx.now.getTime() + START_TIME_WINDOW.futureDays * 86_400_000;
       if (input.startTime.getTime() > latest) {
         throw invalidInput([{ field: 'startTime', message: `must be at most ${START_TIME_WINDOW.futureDays} days ahead` }]);
       }
-      const quote = await ctx.store.createQuote({ ...input, now: ctx.now, owner: ownerOf(ctx.principal) });
+      const quote = await ctx.rental.createQuote({ ...input, now: ctx.now, owner: ownerOf(ctx.principal) });
       ctx.loaders.quote.prime(quote.id, quote);
       return quote;
     },
     confirmBooking: async (_, args, ctx) => {
       const input = parseInput(confirmBookingInput, args.input);
       const key = ctx.idempotencyKey === undefined ? null : parseInput(idempotencyKey, ctx.idempotencyKey, 'Idempotency-Key');
-      const booking = await ctx.store.confirmBooking({ ...input, idempotencyKey: key, now: ctx.now, viewer: viewerOf(ctx.principal) });
+      const booking = await ctx.rental.confirmBooking({ ...input, idempotencyKey: key, now: ctx.now, viewer: viewerOf(ctx.principal) });
       ctx.loaders.booking.prime(booking.id, booking);
       return booking;
     },
     completeBooking: async (_, args, ctx) => {
       const bookingId = parseInput(bookingIdArg, args.bookingId, 'bookingId');
-      const booking = await ctx.store.completeBooking({ bookingId, now: ctx.now, viewer: viewerOf(ctx.principal) });
+      const booking = await ctx.rental.completeBooking({ bookingId, now: ctx.now, viewer: viewerOf(ctx.principal) });
       ctx.loaders.booking.clear(booking.id).prime(booking.id, booking);
       return booking;
     },
@@ -203,7 +199,7 @@ export const rentalResolvers: Resolvers = {
     __resolveReference: (ref, ctx) => ctx.loaders.machine.load(parseInput(idArg, ref.id, 'id')),
     hourlyRate: (m) => euros(m.hourlyRateCents),
     status: (m) => upper(m.status),
-    depot: (m, _, ctx) => must(ctx.store.depot(m.depotId), `depot ${m.depotId}`),
+    depot: (m, _, ctx) => must(ctx.rental.depot(m.depotId), `depot ${m.depotId}`),
   },
   Depot: { coordinates },
   Location: { coordinates },
@@ -211,7 +207,7 @@ export const rentalResolvers: Resolvers = {
     __resolveReference: async (ref, ctx) => ctx.loaders.quote.load(parseInput(quoteIdRef, ref.id, 'id')),
     status: (q, _, ctx) => upper(effectiveQuoteStatus(q, ctx.now)),
     machines: (q, _, ctx) => machinesOf(q.machineIds, ctx),
-    location: (q, _, ctx) => must(ctx.store.location(q.locationId), `location ${q.locationId}`),
+    location: (q, _, ctx) => must(ctx.rental.location(q.locationId), `location ${q.locationId}`),
     lineItems: (q) => q.lineItems,
     deliveries: (q) => q.deliveries,
     subtotal: (q) => euros(q.subtotalCents),
@@ -226,7 +222,7 @@ export const rentalResolvers: Resolvers = {
     amount: (l) => euros(l.amountCents),
   },
   DeliveryCharge: {
-    depot: (d, _, ctx) => must(ctx.store.depot(d.depotId), `depot ${d.depotId}`),
+    depot: (d, _, ctx) => must(ctx.rental.depot(d.depotId), `depot ${d.depotId}`),
     machines: (d, _, ctx) => machinesOf(d.machineIds, ctx),
     amount: (d) => euros(d.amountCents),
   },
@@ -235,7 +231,7 @@ export const rentalResolvers: Resolvers = {
     status: (b) => upper(b.status),
     quote: async (b, _, ctx) => must(await ctx.loaders.quote.load(b.quoteId), 'quote'),
     machines: (b, _, ctx) => machinesOf(b.machineIds, ctx),
-    location: (b, _, ctx) => must(ctx.store.location(b.locationId), `location ${b.locationId}`),
+    location: (b, _, ctx) => must(ctx.rental.location(b.locationId), `location ${b.locationId}`),
     bill: (b) => ({
       currency: 'EUR',
       quotedHours: b.durationHours,
@@ -266,7 +262,7 @@ export const rentalResolvers: Resolvers = {
     computedAt: (t) => t.computedAt,
   },
   DeliveryLeg: {
-    depot: (l, _, ctx) => must(ctx.store.depot(l.leg.depotId), `depot ${l.leg.depotId}`),
+    depot: (l, _, ctx) => must(ctx.rental.depot(l.leg.depotId), `depot ${l.leg.depotId}`),
     machines: (l, _, ctx) => machinesOf(l.leg.machineIds, ctx),
     status: (l) => upper(l.status),
     distanceKm: (l) => l.leg.distanceKm,

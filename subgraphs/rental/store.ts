@@ -1,32 +1,11 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import type { GraphQLError } from 'graphql';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Database, Queryable } from '../../platform/db.js';
 import { domainError } from '../../platform/errors.js';
 import { appendEvents, lockCommitOrder, type OutboxEvent } from '../../platform/outbox.js';
 import { viewedTenant, type Owner, type Viewer } from '../../platform/ownership.js';
-import { PRICING, closeBill, deliveryRuns, priceQuote, surgeMultiplier, utilizationOf, type FleetCounts } from './pricing.js';
+import { surgeMultiplier, utilizationOf, type Bill, type FleetCounts } from './pricing.js';
 import type { BookingRecord, FleetSummaryRecord, MachineRecord, MachineStatus, Place, QuoteRecord } from './records.js';
-import type { QuoteSigner } from './signing.js';
-import {
-  DELIVERY,
-  dueTrackingEvents,
-  earliestStart,
-  legState,
-  needsForecast,
-  planLegs,
-  promiseDeparture,
-  quotedForecast,
-  reforecastLeg,
-  reforecastRun,
-  trackingPayload,
-  trackingState,
-  type PlannedLeg,
-  type QuotedRun,
-  type Run,
-  type TrackingEventPayload,
-  type TrackingStatus,
-} from './tracking.js';
-import type { TravelForecaster } from './travel.js';
+import type { PlannedLeg, TrackingEventPayload, TrackingStatus } from './tracking.js';
 
 export const TOPICS = {
   /** key: machine id */
@@ -65,57 +44,55 @@ const BOOKING_COLUMNS = bookingColumns();
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** A confirm's payload as an Idempotency-Key remembers it: SHA-256 of its normalized fields. */
-function confirmFingerprint(input: { quoteId: string; customerName: string }): string {
-  return createHash('sha256')
-    .update(JSON.stringify(['confirmBooking', input.quoteId, input.customerName]), 'utf8')
-    .digest('hex');
-}
-
-/** A start before the machines can be on site: 400, stating the earliest start and what it is made of. */
-function startTooEarly(runs: readonly QuotedRun[], earliest: Date): GraphQLError {
-  const slowest = runs.reduce((a, b) => (quotedForecast(b).q90 > quotedForecast(a).q90 ? b : a));
-  const travel = quotedForecast(slowest);
-  const road =
-    travel.source === 'model'
-      ? `${Math.round(travel.q90)} min on the road from ${slowest.depotId} at the travel model's q90`
-      : `${Math.round(travel.q90)} min on the road from ${slowest.depotId} at 45 km/h, the rule used while prediction cannot answer`;
-  const why =
-    `its machines can be on site no earlier (dispatched when the booking is confirmed, at the latest when the quote ` +
-    `expires, then ${DELIVERY.loadingMinutes} min loading and ${road})`;
-  return domainError('BAD_USER_INPUT', `The rental cannot start before ${earliest.toISOString()}: ${why}`, [
-    { field: 'startTime', message: `must be at or after ${earliest.toISOString()}: ${why}` },
-  ]);
-}
-
 const keyReused = () =>
   domainError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request; send a new key for a new request');
 
 /** A booking on its way, with what the tracker last published for it. */
-type TrackedBooking = BookingRecord & { trackingStatus: TrackingStatus; trackingAt: Date };
+export type TrackedBooking = BookingRecord & { trackingStatus: TrackingStatus; trackingAt: Date };
 
 export interface RentalStoreOptions {
-  quoteTtlSeconds: number;
-  /** How often a booking in transit publishes its position. */
-  trackingTickMs: number;
   /** Called after a transaction that wrote events has committed (wakes the local event hub). */
   onEvents?: () => void;
-  /** Travel forecasts of truck runs (prediction's model, the rule while it cannot answer). */
-  forecast: TravelForecaster;
+}
+
+/** A machine of the catalogue, with its rate and its depot's coordinates (what a quote is priced from). */
+export interface CatalogueMachine {
+  id: string;
+  hourlyRateCents: number;
+  depotId: string;
+  depot: { latitude: number; longitude: number };
+}
+
+/** A quote's priced and signed terms (gateway of the rules: subgraphs/rental/service.ts). */
+export interface QuoteTerms {
+  locationId: string;
+  startTime: Date;
+  durationHours: number;
+  utilization: number;
+  surgeMultiplier: number;
+  leadTimeHours: number;
+  leadTimeFactor: number;
+  lineItems: unknown;
+  deliveries: unknown;
+  subtotalCents: number;
+  deliveryCents: number;
+  totalCents: number;
+  currency: string;
+  signature: string;
+  expiresAt: Date;
 }
 
 export class RentalStore {
   private constructor(
     private readonly db: Database,
-    private readonly signer: QuoteSigner,
     private readonly options: RentalStoreOptions,
     /** Depots and sites are reference data fixed by migrations: read once, at open. */
     private readonly places: { depots: Map<string, Place>; locations: Map<string, Place> },
   ) {}
 
-  static async open(db: Database, signer: QuoteSigner, options: RentalStoreOptions): Promise<RentalStore> {
+  static async open(db: Database, options: RentalStoreOptions = {}): Promise<RentalStore> {
     const [depots, locations] = await Promise.all([readPlaces(db, 'rental_depots'), readPlaces(db, 'rental_locations')]);
-    return new RentalStore(db, signer, options, {
+    return new RentalStore(db, options, {
       depots: new Map(depots.map((p) => [p.id, p])),
       locations: new Map(locations.map((p) => [p.id, p])),
     });
@@ -149,100 +126,50 @@ export class RentalStore {
     return res.rows[0]?.id ?? '0';
   }
 
-  /**
-   * Publishes what is due for every booking on its way: status changes and in-transit positions. The
-   * conditional update on (tracking_status, tracking_at) lets one instance publish each update.
-   */
-  async publishTracking(now: Date): Promise<number> {
-    const readActive = () =>
-      this.db.query<TrackedBooking>(
-        `SELECT ${BOOKING_COLUMNS}, tracking_status AS "trackingStatus", tracking_at AS "trackingAt"
-         FROM rental_bookings WHERE status = 'confirmed' AND tracking_status <> 'on_site'`,
-      );
-    let active = await readActive();
-    let published = 0;
-    const reforecast = await this.reforecastRuleLegs(active.rows, now);
-    if (reforecast.changed > 0) active = await readActive();
-    published += reforecast.published;
-    for (const booking of active.rows) {
-      const places = this.trackingPlaces(booking.locationId);
-      const due = dueTrackingEvents({
-        bookingId: booking.id,
-        legs: booking.legs,
-        places,
-        published: { status: booking.trackingStatus, at: booking.trackingAt },
-        now,
-        tickMs: this.options.trackingTickMs,
-      });
-      if (due.events.length === 0) continue;
-      const won = await this.transact(async (tx) => {
-        const claimed = await tx.query(
-          `UPDATE rental_bookings SET tracking_status = $2, tracking_at = $3
-           WHERE id = $1 AND status = 'confirmed' AND tracking_status = $4 AND tracking_at = $5`,
-          [booking.id, due.status, now, booking.trackingStatus, booking.trackingAt],
-        );
-        if (claimed.rowCount !== 1) return false;
-        await appendEvents(
-          tx,
-          due.events.map((payload) => trackingEvent(booking.id, payload, ownerFields(booking))),
-        );
-        return true;
-      });
-      if (won) published += due.events.length;
-    }
-    return published;
+  /** Bookings on their way (confirmed, not yet on site), with what the tracker last published for each. */
+  async activeTrackedBookings(): Promise<TrackedBooking[]> {
+    const res = await this.db.query<TrackedBooking>(
+      `SELECT ${BOOKING_COLUMNS}, tracking_status AS "trackingStatus", tracking_at AS "trackingAt"
+       FROM rental_bookings WHERE status = 'confirmed' AND tracking_status <> 'on_site'`,
+    );
+    return res.rows;
   }
 
   /**
-   * Runs planned by the rule while prediction could not answer, forecast again once it answers (before
-   * departure for the whole road, on the road for the distance left): the stored plan takes the model's
-   * arrival, and a tracking update carries the new ETA and its source. Conditional on the plan read, so
-   * one instance rewrites each plan.
+   * Publishes a booking's due tracking events and its new status, unless another instance did first: the
+   * update is conditional on (tracking_status, tracking_at) as read, so each update is published once.
    */
-  private async reforecastRuleLegs(bookings: readonly TrackedBooking[], now: Date): Promise<{ changed: number; published: number }> {
-    const asks: { booking: TrackedBooking; leg: PlannedLeg; run: Run }[] = [];
-    for (const booking of bookings) {
-      const places = this.trackingPlaces(booking.locationId);
-      for (const leg of booking.legs) {
-        if (!needsForecast(leg, now)) continue;
-        const state = legState(leg, places.depot(leg.depotId), places.site, now, false);
-        asks.push({ booking, leg, run: reforecastRun(leg, state, now) });
-      }
-    }
-    if (asks.length === 0) return { changed: 0, published: 0 };
-    const forecasts = await this.options.forecast(asks.map((a) => a.run));
-    // The legs the model answered for, forecast again.
-    const replanned = new Map<PlannedLeg, PlannedLeg>();
-    asks.forEach((a, i) => {
-      const forecast = forecasts[i];
-      if (forecast?.source === 'model') replanned.set(a.leg, reforecastLeg(a.leg, a.run, forecast));
+  async claimTracking(booking: TrackedBooking, status: TrackingStatus, payloads: readonly TrackingEventPayload[], now: Date): Promise<boolean> {
+    return this.transact(async (tx) => {
+      const claimed = await tx.query(
+        `UPDATE rental_bookings SET tracking_status = $2, tracking_at = $3
+         WHERE id = $1 AND status = 'confirmed' AND tracking_status = $4 AND tracking_at = $5`,
+        [booking.id, status, now, booking.trackingStatus, booking.trackingAt],
+      );
+      if (claimed.rowCount !== 1) return false;
+      await appendEvents(
+        tx,
+        payloads.map((payload) => trackingEvent(booking.id, payload, ownerFields(booking))),
+      );
+      return true;
     });
-    let changed = 0;
-    let published = 0;
-    for (const booking of new Set(asks.map((a) => a.booking))) {
-      if (!booking.legs.some((leg) => replanned.has(leg))) continue;
-      const places = this.trackingPlaces(booking.locationId);
-      const legs = booking.legs.map((leg) => replanned.get(leg) ?? leg);
-      const state = trackingState(legs, places, now, false);
-      // An update in the status last published; a status the plan has moved on to is announced, with
-      // the new ETA, by its own transition event.
-      const announce = state.status === booking.trackingStatus;
-      const won = await this.transact(async (tx) => {
-        const claimed = await tx.query(
-          `UPDATE rental_bookings SET legs = $2::jsonb, tracking_at = CASE WHEN $3::boolean THEN $4::timestamptz ELSE tracking_at END
-           WHERE id = $1 AND status = 'confirmed' AND legs = $5::jsonb`,
-          [booking.id, JSON.stringify(legs), announce, now, JSON.stringify(booking.legs)],
-        );
-        if (claimed.rowCount !== 1) return false;
-        if (announce) await appendEvents(tx, [trackingEvent(booking.id, trackingPayload(booking.id, state, now), ownerFields(booking))]);
-        return true;
-      });
-      if (won) {
-        changed += 1;
-        if (announce) published += 1;
-      }
-    }
-    return { changed, published };
+  }
+
+  /**
+   * Stores a booking's new delivery plan, and the update announcing it (null: announced by its status
+   * change instead), unless another instance rewrote the plan first (conditional on the plan as read).
+   */
+  async replanLegs(booking: TrackedBooking, legs: readonly PlannedLeg[], update: TrackingEventPayload | null, now: Date): Promise<boolean> {
+    return this.transact(async (tx) => {
+      const claimed = await tx.query(
+        `UPDATE rental_bookings SET legs = $2::jsonb, tracking_at = CASE WHEN $3::boolean THEN $4::timestamptz ELSE tracking_at END
+         WHERE id = $1 AND status = 'confirmed' AND legs = $5::jsonb`,
+        [booking.id, JSON.stringify(legs), update !== null, now, JSON.stringify(booking.legs)],
+      );
+      if (claimed.rowCount !== 1) return false;
+      if (update) await appendEvents(tx, [trackingEvent(booking.id, update, ownerFields(booking))]);
+      return true;
+    });
   }
 
   // ---- reads -------------------------------------------------------------------------------------
@@ -345,51 +272,30 @@ export class RentalStore {
     });
   }
 
-  async createQuote(input: {
-    machineIds: string[];
-    locationId: string;
-    startTime: Date;
-    durationHours: number;
+  /** The machines among `ids` with their rates and depots (unknown ids are left out). */
+  async catalogue(ids: readonly string[]): Promise<CatalogueMachine[]> {
+    const res = await this.db.query<{ id: string; hourlyRateCents: number; depotId: string; latitude: number; longitude: number }>(
+      `SELECT m.id, m.hourly_rate_cents AS "hourlyRateCents", m.depot_id AS "depotId", d.latitude, d.longitude
+       FROM rental_machines m JOIN rental_depots d ON d.id = m.depot_id WHERE m.id = ANY($1)`,
+      [[...ids]],
+    );
+    return res.rows.map((m) => ({ id: m.id, hourlyRateCents: m.hourlyRateCents, depotId: m.depotId, depot: { latitude: m.latitude, longitude: m.longitude } }));
+  }
+
+  /**
+   * Reserves the machines for a new quote and stores it, in one transaction: a machine another quote or
+   * booking holds is a CONFLICT naming it. `terms` prices and signs the quote from the fleet as this
+   * reservation leaves it, counted in commit order (under the lock, every quote committed before this one
+   * is counted, so concurrent quotes see utilization climb one after another).
+   */
+  async reserveQuote(input: {
+    machineIds: readonly string[];
     now: Date;
     /** Whose the quote is: the requesting principal, in its tenant. */
     owner: Owner;
+    terms: (quoteId: string, machineIds: string[], countsAfter: FleetCounts) => Promise<QuoteTerms>;
   }): Promise<QuoteRecord> {
-    await this.releaseExpired(input.now);
     const { now } = input;
-    // Reference data (sites, the catalogue's rates and depots), fixed by migrations: read and checked, and
-    // the runs forecast, before any transaction, so no transaction waits on the prediction subgraph.
-    const site = (await this.db.query<Place>('SELECT id, name, latitude, longitude FROM rental_locations WHERE id = $1', [input.locationId])).rows[0];
-    if (!site) {
-      throw domainError('BAD_USER_INPUT', `Unknown location "${input.locationId}"`, [
-        { field: 'locationId', message: `unknown location "${input.locationId}"` },
-      ]);
-    }
-    const catalogue = await this.db.query<{ id: string; hourlyRateCents: number; depotId: string; latitude: number; longitude: number }>(
-      `SELECT m.id, m.hourly_rate_cents AS "hourlyRateCents", m.depot_id AS "depotId", d.latitude, d.longitude
-       FROM rental_machines m JOIN rental_depots d ON d.id = m.depot_id WHERE m.id = ANY($1)`,
-      [input.machineIds],
-    );
-    const unknown = input.machineIds.filter((id) => !catalogue.rows.some((r) => r.id === id));
-    if (unknown.length > 0) {
-      throw domainError('BAD_USER_INPUT', `Unknown machine${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`, [
-        { field: 'machineIds', message: `unknown machine ids: ${unknown.join(', ')}` },
-      ]);
-    }
-    const machines = catalogue.rows.map((m) => ({
-      id: m.id,
-      hourlyRateCents: m.hourlyRateCents,
-      depotId: m.depotId,
-      depot: { latitude: m.latitude, longitude: m.longitude },
-    }));
-    // A rental starts when its machines can be on site: trucks leave when the booking is confirmed, at the
-    // latest when this quote expires; each run is forecast for that departure.
-    const expiresAt = new Date(now.getTime() + this.options.quoteTtlSeconds * 1000);
-    const runs = deliveryRuns(machines, site);
-    const departAt = promiseDeparture(expiresAt);
-    const travel = await this.options.forecast(runs.map((r) => ({ distanceKm: r.distanceKm, departAt })));
-    const quoted: QuotedRun[] = runs.map((r, i) => ({ ...r, travel: travel[i]! }));
-    const earliest = earliestStart(quoted, expiresAt);
-    if (input.startTime.getTime() < earliest.getTime()) throw startTooEarly(quoted, earliest);
     return this.transact(async (tx) => {
       const quoteId = randomUUID();
       // Lock in id order so overlapping quotes cannot deadlock; rows taken meanwhile drop out of the filter.
@@ -397,38 +303,20 @@ export class RentalStore {
         `UPDATE rental_machines m SET status = 'reserved', quote_id = $2, updated_at = $3
          FROM (SELECT id FROM rental_machines WHERE id = ANY($1) AND status = 'available' ORDER BY id FOR UPDATE) pick
          WHERE m.id = pick.id RETURNING m.id`,
-        [input.machineIds, quoteId, now],
+        [[...input.machineIds], quoteId, now],
       );
       if (reserved.rowCount !== input.machineIds.length) {
         const taken = await tx.query<{ id: string; status: string }>(
           `SELECT id, status FROM rental_machines WHERE id = ANY($1) AND NOT (id = ANY($2)) ORDER BY id`,
-          [input.machineIds, reserved.rows.map((r) => r.id)],
+          [[...input.machineIds], reserved.rows.map((r) => r.id)],
         );
         const list = taken.rows.map((r) => `${r.id} (${r.status})`).join(', ');
         throw domainError('CONFLICT', `Machine${taken.rows.length > 1 ? 's' : ''} not available: ${list}`);
       }
-      // Priced in commit order: under the lock, every quote committed before this one is counted, so
-      // concurrent quotes see utilization climb one after another instead of all seeing the same fleet.
       await lockCommitOrder(tx);
       const countsAfter = await fleetCounts(tx);
-      const price = priceQuote({
-        machines,
-        site,
-        startTime: input.startTime,
-        durationHours: input.durationHours,
-        countsAfter,
-        pricedAt: now,
-      });
       const machineIds = [...input.machineIds].sort();
-      const signature = await this.signer.sign({
-        quote_id: quoteId,
-        machine_ids: machineIds,
-        location_id: site.id,
-        total: price.totalCents / 100,
-        currency: PRICING.currency,
-        iat: Math.floor(now.getTime() / 1000),
-        exp: Math.floor(expiresAt.getTime() / 1000),
-      });
+      const t = await input.terms(quoteId, machineIds, countsAfter);
       const inserted = await tx.query<QuoteRecord>(
         `INSERT INTO rental_quotes (id, tenant, principal, status, machine_ids, location_id, start_time, duration_hours, utilization,
            surge_multiplier, lead_time_hours, lead_time_factor, line_items, deliveries, subtotal_cents, delivery_cents,
@@ -438,22 +326,22 @@ export class RentalStore {
         [
           quoteId,
           machineIds,
-          site.id,
-          input.startTime,
-          input.durationHours,
-          price.utilization,
-          price.surgeMultiplier,
-          price.leadTimeHours,
-          price.leadTimeFactor,
-          JSON.stringify(price.lineItems),
-          JSON.stringify(price.deliveries.map((d, i) => ({ ...d, travel: quoted[i]!.travel }))),
-          price.subtotalCents,
-          price.deliveryCents,
-          price.totalCents,
-          PRICING.currency,
-          signature,
+          t.locationId,
+          t.startTime,
+          t.durationHours,
+          t.utilization,
+          t.surgeMultiplier,
+          t.leadTimeHours,
+          t.leadTimeFactor,
+          JSON.stringify(t.lineItems),
+          JSON.stringify(t.deliveries),
+          t.subtotalCents,
+          t.deliveryCents,
+          t.totalCents,
+          t.currency,
+          t.signature,
           now,
-          expiresAt,
+          t.expiresAt,
           input.owner.tenant,
           input.owner.principal,
         ],
@@ -466,6 +354,16 @@ export class RentalStore {
     });
   }
 
+  /** An active quote's fixed terms, as `viewer` may see it (null: none such). */
+  async activeQuoteTerms(quoteId: string, viewer: Viewer): Promise<Pick<QuoteRecord, 'deliveries' | 'startTime' | 'expiresAt'> | null> {
+    const res = await this.db.query<Pick<QuoteRecord, 'deliveries' | 'startTime' | 'expiresAt'>>(
+      `SELECT deliveries, start_time AS "startTime", expires_at AS "expiresAt" FROM rental_quotes
+       WHERE id = $1 AND status = 'active' AND ($2::text IS NULL OR tenant = $2)`,
+      [quoteId, viewedTenant(viewer)],
+    );
+    return res.rows[0] ?? null;
+  }
+
   /**
    * Confirms a quote into a booking. A repeated Idempotency-Key with the same request (same fingerprint)
    * returns the booking it made; with a different request it is IDEMPOTENCY_KEY_REUSED. Any other second
@@ -473,25 +371,20 @@ export class RentalStore {
    * fingerprint are inserted with the booking, in its transaction: a concurrent request with the same
    * key waits on that insert (the unique key) or on the quote's row, then reads the committed booking.
    */
-  async confirmBooking(input: { quoteId: string; customerName: string; idempotencyKey: string | null; now: Date; viewer: Viewer }): Promise<BookingRecord> {
-    const { now, quoteId, idempotencyKey, viewer } = input;
-    const fingerprint = confirmFingerprint(input);
-    if (!UUID_RE.test(quoteId)) {
-      throw domainError('BAD_USER_INPUT', `quoteId must be a UUID, got "${quoteId}"`, [{ field: 'quoteId', message: 'must be a UUID' }]);
-    }
-    await this.releaseExpired(now);
-    // The delivery plan is forecast before the transaction (no transaction waits on prediction), from the
-    // quote's fixed terms; the transaction decides whether this request confirms it.
-    const terms = (
-      await this.db.query<Pick<QuoteRecord, 'deliveries' | 'startTime' | 'expiresAt'>>(
-        `SELECT deliveries, start_time AS "startTime", expires_at AS "expiresAt" FROM rental_quotes
-         WHERE id = $1 AND status = 'active' AND ($2::text IS NULL OR tenant = $2)`,
-        [quoteId, viewedTenant(viewer)],
-      )
-    ).rows[0];
-    const planned = terms
-      ? await planLegs({ runs: terms.deliveries, confirmedAt: now, startTime: terms.startTime, expiresAt: terms.expiresAt, forecast: this.options.forecast })
-      : null;
+  async confirmQuote(input: {
+    quoteId: string;
+    customerName: string;
+    idempotencyKey: string | null;
+    /** The request as its Idempotency-Key remembers it (subgraphs/rental/service.ts). */
+    fingerprint: string;
+    now: Date;
+    viewer: Viewer;
+    /** The delivery plan, forecast from the quote's terms before the transaction; null when the quote was not active. */
+    planned: PlannedLeg[] | null;
+    /** The new booking's tracking: its status and the event announcing it. */
+    tracking: (bookingId: string, legs: PlannedLeg[], locationId: string) => { status: TrackingStatus; payload: TrackingEventPayload };
+  }): Promise<BookingRecord> {
+    const { now, quoteId, idempotencyKey, viewer, fingerprint, planned } = input;
     try {
       return await this.transact(async (tx) => {
         const replay = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint, viewer);
@@ -532,7 +425,7 @@ export class RentalStore {
         }
         if (!planned) throw new Error(`quote ${quoteId} was confirmed without a delivery plan`);
         const legs = planned;
-        const tracking = trackingState(legs, this.trackingPlaces(quote.locationId), now, false);
+        const tracking = input.tracking(bookingId, legs, quote.locationId);
         // The ledger pages by seq: draw it in commit order, so a client paging meanwhile never passes
         // over a booking whose number was drawn earlier but not yet committed.
         await lockCommitOrder(tx);
@@ -566,7 +459,7 @@ export class RentalStore {
           ...quote.machineIds.map((id) => machineEvent(id, 'reserved', 'in_use', 'confirm', now, { quoteId, bookingId }, owner)),
           await fleetEvent(tx, now),
           bookingEvent(bookingId, 'confirmed', now, owner),
-          trackingEvent(bookingId, trackingPayload(bookingId, tracking, now), owner),
+          trackingEvent(bookingId, tracking.payload, owner),
         ]);
         return booking;
       });
@@ -582,7 +475,17 @@ export class RentalStore {
     }
   }
 
-  async completeBooking(input: { bookingId: string; now: Date; viewer: Viewer }): Promise<BookingRecord> {
+  /**
+   * Completes a booking, releasing its machines, in one transaction; `close` bills it from its terms, and
+   * `tracking` gives the event announcing it on site for good.
+   */
+  async completeBooking(input: {
+    bookingId: string;
+    now: Date;
+    viewer: Viewer;
+    close: (booking: BookingRecord & { subtotalCents: number }) => Bill;
+    tracking: (booking: BookingRecord) => TrackingEventPayload;
+  }): Promise<BookingRecord> {
     const { now, bookingId, viewer } = input;
     return this.transact(async (tx) => {
       const current = (
@@ -598,14 +501,7 @@ export class RentalStore {
       if (current.status === 'completed') {
         throw domainError('CONFLICT', `Booking ${bookingId} was already completed at ${current.completedAt?.toISOString()}`);
       }
-      const rentalStart = new Date(Math.max(current.startTime.getTime(), current.confirmedAt.getTime()));
-      const bill = closeBill({
-        quotedHours: current.durationHours,
-        subtotalCents: current.subtotalCents,
-        totalCents: current.quotedCents,
-        rentalStart,
-        completedAt: now,
-      });
+      const bill = input.close(current);
       const booking = (
         await tx.query<BookingRecord>(
           `UPDATE rental_bookings SET status = 'completed', completed_at = $2, actual_hours = $3, billable_hours = $4,
@@ -624,7 +520,7 @@ export class RentalStore {
         ...released.rows.map((r) => machineEvent(r.id, 'in_use', 'available', 'complete', now, { bookingId }, owner)),
         await fleetEvent(tx, now),
         bookingEvent(bookingId, 'completed', now, owner),
-        trackingEvent(bookingId, trackingPayload(bookingId, trackingState(booking.legs, this.trackingPlaces(booking.locationId), now, true), now), owner),
+        trackingEvent(bookingId, input.tracking(booking), owner),
       ]);
       return booking;
     });

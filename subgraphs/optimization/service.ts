@@ -9,6 +9,7 @@ import type { JobResult } from './job.js';
 import { WorkerPool } from './runner.js';
 import { BACKEND } from './statevector.js';
 import type { OptimizationStore, RunRecord } from './store.js';
+import { verifyFleet, type Verification } from './verify.js';
 
 export interface RunLimits {
   maxQubits: number;
@@ -34,6 +35,13 @@ interface Pending {
   cancel(): Promise<void>;
   done: Promise<void>;
 }
+
+/*
+ * The optimization rules: which quantum runs may start (qubits, estimated time, global and per-tenant
+ * caps), running them in worker threads and recording their outcome, and proofs of the fleet's safety
+ * constraints. Resolvers call these services; they read and write through the store
+ * (subgraphs/optimization/store.ts), which holds the SQL.
+ */
 
 /** Starts runs in worker threads, records their outcome, and stops them when the service stops. */
 export class RunService {
@@ -138,5 +146,35 @@ export class RunService {
     await Promise.all(pending.map((p) => p.cancel()));
     await Promise.all(pending.map((p) => p.done));
     await this.pool.close();
+  }
+}
+
+/** Proofs of the fleet's separation constraint (SMT, subgraphs/optimization/verify.ts), one per fleet tick and threshold. */
+export class SafetyService {
+  /** A proof is a function of the fleet tick and the threshold: the last few are kept. */
+  private readonly proofs = new Map<string, Promise<Verification & { tick: number; timestamp: string }>>();
+  private loaded = false;
+
+  constructor(private readonly store: OptimizationStore) {}
+
+  async verify(minSeparationM: number): Promise<Verification & { tick: number; timestamp: string }> {
+    const { clock: fleetClock, vessels } = await this.store.snapshot();
+    const key = `${fleetClock.tick}|${minSeparationM}`;
+    let proof = this.proofs.get(key);
+    if (!proof) {
+      proof = verifyFleet(vessels, minSeparationM).then((v) => {
+        this.loaded = true;
+        return { ...v, tick: fleetClock.tick, timestamp: fleetClock.updatedAt };
+      });
+      proof.catch(() => this.proofs.delete(key));
+      this.proofs.set(key, proof);
+      while (this.proofs.size > 8) this.proofs.delete(this.proofs.keys().next().value!);
+    }
+    return proof;
+  }
+
+  /** Whether the solver has been loaded (by a first proof). */
+  solverLoaded(): boolean {
+    return this.loaded;
   }
 }
