@@ -8,6 +8,7 @@ import { Random } from '../platform/random.js';
 import { recommend, type CandidatePath } from '../subgraphs/bonding/recommend.js';
 import { ownOutageOf } from '../subgraphs/bonding/state-machine.js';
 import { toeplitzFft, toeplitzWords } from '../subgraphs/bonding/toeplitz.js';
+import { quantile as percentile } from './support/stats.js';
 
 /*
  * `npm run bench -- bonding`: 256-bit hybrid keys per second (in process and end to end through REST),
@@ -17,7 +18,6 @@ import { toeplitzFft, toeplitzWords } from '../subgraphs/bonding/toeplitz.js';
  */
 
 const MAX_SECONDS = 4;
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
 
 async function measure(call: (i: number) => unknown, maxCalls: number, warmup = 3) {
   for (let i = 0; i < warmup; i++) await call(i);

@@ -2,6 +2,7 @@ import { argv } from 'node:process';
 import { Worker } from 'node:worker_threads';
 import { startServer } from '../gateway/server.js';
 import { loadConfig } from '../gateway/config.js';
+import { median } from './support/stats.js';
 
 /*
  * `npm run bench -- defer [rounds]`: what `@defer` buys a page. For each slow field (a delivery forecast
@@ -87,11 +88,6 @@ interface Timing {
   total: number;
   errors: number;
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 
 export default async function bench(): Promise<void> {
   const rounds = Number(argv.slice(3).find((a) => /^\d+$/.test(a)) ?? 30);

@@ -10,6 +10,7 @@ import type { FeaturesContext } from '../subgraphs/features/context.js';
 import { sortView, tsAsOf } from '../subgraphs/features/ts-engine.js';
 import { Random } from '../platform/random.js';
 import { SYSTEM_PRINCIPAL } from '../platform/principal.js';
+import { quantile as percentile } from './support/stats.js';
 
 /*
  * `npm run bench -- features [labels:rows ...]`: the point-in-time join with both engines side by side on
@@ -100,8 +101,6 @@ async function pitJoins(sizes: [number, number][]): Promise<void> {
     );
   }
 }
-
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
 
 async function lookups(call: (i: number) => Promise<unknown>, count: number) {
   for (let i = 0; i < 100; i++) await call(i);

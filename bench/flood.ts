@@ -5,6 +5,7 @@ import { Worker } from 'node:worker_threads';
 import { loadConfig } from '../gateway/config.js';
 import { startServer } from '../gateway/server.js';
 import { floodWhileMeasuring, hostileRequests } from './hostile.js';
+import { quantile } from './support/stats.js';
 
 /*
  * `npm run bench -- flood`: the worst requests a client can build under the body limit (bench/hostile.ts),
@@ -106,8 +107,6 @@ function neighbour(url: string, count: number): Promise<{ at: number; ms: number
 }
 
 const sorted = (samples: { ms: number }[]) => samples.map((x) => x.ms).sort((a, b) => a - b);
-
-const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 /**
  * One principal floods (16 connections from a worker thread, 10 s, at most 20,000 requests) under the

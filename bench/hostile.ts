@@ -3,7 +3,7 @@ import { Worker } from 'node:worker_threads';
 
 /*
  * The worst requests a client can build under the body limit, and a flood of them from a worker thread while
- * the server's own event loop is measured. Shared by `test/flood.test.ts` (which asserts the bounds) and
+ * the server's own event loop is measured. Shared by `test/gateway/security/flood.test.ts` (which asserts the bounds) and
  * `npm run bench -- flood` (which prints the figures). Traffic goes to the given loopback URL only, bounded
  * in count and time.
  */

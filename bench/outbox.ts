@@ -6,7 +6,7 @@ import { loadConfig } from '../gateway/config.js';
 import { pruneOutbox } from '../platform/outbox-retention.js';
 import { subgraphs } from '../subgraphs/registry.js';
 import { PG_BIN, TestPostgres } from '../test/support/postgres.js';
-import { quantile, round } from './subscriptions.js';
+import { quantile, round } from './support/stats.js';
 
 /*
  * npm run bench -- outbox [EVENTS]

@@ -4,6 +4,7 @@ import { startServer } from '../gateway/server.js';
 import type { ModelName } from '../subgraphs/prediction/features.js';
 import { generate } from '../subgraphs/prediction/generator.js';
 import { loadModels } from '../subgraphs/prediction/model.js';
+import { quantile as percentile } from './support/stats.js';
 
 /*
  * `npm run bench -- prediction`: predictions per second and latency of the REST path (HTTP on loopback,
@@ -25,8 +26,6 @@ interface Row {
   p50Ms: number;
   p99Ms: number;
 }
-
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? Number.NaN;
 
 /**
  * Runs `call` from `workers` concurrent loops until MAX_CALLS calls or MAX_SECONDS; each call makes

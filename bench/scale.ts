@@ -12,7 +12,8 @@ import { appendEvents } from '../platform/outbox.js';
 import { NATS_SERVER, TestNats } from '../test/support/nats.js';
 import { PG_BIN, TestPostgres } from '../test/support/postgres.js';
 import { cpuMs, freePort, sleep, startServer, stopServer, type ServerProcess } from './gateway/processes.js';
-import { quantile, round, rssKiB, subscriber } from './subscriptions.js';
+import { quantile, round } from './support/stats.js';
+import { rssKiB, subscriber } from './subscriptions.js';
 
 /*
  * npm run bench -- scale [N ...]

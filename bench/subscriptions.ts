@@ -4,6 +4,7 @@ import { argv } from 'node:process';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 import { freePort } from '../test/support/port.js';
+import { quantile, round } from './support/stats.js';
 
 /*
  * npm run bench -- subscriptions [N ...]
@@ -249,14 +250,6 @@ export function rssKiB(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
 }
 
-/** The q-quantile of ascending samples (nearest rank). */
-export function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-}
-
-/** One decimal. */
-export const round = (x: number) => Math.round(x * 10) / 10;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {

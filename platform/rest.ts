@@ -30,7 +30,7 @@ export interface RestRoute<B = unknown, Q = unknown, P = unknown, D = unknown> {
   /**
    * The operation's variables. A parameter the caller left out stays undefined (the engine leaves it out of
    * the request), never null: it must mean what it means to a GraphQL client that omits the argument, the
-   * schema's default (test/rest-equivalence.test.ts holds every route to that).
+   * schema's default (test/gateway/rest/rest-equivalence.test.ts holds every route to that).
    */
   variables(input: RestInput<B, Q, P>): Record<string, unknown>;
   /**

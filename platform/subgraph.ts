@@ -74,7 +74,7 @@ export interface SubgraphModule<S extends ConfigShape = ConfigShape> {
   pure?: PureReads;
   /**
    * The entity types whose rows a principal creates and owns, with how one is made: the authorization
-   * matrix (test/authorization-matrix.test.ts) proves, for each, that another tenant reaches none of them
+   * matrix (test/gateway/security/authorization-matrix.test.ts) proves, for each, that another tenant reaches none of them
    * through any root field, REST route, subscription, replay or `_entities`, without a test of its own.
    * Every entity type of the supergraph is either owned here or listed in `shared`. @default none
    */

@@ -4,7 +4,7 @@ import { withSection } from './generated-section.js';
 
 /*
  * The repository's layout, as data: the top folders, and inside gateway/ the rooms with the rooms each may
- * import. test/architecture.test.ts judges every import by it; README.md's "Repository" block and
+ * import. test/repository/architecture.test.ts judges every import by it; README.md's "Repository" block and
  * docs/architecture.md's "Layers and parts" block are generated from it (`npm run docs`), and a test fails
  * when they differ.
  */
@@ -18,7 +18,10 @@ export const TOP_FOLDERS: ReadonlyArray<readonly [string, string]> = [
   ['bench/', 'the benchmarks (npm run bench -- <name>), their helpers (bench/support) and recorded results; peers in bench/peers'],
   ['tools/', 'code and documentation generation (npm run codegen, npm run docs), event-stream administration'],
   ['docs/', 'one document per subgraph, operations, architecture, performance, subscriptions, dashboard, testing'],
-  ['test/', 'vitest suites against real servers on loopback, named by room (test/support: servers, waits, processes)'],
+  [
+    'test/',
+    'vitest suites against real servers on loopback, foldered by room: gateway/<room>, platform, subgraphs/<name>, repository; test/support: servers, waits, processes',
+  ],
 ];
 
 export interface Room {

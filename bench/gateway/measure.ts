@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { CleanupRequest, LoadMessage, LoadResult, RunRequest } from './load.js';
 import { cpuMs, resetPeakRss, sleep, type ServerProcess } from './processes.js';
 import type { LoadPlan } from './workloads.js';
+import { quantile, round } from '../support/stats.js';
 
 /*
  * One measured run of the load generator against one server, with the CPU time each process of the
@@ -242,10 +243,3 @@ export function summarize(cell: Cell, rounds: Round[], subgraphNames: string[], 
     samples: rounds.flatMap((r) => r.load.samples).slice(0, 5),
   };
 }
-
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-}
-
-const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;

@@ -31,7 +31,7 @@ import {
 
 /* eslint-disable @typescript-eslint/no-base-to-string, @typescript-eslint/restrict-template-expressions --
    the messages below are @apollo/gateway's resultShaping.js word for word, values stringified as it does
-   (test/plan-executor-shaping.test.ts compares them); those rules would change what a client reads. */
+   (test/gateway/execution/plan-executor-shaping.test.ts compares them); those rules would change what a client reads. */
 
 /*
  * Result shaping, compiled: @apollo/gateway's computeResponse (dist/resultShaping.js) over records built

@@ -4,7 +4,7 @@ import { instant } from '../../platform/rest.js';
 /*
  * The documented answers of the feature REST paths (rest.ts): the OpenAPI document's schemas and, outside
  * production, the check on every answer given as one JSON body. The training frame is written as a stream
- * (JSON or CSV) and so is not checked per answer; test/openapi.test.ts checks one against the document.
+ * (JSON or CSV) and so is not checked per answer; test/gateway/rest/openapi.test.ts checks one against the document.
  */
 
 const ms = (what: string) => z.number().describe(`${what}, milliseconds`);

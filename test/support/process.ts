@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll } from 'vitest';
+import { within } from './wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -58,8 +59,22 @@ export function startProcess(entry: string, env: Record<string, string>, args: s
   return handle;
 }
 
-/** Stops a process with `signal` and resolves with its exit code or signal. */
-export function stopProcess(p: ServerProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | string> {
+/** Stops a process with `signal` (SIGKILL: no shutdown, its sockets simply drop) and resolves with its exit code or signal. */
+export function stopProcess(p: ServerProcess | undefined, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | string | undefined> {
+  if (!p) return Promise.resolve(undefined);
   if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill(signal);
   return p.exited;
+}
+
+/** A gateway process with the base URL it serves. */
+export type GatewayProcess = ServerProcess & { url: string };
+
+/**
+ * `npm start` as its own process (node + tsx) on a free port, with the test's own environment under `env`;
+ * resolves once it serves (within 120 s: tsx compiles the gateway at start on a busy machine).
+ */
+export async function startGatewayProcess(env: Record<string, string>): Promise<GatewayProcess> {
+  const inherited = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined));
+  const p = startProcess('gateway/main.ts', { ...inherited, PORT: '0', ...env });
+  return { ...p, url: await within(p.serving, 'the gateway process to serve', 120_000) };
 }

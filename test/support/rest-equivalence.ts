@@ -4,7 +4,7 @@ import type { Clock } from '../../platform/clock.js';
 import type { RestRoute } from '../../platform/rest.js';
 
 /*
- * Helpers of the REST/GraphQL equivalence test (test/rest-equivalence.test.ts): the optional parameters a
+ * Helpers of the REST/GraphQL equivalence test (test/gateway/rest/rest-equivalence.test.ts): the optional parameters a
  * route's schemas declare, the GraphQL request a GraphQL client would send for the same request (an
  * omitted optional left out of the operation), and masking of the fields two identical servers answer
  * differently (random ids, measured times).

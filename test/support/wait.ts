@@ -36,3 +36,20 @@ export async function within<T>(promise: Promise<T>, what: string, timeoutMs = W
     clearTimeout(timer);
   }
 }
+
+/**
+ * Waits until `check` yields a value (anything but null, undefined or false) and returns it, polling as
+ * `until` does; fails after `timeoutMs` naming `what`.
+ */
+export async function waitFor<T>(check: () => Promise<T | null | undefined | false>, what: string, options: { timeoutMs?: number } = {}): Promise<T> {
+  let value: T | null | undefined | false = null;
+  await until(
+    async () => {
+      value = await check();
+      return value !== null && value !== undefined && value !== false;
+    },
+    what,
+    options,
+  );
+  return value as T;
+}

@@ -1,0 +1,144 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { LOCK_FILE, type LockRecord } from '../../../platform/data-dir-lock.js';
+import { hoursFromNow, rest } from '../../support/http.js';
+import { startProcess, stopProcess, type ServerProcess } from '../../support/process.js';
+import { TEST_DATABASE_URL } from '../../support/server.js';
+
+/** A start of the whole supergraph on a fresh data directory takes tens of seconds on a loaded machine. */
+const PROCESS_TIMEOUT_MS = 240_000;
+
+const dirs: string[] = [];
+const servers: Server[] = [];
+afterAll(async () => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'ops-supergraph-start-'));
+  dirs.push(dir);
+  return dir;
+}
+
+/** A port held by a listener of this test (busy), or one that was free a moment ago (nobody listens). */
+async function port(keepBusy: boolean): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen({ host: '127.0.0.1', port: 0 }, resolve));
+  const { port } = server.address() as { port: number };
+  if (keepBusy) servers.push(server);
+  else await new Promise((r) => server.close(r));
+  return port;
+}
+
+const readLock = (dir: string) => JSON.parse(readFileSync(join(dir, LOCK_FILE), 'utf8')) as LockRecord;
+
+/** The one line a failed start prints: no stack trace, nothing else on stderr. */
+async function failedStart(p: ServerProcess): Promise<string> {
+  expect(await p.exited).toBe(1);
+  const lines = p
+    .stderr()
+    .split('\n')
+    .filter((l) => l.trim() !== '');
+  expect(lines, p.stderr()).toHaveLength(1);
+  expect(p.stderr()).not.toMatch(/^\s+at /m);
+  return lines[0]!;
+}
+
+describe.concurrent('a start that cannot go on says why in one line and exits non-zero', () => {
+  it(
+    'a second process on the same DATA_DIR refuses to start, naming the directory and the holder; a SIGKILLed holder does not block a restart',
+    async () => {
+      const dir = tempDir();
+      const holder = startProcess('gateway/main.ts', { PORT: '0', DATA_DIR: dir });
+      const url = await holder.serving;
+      expect(readLock(dir)).toMatchObject({ pid: holder.pid });
+      const quote = await rest(url, 'POST', '/rental/pricing/quote', {
+        machine_ids: ['EQ-003'],
+        location_id: 'LOC-002',
+        start_time: hoursFromNow(5),
+        duration_hours: 6,
+      });
+      expect(quote.status).toBe(200);
+
+      const second = startProcess('gateway/main.ts', { PORT: '0', DATA_DIR: dir });
+      const line = await failedStart(second);
+      expect(line).toMatch(
+        new RegExp(`^ops-supergraph cannot start: DATA_DIR ${dir} is in use by process ${holder.pid} since \\S+: one process per data directory`),
+      );
+      // The holder was not disturbed.
+      expect((await rest(url, 'GET', '/rental/fleet/summary')).body).toMatchObject({ reserved: 1 });
+
+      // Killed without a chance to clean up: the lock file stays, naming a process that no longer runs.
+      expect(await stopProcess(holder, 'SIGKILL')).toBe('SIGKILL');
+      expect(readLock(dir).pid).toBe(holder.pid);
+      const restarted = startProcess('gateway/main.ts', { PORT: '0', DATA_DIR: dir });
+      const again = await restarted.serving;
+      expect(readLock(dir).pid).toBe(restarted.pid);
+      // Same data: the quote made before the kill still holds its machine and can be confirmed.
+      expect((await rest(again, 'GET', '/rental/fleet/summary')).body).toMatchObject({ reserved: 1 });
+      const confirmed = await rest(again, 'POST', '/rental/booking/confirm', { quote_id: quote.body['quote_id'], customer_name: 'After Kill' });
+      expect(confirmed.status).toBe(200);
+
+      // A clean stop releases the lock.
+      expect(await stopProcess(restarted, 'SIGTERM')).toBe(0);
+      expect(existsSync(join(dir, LOCK_FILE))).toBe(false);
+    },
+    PROCESS_TIMEOUT_MS,
+  );
+
+  it(
+    'a busy PORT is named before the database is opened (gateway)',
+    async () => {
+      const busy = await port(true);
+      const dir = join(tempDir(), 'never-created');
+      const p = startProcess('gateway/main.ts', { PORT: String(busy), DATA_DIR: dir });
+      expect(await failedStart(p)).toBe(`ops-supergraph cannot start: PORT ${busy} is in use on 127.0.0.1`);
+      expect(existsSync(dir)).toBe(false);
+    },
+    PROCESS_TIMEOUT_MS,
+  );
+
+  it(
+    'a busy PORT is named before the database is opened (npm run subgraph)',
+    async () => {
+      const busy = await port(true);
+      const dir = join(tempDir(), 'never-created');
+      const p = startProcess('gateway/subgraph-main.ts', { PORT: String(busy), DATA_DIR: dir }, ['rental']);
+      expect(await failedStart(p)).toBe(`subgraph rental cannot start: PORT ${busy} is in use on 127.0.0.1`);
+      expect(existsSync(dir)).toBe(false);
+    },
+    PROCESS_TIMEOUT_MS,
+  );
+
+  it(
+    'an unreachable DATABASE_URL is named without its password',
+    async () => {
+      const closed = await port(false);
+      const p = startProcess('gateway/main.ts', { PORT: '0', DATABASE_URL: `postgres://ops:s3cr3t-pw@127.0.0.1:${closed}/ops?sslpassword=k3y` });
+      const line = await failedStart(p);
+      expect(line).toBe(
+        `ops-supergraph cannot start: cannot reach DATABASE_URL postgres://ops:***@127.0.0.1:${closed}/ops?sslpassword=***: connection refused`,
+      );
+      expect(p.stderr() + p.stdout()).not.toMatch(/s3cr3t|k3y/);
+    },
+    PROCESS_TIMEOUT_MS,
+  );
+
+  it.runIf(TEST_DATABASE_URL)(
+    "a DATABASE_URL whose server answers but refuses is named with the server's reason (postgres)",
+    async () => {
+      const url = new URL(TEST_DATABASE_URL!);
+      url.pathname = '/no_such_database_here';
+      const p = startProcess('gateway/main.ts', { PORT: '0', DATABASE_URL: url.href });
+      const line = await failedStart(p);
+      expect(line).toMatch(
+        /^ops-supergraph cannot start: cannot use DATABASE_URL postgres:\/\/\S+\/no_such_database_here: database "no_such_database_here" does not exist$/,
+      );
+    },
+    PROCESS_TIMEOUT_MS,
+  );
+});

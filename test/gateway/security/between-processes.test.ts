@@ -1,0 +1,147 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createClient } from 'graphql-ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { startSubgraphServer } from '../../../gateway/subgraph-host/server.js';
+import { loadConfig } from '../../../gateway/config.js';
+import { PRINCIPAL_HEADER, PrincipalSigner, subscriptionBody, type Principal } from '../../../platform/principal.js';
+import { subgraphs } from '../../../subgraphs/registry.js';
+import { gql } from '../../support/http.js';
+import { startTestServer, type TestServer } from '../../support/server.js';
+
+/*
+ * Defence in depth between processes: with PRINCIPAL_SECRET, a subgraph server serves only calls its
+ * gateway signed for it (the subgraph, the method, path and body, within 30 s), `_service`, `_entities` and
+ * introspection included, and judges each by the scopes of its own SDL with the gateway's code. A captured
+ * header runs nothing else, nowhere else. /health names no subgraph URL to a caller that is no operator.
+ */
+
+const SECRET = randomBytes(24).toString('hex');
+const signer = PrincipalSigner.from(SECRET)!;
+const OPERATOR = 'between-operator-key-001';
+const FLEET = 'between-fleet-key-000002';
+const fleetReader: Principal = { id: 'fleet-reader', tenant: 'tenant-f', scopes: ['fleet:read'] };
+const runner: Principal = { id: 'runner', tenant: 'tenant-r', scopes: ['optimization:run', 'optimization:read'] };
+
+describe('a subgraph server reached past the gateway', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'between-'));
+  let server: TestServer;
+  let optimization: string;
+  beforeAll(async () => {
+    const file = join(dir, 'keys.json');
+    writeFileSync(file, JSON.stringify([{ key: FLEET, principal: 'fleet-reader', tenant: 'tenant-f', scopes: ['fleet:read'] }]));
+    server = await startTestServer({ mode: 'distributed', env: { API_KEYS_FILE: file, API_KEYS: OPERATOR, PRINCIPAL_SECRET: SECRET } });
+    optimization = server.subgraphServers.get('optimization')!.graphqlUrl;
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  const post = (url: string, body: string, headers: Record<string, string> = {}) =>
+    fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const call = (url: string, body: string, subgraph = 'optimization') => ({ subgraph, method: 'POST', path: new URL(url).pathname, body });
+
+  it('refuses every unsigned call, whatever key it carries: queries, mutations, _service, _entities, introspection', async () => {
+    const documents = [
+      '{ quantumRuns { totalCount } }',
+      'mutation { startQuantumRun(input: { problem: REGULAR3_MAXCUT, size: 4 }) { id } }',
+      '{ _service { sdl } }',
+      '{ _entities(representations: [{ __typename: "QuantumRun", id: "00000000-0000-0000-0000-000000000000" }]) { __typename } }',
+      '{ __schema { queryType { name } } }',
+    ];
+    for (const query of documents) {
+      for (const key of [FLEET, OPERATOR, undefined]) {
+        const res = await post(optimization, JSON.stringify({ query }), key ? { 'x-api-key': key } : {});
+        expect(res.status, `${query} with ${key}`).toBe(401);
+        expect(((await res.json()) as { code: string }).code).toBe('UNAUTHENTICATED');
+      }
+    }
+  });
+
+  it('judges a signed call by its own SDL: a principal without the scope is 403, with it the call runs', async () => {
+    const body = JSON.stringify({ query: '{ quantumRuns { totalCount } }' });
+    const denied = await post(optimization, body, { [PRINCIPAL_HEADER]: signer.sign(fleetReader, call(optimization, body)) });
+    expect(denied.status).toBe(403);
+    const answer = (await denied.json()) as { errors: { extensions: { code: string; denied: { field: string }[] } }[] };
+    expect(answer.errors[0]!.extensions.code).toBe('FORBIDDEN');
+    expect(answer.errors[0]!.extensions.denied.map((d) => d.field)).toEqual(['Query.quantumRuns']);
+    const allowed = await post(optimization, body, { [PRINCIPAL_HEADER]: signer.sign(runner, call(optimization, body)) });
+    expect(allowed.status).toBe(200);
+    expect(await allowed.json()).toEqual({ data: { quantumRuns: { totalCount: 0 } } });
+  });
+
+  it('a captured header runs nothing else: another body, another subgraph, after 30 s, or with another secret', async () => {
+    const body = JSON.stringify({ query: '{ quantumRuns { totalCount } }' });
+    const header = signer.sign(runner, call(optimization, body));
+    // The same header with a mutation in the body.
+    const other = JSON.stringify({ query: 'mutation { startQuantumRun(input: { problem: REGULAR3_MAXCUT, size: 4 }) { id } }' });
+    expect((await post(optimization, other, { [PRINCIPAL_HEADER]: header })).status).toBe(401);
+    // Other variables are another body too.
+    const withVars = JSON.stringify({ query: 'query($f: Int) { quantumRuns(first: $f) { totalCount } }', variables: { f: 1 } });
+    const signedVars = signer.sign(runner, call(optimization, withVars));
+    expect((await post(optimization, withVars.replace('"f":1', '"f":2'), { [PRINCIPAL_HEADER]: signedVars })).status).toBe(401);
+    // Signed for the rental subgraph, sent to optimization.
+    expect((await post(optimization, body, { [PRINCIPAL_HEADER]: signer.sign(runner, call(optimization, body, 'rental')) })).status).toBe(401);
+    // Made 31 s ago.
+    expect((await post(optimization, body, { [PRINCIPAL_HEADER]: signer.sign(runner, call(optimization, body), Date.now() - 31_000) })).status).toBe(401);
+    // Another deployment's secret.
+    const forged = PrincipalSigner.from('y'.repeat(40))!.sign(runner, call(optimization, body));
+    expect((await post(optimization, body, { [PRINCIPAL_HEADER]: forged })).status).toBe(401);
+    // The header as signed, with the body it was signed for: it runs.
+    expect((await post(optimization, body, { [PRINCIPAL_HEADER]: header })).status).toBe(200);
+  });
+
+  it('a WebSocket subscription needs its own signature, and is judged by the SDL', async () => {
+    const client = createClient({ url: optimization.replace('http', 'ws'), webSocketImpl: WebSocket, lazy: true, retryAttempts: 0 });
+    const first = (payload: { query: string; extensions?: Record<string, unknown> }) =>
+      new Promise<unknown>((resolve) => {
+        const stop = client.subscribe(payload, {
+          next: (value) => {
+            stop();
+            resolve(value);
+          },
+          error: (error) => resolve(error),
+          complete: () => resolve('complete'),
+        });
+      });
+    const query = 'subscription { quantumRunCompleted { runId } }';
+    const unsigned = await first({ query });
+    expect(JSON.stringify(unsigned)).toContain('UNAUTHENTICATED');
+    const signedFor = (p: Principal) => ({
+      query,
+      extensions: {
+        [PRINCIPAL_HEADER]: signer.sign(p, { subgraph: 'optimization', method: 'SUBSCRIBE', path: '/graphql', body: subscriptionBody({ query }) }),
+      },
+    });
+    expect(JSON.stringify(await first(signedFor(fleetReader)))).toContain('FORBIDDEN');
+    // A header signed for another document does not open this one.
+    const other = signer.sign(runner, {
+      subgraph: 'optimization',
+      method: 'SUBSCRIBE',
+      path: '/graphql',
+      body: subscriptionBody({ query: 'subscription { vesselPositionsChanged { tick } }' }),
+    });
+    expect(JSON.stringify(await first({ query, extensions: { [PRINCIPAL_HEADER]: other } }))).toContain('UNAUTHENTICATED');
+    await client.dispose();
+  });
+
+  it('the gateway itself still serves every subgraph (its calls are signed), and /health names URLs to operators only', async () => {
+    const res = await gql(server.url, '{ fleetSummary { total } }', {}, { 'x-api-key': FLEET });
+    expect(res.errors).toBeUndefined();
+    expect(res.data?.['fleetSummary'].total).toBeGreaterThan(0);
+    const anonymous = (await (await fetch(`${server.url}/health`)).json()) as { subgraphs: Record<string, Record<string, unknown>> };
+    const partner = (await (await fetch(`${server.url}/health`, { headers: { 'x-api-key': FLEET } })).json()) as typeof anonymous;
+    const operator = (await (await fetch(`${server.url}/health`, { headers: { 'x-api-key': OPERATOR } })).json()) as typeof anonymous;
+    for (const body of [anonymous, partner]) expect(JSON.stringify(body)).not.toContain('http://');
+    expect(operator.subgraphs['optimization']!['url']).toBe(optimization);
+  });
+});
+
+describe('a subgraph server with credentials and no PRINCIPAL_SECRET', () => {
+  const module = subgraphs.find((m) => m.name === 'prediction')!;
+  it('refuses to start unless it listens on loopback only, saying why', async () => {
+    const config = loadConfig({ API_KEYS: OPERATOR, HOST: '0.0.0.0', PORT: '0', DATA_DIR: ':memory:', FEATURES_DATA_DIR: ':memory:', LOG_LEVEL: 'silent' });
+    await expect(startSubgraphServer({ config, module })).rejects.toThrow(/PRINCIPAL_SECRET: needed for a subgraph server listening on 0\.0\.0\.0/);
+  });
+});

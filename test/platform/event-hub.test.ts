@@ -1,0 +1,182 @@
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, type Database } from '../../platform/db.js';
+import { EventHub, outboxLog, type StoredEvent } from '../../platform/event-hub.js';
+import { SYSTEM_VIEWER } from '../../platform/ownership.js';
+import { appendEvents } from '../../platform/outbox.js';
+import { migrate } from '../../platform/migrate.js';
+import { fileURLToPath } from 'node:url';
+import { TEST_DATABASE_URL } from '../support/server.js';
+import { within } from '../support/wait.js';
+
+const platformMigrations = [{ owner: 'platform', dir: fileURLToPath(new URL('../../platform/migrations/', import.meta.url)) }];
+
+async function take<P>(stream: AsyncIterableIterator<StoredEvent<P>>, n: number): Promise<StoredEvent<P>[]> {
+  const out: StoredEvent<P>[] = [];
+  while (out.length < n) {
+    const item = await stream.next();
+    if (item.done) break;
+    out.push(item.value);
+  }
+  return out;
+}
+
+describe('outbox event hub', () => {
+  let db: Database;
+  let hub: EventHub;
+  beforeAll(async () => {
+    db = await openDatabase({ url: undefined, dataDir: undefined });
+    await migrate(db, platformMigrations);
+    hub = new EventHub(db);
+    await hub.start();
+  });
+  afterAll(async () => {
+    await hub.close();
+    await db.close();
+  });
+
+  const write = async (n: number, key: (i: number) => string) => {
+    for (let i = 0; i < n; i++) {
+      await db.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: 't', key: key(i), payload: { i } }]));
+    }
+    await hub.wake();
+  };
+
+  it('delivers live events and replays from a cursor in numeric cursor order, past one page', async () => {
+    const live = hub.stream<{ i: number }>('t', { viewer: SYSTEM_VIEWER });
+    await write(1200, (i) => (i % 2 === 0 ? 'even' : 'odd'));
+    const got = await take(live, 1200);
+    expect(got.map((e) => e.payload.i)).toEqual([...Array(1200).keys()]);
+    const ids = got.map((e) => BigInt(e.id));
+    for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!).toBe(true);
+    await live.return!();
+
+    // Replay after the 7th event: ids 8.. in order (9 < 10 < 11 numerically, not as text), across pages.
+    const replay = hub.stream<{ i: number }>('t', { viewer: SYSTEM_VIEWER, after: got[6]!.id, keys: ['odd'] });
+    const again = await take(replay, 597);
+    expect(again.map((e) => e.payload.i)).toEqual([...Array(1200).keys()].filter((i) => i > 6 && i % 2 === 1));
+    // Then it continues live without a gap or duplicate.
+    await write(4, () => 'odd');
+    const more = await take(replay, 4);
+    expect(more.map((e) => e.payload.i)).toEqual([0, 1, 2, 3]);
+    expect(BigInt(more[0]!.id)).toBeGreaterThan(BigInt(again[again.length - 1]!.id));
+    await replay.return!();
+  });
+
+  it("a replay longer than the stream bound is read page by page at the consumer's pace, never overflowing", async () => {
+    const start = (await db.query<{ max: string }>('SELECT max(id)::text AS max FROM outbox')).rows[0]!.max;
+    // 12,000 events in one statement: more than the stream's 10,000-event bound.
+    await db.query(`INSERT INTO outbox (topic, key, payload) SELECT 'bulk', 'k', jsonb_build_object('i', g) FROM generate_series(1, 12000) AS g`);
+    await hub.wake();
+    const replay = hub.stream<{ i: number }>('bulk', { viewer: SYSTEM_VIEWER, after: start, maxQueued: 1000 });
+    const got = await take(replay, 12_000);
+    expect(got.length).toBe(12_000);
+    expect(got[0]!.payload.i).toBe(1);
+    expect(got[11_999]!.payload.i).toBe(12_000);
+    await replay.return!();
+  });
+});
+
+describe('outbox event hub when the database fails', () => {
+  it('a failed outbox read is reported, never thrown, and the next wake reads from the same position', async () => {
+    const db = await openDatabase({ url: undefined, dataDir: undefined });
+    await migrate(db, platformMigrations);
+    let failNext = false;
+    const flaky = {
+      ...db,
+      query: ((sql: string, params?: unknown[]) => {
+        if (failNext && sql.includes('FROM outbox WHERE id >')) {
+          failNext = false;
+          return Promise.reject(new Error('connection lost'));
+        }
+        return db.query(sql, params);
+      }) as typeof db.query,
+    };
+    const errors: unknown[] = [];
+    const hub = new EventHub(flaky, { pollMs: 60_000, onError: (e) => errors.push(e) });
+    await hub.start();
+    const live = hub.stream<{ i: number }>('f', { viewer: SYSTEM_VIEWER });
+    await db.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: 'f', key: null, payload: { i: 1 } }]));
+    failNext = true;
+    await expect(hub.wake()).resolves.toBeUndefined();
+    expect(errors.map(String)).toEqual(['Error: connection lost']);
+    await hub.wake();
+    const first = await take(live, 1);
+    expect(first.map((e) => e.payload.i)).toEqual([1]);
+    await live.return!();
+    await hub.close();
+    await db.close();
+  });
+
+  it('a replay inside the newest events is served from memory; one from further back reads the log; both exact', async () => {
+    const mem = await openDatabase({ url: undefined, dataDir: undefined });
+    await migrate(mem, platformMigrations);
+    const log = outboxLog(mem);
+    let logReads = 0;
+    const counted = { ...log, topic: (...args: Parameters<typeof log.topic>) => (logReads++, log.topic(...args)) };
+    const small = new EventHub(mem, { log: counted, recent: 5, pollMs: 60_000 });
+    await small.start();
+    try {
+      const live = small.stream<{ i: number }>('odd', { viewer: SYSTEM_VIEWER });
+      for (let i = 0; i < 20; i++)
+        await mem.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: i % 2 ? 'odd' : 'even', key: `k${i % 3}`, payload: { i } }]));
+      await small.wake();
+      const all = await within(take(live, 10), 'the live events');
+      await live.return!();
+      const ids = (await mem.query<{ id: string }>('SELECT id::text AS id FROM outbox ORDER BY outbox.id')).rows.map((r) => r.id);
+      expect(all.map((e) => e.id)).toEqual(ids.filter((_, i) => i % 2 === 1));
+
+      // After the 17th event: inside the 5 newest kept, so no read of the log; keys filtered.
+      const near = small.stream<{ i: number }>('odd', { viewer: SYSTEM_VIEWER, after: ids[16]!, keys: ['k0', 'k1'] });
+      expect((await within(take(near, 1), 'the replay from memory')).map((e) => e.payload.i)).toEqual([19]);
+      expect(logReads).toBe(0);
+      await near.return!();
+
+      // After the 3rd: older than what is kept, read from the log, the same events a live stream got.
+      const far = small.stream<{ i: number }>('odd', { viewer: SYSTEM_VIEWER, after: ids[2]! });
+      expect((await within(take(far, 8), 'the replay from the log')).map((e) => e.payload.i)).toEqual([3, 5, 7, 9, 11, 13, 15, 17, 19].slice(0, 8));
+      expect(logReads).toBeGreaterThan(0);
+      await far.return!();
+    } finally {
+      await small.close();
+      await mem.close();
+    }
+  });
+
+  it.runIf(TEST_DATABASE_URL)('a terminated LISTEN connection is replaced and notifications flow again (postgres)', async () => {
+    const app = `hub_reconnect_${randomUUID().slice(0, 8)}`;
+    const schema = `hub_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+    const url = `${TEST_DATABASE_URL}${TEST_DATABASE_URL!.includes('?') ? '&' : '?'}application_name=${app}`;
+    const db = await openDatabase({ url, schema });
+    await migrate(db, platformMigrations);
+    // A poll too slow to matter: only NOTIFY (and the wake after reconnecting) can deliver in time.
+    const hub = new EventHub(db, { pollMs: 60_000 });
+    await hub.start();
+    const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+    await admin.connect();
+    try {
+      const killed = await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [app]);
+      expect(killed.rowCount).toBe(1);
+      const live = hub.stream<{ i: number }>('r', { viewer: SYSTEM_VIEWER });
+      // Written by another connection, as another instance would: only a working LISTEN wakes this hub.
+      const writer = await openDatabase({ url: TEST_DATABASE_URL, schema });
+      // The first arrives once the LISTEN connection is back (by NOTIFY, or the wake that follows the
+      // reconnect when it was written before); the second, written after that, only by NOTIFY.
+      for (const i of [1, 2]) {
+        await writer.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: 'r', key: null, payload: { i } }]));
+        const got = await within(take(live, 1), `event ${i} after the LISTEN connection was terminated`);
+        expect(got.map((e) => e.payload.i)).toEqual([i]);
+      }
+      const listeners = await admin.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [app]);
+      expect(listeners.rows[0].n).toBe(1);
+      await live.return!();
+      await writer.close();
+    } finally {
+      await hub.close();
+      await db.close();
+      await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+      await admin.end();
+    }
+  });
+});

@@ -1,0 +1,142 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, normalize, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { GATEWAY_ENTRY_POINTS, GATEWAY_ROOMS, LAYOUT_DOCS, withLayout } from '../../tools/layout.js';
+
+/*
+ * The layers, read from the import statements of the source files: platform/ depends on nothing of the
+ * project; a subgraph depends on platform/ and on its own folder only (subgraphs share code through
+ * platform/, never through each other); the gateway reaches the subgraphs through subgraphs/registry.ts.
+ * Inside gateway/, the rooms of tools/layout.ts and the rooms each may import (type-only imports included);
+ * only the entry points sit at its top.
+ */
+
+const root = normalize(join(dirname(fileURLToPath(import.meta.url)), '..', '..'));
+const LAYERS = ['platform', 'gateway', 'subgraphs', 'schema', 'tools'] as const;
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return entry.name === 'node_modules' ? [] : sourceFiles(path);
+    return /\.(ts|mts|mjs)$/.test(entry.name) && !entry.name.endsWith('.d.ts') ? [path] : [];
+  });
+}
+
+const IMPORT = /(?:^|[\s;])(?:import|export)\s[^'"`;]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
+
+/** The project files a source file imports (relative specifiers resolved; packages left out). */
+function projectImports(file: string): string[] {
+  const text = readFileSync(join(root, file), 'utf8');
+  const out: string[] = [];
+  for (const match of text.matchAll(IMPORT)) {
+    const spec = match[1] ?? match[2]!;
+    if (!spec.startsWith('.')) continue;
+    out.push(relative(root, join(root, dirname(file), spec)).replace(/\.js$/, '.ts'));
+  }
+  return out;
+}
+
+/** What `file` may import, or a reason it may not import `target`. */
+function violation(file: string, target: string): string | null {
+  const [layer, second] = file.split('/');
+  const [targetLayer, targetSecond] = target.split('/');
+  if (targetLayer === 'tools' && layer !== 'tools') return 'nothing of the service imports tools/ (build tools above the layers)';
+  if (layer === 'gateway' && targetLayer === 'gateway') return roomViolation(file, target);
+  if (targetLayer === layer && layer !== 'subgraphs') return null;
+  switch (layer) {
+    case 'platform':
+      return 'platform/ imports nothing of the project outside platform/';
+    case 'schema':
+      return targetLayer === 'platform' ? null : 'schema/ imports platform/ only';
+    case 'tools':
+      // Code generation reads the schema and the subgraphs' route tables.
+      return null;
+    case 'gateway':
+      if (targetLayer === 'platform' || targetLayer === 'schema') return null;
+      return target === 'subgraphs/registry.ts' ? null : 'the gateway reaches subgraphs through subgraphs/registry.ts only';
+    case 'subgraphs':
+      if (targetLayer === 'platform') return null;
+      if (file === 'subgraphs/registry.ts')
+        return targetLayer === 'subgraphs' && target.endsWith('/index.ts') ? null : 'the registry imports each subgraph by its index.ts';
+      if (targetLayer === 'subgraphs' && targetSecond === second) return null;
+      return `subgraphs/${second} shares code with other subgraphs only through platform/`;
+    default:
+      return null;
+  }
+}
+
+/** Whether a gateway file may import another: its own room, a room its room may import, never an entry point. */
+function roomViolation(file: string, target: string): string | null {
+  const roomOf = (path: string) => (path.split('/').length > 2 ? path.split('/')[1]! : null);
+  const [from, to] = [roomOf(file), roomOf(target)];
+  if (from === null) return null; // an entry point composes every room
+  if (to === null) return `gateway/${from}/ imports an entry point (${target}); entry points compose rooms, rooms do not import them`;
+  if (from === to) return null;
+  return GATEWAY_ROOMS[from]?.imports.includes(to)
+    ? null
+    : `gateway/${from}/ may import ${GATEWAY_ROOMS[from]?.imports.join(', ') || 'no other room'}, not gateway/${to}/`;
+}
+
+describe('the layers', () => {
+  const files = LAYERS.flatMap((layer) => sourceFiles(layer));
+
+  it('finds the source files it judges', () => {
+    expect(files.length).toBeGreaterThan(100);
+    for (const layer of LAYERS) expect(files.some((f) => f.startsWith(`${layer}/`))).toBe(true);
+    // The pattern sees the forms the code uses: named, type-only, re-exports and dynamic imports.
+    expect(projectImports('gateway/subgraph-main.ts')).toContain('subgraphs/registry.ts');
+  });
+
+  it('no import runs against them: platform alone, each subgraph on platform, the gateway through the registry', () => {
+    const problems = files.flatMap((file) =>
+      projectImports(file).flatMap((target) => {
+        const why = violation(file, target);
+        return why ? [`${file} -> ${target}: ${why}`] : [];
+      }),
+    );
+    expect(problems).toEqual([]);
+  });
+
+  it('gateway/ is rooms: every file in a known room or an entry point, and the rooms import one another without a loop', () => {
+    const gateway = files.filter((f) => f.startsWith('gateway/'));
+    const stray = gateway.filter((f) => (f.split('/').length === 2 ? !(f in GATEWAY_ENTRY_POINTS) : !(f.split('/')[1]! in GATEWAY_ROOMS)));
+    expect(stray).toEqual([]);
+    for (const room of Object.keys(GATEWAY_ROOMS))
+      expect(
+        gateway.some((f) => f.startsWith(`gateway/${room}/`)),
+        room,
+      ).toBe(true);
+    // The allowed imports form no loop: a room never reaches itself through others.
+    const reaches = (from: string, seen = new Set<string>()): Set<string> => {
+      for (const next of GATEWAY_ROOMS[from]?.imports ?? []) {
+        if (seen.has(next)) continue;
+        seen.add(next);
+        reaches(next, seen);
+      }
+      return seen;
+    };
+    expect(Object.keys(GATEWAY_ROOMS).filter((room) => reaches(room).has(room))).toEqual([]);
+  });
+
+  it('README.md and docs/architecture.md draw the layout from tools/layout.ts (npm run docs)', () => {
+    for (const doc of LAYOUT_DOCS) expect(readFileSync(doc, 'utf8')).toBe(withLayout(readFileSync(doc, 'utf8')));
+  });
+
+  it('platform/ has no import loop: no two of its files import each other, type-only imports included', () => {
+    const platform = files.filter((f) => f.startsWith('platform/'));
+    const imports = new Map(platform.map((f) => [f, new Set(projectImports(f))]));
+    const loops = platform.flatMap((a) => [...imports.get(a)!].filter((b) => b > a && imports.get(b)?.has(a)).map((b) => `${a} <-> ${b}`));
+    expect(loops).toEqual([]);
+  });
+
+  it('would catch a subgraph importing another', () => {
+    expect(violation('subgraphs/features/generator.ts', 'subgraphs/prediction/random.ts')).toMatch(/only through platform/);
+    expect(violation('platform/db.ts', 'gateway/server.ts')).toMatch(/imports nothing/);
+    expect(violation('gateway/server.ts', 'subgraphs/rental/store.ts')).toMatch(/registry/);
+    expect(violation('subgraphs/rental/store.ts', 'subgraphs/rental/tracking.ts')).toBeNull();
+    expect(violation('gateway/execution/plan-executor.ts', 'gateway/security/authorization.ts')).toMatch(/may import observability, not gateway\/security/);
+    expect(violation('gateway/http/app.ts', 'gateway/server.ts')).toMatch(/entry point/);
+    expect(violation('gateway/server.ts', 'gateway/http/app.ts')).toBeNull();
+  });
+});

@@ -1,0 +1,84 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, normalize } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+/*
+ * The documentation as a map: README.md is the front door (short), docs/*.md hold the rest, and every
+ * relative link between them (and to files of the repository) leads somewhere: the file exists and the
+ * `#anchor` is a heading of it, as GitHub names headings. Moving a section cannot leave a link behind.
+ */
+
+const root = normalize(join(dirname(fileURLToPath(import.meta.url)), '..', '..'));
+const DOCUMENTS = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens; repeats numbered. */
+const slug = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+    .replace(/ /g, '-');
+
+/** The lines of a Markdown text outside fenced code blocks. */
+function prose(text: string): string[] {
+  let fenced = false;
+  return text.split('\n').filter((line) => {
+    if (/^\s*```/.test(line)) {
+      fenced = !fenced;
+      return false;
+    }
+    return !fenced;
+  });
+}
+
+function anchorsOf(text: string): Set<string> {
+  const seen = new Map<string, number>();
+  const anchors = new Set<string>();
+  for (const line of prose(text)) {
+    const heading = /^#+ (.*)$/.exec(line);
+    if (!heading) continue;
+    const base = slug(heading[1]!);
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    anchors.add(n === 0 ? base : `${base}-${n}`);
+  }
+  return anchors;
+}
+
+const texts = new Map(DOCUMENTS.map((file) => [file, readFileSync(join(root, file), 'utf8')]));
+
+describe('the documentation', () => {
+  it('README.md is the front door: at most 250 lines', () => {
+    expect(texts.get('README.md')!.split('\n').length).toBeLessThanOrEqual(250);
+  });
+
+  it('every relative link leads to a file that exists and a heading it has', () => {
+    const broken: string[] = [];
+    let checked = 0;
+    for (const [file, text] of texts) {
+      for (const line of prose(text)) {
+        for (const [, target] of line.matchAll(/\]\(([^)\s]+)\)/g)) {
+          if (/^[a-z][a-z+.-]*:/i.test(target!)) continue;
+          const [path, anchor] = target!.split('#') as [string, string | undefined];
+          const resolved = path === '' ? file : normalize(join(dirname(file), path));
+          checked++;
+          if (!existsSync(join(root, resolved))) {
+            broken.push(`${file}: ${target} (no file ${resolved})`);
+            continue;
+          }
+          if (anchor && resolved.endsWith('.md') && !anchorsOf(texts.get(resolved) ?? readFileSync(join(root, resolved), 'utf8')).has(anchor)) {
+            broken.push(`${file}: ${target} (no heading #${anchor} in ${resolved})`);
+          }
+        }
+      }
+    }
+    expect(broken).toEqual([]);
+    expect(checked).toBeGreaterThan(30);
+  });
+});
