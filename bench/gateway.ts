@@ -31,6 +31,7 @@ import { hiveGatewayArgs } from './peers/hive.js';
 /*
  * npm run bench -- gateway [--quick] [--seconds N] [--warmup N] [--rounds N] [--connections N]
  *                          [--paging-rows N] [--only w1,w2] [--profile-seconds N] [--profile-mix] [--out DIR]
+ *                          [--baseline DIR]
  *
  * The five subgraphs start once, as processes of their own, on PostgreSQL (BENCH_DATABASE_URL, or the
  * local postgres://postgres@127.0.0.1:5432/test when it answers; a schema of this run's own, dropped
@@ -45,6 +46,10 @@ import { hiveGatewayArgs } from './peers/hive.js';
  * C B A, ...), so that the machine's drift falls on all of them alike, and so does going first after
  * another server's turn (its leftover work, cold caches). Written to bench/results/gateway.{md,json} (a full run) with the date,
  * the machine's load average and the commit.
+ *
+ * `--baseline DIR`: another checkout of this project (with its node_modules), whose gateway and one-process
+ * server run beside this tree's, against the same subgraph processes, in place of the peers: the same
+ * checks that every target answers alike, and the two trees' rates and CPU side by side in one run.
  */
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -64,6 +69,8 @@ export interface Options {
   /** Profile on the mix of distinct queries instead of the federated query. */
   profileMix: boolean;
   out: string | null;
+  /** Another checkout whose gateway and one-process server run beside this tree's (in place of the peers). */
+  baseline: string | null;
 }
 
 const WORKLOADS = ['federated', 'shallow', 'mix', 'rest', 'paging', 'mutations'] as const;
@@ -97,6 +104,7 @@ function parseOptions(args: string[]): Options {
     profileSeconds: number('--profile-seconds', quick ? 3 : 8),
     profileMix: args.includes('--profile-mix'),
     out: value('--out') ?? (quick ? null : join(root, 'bench', 'results')),
+    baseline: value('--baseline') ?? null,
   };
 }
 
@@ -127,9 +135,9 @@ export default async function gatewayBench(): Promise<void> {
       postgres ? { DATABASE_URL: postgres.url, DATABASE_SCHEMA: postgres.schema } : { DATA_DIR: copyOfTemplate(name) };
     const logDir = join(tmp, 'logs');
     mkdirSync(logDir);
-    const start = async (name: string, args: string[], extra: Record<string, string>) => {
+    const start = async (name: string, args: string[], extra: Record<string, string>, cwd = root) => {
       const port = extra['PORT'] ? Number(extra['PORT']) : await freePort();
-      const server = await startServer({ name, args, env: { ...baseEnv, ...extra, PORT: String(port) }, port, cwd: root, logDir, startTimeoutMs: 240_000 });
+      const server = await startServer({ name, args, env: { ...baseEnv, ...extra, PORT: String(port) }, port, cwd, logDir, startTimeoutMs: 240_000 });
       servers.push(server);
       return server;
     };
@@ -159,9 +167,58 @@ export default async function gatewayBench(): Promise<void> {
 
     log('starting the gateways');
     const urls = subgraphNames.map((name) => `${name}=${subgraphUrls[name]}`).join(',');
-    const hivePort = await freePort();
-    const hiveRustPort = await freePort();
-    const specs: { key: string; label: string; args: string[]; env: Record<string, string>; remoteSubgraphs: boolean; project: boolean }[] = [
+    type Spec = { key: string; label: string; args: string[]; env: Record<string, string>; remoteSubgraphs: boolean; project: boolean; cwd?: string };
+    const peerSpecs = async (): Promise<Spec[]> => {
+      const hivePort = await freePort();
+      const hiveRustPort = await freePort();
+      return [
+        {
+          key: 'stock',
+          label: 'stock @apollo/gateway',
+          args: ['--import', 'tsx', 'bench/peers/apollo-stock.ts'],
+          env: { SUPERGRAPH_FILE: supergraphFile },
+          remoteSubgraphs: true,
+          project: false,
+        },
+        {
+          key: 'hive',
+          label: 'Hive Gateway',
+          args: hiveGatewayArgs(supergraphFile, hivePort),
+          env: { PORT: String(hivePort) },
+          remoteSubgraphs: true,
+          project: false,
+        },
+        {
+          key: 'hive-rust',
+          label: 'Hive Gateway, Rust planner',
+          args: hiveGatewayArgs(supergraphFile, hiveRustPort, { rustPlanner: true }),
+          env: { PORT: String(hiveRustPort) },
+          remoteSubgraphs: true,
+          project: false,
+        },
+      ];
+    };
+    const baselineSpecs = (dir: string): Spec[] => [
+      {
+        key: 'project-baseline',
+        label: 'project gateway (distributed), baseline',
+        args: ['--import', 'tsx', 'gateway/main.ts'],
+        env: { SUBGRAPH_URLS: urls },
+        remoteSubgraphs: true,
+        project: true,
+        cwd: dir,
+      },
+      {
+        key: 'one-process-pglite-baseline',
+        label: 'npm start (PGlite), baseline',
+        args: ['--import', 'tsx', 'gateway/main.ts'],
+        env: { DATA_DIR: copyOfTemplate('one-process-baseline') },
+        remoteSubgraphs: false,
+        project: true,
+        cwd: dir,
+      },
+    ];
+    const specs: Spec[] = [
       {
         key: 'project',
         label: 'project gateway (distributed)',
@@ -170,30 +227,7 @@ export default async function gatewayBench(): Promise<void> {
         remoteSubgraphs: true,
         project: true,
       },
-      {
-        key: 'stock',
-        label: 'stock @apollo/gateway',
-        args: ['--import', 'tsx', 'bench/peers/apollo-stock.ts'],
-        env: { SUPERGRAPH_FILE: supergraphFile },
-        remoteSubgraphs: true,
-        project: false,
-      },
-      {
-        key: 'hive',
-        label: 'Hive Gateway',
-        args: hiveGatewayArgs(supergraphFile, hivePort),
-        env: { PORT: String(hivePort) },
-        remoteSubgraphs: true,
-        project: false,
-      },
-      {
-        key: 'hive-rust',
-        label: 'Hive Gateway, Rust planner',
-        args: hiveGatewayArgs(supergraphFile, hiveRustPort, { rustPlanner: true }),
-        env: { PORT: String(hiveRustPort) },
-        remoteSubgraphs: true,
-        project: false,
-      },
+      ...(options.baseline ? baselineSpecs(options.baseline) : await peerSpecs()),
       {
         key: 'one-process-pglite',
         label: 'npm start (PGlite)',
@@ -216,7 +250,7 @@ export default async function gatewayBench(): Promise<void> {
         : []),
     ];
     const targets: Target[] = await Promise.all(
-      specs.map(async ({ key, label, args, env: extra, ...shape }) => ({ key, label, server: await start(key, args, extra), ...shape })),
+      specs.map(async ({ key, label, args, env: extra, cwd, ...shape }) => ({ key, label, server: await start(key, args, extra, cwd), ...shape })),
     );
     load = new LoadGenerator(root);
     const processes: Record<string, number> = Object.fromEntries(subgraphNames.map((name, i) => [name, subgraphs[i]!.child.pid!]));
@@ -373,7 +407,8 @@ export default async function gatewayBench(): Promise<void> {
     loadAverages.push(loadavg()[0]!);
 
     const profiles: { target: string; summary: ProfileSummary }[] = [];
-    if (options.profileSeconds > 0 && wanted(options.profileMix ? 'mix' : 'federated')) {
+    // A baseline run compares two trees side by side; profiles are for a run of one.
+    if (options.profileSeconds > 0 && !options.baseline && wanted(options.profileMix ? 'mix' : 'federated')) {
       for (const [key, label, args, extra] of [
         ['project', 'project gateway (distributed)', ['gateway/main.ts'], { SUBGRAPH_URLS: urls }],
         ['stock', 'stock @apollo/gateway', ['bench/peers/apollo-stock.ts'], { SUPERGRAPH_FILE: supergraphFile }],

@@ -1,5 +1,5 @@
 import { ConfigError, parseConfig, platformConfig, type ConfigValues } from '../platform/config.js';
-import { subgraphConfigs } from '../subgraphs/registry.js';
+import { subgraphConfigs } from '../subgraphs/config.js';
 import { executionConfig } from './execution/config.js';
 import { httpConfig } from './http/config.js';
 import { securityConfig } from './security/config.js';

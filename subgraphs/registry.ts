@@ -7,12 +7,3 @@ import { rental } from './rental/index.js';
 
 /** Every subgraph of the supergraph, in composition order. A new subgraph is a folder plus a line here. */
 export const subgraphs: readonly SubgraphModule[] = [rental, prediction, bonding, features, optimization];
-
-/** Each subgraph's section of the configuration, by name (gateway/config.ts merges them with the others). */
-export const subgraphConfigs = {
-  rental: rental.config,
-  prediction: prediction.config,
-  bonding: bonding.config,
-  features: features.config,
-  optimization: optimization.config,
-};

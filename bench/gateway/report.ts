@@ -167,6 +167,22 @@ function goals(workloads: WorkloadResult[]): Goal[] {
         met: pglite.rps >= rust.rps,
       });
   }
+  // Against a baseline checkout (--baseline): this tree no slower and no costlier beyond noise (10%).
+  for (const w of workloads) {
+    for (const [ours, theirs, what] of [
+      ['project', 'project-baseline', 'distributed mode'],
+      ['one-process-pglite', 'one-process-pglite-baseline', 'npm start (PGlite)'],
+    ] as const) {
+      const now = find(w.name, ours);
+      const before = find(w.name, theirs);
+      if (!now || !before) continue;
+      out.push({
+        goal: `${w.name}: ${what} rate and gateway CPU per request within 10% of the baseline`,
+        measured: `${fmt(now.rps)} vs ${fmt(before.rps)} rps (${ratio(now.rps, before.rps)}), ${fmt(now.gatewayCpuMs, 2)} vs ${fmt(before.gatewayCpuMs, 2)} ms (${ratio(now.gatewayCpuMs, before.gatewayCpuMs)})`,
+        met: now.rps >= 0.9 * before.rps && now.gatewayCpuMs <= 1.1 * before.gatewayCpuMs,
+      });
+    }
+  }
   for (const w of workloads) {
     const project = find(w.name, 'project');
     const stock = find(w.name, 'stock');

@@ -7,6 +7,7 @@ import { subgraphNames } from '../../schema/subgraphs.js';
 import { closeBill, priceQuote, type PricedMachine } from '../../subgraphs/rental/pricing.js';
 import { planLegs } from '../../subgraphs/rental/tracking.js';
 import { ruleForecast, type TravelForecaster } from '../../subgraphs/rental/travel.js';
+import { DEMO_PRINCIPAL } from '../../platform/principal.js';
 
 /*
  * The benchmark's data, the same rows on every database it runs against: completed bookings for the ledger
@@ -141,7 +142,8 @@ async function seedRows(db: Database, plan: SeedPlan): Promise<void> {
       location_id: site.id,
       start_time: startTime.toISOString(),
       duration_hours: durationHours,
-      tenant: 'demo',
+      tenant: DEMO_PRINCIPAL.tenant,
+      principal: DEMO_PRINCIPAL.id,
       utilization: price.utilization,
       surge_multiplier: price.surgeMultiplier,
       lead_time_hours: price.leadTimeHours,
@@ -160,7 +162,8 @@ async function seedRows(db: Database, plan: SeedPlan): Promise<void> {
     bookings.push({
       seq: i,
       id: seededBookingId(i),
-      tenant: 'demo',
+      tenant: DEMO_PRINCIPAL.tenant,
+      principal: DEMO_PRINCIPAL.id,
       quote_id: quoteId,
       customer_name: `Customer ${String(i % 97).padStart(2, '0')}`,
       status: 'completed',

@@ -7,7 +7,8 @@ import { GATEWAY_ENTRY_POINTS, GATEWAY_ROOMS, LAYOUT_DOCS, withLayout } from '..
 /*
  * The layers, read from the import statements of the source files: platform/ depends on nothing of the
  * project; a subgraph depends on platform/ and on its own folder only (subgraphs share code through
- * platform/, never through each other); the gateway reaches the subgraphs through subgraphs/registry.ts.
+ * platform/, never through each other); the gateway reaches the subgraphs through subgraphs/registry.ts
+ * (and their settings through subgraphs/config.ts).
  * Inside gateway/, the rooms of tools/layout.ts and the rooms each may import (type-only imports included);
  * only the entry points sit at its top.
  */
@@ -54,11 +55,15 @@ function violation(file: string, target: string): string | null {
       return null;
     case 'gateway':
       if (targetLayer === 'platform' || targetLayer === 'schema') return null;
-      return target === 'subgraphs/registry.ts' ? null : 'the gateway reaches subgraphs through subgraphs/registry.ts only';
+      return target === 'subgraphs/registry.ts' || target === 'subgraphs/config.ts'
+        ? null
+        : 'the gateway reaches subgraphs through subgraphs/registry.ts (and their settings through subgraphs/config.ts) only';
     case 'subgraphs':
       if (targetLayer === 'platform') return null;
       if (file === 'subgraphs/registry.ts')
         return targetLayer === 'subgraphs' && target.endsWith('/index.ts') ? null : 'the registry imports each subgraph by its index.ts';
+      if (file === 'subgraphs/config.ts')
+        return targetLayer === 'subgraphs' && target.endsWith('/config.ts') ? null : "subgraphs/config.ts imports each subgraph's config.ts only";
       if (targetLayer === 'subgraphs' && targetSecond === second) return null;
       return `subgraphs/${second} shares code with other subgraphs only through platform/`;
     default:
@@ -121,6 +126,19 @@ describe('the layers', () => {
 
   it('README.md and docs/architecture.md draw the layout from tools/layout.ts (npm run docs)', () => {
     for (const doc of LAYOUT_DOCS) expect(readFileSync(doc, 'utf8')).toBe(withLayout(readFileSync(doc, 'utf8')));
+  });
+
+  it('the configuration loads no GraphQL library: a process settles NODE_ENV (productionModeUnlessSet) before graphql-js is loaded', () => {
+    const seen = new Set<string>();
+    const visit = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      for (const target of projectImports(file)) visit(target);
+    };
+    visit('gateway/config.ts');
+    const loadsGraphql = [...seen].filter((file) => /from\s*['"](graphql|@apollo\/[^'"]+)['"]/.test(readFileSync(join(root, file), 'utf8')));
+    expect(loadsGraphql).toEqual([]);
+    expect(seen.has('subgraphs/config.ts')).toBe(true);
   });
 
   it('platform/ has no import loop: no two of its files import each other, type-only imports included', () => {
