@@ -16,6 +16,13 @@ function isLoopbackUrl(url: string): boolean {
 
 export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
+/** `true` or `false` read from the environment (anything else is refused naming the variable), as a boolean. */
+export const boolFrom = (name: string, fallback: 'true' | 'false') =>
+  z
+    .enum(['true', 'false'], { message: `${name} must be true or false` })
+    .default(fallback)
+    .transform((v) => v === 'true');
+
 /** A whole number read from the environment, within [min, max], with messages naming the variable. */
 export const intFrom = (name: string, min: number, max: number) =>
   z
@@ -119,11 +126,9 @@ export const platformConfig = configSection(
       .describe(
         'PostgreSQL: a statement running longer is cancelled by the server, and a query whose answer does not come 1 s after that (a stalled network, a hung server) is given up by the client; either is `SERVICE_UNAVAILABLE`, so a database that accepts connections but does not answer holds no request longer',
       ),
-    EMBEDDED_READ_CACHE: z
-      .enum(['true', 'false'], { message: 'EMBEDDED_READ_CACHE must be true or false' })
-      .default('true')
-      .transform((v) => v === 'true')
-      .describe('PGlite: repeated reads answered from memory until the next write ([Architecture](architecture.md#architecture)); `false` runs every read'),
+    EMBEDDED_READ_CACHE: boolFrom('EMBEDDED_READ_CACHE', 'true').describe(
+      'PGlite: repeated reads answered from memory until the next write ([Architecture](architecture.md#architecture)); `false` runs every read',
+    ),
     SUBGRAPH_URLS: z
       .string()
       .optional()

@@ -1,30 +1,19 @@
-import { z } from 'zod';
-import { configSection, intFrom, type ConfigValues } from '../../platform/config.js';
+import { boolFrom, configSection, intFrom, type ConfigValues } from '../../platform/config.js';
 
 /** The gateway's execution room's section of the configuration: subgraph calls, fetch collapsing and caching, compiled execution (docs/operations.md, generated from it). */
 export const executionConfig = configSection('gateway/execution', 'gateway/execution/config.ts', {
   SUBGRAPH_TIMEOUT_MS: intFrom('SUBGRAPH_TIMEOUT_MS', 100, 600_000)
     .default(10_000)
     .describe('a call to a subgraph over the network that takes longer counts as unavailable'),
-  GATEWAY_COLLAPSE_FETCHES: z
-    .enum(['true', 'false'], { message: 'GATEWAY_COLLAPSE_FETCHES must be true or false' })
-    .default('true')
-    .transform((v) => v === 'true')
-    .describe('identical subgraph reads in flight at once are made once ([Architecture](architecture.md#architecture)); `false` makes each on its own'),
-  GATEWAY_COMPILED_EXECUTION: z
-    .enum(['true', 'false'], { message: 'GATEWAY_COMPILED_EXECUTION must be true or false' })
-    .default('true')
-    .transform((v) => v === 'true')
-    .describe(
-      "query plans run by the compiled executor ([Performance](performance.md#where-the-time-went-and-what-changed)); `false` runs `@apollo/gateway`'s own execution (same answers, slower; it cannot run `@defer` plans, which stay compiled)",
-    ),
-  SUBGRAPH_COMPILED_EXECUTION: z
-    .enum(['true', 'false'], { message: 'SUBGRAPH_COMPILED_EXECUTION must be true or false' })
-    .default('true')
-    .transform((v) => v === 'true')
-    .describe(
-      "subgraphs called in process (one-process mode) run their documents compiled by graphql-jit; `false` runs graphql-js's `execute` (same answers, slower)",
-    ),
+  GATEWAY_COLLAPSE_FETCHES: boolFrom('GATEWAY_COLLAPSE_FETCHES', 'true').describe(
+    'identical subgraph reads in flight at once are made once ([Architecture](architecture.md#architecture)); `false` makes each on its own',
+  ),
+  GATEWAY_COMPILED_EXECUTION: boolFrom('GATEWAY_COMPILED_EXECUTION', 'true').describe(
+    "query plans run by the compiled executor ([Performance](performance.md#where-the-time-went-and-what-changed)); `false` runs `@apollo/gateway`'s own execution (same answers, slower; it cannot run `@defer` plans, which stay compiled)",
+  ),
+  SUBGRAPH_COMPILED_EXECUTION: boolFrom('SUBGRAPH_COMPILED_EXECUTION', 'true').describe(
+    "subgraphs called in process (one-process mode) run their documents compiled by graphql-jit; `false` runs graphql-js's `execute` (same answers, slower)",
+  ),
   GATEWAY_FETCH_CACHE_MB: intFrom('GATEWAY_FETCH_CACHE_MB', 0, 4096)
     .default(64)
     .describe(

@@ -4,15 +4,12 @@ import { GraphQLError } from 'graphql';
 import type { IncrementalItem, SubsequentPayload } from './incremental.js';
 import { executeNode, type DeferQueue, type ExecutionContext, type PendingDeferred } from './plan-nodes.js';
 import type { CompiledOperation } from './result-shaping.js';
+import { type ResultMap, hasOwn } from './plan-nodes.js';
 
 /*
  * Deferred fragments (`@defer`): run after the payload that holds them, each answered at every place it
  * applies, as @apollo/gateway would plan them (gateway/execution/incremental.ts sends the payloads).
  */
-
-const hasOwn = (obj: object, key: string) => Object.prototype.hasOwnProperty.call(obj, key);
-
-type ResultMap = Record<string, unknown>;
 
 const deferPlans = new WeakMap<QueryPlan, boolean>();
 

@@ -8,6 +8,7 @@ import { replaceExecuteQueryPlan, stockExecuteQueryPlan, checkApolloGatewayVersi
 import { deferredPayloads, runWhole, hasDefer } from './plan-defer.js';
 import { executeNode, type Cursor, type ExecutionContext } from './plan-nodes.js';
 import { compileOperation, executeIntrospection, type CompiledOperation } from './result-shaping.js';
+import { type ResultMap } from './plan-nodes.js';
 
 /*
  * The gateway's query-plan execution, compiled once per plan.
@@ -27,8 +28,6 @@ import { compileOperation, executeIntrospection, type CompiledOperation } from '
  * for plans with deferred fragments (`@defer`), which the stock execution cannot run. Those are run here,
  * as one answer or as an initial payload and the ones after it (gateway/execution/incremental.ts).
  */
-
-type ResultMap = Record<string, unknown>;
 
 let installed = false;
 let compiledOn = true;

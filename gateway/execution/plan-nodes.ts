@@ -18,9 +18,10 @@ import { applyRewrites, deepMerge, generateHydratedPaths, INCOMING_OPERATION, is
  * (dist/executeQueryPlan.js), with deferred parts queued for gateway/execution/plan-defer.ts.
  */
 
-const hasOwn = (obj: object, key: string) => Object.prototype.hasOwnProperty.call(obj, key);
+/** Own properties only: merged answers are plain objects, possibly keyed `__proto__` or `constructor`. */
+export const hasOwn = (obj: object, key: string) => Object.prototype.hasOwnProperty.call(obj, key);
 
-type ResultMap = Record<string, unknown>;
+export type ResultMap = Record<string, unknown>;
 
 // ---------------------------------------------------------------------------------------------------
 // Plan execution: fetches, representations, merging and error paths as @apollo/gateway's executeNode.

@@ -28,6 +28,7 @@ import {
   type SelectionNode,
   type VariableDefinitionNode,
 } from 'graphql';
+import { type ResultMap, hasOwn } from './plan-nodes.js';
 
 /* eslint-disable @typescript-eslint/no-base-to-string, @typescript-eslint/restrict-template-expressions --
    the messages below are @apollo/gateway's resultShaping.js word for word, values stringified as it does
@@ -37,10 +38,6 @@ import {
  * Result shaping, compiled: @apollo/gateway's computeResponse (dist/resultShaping.js) over records built
  * once per operation, and the introspection fields answered from the API schema.
  */
-
-const hasOwn = (obj: object, key: string) => Object.prototype.hasOwnProperty.call(obj, key);
-
-type ResultMap = Record<string, unknown>;
 
 export function executeIntrospection(
   schema: GraphQLSchema,
