@@ -1,6 +1,7 @@
 import { ConfigError, parseConfig, platformConfig, type ConfigValues } from '../platform/config.js';
 import { subgraphConfigs } from '../subgraphs/config.js';
 import { executionConfig } from './execution/config.js';
+import { graphqlConfig } from './graphql/config.js';
 import { httpConfig } from './http/config.js';
 import { securityConfig } from './security/config.js';
 import { subscriptionsConfig } from './subscriptions/config.js';
@@ -18,6 +19,7 @@ export const CONFIG_SECTIONS = [
   httpConfig,
   securityConfig,
   executionConfig,
+  graphqlConfig,
   subscriptionsConfig,
   subgraphConfigs.rental,
   subgraphConfigs.prediction,
@@ -31,6 +33,7 @@ const shape = {
   ...httpConfig.shape,
   ...securityConfig.shape,
   ...executionConfig.shape,
+  ...graphqlConfig.shape,
   ...subscriptionsConfig.shape,
   ...subgraphConfigs.rental.shape,
   ...subgraphConfigs.prediction.shape,

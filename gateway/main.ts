@@ -29,6 +29,12 @@ async function main(): Promise<void> {
   server.app.log.info(
     `ops-supergraph serving GraphQL at ${server.url}/graphql, REST under ${server.url}/rental and the dashboard at ${server.url}/${tracing ? '; tracing on (OTLP)' : ''}`,
   );
+  // SIGHUP reads TRUSTED_DOCUMENTS_DIR again; a folder that does not load leaves what was served.
+  process.on('SIGHUP', () => {
+    const reloaded = server.reloadDocuments();
+    if (reloaded.ok) server.app.log.info(`trusted documents reloaded: ${reloaded.clients} clients`);
+    else server.app.log.error(`trusted documents not reloaded, the previous ones are still served: ${reloaded.error}`);
+  });
   closeOnSignal({ close: async () => (await server.close(), await tracing?.shutdown()) }, server.app.log);
 }
 

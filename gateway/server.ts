@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
+import type { GraphQLSchema } from 'graphql';
 import { systemClock, type Clock } from '../platform/clock.js';
-import { ConfigError } from '../platform/config.js';
+import { ConfigError, isDemoMode } from '../platform/config.js';
 import { type Config } from './config.js';
 import type { Database } from '../platform/db.js';
 import type { EventHub } from '../platform/event-hub.js';
@@ -13,6 +14,9 @@ import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { schemaWithDefer } from './execution/defer.js';
 import { createFederatedGateway, type FederatedGateway } from './execution/federated-gateway.js';
 import { startGraphQLServer } from './graphql/apollo.js';
+import { CachePolicies } from './graphql/cache-policy.js';
+import { DocumentRegistry } from './graphql/documents.js';
+import { ManifestError } from './graphql/manifests.js';
 import { registerGraphQLRoute } from './graphql/route.js';
 import { TurnGate } from './http/admission.js';
 import { createHttpApp, listenOrClose } from './http/app.js';
@@ -56,6 +60,11 @@ export interface RunningServer {
   subgraphs: ReadonlyMap<string, SubgraphInstance>;
   /** Base URL, e.g. http://127.0.0.1:4000 */
   url: string;
+  /**
+   * Reads TRUSTED_DOCUMENTS_DIR again (`SIGHUP`): every manifest checked before any is served; on a failure
+   * the documents served before stay, and the error names the file and operation.
+   */
+  reloadDocuments(): { ok: true; clients: number } | { ok: false; error: string };
   close(): Promise<void>;
 }
 
@@ -118,8 +127,29 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const browserOrigins = new BrowserOrigins(config.CORS_ORIGINS);
   registerEdgeGuard(app, { routes: http.routes, auth, browserOrigins, rateLimiter });
+  const { subscriptions, close: closeUpstreams } = subscriptionExecutor(config, {
+    remoteUrls,
+    local: byName,
+    apiKey,
+    signer,
+    supergraphSdl,
+    federated,
+    log: app.log,
+  });
+  closers.add(closeUpstreams);
+  late.subscriptions = subscriptions;
+
+  // The schema clients see (with @defer): registered documents are checked against it.
+  const servedSchema = schemaWithDefer(subscriptions.schema);
   const limiter = createLimiter(supergraphSdl, requestLimitsOf(config));
-  await registerGraphQLRoute(app, graphql, limiter);
+  let documents: DocumentRegistry;
+  try {
+    documents = trustedDocuments(config, servedSchema, modules, metrics);
+  } catch (error) {
+    await closers.close().catch(() => undefined);
+    throw error;
+  }
+  await registerGraphQLRoute(app, graphql, { limiter, documents, cachePolicies: new CachePolicies(supergraphSdl, servedSchema) });
   registerRest(app, { modules, execute: graphql.execute, authorizer, keysRequired: auth.enabled });
   registerGatewayHealth(app, {
     names: modules.map((m) => m.name),
@@ -134,25 +164,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // The operations dashboard at / (public files; its data comes over the GraphQL WebSocket, with a key when one is needed).
   registerDashboard(app);
 
-  const { subscriptions, close: closeUpstreams } = subscriptionExecutor(config, {
-    remoteUrls,
-    local: byName,
-    apiKey,
-    signer,
-    supergraphSdl,
-    federated,
-    log: app.log,
-  });
-  closers.add(closeUpstreams);
-  late.subscriptions = subscriptions;
-
   await app.ready();
   closers.add(() => app.close());
   const socket = attachGraphQLWebSocket({
     ...socketSettings(config),
     server: app.server,
     path: '/graphql',
-    schema: schemaWithDefer(subscriptions.schema),
+    schema: servedSchema,
     auth,
     subscriptions,
     execute: graphql.executeOnSocket,
@@ -173,8 +191,39 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     subscriptions,
     subgraphs: byName,
     url,
+    reloadDocuments: () => {
+      if (!config.TRUSTED_DOCUMENTS_DIR) return { ok: false, error: 'TRUSTED_DOCUMENTS_DIR is not set: there is no folder to read' };
+      try {
+        documents.loadFolder(config.TRUSTED_DOCUMENTS_DIR, servedSchema);
+        return { ok: true, clients: documents.clientCount };
+      } catch (error) {
+        return { ok: false, error: error instanceof Error ? error.message : String(error) };
+      }
+    },
     close: () => closers.close(),
   };
+}
+
+/**
+ * Persisted queries and trusted documents (gateway/graphql/documents.ts): the REST routes' operations under
+ * their own client, then the manifests of TRUSTED_DOCUMENTS_DIR; a manifest that does not load stops the start.
+ */
+function trustedDocuments(config: Config, schema: GraphQLSchema, modules: readonly SubgraphModule[], metrics: GatewayMetrics): DocumentRegistry {
+  const mode = config.TRUSTED_DOCUMENTS ?? (isDemoMode(config) ? 'off' : 'allow');
+  const documents = new DocumentRegistry({ mode, apqBytes: config.APQ_CACHE_MB * 1024 * 1024, registry: metrics.registry });
+  documents.registerRest(
+    modules.flatMap((m) => m.routes.map((r) => ({ operation: r.operation }))),
+    schema,
+  );
+  if (config.TRUSTED_DOCUMENTS_DIR) {
+    try {
+      documents.loadFolder(config.TRUSTED_DOCUMENTS_DIR, schema);
+    } catch (error) {
+      if (error instanceof ManifestError) throw new ConfigError([`TRUSTED_DOCUMENTS_DIR: ${error.message}`]);
+      throw new ConfigError([`TRUSTED_DOCUMENTS_DIR: ${String(error)}`]);
+    }
+  }
+  return documents;
 }
 
 /** SUBGRAPH_URLS, checked: each names a known subgraph, and signed calls are possible where they are needed. */

@@ -10,6 +10,8 @@ export const errorCatalogue = {
   GRAPHQL_PARSE_FAILED: { status: 400, title: 'Malformed GraphQL document' },
   GRAPHQL_VALIDATION_FAILED: { status: 400, title: 'Invalid GraphQL operation' },
   PERSISTED_QUERY_NOT_SUPPORTED: { status: 400, title: 'Persisted queries not supported' },
+  PERSISTED_QUERY_NOT_FOUND: { status: 400, title: 'Persisted document not found' },
+  PERSISTED_QUERY_NOT_IN_LIST: { status: 403, title: 'Operation not in the safelist' },
   BAD_REQUEST: { status: 400, title: 'Bad request' },
   TOKEN_LIMIT_EXCEEDED: { status: 400, title: 'GraphQL document too long' },
   DEPTH_LIMIT_EXCEEDED: { status: 400, title: 'GraphQL operation too deep' },

@@ -24,6 +24,7 @@ export const SCOPES = [
   'optimization:run',
   'metrics:read',
   'schema:read',
+  'schema:free-text',
 ] as const;
 export type Scope = (typeof SCOPES)[number];
 

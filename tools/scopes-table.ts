@@ -18,6 +18,7 @@ const END = '<!-- end of scopes table -->';
 const OTHER_DOORS: Record<string, string[]> = {
   'metrics:read': ['`GET /metrics`'],
   'schema:read': [...INTROSPECTION_RULES.keys()].map((c) => `introspection (\`${c.split('.')[1]}\`)`),
+  'schema:free-text': ['operations sent as text on `/graphql` when `TRUSTED_DOCUMENTS=safelist` (without it, registered documents only)'],
 };
 
 const ROOT_ORDER = ['Query', 'Mutation', 'Subscription'];

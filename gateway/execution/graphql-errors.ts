@@ -14,8 +14,8 @@ const CLIENT_ERROR_CODES: Readonly<Record<string, ErrorCode>> = {
   INVALID_GRAPHQL: 'GRAPHQL_VALIDATION_FAILED',
   // @apollo/server: operationName names no operation of the document.
   OPERATION_RESOLUTION_FAILURE: 'BAD_REQUEST',
-  // @apollo/server: automatic persisted queries are off, so a hash alone can never be served.
-  PERSISTED_QUERY_NOT_FOUND: 'PERSISTED_QUERY_NOT_SUPPORTED',
+  // @apollo/server's own persisted queries are off: the gateway resolves hashes and ids before Apollo sees
+  // the request (gateway/graphql/documents.ts), so this is only reached by a path that bypasses that.
   PERSISTED_QUERY_NOT_SUPPORTED: 'PERSISTED_QUERY_NOT_SUPPORTED',
 };
 

@@ -51,7 +51,7 @@ export async function startGraphQLServer(options: GraphQLServerOptions): Promise
     // The limits hook has already parsed every document within this bound; this keeps Apollo's own parse
     // bounded for any path that reaches it another way.
     parseOptions: { maxTokens: options.config.GRAPHQL_MAX_TOKENS },
-    // Operations are sent as text; a persisted-query hash is answered PERSISTED_QUERY_NOT_SUPPORTED.
+    // Hashes and registered ids are resolved to text before Apollo sees a request (gateway/graphql/documents.ts).
     persistedQueries: false,
     // No landing page: Apollo's loads scripts and fonts from its CDN, and nothing leaves the machine, so a
     // browser asking /graphql for text/html gets 406 like any other client that accepts no GraphQL type.

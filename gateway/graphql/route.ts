@@ -8,13 +8,22 @@ import { gatewayContextFrom, principalOf } from '../execution/context.js';
 import { acceptsIncremental, MULTIPART_DEFER, multipartBody, type IncrementalSlot } from '../execution/incremental.js';
 import type { Limiter } from '../security/limits.js';
 import type { GraphQLServer } from './apollo.js';
+import type { CachePolicies, CachePolicy } from './cache-policy.js';
+import type { DocumentParams, DocumentRegistry } from './documents.js';
 
 /**
- * GraphQL over HTTP at /graphql (GET and POST): JSON answers only, every document checked against the
- * request limits before Apollo validates or plans it, and answers with deferred parts sent as
- * multipart/mixed.
+ * GraphQL over HTTP at /graphql (GET and POST): JSON answers, operations sent as text or named by a
+ * persisted-query hash or a registered document's id, every document checked against the request limits
+ * before Apollo validates or plans it, answers with deferred parts sent as multipart/mixed, and a
+ * registered query sent by GET cacheable for as long as its fields' hints say.
  */
-export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer, limiter: Limiter): Promise<void> {
+export interface GraphQLRouteOptions {
+  limiter: Limiter;
+  documents: DocumentRegistry;
+  cachePolicies: CachePolicies;
+}
+
+export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer, options: GraphQLRouteOptions): Promise<void> {
   // An Accept header that allows neither GraphQL type (a browser's text/html) is 406 before anything else
   // is looked at: /graphql serves no page.
   app.addHook('onRequest', async (request, reply) => {
@@ -27,15 +36,37 @@ export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQL
     );
   });
 
-  // Request limits before Apollo validates or plans anything (gateway/security/limits.ts): a document over a
-  // limit costs one bounded parse and one linear walk.
+  // What the request names resolves to text first (gateway/graphql/documents.ts): an APQ hash, a registered
+  // document's id, or text a safelist may refuse. Then the request limits, before Apollo validates or plans
+  // anything (gateway/security/limits.ts): a document over a limit costs one bounded parse and one linear walk.
+  const cacheable = new WeakMap<FastifyRequest, CachePolicy>();
   app.addHook('preHandler', async (request, reply) => {
     if (pathOf(request.url) !== GRAPHQL_PATH) return;
-    const params = graphQLParamsOf(request.method === 'GET' ? request.query : request.body);
+    const get = request.method === 'GET';
+    const raw = paramsOf(get ? request.query : request.body, get);
+    if (!raw) return;
+    if ('error' in raw) return refuse(reply, request.url, 'BAD_REQUEST', raw.error);
+    const resolution = options.documents.resolve(raw.params, principalOf(request), clientNameOf(request.headers['apollographql-client-name']));
+    if (!resolution.ok) {
+      // APQ's own answers are GraphQL errors with 200, as Apollo Server sends them and Apollo Client expects.
+      if (resolution.status !== 200) return refuse(reply, request.url, resolution.code, resolution.message);
+      return reply
+        .code(200)
+        .header('cache-control', 'private, no-cache, must-revalidate')
+        .type('application/json; charset=utf-8')
+        .send({ errors: [{ message: resolution.message, extensions: { code: resolution.code } }] });
+    }
+    const resolved = withQuery(raw.params, resolution.query);
+    if (get) request.raw.url = `${GRAPHQL_PATH}?${new URLSearchParams(searchParamsOf(resolved)).toString()}`;
+    else request.body = resolved;
+    const params = graphQLParamsOf(resolved);
     if (!params) return;
-    const checked = limiter.check(params.query, params.variables, params.operationName);
-    if ('document' in checked) return;
-    return refuse(reply, request.url, checked.error.extensions['code'] as ErrorCode, checked.error.message);
+    const checked = options.limiter.check(params.query, params.variables, params.operationName);
+    if (!('document' in checked)) return refuse(reply, request.url, checked.error.extensions['code'] as ErrorCode, checked.error.message);
+    if (get && resolution.byId) {
+      const policy = options.cachePolicies.of(checked.document, params.operationName);
+      if (policy.maxAge > 0) cacheable.set(request, policy);
+    }
   });
 
   const incrementalSlots = new WeakMap<FastifyRequest, IncrementalSlot>();
@@ -53,6 +84,12 @@ export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQL
   // An answer with deferred parts still to come leaves as multipart/mixed: Apollo's (the initial payload,
   // every plugin applied) first, then each deferred part as it is ready, its errors formatted as Apollo's.
   app.addHook('onSend', async (request, reply, payload) => {
+    const policy = cacheable.get(request);
+    if (policy && reply.statusCode === 200 && typeof payload === 'string' && isWholeAnswer(payload)) {
+      reply.header('cache-control', `${policy.scope === 'PUBLIC' ? 'public' : 'private'}, max-age=${policy.maxAge}`);
+      // Answers differ by who asks: a cache keys them by the credential too.
+      reply.header('vary', [reply.getHeader('vary'), 'authorization', 'x-api-key'].filter(Boolean).join(', '));
+    }
     const subsequent = incrementalSlots.get(request)?.subsequent;
     if (!subsequent || typeof payload !== 'string') return payload;
     reply.header('content-type', MULTIPART_DEFER);
@@ -79,4 +116,48 @@ function graphQLParamsOf(raw: unknown): { query: string; variables: Record<strin
   }
   if (vars !== null && (typeof vars !== 'object' || Array.isArray(vars))) return null;
   return { query, variables: vars as Record<string, unknown> | null, operationName: typeof operationName === 'string' ? operationName : null };
+}
+
+/** The request's GraphQL parameters as sent (GET: `variables` and `extensions` as JSON text), or why they cannot be read. */
+function paramsOf(raw: unknown, get: boolean): { params: DocumentParams & Record<string, unknown> } | { error: string } | null {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return null;
+  const params = { ...(raw as Record<string, unknown>) };
+  if (get && typeof params['extensions'] === 'string') {
+    try {
+      params['extensions'] = JSON.parse(params['extensions']) as unknown;
+    } catch {
+      return { error: '`extensions` must be JSON text' };
+    }
+  }
+  return { params };
+}
+
+/** The parameters with the resolved text as `query`, and what named it removed (Apollo Server sees plain text). */
+function withQuery(params: Record<string, unknown>, query: string): Record<string, unknown> {
+  const { documentId: _documentId, doc_id: _docId, extensions, ...rest } = params;
+  const others = typeof extensions === 'object' && extensions !== null ? Object.entries(extensions).filter(([key]) => key !== 'persistedQuery') : [];
+  return { ...rest, query, ...(others.length > 0 ? { extensions: Object.fromEntries(others) } : {}) };
+}
+
+function searchParamsOf(params: Record<string, unknown>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(params)
+      .filter(([, value]) => value !== undefined && value !== null)
+      .map(([key, value]) => [key, typeof value === 'string' ? value : JSON.stringify(value)]),
+  );
+}
+
+function clientNameOf(header: string | string[] | undefined): string | undefined {
+  const name = Array.isArray(header) ? header[0] : header;
+  return name?.trim() || undefined;
+}
+
+/** An answer with data and no errors (only those may be kept by a cache). */
+function isWholeAnswer(payload: string): boolean {
+  try {
+    const body = JSON.parse(payload) as { errors?: unknown; data?: unknown };
+    return body.errors === undefined && body.data !== undefined && body.data !== null;
+  } catch {
+    return false;
+  }
 }

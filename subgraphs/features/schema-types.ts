@@ -16,6 +16,11 @@ export type Scalars = {
   _FieldSet: { input: unknown; output: unknown; }
 };
 
+/** Who may keep a cached answer: the client that asked (PRIVATE) or any cache on the way (PUBLIC). */
+export type CacheControlScope =
+  | 'PUBLIC'
+  | 'PRIVATE';
+
 export type Query = {
   __typename?: 'Query';
   /** Every feature view of the registry: entity, features, types, TTL, source and version. */
@@ -578,6 +583,7 @@ export type FederationReferenceTypes = {
 
 /** Mapping between all available schema types and the resolvers types */
 export type ResolversTypes = {
+  CacheControlScope: CacheControlScope;
   DateTime: ResolverTypeWrapper<Scalars['DateTime']['output']>;
   Query: ResolverTypeWrapper<Record<PropertyKey, never>>;
   String: ResolverTypeWrapper<Scalars['String']['output']>;
@@ -669,6 +675,13 @@ export type MaxItemsDirectiveArgs = {
 };
 
 export type MaxItemsDirectiveResolver<Result, Parent, ContextType = FeaturesContext, Args = MaxItemsDirectiveArgs> = DirectiveResolverFn<Result, Parent, ContextType, Args>;
+
+export type CacheControlDirectiveArgs = {
+  maxAge: Scalars['Int']['input'];
+  scope?: Maybe<CacheControlScope>;
+};
+
+export type CacheControlDirectiveResolver<Result, Parent, ContextType = FeaturesContext, Args = CacheControlDirectiveArgs> = DirectiveResolverFn<Result, Parent, ContextType, Args>;
 
 export interface DateTimeScalarConfig extends GraphQLScalarTypeConfig<ResolversTypes['DateTime'], any> {
   name: 'DateTime';
@@ -927,4 +940,5 @@ export type Resolvers<ContextType = FeaturesContext> = {
 
 export type DirectiveResolvers<ContextType = FeaturesContext> = {
   maxItems?: MaxItemsDirectiveResolver<any, any, ContextType>;
+  cacheControl?: CacheControlDirectiveResolver<any, any, ContextType>;
 };

@@ -18,6 +18,11 @@ export type Scalars = {
   _FieldSet: { input: unknown; output: unknown; }
 };
 
+/** Who may keep a cached answer: the client that asked (PRIVATE) or any cache on the way (PUBLIC). */
+export type CacheControlScope =
+  | 'PUBLIC'
+  | 'PRIVATE';
+
 export type Query = {
   __typename?: 'Query';
   /** Dwell time at the recipient facility, from arrival to handover: quantile minutes and a risk reading. */
@@ -520,6 +525,7 @@ export type FederationReferenceTypes = {
 
 /** Mapping between all available schema types and the resolvers types */
 export type ResolversTypes = {
+  CacheControlScope: CacheControlScope;
   DateTime: ResolverTypeWrapper<Scalars['DateTime']['output']>;
   Query: ResolverTypeWrapper<Record<PropertyKey, never>>;
   Float: ResolverTypeWrapper<Scalars['Float']['output']>;
@@ -587,6 +593,13 @@ export type MaxItemsDirectiveArgs = {
 };
 
 export type MaxItemsDirectiveResolver<Result, Parent, ContextType = PredictionContext, Args = MaxItemsDirectiveArgs> = DirectiveResolverFn<Result, Parent, ContextType, Args>;
+
+export type CacheControlDirectiveArgs = {
+  maxAge: Scalars['Int']['input'];
+  scope?: Maybe<CacheControlScope>;
+};
+
+export type CacheControlDirectiveResolver<Result, Parent, ContextType = PredictionContext, Args = CacheControlDirectiveArgs> = DirectiveResolverFn<Result, Parent, ContextType, Args>;
 
 export interface DateTimeScalarConfig extends GraphQLScalarTypeConfig<ResolversTypes['DateTime'], any> {
   name: 'DateTime';
@@ -738,4 +751,5 @@ export type Resolvers<ContextType = PredictionContext> = {
 
 export type DirectiveResolvers<ContextType = PredictionContext> = {
   maxItems?: MaxItemsDirectiveResolver<any, any, ContextType>;
+  cacheControl?: CacheControlDirectiveResolver<any, any, ContextType>;
 };

@@ -21,6 +21,11 @@ export type Scalars = {
   _FieldSet: { input: unknown; output: unknown; }
 };
 
+/** Who may keep a cached answer: the client that asked (PRIVATE) or any cache on the way (PUBLIC). */
+export type CacheControlScope =
+  | 'PUBLIC'
+  | 'PRIVATE';
+
 export type Query = {
   __typename?: 'Query';
   /** The whole fleet catalogue with each machine's current status, by id. */
@@ -566,6 +571,7 @@ export type FederationReferenceTypes = {
 
 /** Mapping between all available schema types and the resolvers types */
 export type ResolversTypes = {
+  CacheControlScope: CacheControlScope;
   DateTime: ResolverTypeWrapper<Scalars['DateTime']['output']>;
   Query: ResolverTypeWrapper<Record<PropertyKey, never>>;
   ID: ResolverTypeWrapper<Scalars['ID']['output']>;
@@ -646,6 +652,13 @@ export type MaxItemsDirectiveArgs = {
 };
 
 export type MaxItemsDirectiveResolver<Result, Parent, ContextType = RentalContext, Args = MaxItemsDirectiveArgs> = DirectiveResolverFn<Result, Parent, ContextType, Args>;
+
+export type CacheControlDirectiveArgs = {
+  maxAge: Scalars['Int']['input'];
+  scope?: Maybe<CacheControlScope>;
+};
+
+export type CacheControlDirectiveResolver<Result, Parent, ContextType = RentalContext, Args = CacheControlDirectiveArgs> = DirectiveResolverFn<Result, Parent, ContextType, Args>;
 
 export interface DateTimeScalarConfig extends GraphQLScalarTypeConfig<ResolversTypes['DateTime'], any> {
   name: 'DateTime';
@@ -915,4 +928,5 @@ export type Resolvers<ContextType = RentalContext> = {
 
 export type DirectiveResolvers<ContextType = RentalContext> = {
   maxItems?: MaxItemsDirectiveResolver<any, any, ContextType>;
+  cacheControl?: CacheControlDirectiveResolver<any, any, ContextType>;
 };

@@ -245,16 +245,10 @@ describe('GraphQL request errors are client errors (400), never faults', () => {
     ['an Int literal 1e400', { query: '{ bookings(first: 1e400) { totalCount } }' }, 'GRAPHQL_VALIDATION_FAILED', 'Int'],
     ['an Int literal beyond 32 bits', { query: '{ bookings(first: 4294967296) { totalCount } }' }, 'GRAPHQL_VALIDATION_FAILED', 'Int'],
     [
-      'a persisted query hash',
-      { extensions: { persistedQuery: { version: 1, sha256Hash: 'ecf4edb46db40b5132295c0291d62fb65d6759a9eedfa4d5d612dd5ec54a6b38' } } },
-      'PERSISTED_QUERY_NOT_SUPPORTED',
-      'not supported',
-    ],
-    [
-      'a query with a persistedQuery extension',
+      'a persistedQuery extension whose hash is not 64 hex digits',
       { query: '{ fleetSummary { total } }', extensions: { persistedQuery: { version: 1, sha256Hash: 'abc' } } },
-      'PERSISTED_QUERY_NOT_SUPPORTED',
-      'not supported',
+      'BAD_REQUEST',
+      '64 hexadecimal',
     ],
     ['a subscription over HTTP', { query: 'subscription { fleetSummaryChanged { cursor } }' }, 'BAD_REQUEST', 'WebSocket'],
     [

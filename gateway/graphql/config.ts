@@ -1,0 +1,30 @@
+import { z } from 'zod';
+import { configSection, intFrom, type ConfigValues } from '../../platform/config.js';
+
+export const TRUSTED_DOCUMENT_MODES = ['off', 'allow', 'safelist'] as const;
+export type TrustedDocumentMode = (typeof TRUSTED_DOCUMENT_MODES)[number];
+
+/** The gateway's graphql room's section of the configuration: persisted queries and trusted documents (docs/operations.md, generated from it). */
+export const graphqlConfig = configSection('gateway/graphql', 'gateway/graphql/config.ts', {
+  TRUSTED_DOCUMENTS: z
+    .enum(TRUSTED_DOCUMENT_MODES)
+    .optional()
+    .describe(
+      '`off`: operations are sent as text (or as APQ hashes); `allow`: registered documents resolve by id, text still runs; `safelist`: principals without `schema:free-text` (or `ops:admin`) run registered documents only, text answers 403 `PERSISTED_QUERY_NOT_IN_LIST`. Default `off` in demo mode, `allow` otherwise ([Operations](operations.md#trusted-documents))',
+    ),
+  TRUSTED_DOCUMENTS_DIR: z
+    .string()
+    .trim()
+    .min(1)
+    .optional()
+    .describe(
+      'folder of manifests, one per client (`<client>.json`, Apollo or Relay format) and `clients.json` naming the principals each client may act for; read at start and on `SIGHUP`',
+    ),
+  APQ_CACHE_MB: intFrom('APQ_CACHE_MB', 0, 1024)
+    .default(16)
+    .describe(
+      'memory for automatic persisted queries (hash to text, least recently used first out); `0` turns APQ off (a hash answers `PERSISTED_QUERY_NOT_SUPPORTED`)',
+    ),
+});
+
+export type GraphQLConfig = ConfigValues<typeof graphqlConfig.shape>;
