@@ -35,6 +35,7 @@ import { RateLimiter } from './security/rate-limit.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
 import { remoteUpstream } from './subscriptions/remote-upstream.js';
+import { HttpStreams } from './subscriptions/http-streams.js';
 import { attachGraphQLWebSocket } from './subscriptions/ws-server.js';
 
 export interface ServerOptions {
@@ -99,7 +100,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const auth = createAuthenticator(config);
 
   // Sources are read at scrape time; the WebSocket server and subscriptions are attached last.
-  const late: LateSources = { ws: null, subscriptions: null, fetchCache: null };
+  const late: LateSources = { ws: null, subscriptions: null, fetchCache: null, streams: null };
   const metrics = gatewayMetrics(runtime, turns, late);
   metrics.instrument(app);
 
@@ -149,7 +150,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await closers.close().catch(() => undefined);
     throw error;
   }
-  await registerGraphQLRoute(app, graphql, { limiter, documents, cachePolicies: new CachePolicies(supergraphSdl, servedSchema) });
+  const streams = new HttpStreams({
+    gate: { schema: servedSchema, authorizer, rateLimiter },
+    subscriptions,
+    execute: graphql.executeOnSocket,
+    maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
+    maxPerPrincipal: config.HTTP_MAX_STREAMS_PER_PRINCIPAL,
+    heartbeatMs: config.HTTP_STREAM_HEARTBEAT_MS,
+  });
+  late.streams = streams;
+  await registerGraphQLRoute(app, graphql, { limiter, documents, cachePolicies: new CachePolicies(supergraphSdl, servedSchema), streams });
   registerRest(app, { modules, execute: graphql.execute, authorizer, keysRequired: auth.enabled });
   registerGatewayHealth(app, {
     names: modules.map((m) => m.name),
@@ -166,6 +176,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   await app.ready();
   closers.add(() => app.close());
+  // Streams over HTTP end before the app closes (it waits for its connections).
+  closers.add(() => streams.close());
   const socket = attachGraphQLWebSocket({
     ...socketSettings(config),
     server: app.server,
@@ -256,6 +268,7 @@ interface LateSources {
   ws: { connections(): number; operations(): number; slowConsumerCloses(): number } | null;
   subscriptions: SubscriptionExecutor | null;
   fetchCache: FetchCacheReadings | null;
+  streams: HttpStreams | null;
 }
 
 /** The gateway's Prometheus metrics (gateway/observability/metrics.ts), over this process's parts. */
@@ -263,6 +276,7 @@ function gatewayMetrics(runtime: SubgraphRuntime | null, turns: TurnGate, late: 
   const ws = () => late.ws ?? NO_SOCKETS;
   return new GatewayMetrics({
     subscriptionResumes: () => late.subscriptions?.resumed ?? 0,
+    httpStreams: () => ({ open: late.streams?.count ?? 0, slowConsumerCloses: late.streams?.slowConsumerCloses ?? 0 }),
     ws: { connections: () => ws().connections(), operations: () => ws().operations(), slowConsumerCloses: () => ws().slowConsumerCloses() },
     outboxLag: async () => (runtime ? runtime.events.lag() : null),
     relay: async () => (runtime?.relay ? runtime.relay.status() : null),

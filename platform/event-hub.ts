@@ -106,6 +106,11 @@ function isCursor(value: unknown): value is string {
   return typeof value === 'string' && CURSOR.test(value);
 }
 
+/** Whether a value could name an event of the log: an int8 id as decimal text. */
+export function isEventCursor(value: unknown): value is string {
+  return isCursor(value) && BigInt(value) <= MAX_CURSOR;
+}
+
 /**
  * Reads the event log (the outbox, or the stream it is relayed to) in id order and fans events out to
  * in-process streams. The log wakes it (NOTIFY, a stream message); a slow poll covers a lost wake. A

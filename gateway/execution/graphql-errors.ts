@@ -72,9 +72,12 @@ export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerP
       return {
         async didResolveOperation({ operation, request }) {
           if (operation?.operation === OperationTypeNode.SUBSCRIPTION) {
-            throw new GraphQLError('Subscriptions are served over WebSocket (graphql-transport-ws) at /graphql, not over HTTP', {
-              extensions: { code: 'BAD_REQUEST' },
-            });
+            throw new GraphQLError(
+              'Subscriptions are served at /graphql over WebSocket (graphql-transport-ws), Server-Sent Events (Accept: text/event-stream) or multipart HTTP (Accept: multipart/mixed;subscriptionSpec="1.0"), not as a JSON answer',
+              {
+                extensions: { code: 'BAD_REQUEST' },
+              },
+            );
           }
           if (operation) return;
           throw operationNotFound(request.operationName);

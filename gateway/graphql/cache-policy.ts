@@ -32,7 +32,7 @@ interface Hint {
   scope: 'PUBLIC' | 'PRIVATE';
 }
 
-export const NOT_CACHEABLE: CachePolicy = Object.freeze({ maxAge: 0, scope: 'PRIVATE' });
+const NOT_CACHEABLE: CachePolicy = Object.freeze({ maxAge: 0, scope: 'PRIVATE' });
 
 export class CachePolicies {
   /** Hints by `Type.field`, and by `Type` for types that carry one. */

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { configSection, intFrom, type ConfigValues } from '../../platform/config.js';
+import { configSection, intFrom } from '../../platform/config.js';
 
-export const TRUSTED_DOCUMENT_MODES = ['off', 'allow', 'safelist'] as const;
+const TRUSTED_DOCUMENT_MODES = ['off', 'allow', 'safelist'] as const;
 export type TrustedDocumentMode = (typeof TRUSTED_DOCUMENT_MODES)[number];
 
 /** The gateway's graphql room's section of the configuration: persisted queries and trusted documents (docs/operations.md, generated from it). */
@@ -26,5 +26,3 @@ export const graphqlConfig = configSection('gateway/graphql', 'gateway/graphql/c
       'memory for automatic persisted queries (hash to text, least recently used first out); `0` turns APQ off (a hash answers `PERSISTED_QUERY_NOT_SUPPORTED`)',
     ),
 });
-
-export type GraphQLConfig = ConfigValues<typeof graphqlConfig.shape>;

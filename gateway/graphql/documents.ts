@@ -19,7 +19,7 @@ import { parseManifest, readDocumentFolder, sha256Hex, type ClientEntry, type Do
  */
 
 /** The client a request names (`apollographql-client-name`), the REST routes' own name among them. */
-export const REST_CLIENT = 'rest';
+const REST_CLIENT = 'rest';
 
 /** What a request body or GET query may carry to name its operation. */
 export interface DocumentParams {

@@ -13,7 +13,7 @@ import { MAX_ERRORS } from '../execution/graphql-errors.js';
  * naming its file and operation, and what was served before stays.
  */
 
-export type OperationType = 'query' | 'mutation' | 'subscription';
+type OperationType = 'query' | 'mutation' | 'subscription';
 
 /** One registered operation. */
 export interface TrustedDocument {
@@ -115,7 +115,7 @@ export function parseManifest(client: string, raw: unknown, schema: GraphQLSchem
 }
 
 /** Who may act as each client, from `clients.json`'s text. */
-export function parseClients(raw: unknown, source: string): Map<string, ClientEntry> {
+function parseClients(raw: unknown, source: string): Map<string, ClientEntry> {
   const parsed = clientsFile.safeParse(raw);
   if (!parsed.success) throw new ManifestError(`${source}: ${describeIssues(parsed.error)}`);
   return new Map(Object.entries(parsed.data));

@@ -1,12 +1,14 @@
 import { Readable } from 'node:stream';
 import fastifyApollo from '@as-integrations/fastify';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { getOperationAST, OperationTypeNode } from 'graphql';
 import type { ErrorCode } from '../../platform/errors.js';
 import { acceptsGraphQLResponse } from '../http/accept.js';
 import { GRAPHQL_PATH, pathOf, refuse } from '../http/problem.js';
 import { gatewayContextFrom, principalOf } from '../execution/context.js';
 import { acceptsIncremental, MULTIPART_DEFER, multipartBody, type IncrementalSlot } from '../execution/incremental.js';
 import type { Limiter } from '../security/limits.js';
+import type { HttpStreams } from '../subscriptions/http-streams.js';
 import type { GraphQLServer } from './apollo.js';
 import type { CachePolicies, CachePolicy } from './cache-policy.js';
 import type { DocumentParams, DocumentRegistry } from './documents.js';
@@ -21,13 +23,14 @@ export interface GraphQLRouteOptions {
   limiter: Limiter;
   documents: DocumentRegistry;
   cachePolicies: CachePolicies;
+  streams: HttpStreams;
 }
 
 export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer, options: GraphQLRouteOptions): Promise<void> {
   // An Accept header that allows neither GraphQL type (a browser's text/html) is 406 before anything else
   // is looked at: /graphql serves no page.
   app.addHook('onRequest', async (request, reply) => {
-    if (pathOf(request.url) !== GRAPHQL_PATH || acceptsGraphQLResponse(request.headers.accept)) return;
+    if (pathOf(request.url) !== GRAPHQL_PATH || acceptsGraphQLResponse(request.headers.accept) || options.streams.acceptsStream(request.headers.accept)) return;
     return refuse(
       reply,
       request.url,
@@ -63,6 +66,13 @@ export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQL
     if (!params) return;
     const checked = options.limiter.check(params.query, params.variables, params.operationName);
     if (!('document' in checked)) return refuse(reply, request.url, checked.error.extensions['code'] as ErrorCode, checked.error.message);
+    // Subscriptions (and SSE's queries) over HTTP are streamed by gateway/subscriptions/http-streams.ts.
+    const subscription = getOperationAST(checked.document, params.operationName)?.operation === OperationTypeNode.SUBSCRIPTION;
+    const protocol = options.streams.protocolOf(request.headers.accept, subscription);
+    if (protocol) {
+      const operation = { document: checked.document, query: params.query, operationName: params.operationName, variables: params.variables };
+      return options.streams.serve(request, reply, protocol, operation, principalOf(request));
+    }
     if (get && resolution.byId) {
       const policy = options.cachePolicies.of(checked.document, params.operationName);
       if (policy.maxAge > 0) cacheable.set(request, policy);

@@ -22,6 +22,8 @@ export interface FetchCacheReadings {
 
 export interface MetricSources {
   ws: { connections(): number; operations(): number; slowConsumerCloses(): number };
+  /** Subscriptions (and SSE operations) streamed over HTTP: open now, and cut as slow consumers since start. */
+  httpStreams(): { open: number; slowConsumerCloses: number };
   /** Subscription streams reopened after their subgraph was lost, since start. */
   subscriptionResumes(): number;
   /** Outbox events not yet handed to this process's streams; null without an in-process hub. */
@@ -97,6 +99,22 @@ export class GatewayMetrics {
       registers,
       collect() {
         this.set(sources.ws.slowConsumerCloses());
+      },
+    });
+    new Gauge({
+      name: 'http_streams_open',
+      help: 'Operations streamed over HTTP now (Server-Sent Events and multipart subscriptions)',
+      registers,
+      collect() {
+        this.set(sources.httpStreams().open);
+      },
+    });
+    new Gauge({
+      name: 'http_stream_slow_consumer_cuts_total',
+      help: 'HTTP streams cut because their client stopped reading (its buffer or event queue overflowed), since start',
+      registers,
+      collect() {
+        this.set(sources.httpStreams().slowConsumerCloses);
       },
     });
     new Gauge({

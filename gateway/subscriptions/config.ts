@@ -17,6 +17,14 @@ export const subscriptionsConfig = configSection('gateway/subscriptions', 'gatew
     .describe(
       'operations one WebSocket connection may have open at once; one more is refused with an `error` (`SUBSCRIPTION_LIMIT_EXCEEDED`), the connection kept',
     ),
+  HTTP_MAX_STREAMS_PER_PRINCIPAL: intFrom('HTTP_MAX_STREAMS_PER_PRINCIPAL', 1, 1_000_000)
+    .default(1000)
+    .describe(
+      'subscriptions one principal may have open at once over Server-Sent Events and multipart HTTP; one more is refused with `SUBSCRIPTION_LIMIT_EXCEEDED` (400). `WS_MAX_BUFFERED_BYTES` and `WS_MAX_QUEUED_EVENTS` hold these streams too',
+    ),
+  HTTP_STREAM_HEARTBEAT_MS: intFrom('HTTP_STREAM_HEARTBEAT_MS', 100, 600_000)
+    .default(5000)
+    .describe('interval of the heartbeat on subscriptions over HTTP (an SSE comment, an empty multipart part), so proxies keep an idle stream open'),
   SUBSCRIPTION_RESUME_GRACE_MS: intFrom('SUBSCRIPTION_RESUME_GRACE_MS', 0, 600_000)
     .default(30_000)
     .describe(

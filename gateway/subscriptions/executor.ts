@@ -22,6 +22,14 @@ export type UpstreamOpener = (
   options: { exclusive: boolean },
 ) => Promise<UpstreamResult>;
 
+/** The cursor of each event delivered whose root field has one (an SSE event's `id`). */
+const cursors = new WeakMap<ExecutionResult, string>();
+
+/** The cursor of an event this executor delivered, or null when its root field has none. */
+export function cursorOf(result: ExecutionResult): string | null {
+  return cursors.get(result) ?? null;
+}
+
 export class SlowSubscriberError extends Error {
   constructor() {
     super('Subscriber too slow: events overflowed its buffer');
@@ -83,11 +91,29 @@ export class SubscriptionExecutor {
     context: GatewayContext;
     /** Called the moment this subscriber's queue overflows (its connection should close at once). */
     onSlow?: () => void;
+    /**
+     * Resume after this cursor instead of where the operation says (an SSE `Last-Event-ID`); the operation's
+     * root field must take `after`.
+     */
+    after?: string;
   }): Promise<AsyncIterableIterator<ExecutionResult> | ExecutionResult> {
     const operationName = args.operationName ?? undefined;
-    const resume = this.resumeGraceMs > 0 ? resumable(this.schema, args.document, operationName, args.variables) : null;
+    // Every event's cursor is read (cursorOf) where the root field has one, whether or not lost streams reopen.
+    const resume = resumable(this.schema, args.document, operationName, args.variables);
+    if (args.after !== undefined && !resume) {
+      return {
+        errors: [
+          new GraphQLError(
+            'Last-Event-ID: this subscription cannot resume from a cursor (its root field takes no `after` argument or its events no `cursor`)',
+            {
+              extensions: { code: 'BAD_REQUEST' },
+            },
+          ),
+        ],
+      };
+    }
     const document = resume?.document ?? args.document;
-    const variables = resume ? { ...args.variables, [RESUME_AFTER]: resume.initialAfter } : args.variables;
+    const variables = resume ? { ...args.variables, [RESUME_AFTER]: args.after ?? resume.initialAfter } : args.variables;
     const text = print(document);
     let plan: QueryPlan;
     try {
@@ -99,7 +125,7 @@ export class SubscriptionExecutor {
     if (!node || node.kind !== 'Subscription') {
       return { errors: [new GraphQLError('Not a subscription operation', { extensions: { code: 'BAD_REQUEST' } })] };
     }
-    const resumes = hasAfterArgument(args.document, args.variables);
+    const resumes = args.after !== undefined || hasAfterArgument(args.document, args.variables);
     // One principal's stream is never shared with another: what it may see differs.
     const key = `${operationName ?? ''}\u0000${text}\u0000${stableJson(variables)}\u0000${principalKey(args.context.principal)}`;
     if (!resumes) {
@@ -121,7 +147,7 @@ export class SubscriptionExecutor {
       variables,
       context: args.context,
       exclusive: resumes,
-      resume: resume ? { rootKey: resume.rootKey, initialAfter: resume.initialAfter, graceMs: this.resumeGraceMs } : null,
+      resume: resume ? { rootKey: resume.rootKey, initialAfter: args.after ?? resume.initialAfter, graceMs: this.resumeGraceMs } : null,
       onEmpty: () => {
         if (this.shared.get(key) === stream) this.shared.delete(key);
       },
@@ -332,8 +358,11 @@ class SharedStream {
         let result = await this.args.executor.executeEvent({ ...this.args, event: item.value });
         if (resume) {
           const taken = takeCursor(result, resume.rootKey);
-          if (taken.cursor !== null) cursor = taken.cursor;
           result = taken.result;
+          if (taken.cursor !== null) {
+            cursor = taken.cursor;
+            cursors.set(result, taken.cursor);
+          }
         }
         for (const s of this.subscribers) s.push(result);
         if (this.args.exclusive) for (const s of this.subscribers) await s.room(Math.max(1, this.args.executor.maxQueued >> 1));

@@ -1,18 +1,17 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { OperationTypeNode, GraphQLError, getOperationAST, print, validate, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { GraphQLError, print, type ExecutionResult, type GraphQLSchema } from 'graphql';
 
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Authenticator } from '../security/auth.js';
 import type { Authorizer } from '../security/authorization.js';
 import type { BrowserOrigins } from '../security/cors.js';
-import { operationCost, rateLimitedError, type RateLimiter } from '../security/rate-limit.js';
+import type { RateLimiter } from '../security/rate-limit.js';
 import type { Principal } from '../../platform/principal.js';
-import { clientMessage } from '../execution/bounded-errors.js';
 import { gatewayContextFrom, type GatewayContext } from '../execution/context.js';
-import { MAX_ERRORS, operationNotFound } from '../execution/graphql-errors.js';
 import type { Limiter } from '../security/limits.js';
+import { admitOperation } from './admission.js';
 import { CloseCode } from './close-codes.js';
 import { SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
 
@@ -152,19 +151,9 @@ export function attachGraphQLWebSocket(options: WsOptions): {
         }
         const checked = options.limiter.check(payload.query, payload.variables, payload.operationName);
         if ('error' in checked) return [checked.error];
-        const { document } = checked;
-        const invalid = validate(options.schema, document, undefined, { maxErrors: MAX_ERRORS });
-        if (invalid.length > 0) return invalid.map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED'));
-        if (!getOperationAST(document, payload.operationName)) return [operationNotFound(payload.operationName)];
-        // The same authorization as over HTTP, before the operation is planned or a stream opened.
-        const principal = principals.get(ctx) ?? unauthenticated();
-        const verdict = options.authorizer.judge(document, payload.operationName, principal, payload.variables);
-        if (verdict && 'refused' in verdict) return [verdict.refused];
-        if (getOperationAST(document, payload.operationName)?.operation === OperationTypeNode.SUBSCRIPTION) {
-          const decision = options.rateLimiter.take(principal, operationCost(document, payload.operationName, payload.variables));
-          if (!decision.allowed) return [rateLimitedError(principal, decision)];
-        }
-        return { schema: options.schema, document, operationName: payload.operationName, variableValues: payload.variables };
+        const admitted = admitOperation(options, principals.get(ctx) ?? unauthenticated(), checked.document, payload.operationName, payload.variables);
+        if ('errors' in admitted) return admitted.errors;
+        return { schema: options.schema, document: admitted.document, operationName: payload.operationName, variableValues: payload.variables };
       },
       context: (ctx): WsContext => ({
         gateway: gatewayContextFrom(ctx.extra.request.headers, principals.get(ctx) ?? unauthenticated()),
@@ -249,18 +238,6 @@ function guardSlowConsumer(
       return this;
     },
   };
-}
-
-function coded(error: unknown, code: string): GraphQLError {
-  if (error instanceof GraphQLError) {
-    return new GraphQLError(clientMessage(error.message, error), {
-      nodes: error.nodes,
-      source: error.source,
-      positions: error.positions,
-      extensions: { ...error.extensions, code },
-    });
-  }
-  return new GraphQLError(clientMessage(String(error), error), { extensions: { code } });
 }
 
 /** The connection_init payload's credentials as the headers an HTTP request would carry them in. */

@@ -140,7 +140,7 @@ describe('trusted documents with a safelist', () => {
     mkdirSync(documentsDir, { recursive: true });
     writeFileSync(join(sources, 'fleet.graphql'), `${FLEET}\n`);
     writeFileSync(join(sources, 'models.graphql'), `${MODELS}\n`);
-    manifest = (await generatePersistedQueryManifest({ documents: [join(sources, '*.graphql')] }, undefined));
+    manifest = await generatePersistedQueryManifest({ documents: [join(sources, '*.graphql')] }, undefined);
     expect(manifest.operations.map((o) => o.name).sort()).toEqual(['Fleet', 'Models']);
     writeFileSync(join(documentsDir, 'dashboard-web.json'), JSON.stringify(manifest));
     writeFileSync(join(documentsDir, 'relay-app.json'), JSON.stringify({ 'relay-fleet-1': 'query RelayFleet { fleetSummary { total available } }' }));

@@ -1,0 +1,56 @@
+import { getOperationAST, GraphQLError, OperationTypeNode, validate, type DocumentNode, type GraphQLSchema } from 'graphql';
+import type { Principal } from '../../platform/principal.js';
+import { clientMessage } from '../execution/bounded-errors.js';
+import { MAX_ERRORS, operationNotFound } from '../execution/graphql-errors.js';
+import type { Authorizer } from '../security/authorization.js';
+import { operationCost, rateLimitedError, type RateLimiter } from '../security/rate-limit.js';
+
+/*
+ * What every streaming transport (graphql-ws, Server-Sent Events, Apollo's multipart subscriptions) checks
+ * before an operation runs, after the request limits: valid against the served schema, one operation
+ * selected, the same authorization as a query over HTTP, and a subscription charged to the rate limit as it
+ * starts. One function, so no transport can skip a rule.
+ */
+
+export interface OperationGate {
+  schema: GraphQLSchema;
+  authorizer: Authorizer;
+  rateLimiter: RateLimiter;
+}
+
+export type Admission =
+  { errors: GraphQLError[] } | { document: DocumentNode; operationName: string | null | undefined; variables: Record<string, unknown>; subscription: boolean };
+
+export function admitOperation(
+  gate: OperationGate,
+  principal: Principal,
+  document: DocumentNode,
+  operationName: string | null | undefined,
+  variables: Record<string, unknown> | null | undefined,
+): Admission {
+  const invalid = validate(gate.schema, document, undefined, { maxErrors: MAX_ERRORS });
+  if (invalid.length > 0) return { errors: invalid.map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED')) };
+  const operation = getOperationAST(document, operationName);
+  if (!operation) return { errors: [operationNotFound(operationName)] };
+  // The same authorization as over HTTP, before the operation is planned or a stream opened.
+  const verdict = gate.authorizer.judge(document, operationName, principal, variables ?? undefined);
+  if (verdict && 'refused' in verdict) return { errors: [verdict.refused] };
+  const subscription = operation.operation === OperationTypeNode.SUBSCRIPTION;
+  if (subscription) {
+    const decision = gate.rateLimiter.take(principal, operationCost(document, operationName, variables ?? undefined));
+    if (!decision.allowed) return { errors: [rateLimitedError(principal, decision)] };
+  }
+  return { document, operationName, variables: variables ?? {}, subscription };
+}
+
+function coded(error: unknown, code: string): GraphQLError {
+  if (error instanceof GraphQLError) {
+    return new GraphQLError(clientMessage(error.message, error), {
+      nodes: error.nodes,
+      source: error.source,
+      positions: error.positions,
+      extensions: { ...error.extensions, code },
+    });
+  }
+  return new GraphQLError(clientMessage(String(error), error), { extensions: { code } });
+}
