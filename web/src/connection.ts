@@ -1,11 +1,27 @@
-import { createClient, type Client, type FormattedExecutionResult } from 'graphql-ws/client';
+import { createClient as createSseClient, NetworkError } from 'graphql-sse';
+import { createClient, type Client, type FormattedExecutionResult, type Sink } from 'graphql-ws/client';
 
 /** What the page shows about its link to the gateway. */
 export type ConnectionState =
   | { kind: 'connecting'; attempt: number }
-  | { kind: 'live' }
+  | { kind: 'live'; via: Transport }
   | { kind: 'reconnecting'; attempt: number; retryAt: number; reason: string }
   | { kind: 'unauthorized'; reason: string };
+
+/** How the page reaches the gateway: a WebSocket, or (when none can be opened) Server-Sent Events. */
+export type Transport = 'websocket' | 'sse';
+
+/** What the connection asks of either transport's client: graphql-ws's and graphql-sse's have this shape. */
+interface OperationClient {
+  subscribe(
+    payload: { query: string; variables?: Record<string, unknown> },
+    sink: Sink<FormattedExecutionResult<Record<string, unknown>, unknown>>,
+  ): () => void;
+  dispose(): void | Promise<void>;
+}
+
+/** WebSocket attempts that fail before any has connected, after which the page uses SSE instead. */
+const SOCKET_ATTEMPTS_BEFORE_SSE = 2;
 
 /** Close codes the gateway uses (docs/subscriptions.md). */
 const UNAUTHORIZED = 4401;
@@ -17,6 +33,8 @@ const TRANSIENT_RETRY_MS = 2000;
 export interface ConnectionOptions {
   /** ws:// or wss:// URL of /graphql. */
   url: string;
+  /** http:// or https:// URL of /graphql, for Server-Sent Events when no WebSocket can be opened. */
+  httpUrl: string;
   /** The API key to send in connection_init, or null (demo mode needs none). Read at every connect. */
   credential(): string | null;
   /** Ping interval; a pong missing for `pongTimeoutMs` after a ping ends the connection. @default 10000 */
@@ -76,6 +94,19 @@ function codesOf(errors: readonly { extensions?: Record<string, unknown> }[]): s
   });
 }
 
+/**
+ * A failed SSE request as the close a WebSocket would have seen: 401 as 4401, another HTTP refusal as
+ * 4000 + its status with the gateway's message, a network failure as 1006.
+ */
+function closeOfHttp(error: unknown): { code: number; reason: string } {
+  const response = error instanceof NetworkError ? (error as NetworkError<Response>).response : undefined;
+  if (response) {
+    const status = response.status;
+    return { code: status === 401 ? UNAUTHORIZED : 4000 + status, reason: status === 401 ? 'This server needs an API key' : `HTTP ${status}` };
+  }
+  return { code: 1006, reason: error instanceof Error ? error.message : '' };
+}
+
 function closeOf(event: unknown): { code: number; reason: string } {
   if (typeof event === 'object' && event !== null && 'code' in event) {
     const { code, reason } = event as { code: unknown; reason?: unknown };
@@ -89,9 +120,12 @@ function closeOf(event: unknown): { code: number; reason: string } {
  * a restart, a slow-consumer close), it reconnects with a randomized backoff and resubscribes every open
  * stream with `after:` the cursor of the last event that stream delivered, so the gateway replays exactly
  * what was missed and nothing twice. A 4401 close (a missing or wrong key) stops it until `reconnect()`.
+ * When no WebSocket can be opened at all (a proxy that blocks them), it speaks GraphQL over Server-Sent
+ * Events instead (graphql-sse, one HTTP stream per subscription), each stream resuming the same way.
  */
 export class Connection {
-  private client: Client | null = null;
+  private client: OperationClient | null = null;
+  transport: Transport = 'websocket';
   /** Bumped at every connect and loss, so callbacks of a client already given up are ignored. */
   private generation = 0;
   private failures = 0;
@@ -137,8 +171,12 @@ export class Connection {
     const generation = ++this.generation;
     if (this.state.kind !== 'reconnecting') this.setState({ kind: 'connecting', attempt: this.failures + 1 });
     const stale = () => generation !== this.generation;
+    if (this.transport === 'sse') {
+      this.connectSse(stale);
+      return;
+    }
     let socket: WebSocket | null = null;
-    this.client = createClient({
+    const client: Client = createClient({
       url: this.options.url,
       lazy: false,
       // Reconnecting is done here, so that each stream resumes from its own cursor.
@@ -154,11 +192,7 @@ export class Connection {
           if (stale()) return;
           socket = s as WebSocket;
           this.failures = 0;
-          this.setState({ kind: 'live' });
-          for (const stream of this.streams) this.subscribe(stream);
-          const first = !this.connectedOnce;
-          this.connectedOnce = true;
-          for (const listener of this.connectedListeners) listener(first);
+          this.becameLive();
         },
         closed: (event) => {
           if (!stale()) this.lost(event);
@@ -168,7 +202,7 @@ export class Connection {
           // A connection that stopped carrying anything (no close seen) is ended and replaced.
           this.clearPongTimer();
           this.pongTimer = setTimeout(() => {
-            if (!stale() && socket?.readyState === WebSocket.OPEN) this.client?.terminate();
+            if (!stale() && socket?.readyState === WebSocket.OPEN) client.terminate();
           }, this.options.pongTimeoutMs ?? 5000);
         },
         pong: (received) => {
@@ -176,6 +210,45 @@ export class Connection {
         },
       },
     });
+    this.client = client;
+  }
+
+  /**
+   * Server-Sent Events: there is no connection to open, so the credential is checked with one small query
+   * (a refused key shows the key form, an unreachable gateway the reconnect banner), then streams start.
+   */
+  private connectSse(stale: () => boolean): void {
+    const client = createSseClient({
+      url: this.options.httpUrl,
+      retryAttempts: 0,
+      headers: (): Record<string, string> => {
+        const key = this.options.credential();
+        return key ? { 'x-api-key': key } : {};
+      },
+    });
+    this.client = client;
+    client.subscribe(
+      { query: '{ __typename }' },
+      {
+        next: () => undefined,
+        error: (error: unknown) => {
+          if (!stale()) this.lost(closeOfHttp(error));
+        },
+        complete: () => {
+          if (stale()) return;
+          this.failures = 0;
+          this.becameLive();
+        },
+      },
+    );
+  }
+
+  private becameLive(): void {
+    this.setState({ kind: 'live', via: this.transport });
+    for (const stream of this.streams) this.subscribe(stream);
+    const first = !this.connectedOnce;
+    this.connectedOnce = true;
+    for (const listener of this.connectedListeners) listener(first);
   }
 
   private clearPongTimer(): void {
@@ -206,6 +279,13 @@ export class Connection {
       return;
     }
     this.failures++;
+    if (this.transport === 'websocket' && !this.connectedOnce && this.failures >= SOCKET_ATTEMPTS_BEFORE_SSE) {
+      // No WebSocket has ever opened: something on the way blocks them. HTTP streams need no upgrade.
+      this.transport = 'sse';
+      this.failures = 0;
+      this.connect();
+      return;
+    }
     const maxMs = this.options.maxRetryMs ?? 5000;
     const delay = Math.round(Math.min(maxMs, 250 * 2 ** (this.failures - 1)) * (0.75 + Math.random() * 0.5));
     const why = code === 1006 || code === 0 ? 'connection lost' : `closed ${code}${reason ? `: ${reason}` : ''}`;
@@ -298,7 +378,23 @@ export class Connection {
         error: (error: unknown) => {
           // An `error` message (a refused operation) arrives as GraphQL errors; a lost socket as its close,
           // which the connection handles by resubscribing.
-          if (!stale() && Array.isArray(error)) fail(messagesOf(error as { message: string }[]));
+          if (stale()) return;
+          if (Array.isArray(error)) {
+            fail(messagesOf(error as { message: string }[]));
+            return;
+          }
+          if (this.transport !== 'sse') return;
+          // Over SSE each stream is its own request: a refusal ends it, a lost stream resumes from its cursor.
+          const { code, reason } = closeOfHttp(error);
+          if (code === UNAUTHORIZED) this.lost({ code, reason });
+          else if (code >= 4400 && code < 4500 && code !== 4429) fail(reason);
+          else {
+            retrying = true;
+            stream.retry = setTimeout(() => {
+              stream.retry = null;
+              if (!stale()) this.subscribe(stream);
+            }, TRANSIENT_RETRY_MS);
+          }
         },
         complete: () => {
           if (stale() || retrying) return;

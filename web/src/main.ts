@@ -24,7 +24,7 @@ function graphqlSocketUrl(): string {
   return url.href;
 }
 
-const connection = new Connection({ url: graphqlSocketUrl(), credential: storedKey });
+const connection = new Connection({ url: graphqlSocketUrl(), httpUrl: new URL('graphql', document.baseURI).href, credential: storedKey });
 connectionStatus(connection, {
   pill: byId('connection'),
   banner: byId('banner'),

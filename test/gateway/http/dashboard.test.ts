@@ -336,4 +336,40 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
     await server.close();
     rmSync(dir, { recursive: true, force: true });
   });
+  it('falls back to Server-Sent Events when its WebSocket cannot connect, with a key, and follows events live over HTTP', async () => {
+    const server = await startTestServer({ env: { API_KEYS: KEY } });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, reducedMotion: 'reduce' });
+    // A proxy that blocks WebSockets: every upgrade to /graphql is closed before graphql-ws can speak.
+    let refusedSockets = 0;
+    await context.routeWebSocket(/\/graphql$/, (ws) => {
+      refusedSockets++;
+      void ws.close({ code: 1008, reason: 'WebSockets are blocked here' });
+    });
+    await context.addInitScript((key) => sessionStorage.setItem('ops-supergraph.api-key', key), KEY);
+    const { page, errors } = await open(context);
+    await page.goto(`${server.url}/`);
+    await waitFor(page, 'body[data-connection="live"][data-transport="sse"]');
+    expect(refusedSockets).toBeGreaterThanOrEqual(2);
+    expect(await page.locator('#connection').textContent()).toBe('Live (HTTP)');
+    await until(async () => (await page.locator('.tile[data-status="available"]').count()) === 15, '15 available machine tiles over SSE');
+    expect(await page.locator('#principal').textContent()).toMatch(/· operator$/);
+    // Streams are open over HTTP, and an event reaches the page through one.
+    await until(async () => {
+      const text = await (await fetch(`${server.url}/metrics`, { headers: { 'x-api-key': KEY } })).text();
+      return Number(/^http_streams_open (\d+)/m.exec(text)?.[1] ?? 0) >= 2;
+    }, 'the page to open its streams over HTTP');
+    const quote = await rest(
+      server.url,
+      'POST',
+      '/rental/pricing/quote',
+      { machine_ids: ['EQ-005'], location_id: 'LOC-002', start_time: hoursFromNow(4), duration_hours: 8 },
+      { 'x-api-key': KEY },
+    );
+    expect(quote.status).toBe(200);
+    await waitFor(page, '.tile[data-machine="EQ-005"][data-status="reserved"]');
+    await waitFor(page, '#feed li[data-stream="machines"][data-machine="EQ-005"][data-status="reserved"]');
+    expect(errors.filter((e) => !/WebSocket/.test(e))).toEqual([]);
+    await context.close();
+    await server.close();
+  });
 });

@@ -23,7 +23,10 @@ export function connectionStatus(
     forget.hidden = storedKey() === null;
     switch (state.kind) {
       case 'live':
-        fill(pill, 'Live');
+        // Over SSE when no WebSocket could be opened (a proxy that blocks them): the same streams, over HTTP.
+        document.body.dataset['transport'] = state.via;
+        fill(pill, state.via === 'sse' ? 'Live (HTTP)' : 'Live');
+        pill.title = state.via === 'sse' ? 'WebSockets are blocked on the way to the gateway: streaming over Server-Sent Events' : '';
         banner.hidden = true;
         break;
       case 'connecting':
