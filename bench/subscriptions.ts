@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { request, type ClientRequest } from 'node:http';
 import { argv } from 'node:process';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
@@ -19,16 +20,18 @@ import { quantile, round } from './support/stats.js';
  * subscriber is the gateway's resident-set growth while the N subscriptions open, divided by N.
  * Everything runs on 127.0.0.1 and is bounded: N sockets, BURST mutations, 60 s per phase at most.
  *
- * Each N runs twice, side by side: against the gateway, and against bench/ws-floor.ts, a bare `ws` server
- * that sends one pre-serialized message to every socket when poked over HTTP. The same clients measure
- * both, so the ratio shows what the gateway adds to the cost of the socket writes themselves.
+ * Each N runs three times, side by side: against the gateway over graphql-ws, against the gateway over
+ * Server-Sent Events (each subscriber its own HTTP stream, graphql-sse's distinct connections), and against
+ * bench/ws-floor.ts, a bare `ws` server that sends one pre-serialized message to every socket when poked
+ * over HTTP. The same burst measures all three; the gateway's CPU per delivery is its process's user+system
+ * time (from /proc) over the burst, divided by the deliveries.
  */
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const BURST = 12;
 const PHASE_TIMEOUT_MS = 60_000;
 
-type Target = 'gateway' | 'bare ws';
+type Target = 'gateway' | 'gateway SSE' | 'bare ws';
 
 interface Row {
   target: Target;
@@ -44,6 +47,8 @@ interface Row {
   eventsPerSecond: number;
   kibPerSubscriber: number;
   connectSeconds: number;
+  /** The server process's CPU (user + system) over the burst, per delivery, in microseconds. */
+  cpuUsPerDelivery: number;
 }
 
 export default async function bench(): Promise<void> {
@@ -54,6 +59,7 @@ export default async function bench(): Promise<void> {
   const rows: Row[] = [];
   for (const n of sizes.length > 0 ? sizes : [1000, 10_000]) {
     rows.push(await runOnce(n, 'gateway'));
+    rows.push(await runOnce(n, 'gateway SSE'));
     rows.push(await runOnce(n, 'bare ws'));
   }
   console.log('\nsubscriptions: fleetSummaryChanged to N subscribers, one server process, 2-core machine');
@@ -68,9 +74,25 @@ export default async function bench(): Promise<void> {
       'first event p99 ms': r.firstP99,
       'mutation rtt p50 ms': r.mutationRtt,
       'deliveries/s': r.eventsPerSecond,
+      'server CPU us/delivery': r.cpuUsPerDelivery,
       'KiB/subscriber': r.kibPerSubscriber,
       'connect s': r.connectSeconds,
     })),
+  );
+  console.log('SSE / graphql-ws, same gateway, same N:');
+  console.table(
+    rows
+      .filter((r) => r.target === 'gateway SSE')
+      .map((sse) => {
+        const ws = rows.find((r) => r.target === 'gateway' && r.subscribers === sse.subscribers)!;
+        return {
+          subscribers: sse.subscribers,
+          'CPU per delivery x': round(sse.cpuUsPerDelivery / ws.cpuUsPerDelivery),
+          'first event p99 x': round(sse.firstP99 / ws.firstP99),
+          'p99 x': round(sse.p99 / ws.p99),
+          'KiB/subscriber x': round(sse.kibPerSubscriber / ws.kibPerSubscriber),
+        };
+      }),
   );
   console.log('gateway / bare ws, same N:');
   console.table(
@@ -90,8 +112,8 @@ export default async function bench(): Promise<void> {
 }
 
 async function runOnce(n: number, target: Target): Promise<Row> {
-  const gateway = await startServer(target === 'gateway' ? 'gateway/main.ts' : 'bench/ws-floor.ts');
-  const sockets: WebSocket[] = [];
+  const gateway = await startServer(target === 'bare ws' ? 'bench/ws-floor.ts' : 'gateway/main.ts');
+  const sockets: Array<{ terminate(): void }> = [];
   try {
     await sleep(500);
     const rssBefore = rssKiB(gateway.child.pid!);
@@ -100,7 +122,9 @@ async function runOnce(n: number, target: Target): Promise<Row> {
     const receipts: number[][] = Array.from({ length: BURST + 1 }, () => []);
     const connectStarted = Date.now();
     for (let i = 0; i < n; i += 250) {
-      const batch = Array.from({ length: Math.min(250, n - i) }, () => subscriber(wsUrl, receipts));
+      const batch = Array.from({ length: Math.min(250, n - i) }, () =>
+        target === 'gateway SSE' ? sseSubscriber(`${gateway.url}/graphql`, receipts) : subscriber(wsUrl, receipts),
+      );
       sockets.push(...(await withTimeout(Promise.all(batch), PHASE_TIMEOUT_MS, 'connecting subscribers')));
     }
     const connectSeconds = (Date.now() - connectStarted) / 1000;
@@ -109,12 +133,13 @@ async function runOnce(n: number, target: Target): Promise<Row> {
 
     const sent: number[] = [];
     const rtts: number[] = [];
+    const cpuBefore = cpuMs(gateway.child.pid!);
     const burstStarted = performance.now();
     for (let k = 1; k <= BURST; k++) {
       const machine = `EQ-${String(k).padStart(3, '0')}`;
       sent[k] = performance.now();
       const res =
-        target === 'gateway'
+        target !== 'bare ws'
           ? await fetch(`${gateway.url}/rental/pricing/quote`, {
               method: 'POST',
               headers: { 'content-type': 'application/json' },
@@ -136,6 +161,7 @@ async function runOnce(n: number, target: Target): Promise<Row> {
       PHASE_TIMEOUT_MS,
       'deliveries',
     );
+    const cpuUsed = cpuMs(gateway.child.pid!) - cpuBefore;
     const lastReceipt = Math.max(...receipts.slice(1).flat());
     const latencies = receipts.slice(1).flatMap((times, i) => times.map((t) => t - sent[i + 1]!));
     latencies.sort((a, b) => a - b);
@@ -159,6 +185,7 @@ async function runOnce(n: number, target: Target): Promise<Row> {
       eventsPerSecond: Math.round(deliveries / ((lastReceipt - burstStarted) / 1000)),
       kibPerSubscriber: round((rssAfter - rssBefore) / n),
       connectSeconds: round(connectSeconds),
+      cpuUsPerDelivery: round((cpuUsed * 1000) / deliveries),
     };
   } finally {
     for (const s of sockets) s.terminate();
@@ -200,6 +227,41 @@ export function subscriber(url: string, receipts: number[][]): Promise<WebSocket
   });
 }
 
+/**
+ * One subscriber as its own HTTP stream (GraphQL over SSE, distinct connections), timing each fleet event by
+ * its `reserved` count; resolves once the gateway has opened the stream (its first comment line arrived).
+ */
+function sseSubscriber(url: string, receipts: number[][]): Promise<{ terminate(): void }> {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ query: 'subscription { fleetSummaryChanged { cursor reserved utilization surgeMultiplier } }' });
+    const req: ClientRequest = request(
+      url,
+      { method: 'POST', agent: false, headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        if (res.statusCode !== 200) return reject(new Error(`SSE subscribe: ${res.statusCode}`));
+        res.setEncoding('utf8');
+        let opened = false;
+        res.on('data', (chunk: string) => {
+          const at = performance.now();
+          if (!opened) {
+            opened = true;
+            resolve({ terminate: () => req.destroy() });
+          }
+          for (const match of chunk.matchAll(/"reserved":(\d+)/g)) receipts[Number(match[1])]?.push(at);
+        });
+      },
+    );
+    req.once('error', reject);
+    req.end(body);
+  });
+}
+
+/** User + system CPU of a process so far, ms, from /proc (clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 interface Gateway {
   url: string;
   child: ChildProcess;
@@ -212,7 +274,17 @@ async function startServer(entry: string): Promise<Gateway> {
     [...(process.env.BENCH_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.BENCH_PROF] : []), '--import', 'tsx', entry],
     {
       cwd: root,
-      env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: ':memory:', LOG_LEVEL: 'warn', API_KEYS: '', DATABASE_URL: '' },
+      env: {
+        ...process.env,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        DATA_DIR: ':memory:',
+        LOG_LEVEL: 'warn',
+        API_KEYS: '',
+        DATABASE_URL: '',
+        // Every subscriber here is the one demo principal.
+        HTTP_MAX_STREAMS_PER_PRINCIPAL: '100000',
+      },
       stdio: ['ignore', 'inherit', 'inherit'],
     },
   );

@@ -178,6 +178,21 @@ export class HttpStreams {
   }
 }
 
+/**
+ * Each result as JSON text, made once however many streams send it: subscribers of one shared stream get
+ * the same result object.
+ */
+const serialized = new WeakMap<object, string>();
+function jsonOf(result: unknown): string {
+  if (typeof result !== 'object' || result === null) return JSON.stringify(result);
+  let text = serialized.get(result);
+  if (text === undefined) {
+    text = JSON.stringify(result);
+    serialized.set(result, text);
+  }
+  return text;
+}
+
 interface Writer {
   next(result: unknown, cursor: string | null): void;
   heartbeat(): void;
@@ -189,7 +204,7 @@ function sseWriter(response: ServerResponse, headers: Record<string, unknown>): 
   // A comment at once: some browsers wait for the first bytes before they report the stream open.
   response.write(':\n\n');
   return {
-    next: (result, cursor) => response.write(`${cursor !== null ? `id: ${cursor}\n` : ''}event: next\ndata: ${JSON.stringify(result)}\n\n`),
+    next: (result, cursor) => response.write(`${cursor !== null ? `id: ${cursor}\n` : ''}event: next\ndata: ${jsonOf(result)}\n\n`),
     heartbeat: () => response.write(':\n\n'),
     end: () => response.end('event: complete\ndata:\n\n'),
   };
@@ -201,7 +216,7 @@ function multipartWriter(response: ServerResponse, headers: Record<string, unkno
   response.write(`\r\n--${BOUNDARY}`);
   const part = (json: string) => response.write(`\r\ncontent-type: application/json; charset=utf-8\r\n\r\n${json}\r\n--${BOUNDARY}`);
   return {
-    next: (result) => part(JSON.stringify({ payload: result })),
+    next: (result) => part(`{"payload":${jsonOf(result)}}`),
     heartbeat: () => part('{}'),
     end: () => response.end('--\r\n'),
   };

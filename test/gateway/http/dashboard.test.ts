@@ -345,7 +345,7 @@ describe.skipIf(noBrowser !== null)('the dashboard in headless Chromium', () => 
       refusedSockets++;
       void ws.close({ code: 1008, reason: 'WebSockets are blocked here' });
     });
-    await context.addInitScript((key) => sessionStorage.setItem('ops-supergraph.api-key', key), KEY);
+    await context.addInitScript(`sessionStorage.setItem('ops-supergraph.api-key', ${JSON.stringify(KEY)})`);
     const { page, errors } = await open(context);
     await page.goto(`${server.url}/`);
     await waitFor(page, 'body[data-connection="live"][data-transport="sse"]');
