@@ -159,11 +159,17 @@ describe('subscriptions over HTTP', () => {
     expect(((await invalid.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('GRAPHQL_VALIDATION_FAILED');
   });
 
-  it('queries are served as a stream too: one next, then complete', async () => {
+  it('queries are served as a stream too: one next, then complete; GET works as an EventSource sends it', async () => {
     const reader = new SseReader(url, { query: '{ fleetSummary { total } }' });
     await until(() => reader.ended, 'the stream to complete');
     expect(reader.events.map((e) => e.event)).toEqual(['next', 'complete']);
     expect(reader.next()[0]!.payload.data).toEqual({ fleetSummary: { total: 15 } });
+
+    const get = await fetch(`${url}/graphql?query=${encodeURIComponent('{ fleetSummary { total } }')}`, {
+      headers: { accept: 'text/event-stream', 'x-api-key': OPERATOR },
+    });
+    expect(get.status).toBe(200);
+    expect(await get.text()).toBe(':\n\nevent: next\ndata: {"data":{"fleetSummary":{"total":15}}}\n\nevent: complete\ndata:\n\n');
   });
 
   it("Apollo Client's HttpLink subscribes over multipart HTTP, with heartbeats between events", async () => {
