@@ -1,5 +1,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { request, type IncomingMessage } from 'node:http';
 import { join } from 'node:path';
 import { ApolloClient, gql as parseQuery, HttpLink, InMemoryCache } from '@apollo/client';
 import { createClient } from 'graphql-sse';
@@ -204,6 +205,84 @@ describe('subscriptions over HTTP', () => {
     expect(seen[0]).toMatchObject({ machine: { id: 'EQ-004' }, status: 'RESERVED' });
     subscription.unsubscribe();
     client.stop();
+  });
+
+  it('a client that stops reading has its stream cut once its unsent bytes pass the limit, and resumes with Last-Event-ID', async () => {
+    const slowServer = await startTestServer({
+      env: { API_KEYS: OPERATOR, WS_MAX_BUFFERED_BYTES: '65536', GRAPHQL_MAX_ALIASES: '400', GRAPHQL_MAX_FIELDS: '20000', GRAPHQL_MAX_TOKENS: '100000' },
+    });
+    const base = slowServer.url;
+    // Large events: each carries its machine 150 times over (aliases), so a few cycles fill the socket buffers.
+    const copies = Array.from({ length: 150 }, (_, i) => `m${i}: machine { id name category hourlyRate status depot { id name } }`).join(' ');
+    const body = JSON.stringify({ query: `subscription { machineStatusChanged(machineIds: ["EQ-010"]) { status ${copies} } }` });
+    const slowIds: string[] = [];
+    let cut = false;
+    const slow = await slowServer.live.opened(
+      () =>
+        new Promise<IncomingMessage>((resolve, reject) => {
+          const req = request(
+            `${base}/graphql`,
+            { method: 'POST', headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'x-api-key': OPERATOR } },
+            (res) => {
+              res.setEncoding('utf8');
+              res.on('data', (chunk: string) => {
+                for (const match of chunk.matchAll(/^id: (\d+)$/gm)) slowIds.push(match[1]!);
+              });
+              res.on('close', () => (cut = true));
+              resolve(res);
+            },
+          );
+          req.on('error', () => (cut = true));
+          req.once('error', reject);
+          req.end(body);
+        }),
+    );
+    const cycle = async () => {
+      const q = await rest(
+        base,
+        'POST',
+        '/rental/pricing/quote',
+        { machine_ids: ['EQ-010'], location_id: 'LOC-001', start_time: hoursFromNow(3), duration_hours: 4 },
+        { 'x-api-key': OPERATOR },
+      );
+      expect(q.status).toBe(200);
+      const b = await rest(
+        base,
+        'POST',
+        '/rental/booking/confirm',
+        { quote_id: q.body['quote_id'], customer_name: 'Slow Reader BV' },
+        { 'x-api-key': OPERATOR },
+      );
+      expect(b.status).toBe(200);
+      expect((await rest(base, 'POST', `/rental/booking/${b.body['booking_id']}/complete`, undefined, { 'x-api-key': OPERATOR })).status).toBe(200);
+    };
+    await cycle();
+    await until(() => slowIds.length === 3, 'the slow client to read the first cycle');
+    slow.pause();
+    const cuts = async () => {
+      const text = await (await fetch(`${base}/metrics`, { headers: { 'x-api-key': OPERATOR } })).text();
+      return Number(/^http_stream_slow_consumer_cuts_total (\d+)/m.exec(text)?.[1] ?? 0);
+    };
+    let cycles = 1;
+    while (cycles < 60 && (await cuts()) === 0) {
+      await cycle();
+      cycles++;
+    }
+    expect(await cuts()).toBe(1);
+    slow.resume();
+    await until(() => cut, 'the slow stream to be closed');
+    // It resumes from the last event it read, and gets every event after it, in order.
+    const resumeFrom = slowIds.at(-1)!;
+    const read = slowIds.length;
+    const again = new SseReader(base, JSON.parse(body) as unknown, { 'last-event-id': resumeFrom });
+    await until(() => again.next().length === cycles * 3 - read, `the ${cycles * 3 - read} events after ${resumeFrom}`, {
+      detail: () => ({ got: again.next().length, cycles, read }),
+    });
+    const ids = again.next().map((e) => BigInt(e.id!));
+    expect(ids[0]! > BigInt(resumeFrom)).toBe(true);
+    for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!).toBe(true);
+    again.abort();
+    await slowServer.close();
   });
 
   async function metric(name: string): Promise<number> {
