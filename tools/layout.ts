@@ -37,8 +37,14 @@ export const GATEWAY_ROOMS: Readonly<Record<string, Room>> = {
   execution: { about: 'planning seam to @apollo/gateway, plan executor, data sources, fetch collapsing and cache, error shaping', imports: ['observability'] },
   security: { about: 'credentials, edge guard, authorization, request and rate limits, CORS, audit trail', imports: ['http', 'execution'] },
   rest: { about: 'REST paths as GraphQL operations, the OpenAPI document and its page', imports: ['http', 'execution', 'security'] },
-  subscriptions: { about: 'graphql-ws, shared upstream streams, resumable cursors', imports: ['http', 'execution', 'security', 'observability'] },
-  graphql: { about: 'Apollo Server over the federated gateway, /graphql over HTTP', imports: ['http', 'execution', 'security', 'subscriptions', 'rest'] },
+  subscriptions: {
+    about: 'graphql-ws, SSE and multipart streams over HTTP, one admission, shared upstream streams, resumable cursors',
+    imports: ['http', 'execution', 'security', 'observability'],
+  },
+  graphql: {
+    about: 'Apollo Server over the federated gateway, /graphql over HTTP, persisted queries and trusted documents, cache policies',
+    imports: ['http', 'execution', 'security', 'subscriptions', 'rest'],
+  },
   'subgraph-host': {
     about: 'one subgraph as its own server: signed callers, its socket, its probes',
     imports: ['http', 'execution', 'security', 'observability', 'subscriptions'],
