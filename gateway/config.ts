@@ -1,6 +1,7 @@
 import { ConfigError, parseConfig, platformConfig, type ConfigValues } from '../platform/config.js';
 import { subgraphConfigs } from '../subgraphs/config.js';
 import { executionConfig } from './execution/config.js';
+import { governanceConfig } from './governance/config.js';
 import { graphqlConfig } from './graphql/config.js';
 import { httpConfig } from './http/config.js';
 import { securityConfig } from './security/config.js';
@@ -21,6 +22,7 @@ export const CONFIG_SECTIONS = [
   executionConfig,
   graphqlConfig,
   subscriptionsConfig,
+  governanceConfig,
   subgraphConfigs.rental,
   subgraphConfigs.prediction,
   subgraphConfigs.bonding,
@@ -35,6 +37,7 @@ const shape = {
   ...executionConfig.shape,
   ...graphqlConfig.shape,
   ...subscriptionsConfig.shape,
+  ...governanceConfig.shape,
   ...subgraphConfigs.rental.shape,
   ...subgraphConfigs.prediction.shape,
   ...subgraphConfigs.bonding.shape,

@@ -3,7 +3,10 @@ import type { GraphQLSchema } from 'graphql';
 import { systemClock, type Clock } from '../platform/clock.js';
 import { ConfigError, isDemoMode } from '../platform/config.js';
 import { type Config } from './config.js';
-import type { Database } from '../platform/db.js';
+import { openDatabase, type Database } from '../platform/db.js';
+import { migrate } from '../platform/migrate.js';
+import { registerUsageRoute } from './governance/route.js';
+import { USAGE_MIGRATIONS, UsageRecorder } from './governance/usage.js';
 import type { EventHub } from '../platform/event-hub.js';
 import { restoreMessage, type EventRelay } from '../platform/event-relay.js';
 import { isOperator, PrincipalSigner } from '../platform/principal.js';
@@ -19,7 +22,7 @@ import { DocumentRegistry } from './graphql/documents.js';
 import { ManifestError } from './graphql/manifests.js';
 import { registerGraphQLRoute } from './graphql/route.js';
 import { TurnGate } from './http/admission.js';
-import { createHttpApp, listenOrClose } from './http/app.js';
+import { createHttpApp, listenOrClose, type HttpApp } from './http/app.js';
 import { registerDashboard } from './http/dashboard.js';
 import { assertPortFree } from './http/port.js';
 import { registerGatewayHealth } from './observability/health.js';
@@ -109,25 +112,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   process.env['APOLLO_TELEMETRY_DISABLED'] ??= 'true';
   // Who may use which field is declared in the supergraph (gateway/security/authorization.ts); the planners
   // get it without those SECURITY features, which they do not support.
-  const authorizer = createAuthorizer(readCheckedInSupergraph());
+  const servedSupergraph = readCheckedInSupergraph();
+  const authorizer = createAuthorizer(servedSupergraph);
   const supergraphSdl = authorizer.plannerSdl;
   const rateLimiter = new RateLimiter({ perSecond: config.RATE_LIMIT_PER_S, burst: config.RATE_LIMIT_BURST });
   const federated = createFederatedGateway({ config, supergraphSdl, modules, remoteUrls, local: byName, apiKey, signer, metrics, log: app.log });
   closers.add(() => federated.close());
   late.fetchCache = federated.fetchCache;
-  const graphql = await startGraphQLServer({
-    app,
-    config,
-    gateway: federated.gateway,
-    authorizer,
-    rateLimiter,
-    turns,
-    audit: options.audit ?? ((entry) => app.log.info({ audit: entry }, 'audit')),
-  });
-  closers.add(() => graphql.apollo.stop());
-
-  const browserOrigins = new BrowserOrigins(config.CORS_ORIGINS);
-  registerEdgeGuard(app, { routes: http.routes, auth, browserOrigins, rateLimiter });
   const { subscriptions, close: closeUpstreams } = subscriptionExecutor(config, {
     remoteUrls,
     local: byName,
@@ -142,6 +133,22 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   // The schema clients see (with @defer): registered documents are checked against it.
   const servedSchema = schemaWithDefer(subscriptions.schema);
+  // Which client used which coordinate (gateway/governance/usage.ts), flushed to the database.
+  const usage = config.USAGE_RECORDING ? await startUsage(config, runtime?.db ?? null, servedSchema, app.log, closers) : null;
+  const graphql = await startGraphQLServer({
+    app,
+    config,
+    gateway: federated.gateway,
+    authorizer,
+    rateLimiter,
+    turns,
+    audit: options.audit ?? ((entry) => app.log.info({ audit: entry }, 'audit')),
+    usage,
+  });
+  closers.add(() => graphql.apollo.stop());
+
+  const browserOrigins = new BrowserOrigins(config.CORS_ORIGINS);
+  registerEdgeGuard(app, { routes: http.routes, auth, browserOrigins, rateLimiter });
   const limiter = createLimiter(supergraphSdl, requestLimitsOf(config));
   let documents: DocumentRegistry;
   try {
@@ -151,7 +158,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     throw error;
   }
   const streams = new HttpStreams({
-    gate: { schema: servedSchema, authorizer, rateLimiter },
+    gate: { schema: servedSchema, authorizer, rateLimiter, usage },
     subscriptions,
     execute: graphql.executeOnSocket,
     maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
@@ -161,6 +168,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   late.streams = streams;
   await registerGraphQLRoute(app, graphql, { limiter, documents, cachePolicies: new CachePolicies(supergraphSdl, servedSchema), streams });
   registerRest(app, { modules, execute: graphql.execute, authorizer, keysRequired: auth.enabled });
+  registerUsageRoute(app, { usage, schema: servedSchema, retentionMs: config.USAGE_RETENTION_DAYS * 86_400_000, supergraphSdl: servedSupergraph });
   registerGatewayHealth(app, {
     names: modules.map((m) => m.name),
     remoteUrls,
@@ -190,6 +198,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     authorizer,
     browserOrigins,
     rateLimiter,
+    usage,
   });
   closers.add(() => socket.close());
   late.ws = socket;
@@ -236,6 +245,38 @@ function trustedDocuments(config: Config, schema: GraphQLSchema, modules: readon
     }
   }
   return documents;
+}
+
+/**
+ * Field usage: counted in memory, added to the database every USAGE_FLUSH_S and at close. The subgraphs'
+ * database when they run in this process; otherwise DATABASE_URL's (its own table), or an embedded one in
+ * memory when there is none (counts then last as long as the process).
+ */
+async function startUsage(
+  config: Config,
+  shared: Database | null,
+  schema: GraphQLSchema,
+  log: FastifyBaseLogger,
+  closers: HttpApp['closers'],
+): Promise<UsageRecorder> {
+  const db = shared ?? (await openDatabase({ url: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS }));
+  if (!shared) closers.add(() => db.close());
+  await migrate(db, [USAGE_MIGRATIONS]);
+  const usage = new UsageRecorder({
+    db,
+    schema,
+    bucketMs: config.USAGE_BUCKET_S * 1000,
+    retentionMs: config.USAGE_RETENTION_DAYS * 86_400_000,
+    maxOperations: config.USAGE_MAX_OPERATIONS,
+    onError: (error) => log.warn({ err: error }, 'field usage not flushed; kept for the next flush'),
+  });
+  const timer = setInterval(() => void usage.flush(), config.USAGE_FLUSH_S * 1000);
+  timer.unref();
+  closers.add(async () => {
+    clearInterval(timer);
+    await usage.flush();
+  });
+  return usage;
 }
 
 /** SUBGRAPH_URLS, checked: each names a known subgraph, and signed calls are possible where they are needed. */

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { composeServices } from '@apollo/composition';
 import { Kind, parse, type DocumentNode, type ObjectTypeDefinitionNode, type ObjectTypeExtensionNode, type TypeNode } from 'graphql';
 import { readSubgraphSdl } from '../platform/subgraph.js';
-import { subgraphNames, defaultSubgraphUrl } from './subgraphs.js';
+import { subgraphNames, defaultSubgraphUrl, type SubgraphName } from './subgraphs.js';
 
 export const SUPERGRAPH_PATH = fileURLToPath(new URL('./supergraph.graphql', import.meta.url));
 
@@ -60,13 +60,18 @@ function namedType(type: TypeNode): string {
 
 /** Composes `schema/<name>.graphql` of every subgraph into the supergraph SDL. */
 export function composeSupergraph(): string {
-  const undeclared = undeclaredFields(subgraphNames.map((name) => ({ name, sdl: readSubgraphSdl(name) })));
+  return composeSubgraphs(subgraphNames.map((name) => ({ name, sdl: readSubgraphSdl(name) })));
+}
+
+/** Composes subgraph SDLs into the supergraph SDL; throws naming every undeclared field or composition error. */
+export function composeSubgraphs(subgraphs: readonly { name: SubgraphName; sdl: string }[]): string {
+  const undeclared = undeclaredFields(subgraphs);
   if (undeclared.length > 0) {
     throw new Error(
       `Composition refused: these fields declare no requirement (add @requiresScopes(scopes: [["<scope>"]]), @authenticated, or @requiresScopes(scopes: [[]]) for a public field):\n${undeclared.map((f) => `  - ${f}`).join('\n')}`,
     );
   }
-  const result = composeServices(subgraphNames.map((name) => ({ name, typeDefs: parse(readSubgraphSdl(name)), url: defaultSubgraphUrl(name) })));
+  const result = composeServices(subgraphs.map(({ name, sdl }) => ({ name, typeDefs: parse(sdl), url: defaultSubgraphUrl(name) })));
   if (result.errors) {
     throw new Error(`Composition failed:\n${result.errors.map((e) => `  - ${e.message}`).join('\n')}`);
   }

@@ -36,18 +36,19 @@ export const GATEWAY_ROOMS: Readonly<Record<string, Room>> = {
   http: { about: 'the one HTTP app (limits, timeouts, problem details), route table, dashboard, ports, process exits', imports: ['observability'] },
   execution: { about: 'planning seam to @apollo/gateway, plan executor, data sources, fetch collapsing and cache, error shaping', imports: ['observability'] },
   security: { about: 'credentials, edge guard, authorization, request and rate limits, CORS, audit trail', imports: ['http', 'execution'] },
+  governance: { about: 'field usage per client and operation, the usage route, schema checks', imports: ['http', 'execution', 'security'] },
   rest: { about: 'REST paths as GraphQL operations, the OpenAPI document and its page', imports: ['http', 'execution', 'security'] },
   subscriptions: {
     about: 'graphql-ws, SSE and multipart streams over HTTP, one admission, shared upstream streams, resumable cursors',
-    imports: ['http', 'execution', 'security', 'observability'],
+    imports: ['http', 'execution', 'security', 'observability', 'governance'],
   },
   graphql: {
     about: 'Apollo Server over the federated gateway, /graphql over HTTP, persisted queries and trusted documents, cache policies',
-    imports: ['http', 'execution', 'security', 'subscriptions', 'rest'],
+    imports: ['http', 'execution', 'security', 'subscriptions', 'rest', 'governance'],
   },
   'subgraph-host': {
     about: 'one subgraph as its own server: signed callers, its socket, its probes',
-    imports: ['http', 'execution', 'security', 'observability', 'subscriptions'],
+    imports: ['http', 'execution', 'security', 'observability', 'subscriptions', 'governance'],
   },
 };
 

@@ -13,6 +13,10 @@ export interface GatewayContext {
   principal: Principal;
   /** Incremental delivery of `@defer` (gateway/execution/incremental.ts); absent: whole answers. */
   incremental?: IncrementalSlot;
+  /** The client as it names itself (`apollographql-client-name`, `-version`): field usage is counted by it. */
+  client: { name: string | null; version: string | null };
+  /** The REST route the request came in by (`GET /rental/fleet/machines`): how usage names its operation. */
+  route?: string;
 }
 
 /** Identifies a principal in keys of shared work (collapsed fetches, shared streams): answers depend on it. */
@@ -24,7 +28,17 @@ export function gatewayContextFrom(headers: IncomingHttpHeaders | Record<string,
     const value = headers[name];
     picked[name] = Array.isArray(value) ? value[0] : value;
   }
-  return { headers: picked, principal };
+  return {
+    headers: picked,
+    principal,
+    client: { name: headerValue(headers['apollographql-client-name']), version: headerValue(headers['apollographql-client-version']) },
+  };
+}
+
+/** A client-name header as sent (first value, trimmed, at most 100 characters), or null. */
+function headerValue(value: string | string[] | undefined): string | null {
+  const text = (Array.isArray(value) ? value[0] : value)?.trim();
+  return text ? text.slice(0, 100) : null;
 }
 
 declare module 'fastify' {

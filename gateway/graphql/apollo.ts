@@ -10,6 +10,8 @@ import { deferAccepting } from '../execution/defer.js';
 import { formatGraphQLError, requestErrorStatusPlugin } from '../execution/graphql-errors.js';
 import { formatPayload, type IncrementalSlot } from '../execution/incremental.js';
 import { auditPlugin, type AuditSink } from '../security/audit.js';
+import { usagePlugin } from '../governance/plugin.js';
+import type { UsageRecorder } from '../governance/usage.js';
 import type { SecurityConfig } from '../security/config.js';
 import { authorizationPlugin, authorizingGateway, type Authorizer } from '../security/authorization.js';
 import { rateLimitPlugin, type RateLimiter } from '../security/rate-limit.js';
@@ -25,6 +27,8 @@ export interface GraphQLServerOptions {
   rateLimiter: RateLimiter;
   turns: TurnGate;
   audit: AuditSink;
+  /** Field usage per client (gateway/governance/usage.ts); null: not recorded. */
+  usage: UsageRecorder | null;
 }
 
 export interface GraphQLServer {
@@ -64,6 +68,7 @@ export async function startGraphQLServer(options: GraphQLServerOptions): Promise
       authorizationPlugin(options.authorizer),
       rateLimitPlugin(options.rateLimiter),
       auditPlugin(options.audit),
+      ...(options.usage ? [usagePlugin(options.usage)] : []),
     ],
     formatError: (formatted, error) => formatGraphQLError(formatted, error, app.log),
   });

@@ -105,7 +105,8 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
       }
       const input = readInput(route, request);
       if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
-      const result = await execute(route.operation, omitUndefined(route.variables(input.value)), gatewayContextFrom(request.headers, principalOf(request)));
+      const context = { ...gatewayContextFrom(request.headers, principalOf(request)), route: `${route.method} ${request.routeOptions.url ?? ''}` };
+      const result = await execute(route.operation, omitUndefined(route.variables(input.value)), context);
       const failure = result.errors?.[0];
       const retryAfter = failure?.extensions?.['retryAfter'];
       if (failure?.extensions?.['code'] === 'RATE_LIMITED' && typeof retryAfter === 'number') void reply.header('retry-after', String(retryAfter));

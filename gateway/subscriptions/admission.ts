@@ -1,5 +1,6 @@
 import { getOperationAST, GraphQLError, OperationTypeNode, validate, type DocumentNode, type GraphQLSchema } from 'graphql';
-import type { Principal } from '../../platform/principal.js';
+import type { GatewayContext } from '../execution/context.js';
+import type { UsageRecorder } from '../governance/usage.js';
 import { clientMessage } from '../execution/bounded-errors.js';
 import { MAX_ERRORS, operationNotFound } from '../execution/graphql-errors.js';
 import type { Authorizer } from '../security/authorization.js';
@@ -16,18 +17,25 @@ export interface OperationGate {
   schema: GraphQLSchema;
   authorizer: Authorizer;
   rateLimiter: RateLimiter;
+  /** Field usage (gateway/governance/usage.ts): subscriptions are counted as they start. */
+  usage: UsageRecorder | null;
+}
+
+export interface OperationRequest {
+  context: GatewayContext;
+  /** The document as sent (field usage keys its coordinates by it). */
+  text: string;
+  document: DocumentNode;
+  operationName: string | null | undefined;
+  variables: Record<string, unknown> | null | undefined;
 }
 
 export type Admission =
   { errors: GraphQLError[] } | { document: DocumentNode; operationName: string | null | undefined; variables: Record<string, unknown>; subscription: boolean };
 
-export function admitOperation(
-  gate: OperationGate,
-  principal: Principal,
-  document: DocumentNode,
-  operationName: string | null | undefined,
-  variables: Record<string, unknown> | null | undefined,
-): Admission {
+export function admitOperation(gate: OperationGate, request: OperationRequest): Admission {
+  const { document, operationName, variables, context } = request;
+  const principal = context.principal;
   const invalid = validate(gate.schema, document, undefined, { maxErrors: MAX_ERRORS });
   if (invalid.length > 0) return { errors: invalid.map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED')) };
   const operation = getOperationAST(document, operationName);
@@ -39,6 +47,8 @@ export function admitOperation(
   if (subscription) {
     const decision = gate.rateLimiter.take(principal, operationCost(document, operationName, variables ?? undefined));
     if (!decision.allowed) return { errors: [rateLimitedError(principal, decision)] };
+    // Queries and mutations are counted by Apollo Server's plugin as they run.
+    gate.usage?.record({ ...context.client, principal }, request.text, document, operationName, variables);
   }
   return { document, operationName, variables: variables ?? {}, subscription };
 }

@@ -95,7 +95,14 @@ export class HttpStreams {
         new GraphQLError('Last-Event-ID must be the cursor of an event this stream sent (its `id`: decimal digits)', { extensions: { code: 'BAD_REQUEST' } }),
       ]);
     }
-    const admitted = admitOperation(this.options.gate, principal, operation.document, operation.operationName, operation.variables);
+    const context = gatewayContextFrom(request.headers, principal);
+    const admitted = admitOperation(this.options.gate, {
+      context,
+      text: operation.query,
+      document: operation.document,
+      operationName: operation.operationName,
+      variables: operation.variables,
+    });
     if ('errors' in admitted) return refuseWith(reply, admitted.errors);
     const key = principalKey(principal);
     const held = this.perPrincipal.get(key) ?? 0;
@@ -107,7 +114,6 @@ export class HttpStreams {
         ),
       ]);
     }
-    const context = gatewayContextFrom(request.headers, principal);
     // Set once the response is taken: a subscriber's queue overflowing cuts it.
     const slow = { cut: (): void => undefined };
     let source: AsyncIterator<ExecutionResult | Record<string, unknown>>;

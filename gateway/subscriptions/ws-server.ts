@@ -8,6 +8,7 @@ import type { Authenticator } from '../security/auth.js';
 import type { Authorizer } from '../security/authorization.js';
 import type { BrowserOrigins } from '../security/cors.js';
 import type { RateLimiter } from '../security/rate-limit.js';
+import type { UsageRecorder } from '../governance/usage.js';
 import type { Principal } from '../../platform/principal.js';
 import { gatewayContextFrom, type GatewayContext } from '../execution/context.js';
 import type { Limiter } from '../security/limits.js';
@@ -25,6 +26,8 @@ export interface WsOptions {
   browserOrigins: BrowserOrigins;
   /** Subscriptions are charged as they start (queries and mutations on the socket by the server's plugin). */
   rateLimiter: RateLimiter;
+  /** Subscriptions are counted for field usage as they start (queries and mutations by the server's plugin). */
+  usage: UsageRecorder | null;
   subscriptions: SubscriptionExecutor;
   /**
    * Runs queries and mutations sent over the socket through the gateway: one result, or (deferred
@@ -151,7 +154,14 @@ export function attachGraphQLWebSocket(options: WsOptions): {
         }
         const checked = options.limiter.check(payload.query, payload.variables, payload.operationName);
         if ('error' in checked) return [checked.error];
-        const admitted = admitOperation(options, principals.get(ctx) ?? unauthenticated(), checked.document, payload.operationName, payload.variables);
+        const context = gatewayContextFrom(ctx.extra.request.headers, principals.get(ctx) ?? unauthenticated());
+        const admitted = admitOperation(options, {
+          context,
+          text: payload.query,
+          document: checked.document,
+          operationName: payload.operationName,
+          variables: payload.variables,
+        });
         if ('errors' in admitted) return admitted.errors;
         return { schema: options.schema, document: admitted.document, operationName: payload.operationName, variableValues: payload.variables };
       },
