@@ -31,7 +31,7 @@ import { hiveGatewayArgs } from './peers/hive.js';
 /*
  * npm run bench -- gateway [--quick] [--seconds N] [--warmup N] [--rounds N] [--connections N]
  *                          [--paging-rows N] [--only w1,w2] [--profile-seconds N] [--profile-mix] [--out DIR]
- *                          [--baseline DIR]
+ *                          [--baseline DIR [--baseline-env NAME=value,...]]
  *
  * The five subgraphs start once, as processes of their own, on PostgreSQL (BENCH_DATABASE_URL, or the
  * local postgres://postgres@127.0.0.1:5432/test when it answers; a schema of this run's own, dropped
@@ -50,6 +50,8 @@ import { hiveGatewayArgs } from './peers/hive.js';
  * `--baseline DIR`: another checkout of this project (with its node_modules), whose gateway and one-process
  * server run beside this tree's, against the same subgraph processes, in place of the peers: the same
  * checks that every target answers alike, and the two trees' rates and CPU side by side in one run.
+ * `--baseline-env NAME=value[,...]` sets variables for the baseline's servers only: with `--baseline .`, one
+ * tree against itself with a setting changed (`USAGE_RECORDING=false` measures what field usage costs).
  */
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -71,6 +73,8 @@ export interface Options {
   out: string | null;
   /** Another checkout whose gateway and one-process server run beside this tree's (in place of the peers). */
   baseline: string | null;
+  /** Environment of the baseline's servers only (`--baseline-env USAGE_RECORDING=false`): one tree, two settings. */
+  baselineEnv: Record<string, string>;
 }
 
 const WORKLOADS = ['federated', 'shallow', 'mix', 'rest', 'paging', 'mutations'] as const;
@@ -105,6 +109,13 @@ function parseOptions(args: string[]): Options {
     profileMix: args.includes('--profile-mix'),
     out: value('--out') ?? (quick ? null : join(root, 'bench', 'results')),
     baseline: value('--baseline') ?? null,
+    baselineEnv: Object.fromEntries(
+      (value('--baseline-env')?.split(',') ?? []).map((pair) => {
+        const [name, ...rest] = pair.split('=');
+        if (!name || rest.length === 0) throw new Error(`--baseline-env wants NAME=value[,NAME=value], not ${pair}`);
+        return [name, rest.join('=')];
+      }),
+    ),
   };
 }
 
@@ -203,7 +214,7 @@ export default async function gatewayBench(): Promise<void> {
         key: 'project-baseline',
         label: 'project gateway (distributed), baseline',
         args: ['--import', 'tsx', 'gateway/main.ts'],
-        env: { SUBGRAPH_URLS: urls },
+        env: { SUBGRAPH_URLS: urls, ...options.baselineEnv },
         remoteSubgraphs: true,
         project: true,
         cwd: dir,
@@ -212,7 +223,7 @@ export default async function gatewayBench(): Promise<void> {
         key: 'one-process-pglite-baseline',
         label: 'npm start (PGlite), baseline',
         args: ['--import', 'tsx', 'gateway/main.ts'],
-        env: { DATA_DIR: copyOfTemplate('one-process-baseline') },
+        env: { DATA_DIR: copyOfTemplate('one-process-baseline'), ...options.baselineEnv },
         remoteSubgraphs: false,
         project: true,
         cwd: dir,

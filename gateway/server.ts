@@ -6,7 +6,7 @@ import { type Config } from './config.js';
 import { openDatabase, type Database } from '../platform/db.js';
 import { migrate } from '../platform/migrate.js';
 import { registerUsageRoute } from './governance/route.js';
-import { USAGE_MIGRATIONS, UsageRecorder } from './governance/usage.js';
+import { MemoryUsageStore, SqlUsageStore, USAGE_MIGRATIONS, UsageRecorder, type UsageStore } from './governance/usage.js';
 import type { EventHub } from '../platform/event-hub.js';
 import { restoreMessage, type EventRelay } from '../platform/event-relay.js';
 import { isOperator, PrincipalSigner } from '../platform/principal.js';
@@ -248,9 +248,9 @@ function trustedDocuments(config: Config, schema: GraphQLSchema, modules: readon
 }
 
 /**
- * Field usage: counted in memory, added to the database every USAGE_FLUSH_S and at close. The subgraphs'
- * database when they run in this process; otherwise DATABASE_URL's (its own table), or an embedded one in
- * memory when there is none (counts then last as long as the process).
+ * Field usage: counted in memory, added up every USAGE_FLUSH_S and at close in the subgraphs' database when
+ * they run in this process, otherwise in DATABASE_URL's (its own table), or, for a gateway without a
+ * database, in this process's memory (counts then last as long as the process).
  */
 async function startUsage(
   config: Config,
@@ -259,11 +259,17 @@ async function startUsage(
   log: FastifyBaseLogger,
   closers: HttpApp['closers'],
 ): Promise<UsageRecorder> {
-  const db = shared ?? (await openDatabase({ url: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS }));
-  if (!shared) closers.add(() => db.close());
-  await migrate(db, [USAGE_MIGRATIONS]);
+  let store: UsageStore;
+  if (shared || config.DATABASE_URL) {
+    const db = shared ?? (await openDatabase({ url: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS }));
+    if (!shared) closers.add(() => db.close());
+    await migrate(db, [USAGE_MIGRATIONS]);
+    store = new SqlUsageStore(db);
+  } else {
+    store = new MemoryUsageStore();
+  }
   const usage = new UsageRecorder({
-    db,
+    store,
     schema,
     bucketMs: config.USAGE_BUCKET_S * 1000,
     retentionMs: config.USAGE_RETENTION_DAYS * 86_400_000,

@@ -26,7 +26,7 @@ export interface UsageClient {
 }
 
 export interface UsageOptions {
-  db: Database;
+  store: UsageStore;
   schema: GraphQLSchema;
   bucketMs: number;
   retentionMs: number;
@@ -169,29 +169,81 @@ export class UsageRecorder {
   }
 
   private async insert(entries: readonly Entry[]): Promise<void> {
-    const columns: unknown[][] = [[], [], [], [], [], [], [], [], []];
+    const rows: StoredUsage[] = [];
     for (const e of entries) {
       for (const coordinate of e.coordinates) {
-        const row = [coordinate, new Date(e.bucket).toISOString(), e.client, e.version, e.tenant, e.principal, e.operation, e.operationId, e.requests];
-        row.forEach((value, i) => columns[i]!.push(value));
+        rows.push({
+          coordinate,
+          bucket: e.bucket,
+          client: e.client,
+          version: e.version,
+          tenant: e.tenant,
+          principal: e.principal,
+          operation: e.operation,
+          operationId: e.operationId,
+          requests: e.requests,
+        });
       }
     }
-    if (columns[0]!.length > 0) {
-      await this.options.db.query(
-        `INSERT INTO gateway_schema_usage (coordinate, bucket, client_name, client_version, tenant, principal, operation_name, operation_id, requests)
-         SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[])
-         ON CONFLICT (coordinate, bucket, client_name, client_version, tenant, principal, operation_name, operation_id)
-         DO UPDATE SET requests = gateway_schema_usage.requests + excluded.requests`,
-        columns,
-      );
-    }
-    await this.options.db.query('DELETE FROM gateway_schema_usage WHERE bucket < $1', [new Date(this.now - this.options.retentionMs).toISOString()]);
+    if (rows.length > 0) await this.options.store.add(rows);
+    await this.options.store.prune(this.now - this.options.retentionMs);
   }
 
   /** Who used `coordinate` since `since`: what is counted in memory is flushed first. */
   async usage(coordinate: string, since: Date): Promise<UsageRow[]> {
     await this.flush();
-    const { rows } = await this.options.db.query<{
+    return this.options.store.query(coordinate, Math.floor(since.getTime() / this.options.bucketMs) * this.options.bucketMs);
+  }
+}
+
+/** One coordinate's count for one client, operation and bucket, as stored. */
+interface StoredUsage {
+  coordinate: string;
+  bucket: number;
+  client: string;
+  version: string;
+  tenant: string;
+  principal: string;
+  operation: string;
+  operationId: string;
+  requests: number;
+}
+
+/** Where flushed counts are added up: the database, or (a gateway without one) this process's memory. */
+export interface UsageStore {
+  add(rows: readonly StoredUsage[]): Promise<void>;
+  /** Drops the buckets before `before` (ms since the epoch). */
+  prune(before: number): Promise<void>;
+  /** Counts of `coordinate` from the bucket starting at `since`, per client and operation, most requests first. */
+  query(coordinate: string, since: number): Promise<UsageRow[]>;
+}
+
+/** `gateway_schema_usage`: counts add up across flushes and across the gateway processes of one database. */
+export class SqlUsageStore implements UsageStore {
+  constructor(private readonly db: Database) {}
+
+  async add(rows: readonly StoredUsage[]): Promise<void> {
+    const columns: unknown[][] = [[], [], [], [], [], [], [], [], []];
+    for (const r of rows) {
+      [r.coordinate, new Date(r.bucket).toISOString(), r.client, r.version, r.tenant, r.principal, r.operation, r.operationId, r.requests].forEach((value, i) =>
+        columns[i]!.push(value),
+      );
+    }
+    await this.db.query(
+      `INSERT INTO gateway_schema_usage (coordinate, bucket, client_name, client_version, tenant, principal, operation_name, operation_id, requests)
+       SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::bigint[])
+       ON CONFLICT (coordinate, bucket, client_name, client_version, tenant, principal, operation_name, operation_id)
+       DO UPDATE SET requests = gateway_schema_usage.requests + excluded.requests`,
+      columns,
+    );
+  }
+
+  async prune(before: number): Promise<void> {
+    await this.db.query('DELETE FROM gateway_schema_usage WHERE bucket < $1', [new Date(before).toISOString()]);
+  }
+
+  async query(coordinate: string, since: number): Promise<UsageRow[]> {
+    const { rows } = await this.db.query<{
       client_name: string;
       client_version: string;
       tenant: string;
@@ -205,7 +257,7 @@ export class UsageRecorder {
        FROM gateway_schema_usage WHERE coordinate = $1 AND bucket >= $2
        GROUP BY client_name, client_version, tenant, principal, operation_name, operation_id
        ORDER BY sum(requests) DESC, client_name, operation_name`,
-      [coordinate, new Date(Math.floor(since.getTime() / this.options.bucketMs) * this.options.bucketMs).toISOString()],
+      [coordinate, new Date(since).toISOString()],
     );
     return rows.map((r) => ({
       client: r.client_name || null,
@@ -217,5 +269,60 @@ export class UsageRecorder {
       requests: Number(r.requests),
       lastSeen: new Date(r.last_seen).toISOString(),
     }));
+  }
+}
+
+/**
+ * Counts kept in this process (a distributed gateway without DATABASE_URL): the same answers as the table,
+ * for as long as the process lives, at most `maxRows` rows (the oldest buckets go first).
+ */
+export class MemoryUsageStore implements UsageStore {
+  private readonly rows = new Map<string, StoredUsage>();
+
+  constructor(private readonly maxRows = 200_000) {}
+
+  async add(rows: readonly StoredUsage[]): Promise<void> {
+    for (const r of rows) {
+      const key = [r.coordinate, r.bucket, r.client, r.version, r.tenant, r.principal, r.operation, r.operationId].join('\u0000');
+      const kept = this.rows.get(key);
+      if (kept) kept.requests += r.requests;
+      else this.rows.set(key, { ...r });
+    }
+    while (this.rows.size > this.maxRows) {
+      const oldest = Math.min(...[...this.rows.values()].map((r) => r.bucket));
+      await this.prune(oldest + 1);
+    }
+  }
+
+  async prune(before: number): Promise<void> {
+    for (const [key, r] of this.rows) if (r.bucket < before) this.rows.delete(key);
+  }
+
+  async query(coordinate: string, since: number): Promise<UsageRow[]> {
+    const groups = new Map<string, UsageRow>();
+    for (const r of this.rows.values()) {
+      if (r.coordinate !== coordinate || r.bucket < since) continue;
+      const key = [r.client, r.version, r.tenant, r.principal, r.operation, r.operationId].join('\u0000');
+      const group = groups.get(key);
+      const seen = new Date(r.bucket).toISOString();
+      if (group) {
+        group.requests += r.requests;
+        if (seen > group.lastSeen) group.lastSeen = seen;
+      } else {
+        groups.set(key, {
+          client: r.client || null,
+          version: r.version || null,
+          tenant: r.tenant,
+          principal: r.principal,
+          operation: r.operation,
+          operationId: r.operationId,
+          requests: r.requests,
+          lastSeen: seen,
+        });
+      }
+    }
+    return [...groups.values()].sort(
+      (a, b) => b.requests - a.requests || (a.client ?? '').localeCompare(b.client ?? '') || a.operation.localeCompare(b.operation),
+    );
   }
 }

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { GraphQLError, type DocumentNode, type ExecutionResult } from 'graphql';
+import { getOperationAST, GraphQLError, OperationTypeNode, type DocumentNode, type ExecutionResult } from 'graphql';
 import { isEventCursor } from '../../platform/event-hub.js';
 import { statusOf } from '../../platform/errors.js';
 import { principalKey, gatewayContextFrom } from '../execution/context.js';
@@ -96,6 +96,11 @@ export class HttpStreams {
       ]);
     }
     const context = gatewayContextFrom(request.headers, principal);
+    // A GET changes nothing (a page of another site can make a browser send one): mutations are POSTed.
+    if (request.method === 'GET' && getOperationAST(operation.document, operation.operationName)?.operation === OperationTypeNode.MUTATION) {
+      void reply.header('allow', 'POST');
+      return refuseWith(reply, [new GraphQLError('A mutation is sent with POST, not GET', { extensions: { code: 'METHOD_NOT_ALLOWED' } })]);
+    }
     const admitted = admitOperation(this.options.gate, {
       context,
       text: operation.query,

@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { parse } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiSchemaOf, checkSchema, type RegisteredOperation } from '../../../gateway/governance/schema-check.js';
-import { UsageRecorder, USAGE_MIGRATIONS } from '../../../gateway/governance/usage.js';
+import { SqlUsageStore, UsageRecorder, USAGE_MIGRATIONS } from '../../../gateway/governance/usage.js';
 import { openDatabase, type Database } from '../../../platform/db.js';
 import { migrate } from '../../../platform/migrate.js';
 import { readSubgraphSdl } from '../../../platform/subgraph.js';
@@ -43,7 +43,13 @@ describe('schema checks', () => {
   beforeAll(async () => {
     db = await openDatabase({});
     await migrate(db, [USAGE_MIGRATIONS]);
-    usage = new UsageRecorder({ db, schema: apiSchemaOf(served), bucketMs: 3_600_000, retentionMs: 30 * 86_400_000, maxOperations: 1000 });
+    usage = new UsageRecorder({
+      store: new SqlUsageStore(db),
+      schema: apiSchemaOf(served),
+      bucketMs: 3_600_000,
+      retentionMs: 30 * 86_400_000,
+      maxOperations: 1000,
+    });
   });
   afterAll(() => db.close());
   const since = new Date(Date.now() - 86_400_000);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildSchema, parse } from 'graphql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { UsageRecorder, USAGE_MIGRATIONS, type UsageRow } from '../../../gateway/governance/usage.js';
+import { MemoryUsageStore, SqlUsageStore, UsageRecorder, USAGE_MIGRATIONS, type UsageRow } from '../../../gateway/governance/usage.js';
 import { openDatabase } from '../../../platform/db.js';
 import { migrate } from '../../../platform/migrate.js';
 import { rest } from '../../support/http.js';
@@ -86,12 +86,13 @@ describe('field usage', () => {
   });
 });
 
-describe('the usage recorder', () => {
+describe.each(['database', 'memory'] as const)('the usage recorder (%s store)', (kind) => {
   it('keeps memory bounded whatever clients send: past the limit, operations count as (other), and every request is counted', async () => {
-    const db = await openDatabase({});
-    await migrate(db, [USAGE_MIGRATIONS]);
+    const db = kind === 'database' ? await openDatabase({}) : null;
+    if (db) await migrate(db, [USAGE_MIGRATIONS]);
     const schema = buildSchema('type Query { a: Int b(x: Int): Int }');
-    const recorder = new UsageRecorder({ db, schema, bucketMs: 3_600_000, retentionMs: 86_400_000, maxOperations: 10 });
+    const store = db ? new SqlUsageStore(db) : new MemoryUsageStore();
+    const recorder = new UsageRecorder({ store, schema, bucketMs: 3_600_000, retentionMs: 86_400_000, maxOperations: 10 });
     const principal = { id: 'p', tenant: 't', scopes: [] };
     for (let i = 0; i < 500; i++) {
       const text = `query Op${i} { a b(x: ${i}) }`;
@@ -101,7 +102,12 @@ describe('the usage recorder', () => {
     const rows = await recorder.usage('Query.a', new Date(Date.now() - 60_000));
     expect(rows.reduce((sum, r) => sum + r.requests, 0)).toBe(500);
     expect(rows.find((r) => r.operation === '(other)')?.requests).toBe(490);
+    expect(rows[0]).toMatchObject({ client: 'flood', operation: '(other)', tenant: 't', principal: 'p' });
     expect(recorder.pendingEntries).toBe(0);
-    await db.close();
+    // Flushes add up.
+    const text = 'query Op0 { a b(x: 0) }';
+    recorder.record({ name: 'flood', version: null, principal }, text, parse(text), 'Op0', {});
+    expect((await recorder.usage('Query.b(x:)', new Date(Date.now() - 60_000))).find((r) => r.operation === 'Op0')?.requests).toBe(2);
+    await db?.close();
   });
 });

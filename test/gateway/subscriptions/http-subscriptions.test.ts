@@ -155,6 +155,12 @@ describe('subscriptions over HTTP', () => {
     });
     const forbidden = await subscribe('subscription { fleetSummaryChanged { cursor } }', { 'x-api-key': PARTNER });
     expect(forbidden.status).toBe(403);
+    // A GET changes nothing: a mutation over SSE must be POSTed.
+    const mutation = await fetch(`${url}/graphql?query=${encodeURIComponent('mutation { closeBondingSession(id: "x") { id } }')}`, {
+      headers: { accept: 'text/event-stream', 'x-api-key': OPERATOR },
+    });
+    expect(mutation.status).toBe(405);
+    expect(mutation.headers.get('allow')).toBe('POST');
     const invalid = await subscribe('subscription { noSuchField }');
     expect(invalid.status).toBe(400);
     expect(((await invalid.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('GRAPHQL_VALIDATION_FAILED');
