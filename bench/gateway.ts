@@ -107,7 +107,8 @@ function parseOptions(args: string[]): Options {
     only: only ? new Set(only) : null,
     profileSeconds: number('--profile-seconds', quick ? 3 : 8),
     profileMix: args.includes('--profile-mix'),
-    out: value('--out') ?? (quick ? null : join(root, 'bench', 'results')),
+    // bench/results holds the comparison with the peers: a quick run or a baseline run writes nothing unless asked.
+    out: value('--out') ?? (quick || args.includes('--baseline') ? null : join(root, 'bench', 'results')),
     baseline: value('--baseline') ?? null,
     baselineEnv: Object.fromEntries(
       (value('--baseline-env')?.split(',') ?? []).map((pair) => {
