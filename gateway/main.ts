@@ -29,11 +29,18 @@ async function main(): Promise<void> {
   server.app.log.info(
     `ops-supergraph serving GraphQL at ${server.url}/graphql, REST under ${server.url}/rental and the dashboard at ${server.url}/${tracing ? '; tracing on (OTLP)' : ''}`,
   );
-  // SIGHUP reads TRUSTED_DOCUMENTS_DIR again; a folder that does not load leaves what was served.
+  // SIGHUP serves the supergraph file anew and reads TRUSTED_DOCUMENTS_DIR again; what does not load leaves
+  // what was served, and says so in the log (and /health, for the supergraph).
   process.on('SIGHUP', () => {
-    const reloaded = server.reloadDocuments();
-    if (reloaded.ok) server.app.log.info(`trusted documents reloaded: ${reloaded.clients} clients`);
-    else server.app.log.error(`trusted documents not reloaded, the previous ones are still served: ${reloaded.error}`);
+    const supergraph = server.reloadSupergraph();
+    if (!supergraph.ok) server.app.log.error(`supergraph not reloaded, the previous one is still served: ${supergraph.error}`);
+    else if (!supergraph.unchanged)
+      server.app.log.info(`supergraph ${supergraph.hash} served; ${supergraph.subscriptionsEnded} subscriptions it no longer allows ended`);
+    if (config.TRUSTED_DOCUMENTS_DIR) {
+      const documents = server.reloadDocuments();
+      if (documents.ok) server.app.log.info(`trusted documents reloaded: ${documents.clients} clients`);
+      else server.app.log.error(`trusted documents not reloaded, the previous ones are still served: ${documents.error}`);
+    }
   });
   closeOnSignal({ close: async () => (await server.close(), await tracing?.shutdown()) }, server.app.log);
 }

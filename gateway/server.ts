@@ -1,3 +1,4 @@
+import { readFileSync, unwatchFile, watchFile } from 'node:fs';
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import type { GraphQLSchema } from 'graphql';
 import { systemClock, type Clock } from '../platform/clock.js';
@@ -14,11 +15,10 @@ import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/compose.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
-import { schemaWithDefer } from './execution/defer.js';
 import { createFederatedGateway, type FederatedGateway } from './execution/federated-gateway.js';
 import { startGraphQLServer } from './graphql/apollo.js';
-import { CachePolicies } from './graphql/cache-policy.js';
 import { DocumentRegistry } from './graphql/documents.js';
+import { ServedSupergraph, type ReloadResult } from './graphql/served-supergraph.js';
 import { ManifestError } from './graphql/manifests.js';
 import { registerGraphQLRoute } from './graphql/route.js';
 import { TurnGate } from './http/admission.js';
@@ -30,10 +30,9 @@ import { GatewayMetrics, type FetchCacheReadings } from './observability/metrics
 import { registerRest } from './rest/plugin.js';
 import { type AuditSink } from './security/audit.js';
 import { createAuthenticator, type Authenticator } from './security/auth.js';
-import { createAuthorizer } from './security/authorization.js';
 import { BrowserOrigins } from './security/cors.js';
 import { registerEdgeGuard } from './security/edge-guard.js';
-import { createLimiter, requestLimitsOf } from './security/limits.js';
+import { requestLimitsOf } from './security/limits.js';
 import { RateLimiter } from './security/rate-limit.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
@@ -64,6 +63,11 @@ export interface RunningServer {
   subgraphs: ReadonlyMap<string, SubgraphInstance>;
   /** Base URL, e.g. http://127.0.0.1:4000 */
   url: string;
+  /**
+   * Reads SUPERGRAPH_FILE (or the checked-in supergraph) again and serves it (`SIGHUP`, or the file changing):
+   * built and checked whole first; on a failure the supergraph served before stays (gateway/graphql/served-supergraph.ts).
+   */
+  reloadSupergraph(): ReloadResult;
   /**
    * Reads TRUSTED_DOCUMENTS_DIR again (`SIGHUP`): every manifest checked before any is served; on a failure
    * the documents served before stay, and the error names the file and operation.
@@ -112,9 +116,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   process.env['APOLLO_TELEMETRY_DISABLED'] ??= 'true';
   // Who may use which field is declared in the supergraph (gateway/security/authorization.ts); the planners
   // get it without those SECURITY features, which they do not support.
-  const servedSupergraph = readCheckedInSupergraph();
-  const authorizer = createAuthorizer(servedSupergraph);
-  const supergraphSdl = authorizer.plannerSdl;
+  // SUPERGRAPH_FILE, or the checked-in supergraph; served through ServedSupergraph, which a reload swaps whole.
+  const served = ServedSupergraph.initial(readSupergraph(config), requestLimitsOf(config));
+  const { authorizer, limiter, cachePolicies } = served;
+  const supergraphSdl = served.plannerSdl;
   const rateLimiter = new RateLimiter({ perSecond: config.RATE_LIMIT_PER_S, burst: config.RATE_LIMIT_BURST });
   const federated = createFederatedGateway({ config, supergraphSdl, modules, remoteUrls, local: byName, apiKey, signer, metrics, log: app.log });
   closers.add(() => federated.close());
@@ -130,9 +135,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   closers.add(closeUpstreams);
   late.subscriptions = subscriptions;
-
-  // The schema clients see (with @defer): registered documents are checked against it.
-  const servedSchema = schemaWithDefer(subscriptions.schema);
+  served.attach(federated, subscriptions);
+  // The schema clients see now (with @defer): registered documents are checked against it.
+  const servedSchema = served.schema;
   // Which client used which coordinate (gateway/governance/usage.ts), flushed to the database.
   const usage = config.USAGE_RECORDING ? await startUsage(config, runtime?.db ?? null, servedSchema, app.log, closers) : null;
   const graphql = await startGraphQLServer({
@@ -149,10 +154,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
 
   const browserOrigins = new BrowserOrigins(config.CORS_ORIGINS);
   registerEdgeGuard(app, { routes: http.routes, auth, browserOrigins, rateLimiter });
-  const limiter = createLimiter(supergraphSdl, requestLimitsOf(config));
   let documents: DocumentRegistry;
   try {
-    documents = trustedDocuments(config, servedSchema, modules, metrics);
+    documents = trustedDocuments(config, servedSchema(), modules, metrics);
   } catch (error) {
     await closers.close().catch(() => undefined);
     throw error;
@@ -166,9 +170,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     heartbeatMs: config.HTTP_STREAM_HEARTBEAT_MS,
   });
   late.streams = streams;
-  await registerGraphQLRoute(app, graphql, { limiter, documents, cachePolicies: new CachePolicies(supergraphSdl, servedSchema), streams });
+  await registerGraphQLRoute(app, graphql, { limiter, documents, cachePolicies, streams });
   registerRest(app, { modules, execute: graphql.execute, authorizer, keysRequired: auth.enabled });
-  registerUsageRoute(app, { usage, schema: servedSchema, retentionMs: config.USAGE_RETENTION_DAYS * 86_400_000, supergraphSdl: servedSupergraph });
+  registerUsageRoute(app, { usage, schema: servedSchema, retentionMs: config.USAGE_RETENTION_DAYS * 86_400_000, supergraphSdl: () => served.sdl });
   registerGatewayHealth(app, {
     names: modules.map((m) => m.name),
     remoteUrls,
@@ -178,6 +182,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     database: () => runtime?.db.kind ?? null,
     relay: () => runtime?.relay ?? null,
     websocket: () => late.ws ?? NO_SOCKETS,
+    supergraph: () => served.status(),
   });
   // The operations dashboard at / (public files; its data comes over the GraphQL WebSocket, with a key when one is needed).
   registerDashboard(app);
@@ -203,6 +208,28 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   closers.add(() => socket.close());
   late.ws = socket;
 
+  const reloadSupergraph = (): ReloadResult => {
+    let sdl: string;
+    try {
+      sdl = readSupergraph(config);
+    } catch (error) {
+      return { ok: false, error: error instanceof Error ? error.message : String(error) };
+    }
+    return served.reload(sdl);
+  };
+  // A supergraph file is served anew when it changes (checked every SUPERGRAPH_POLL_MS by its size and time).
+  const file = config.SUPERGRAPH_FILE;
+  if (file) {
+    const changed = () => {
+      const result = reloadSupergraph();
+      if (!result.ok) app.log.error(`supergraph not reloaded from ${file}, the previous one is still served: ${result.error}`);
+      else if (!result.unchanged)
+        app.log.info(`supergraph ${result.hash} served from ${file}; ${result.subscriptionsEnded} subscriptions it no longer allows ended`);
+    };
+    watchFile(file, { interval: config.SUPERGRAPH_POLL_MS, persistent: false }, changed);
+    closers.add(() => unwatchFile(file, changed));
+  }
+
   const url = await listenOrClose(http, config);
   return {
     app,
@@ -212,10 +239,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     subscriptions,
     subgraphs: byName,
     url,
+    reloadSupergraph,
     reloadDocuments: () => {
       if (!config.TRUSTED_DOCUMENTS_DIR) return { ok: false, error: 'TRUSTED_DOCUMENTS_DIR is not set: there is no folder to read' };
       try {
-        documents.loadFolder(config.TRUSTED_DOCUMENTS_DIR, servedSchema);
+        documents.loadFolder(config.TRUSTED_DOCUMENTS_DIR, servedSchema());
         return { ok: true, clients: documents.clientCount };
       } catch (error) {
         return { ok: false, error: error instanceof Error ? error.message : String(error) };
@@ -255,7 +283,7 @@ function trustedDocuments(config: Config, schema: GraphQLSchema, modules: readon
 async function startUsage(
   config: Config,
   shared: Database | null,
-  schema: GraphQLSchema,
+  schema: () => GraphQLSchema,
   log: FastifyBaseLogger,
   closers: HttpApp['closers'],
 ): Promise<UsageRecorder> {
@@ -283,6 +311,11 @@ async function startUsage(
     await usage.flush();
   });
   return usage;
+}
+
+/** The supergraph to serve: SUPERGRAPH_FILE when set, else the one checked in with the code. */
+function readSupergraph(config: Config): string {
+  return config.SUPERGRAPH_FILE ? readFileSync(config.SUPERGRAPH_FILE, 'utf8') : readCheckedInSupergraph();
 }
 
 /** SUBGRAPH_URLS, checked: each names a known subgraph, and signed calls are possible where they are needed. */

@@ -31,6 +31,11 @@ export interface FederatedGatewayOptions {
 
 export interface FederatedGateway {
   gateway: ApolloGateway;
+  /**
+   * Serves another supergraph (the planner's SDL): @apollo/gateway plans new requests against it, and Apollo
+   * Server swaps its schema at once; requests in flight finish on the one they started with.
+   */
+  update(supergraphSdl: string): void;
   /** The data source of each subgraph, by name, once the gateway has loaded (subscriptions reuse them). */
   dataSources: ReadonlyMap<string, GraphQLDataSource>;
   fetchCache: FetchCache;
@@ -64,8 +69,13 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
     if (instance) return new InProcessDataSource(name, instance, (error) => log.error({ err: error, subgraph: name }, 'subgraph fault'));
     throw new Error(`subgraph ${name} is in the supergraph but neither running here nor in SUBGRAPH_URLS`);
   };
+  let update: ((supergraphSdl: string) => void) | null = null;
   const gateway = new ApolloGateway({
-    supergraphSdl: options.supergraphSdl,
+    // A hook rather than the text: it hands over the function that serves another supergraph (reloads).
+    supergraphSdl: async (hook) => {
+      update = hook.update;
+      return { supergraphSdl: options.supergraphSdl };
+    },
     buildService: ({ name }) => {
       const source = sourceOf(name);
       dataSources.set(name, source);
@@ -83,6 +93,10 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
   skipRepeatedVariableValidation(gateway);
   return {
     gateway,
+    update(supergraphSdl) {
+      if (!update) throw new Error('the gateway has not loaded its first supergraph yet');
+      update(supergraphSdl);
+    },
     dataSources,
     fetchCache,
     async close() {

@@ -19,11 +19,11 @@ const query = z
  */
 export function registerUsageRoute(
   app: FastifyInstance,
-  options: { usage: UsageRecorder | null; schema: GraphQLSchema; retentionMs: number; supergraphSdl: string },
+  options: { usage: UsageRecorder | null; schema: () => GraphQLSchema; retentionMs: number; supergraphSdl: () => string },
 ): void {
   // The supergraph this gateway serves, for `npm run schema:check -- --url` (ops:admin).
   app.get('/admin/supergraph', { config: { requires: 'ops:admin' } }, async (_request, reply) =>
-    reply.type('application/json').send({ supergraph: options.supergraphSdl }),
+    reply.type('application/json').send({ supergraph: options.supergraphSdl() }),
   );
 
   app.get('/admin/usage', { config: { requires: 'ops:admin' } }, async (request, reply) => {
@@ -33,7 +33,7 @@ export function registerUsageRoute(
       return refuse(reply, request.url, 'BAD_USER_INPUT', `${detail} (send coordinate=Type.field and optionally since=<ISO 8601 time>)`);
     }
     const { coordinate } = parsed.data;
-    const found = lookUpCoordinate(options.schema, coordinate);
+    const found = lookUpCoordinate(options.schema(), coordinate);
     if (!found)
       return refuse(
         reply,

@@ -27,7 +27,8 @@ export interface UsageClient {
 
 export interface UsageOptions {
   store: UsageStore;
-  schema: GraphQLSchema;
+  /** The schema served now: an operation's coordinates are found against it. */
+  schema: () => GraphQLSchema;
   bucketMs: number;
   retentionMs: number;
   maxOperations: number;
@@ -101,7 +102,7 @@ export class UsageRecorder {
       operation = {
         id: createHash('sha256').update(text).digest('hex').slice(0, 16),
         name: definition?.name?.value ?? '',
-        coordinates: coordinatesOf(this.options.schema, document, operationName),
+        coordinates: coordinatesOf(this.options.schema(), document, operationName),
       };
       if (this.known.size >= MAX_OPERATIONS_KNOWN) this.known.delete(this.known.keys().next().value!);
       this.known.set(key, operation);

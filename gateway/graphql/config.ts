@@ -6,6 +6,15 @@ export type TrustedDocumentMode = (typeof TRUSTED_DOCUMENT_MODES)[number];
 
 /** The gateway's graphql room's section of the configuration: persisted queries and trusted documents (docs/operations.md, generated from it). */
 export const graphqlConfig = configSection('gateway/graphql', 'gateway/graphql/config.ts', {
+  SUPERGRAPH_FILE: z
+    .string()
+    .trim()
+    .min(1)
+    .optional()
+    .describe(
+      'the supergraph SDL to serve (default: `schema/supergraph.graphql`, checked in); when set, the gateway serves the file anew whenever it changes, as on `SIGHUP` ([Changing the schema](operations.md#changing-the-schema))',
+    ),
+  SUPERGRAPH_POLL_MS: intFrom('SUPERGRAPH_POLL_MS', 50, 60_000).default(1000).describe('how often `SUPERGRAPH_FILE` is looked at for a change'),
   TRUSTED_DOCUMENTS: z
     .enum(TRUSTED_DOCUMENT_MODES)
     .optional()

@@ -38,6 +38,8 @@ export interface GatewayHealthOptions {
   database(): string | null;
   relay(): EventRelay | null;
   websocket(): { connections(): number; slowConsumerCloses(): number };
+  /** The supergraph served: its hash, when it was loaded, how many reloads, the last failed one. */
+  supergraph(): { hash: string; loadedAt: string; reloads: number; lastFailure: { at: string; error: string } | null };
 }
 
 /**
@@ -72,6 +74,7 @@ export function registerGatewayHealth(app: FastifyInstance, options: GatewayHeal
       database: options.database(),
       subgraphs: Object.fromEntries(checks),
       websocket: { connections: ws.connections(), slow_consumer_closes: ws.slowConsumerCloses() },
+      supergraph: supergraphHealth(options.supergraph()),
       ...(eventBus ? { event_bus: eventBus } : {}),
     });
   };
@@ -117,4 +120,14 @@ async function remoteReady(graphqlUrl: string, apiKey: string | undefined): Prom
   } catch {
     return false;
   }
+}
+
+/** A failed reload leaves the supergraph served before: /health says which one and why the new one was refused. */
+function supergraphHealth(s: ReturnType<GatewayHealthOptions['supergraph']>) {
+  return {
+    hash: s.hash,
+    loaded_at: s.loadedAt,
+    reloads: s.reloads,
+    ...(s.lastFailure ? { last_reload_failed: { at: s.lastFailure.at, error: s.lastFailure.error } } : {}),
+  };
 }

@@ -14,7 +14,8 @@ import { operationCost, rateLimitedError, type RateLimiter } from '../security/r
  */
 
 export interface OperationGate {
-  schema: GraphQLSchema;
+  /** The schema served now (a reload swaps it). */
+  schema: () => GraphQLSchema;
   authorizer: Authorizer;
   rateLimiter: RateLimiter;
   /** Field usage (gateway/governance/usage.ts): subscriptions are counted as they start. */
@@ -36,7 +37,7 @@ export type Admission =
 export function admitOperation(gate: OperationGate, request: OperationRequest): Admission {
   const { document, operationName, variables, context } = request;
   const principal = context.principal;
-  const invalid = validate(gate.schema, document, undefined, { maxErrors: MAX_ERRORS });
+  const invalid = validate(gate.schema(), document, undefined, { maxErrors: MAX_ERRORS });
   if (invalid.length > 0) return { errors: invalid.map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED')) };
   const operation = getOperationAST(document, operationName);
   if (!operation) return { errors: [operationNotFound(operationName)] };

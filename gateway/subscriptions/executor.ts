@@ -3,7 +3,7 @@ import { buildOperationContext, executeQueryPlan } from '@apollo/gateway';
 import { Supergraph, operationFromDocument, type Schema } from '@apollo/federation-internals';
 import { QueryPlanner, type FetchNode, type PlanNode, type QueryPlan } from '@apollo/query-planner';
 import type { GatewayGraphQLRequestContext } from '@apollo/server-gateway-interface';
-import { GraphQLError, Kind, print, visit, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type GraphQLSchema } from 'graphql';
+import { GraphQLError, Kind, print, validate, visit, type DocumentNode, type ExecutionResult, type GraphQLFormattedError, type GraphQLSchema } from 'graphql';
 import { Channel } from '../../platform/channel.js';
 import { checkCustomScalars } from '../../platform/scalars.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
@@ -63,20 +63,59 @@ export interface SubscriptionExecutorOptions {
  * pause, not an error, a gap or a repeat.
  */
 export class SubscriptionExecutor {
-  readonly schema: GraphQLSchema;
-  private readonly supergraphSchema: GraphQLSchema;
-  private readonly apiSchema: Schema;
-  private readonly planner: QueryPlanner;
-  private readonly plans = new Map<string, QueryPlan>();
+  /** The API schema subscriptions are planned against (swapped whole by `reload`). */
+  schema: GraphQLSchema;
+  private supergraphSchema: GraphQLSchema;
+  private apiSchema: Schema;
+  private planner: QueryPlanner;
+  private plans = new Map<string, QueryPlan>();
   private readonly shared = new Map<string, SharedStream>();
+  /** Every stream open, shared or a resumer's own. */
+  private readonly streams = new Set<SharedStream>();
 
   constructor(private readonly options: SubscriptionExecutorOptions) {
-    const supergraph = Supergraph.build(options.supergraphSdl);
-    this.apiSchema = supergraph.apiSchema();
-    this.schema = this.apiSchema.toGraphQLJSSchema();
-    checkCustomScalars(this.schema);
-    this.supergraphSchema = supergraph.schema.toGraphQLJSSchema();
-    this.planner = new QueryPlanner(supergraph);
+    const built = SubscriptionExecutor.build(options.supergraphSdl);
+    this.schema = built.schema;
+    this.apiSchema = built.apiSchema;
+    this.supergraphSchema = built.supergraphSchema;
+    this.planner = built.planner;
+  }
+
+  /** Everything planning needs, built from a supergraph SDL; throws when the SDL is not a valid supergraph. */
+  static build(supergraphSdl: string) {
+    const supergraph = Supergraph.build(supergraphSdl);
+    const apiSchema = supergraph.apiSchema();
+    const schema = apiSchema.toGraphQLJSSchema();
+    checkCustomScalars(schema);
+    return { schema, apiSchema, supergraphSchema: supergraph.schema.toGraphQLJSSchema(), planner: new QueryPlanner(supergraph) };
+  }
+
+  /**
+   * Plans new subscriptions against another supergraph (already built and checked: `build`). Every open
+   * stream whose operation is still valid goes on as it is; the others end with an error naming what the
+   * new supergraph no longer has. Returns how many ended.
+   */
+  reload(built: ReturnType<typeof SubscriptionExecutor.build>): number {
+    this.schema = built.schema;
+    this.apiSchema = built.apiSchema;
+    this.supergraphSchema = built.supergraphSchema;
+    this.planner = built.planner;
+    this.plans = new Map();
+    let ended = 0;
+    for (const stream of [...this.streams]) {
+      const invalid = validate(built.schema, stream.document);
+      if (invalid.length === 0) continue;
+      ended++;
+      stream.endWith(
+        new GraphQLError(
+          `The supergraph was reloaded and this subscription is no longer valid (${invalid.map((e) => e.message).join('; ')}): subscribe again`,
+          {
+            extensions: { code: 'GRAPHQL_VALIDATION_FAILED' },
+          },
+        ),
+      );
+    }
+    return ended;
   }
 
   /** Live subscriptions open now (shared streams count once). */
@@ -140,6 +179,7 @@ export class SubscriptionExecutor {
     }
     const stream = new SharedStream({
       executor: this,
+      clientDocument: args.document,
       primary: node.primary,
       rest: node.rest,
       document,
@@ -150,8 +190,10 @@ export class SubscriptionExecutor {
       resume: resume ? { rootKey: resume.rootKey, initialAfter: args.after ?? resume.initialAfter, graceMs: this.resumeGraceMs } : null,
       onEmpty: () => {
         if (this.shared.get(key) === stream) this.shared.delete(key);
+        this.streams.delete(stream);
       },
     });
+    this.streams.add(stream);
     if (!resumes) this.shared.set(key, stream);
     // Join before opening, so no event can pass before the first subscriber listens.
     const channel = stream.join(args.onSlow);
@@ -246,6 +288,8 @@ export class SubscriptionExecutor {
 
 interface SharedStreamArgs {
   executor: SubscriptionExecutor;
+  /** The operation as the client sent it: a reload checks it against the new schema. */
+  clientDocument: DocumentNode;
   primary: FetchNode;
   rest: PlanNode | undefined;
   document: DocumentNode;
@@ -308,6 +352,17 @@ class SharedStream {
   private leave(channel: Channel<ExecutionResult>): void {
     this.subscribers.delete(channel);
     if (this.subscribers.size === 0) this.end();
+  }
+
+  /** The operation as the client sent it (before it was made resumable). */
+  get document(): DocumentNode {
+    return this.args.clientDocument;
+  }
+
+  /** Ends the stream with one last result: this error. */
+  endWith(error: GraphQLError): void {
+    for (const s of this.subscribers) s.push({ errors: [error] });
+    this.end();
   }
 
   /** Ends the stream; each subscriber still receives what is queued for it (and a recorded failure). */

@@ -19,7 +19,8 @@ import { SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
 export interface WsOptions {
   server: Server;
   path: string;
-  schema: GraphQLSchema;
+  /** The schema served now (a reload swaps it). */
+  schema: () => GraphQLSchema;
   auth: Authenticator;
   authorizer: Authorizer;
   /** A WebSocket opened by a page of another site whose origin is not allowed is refused (403). */
@@ -107,7 +108,7 @@ export function attachGraphQLWebSocket(options: WsOptions): {
   };
   const disposer = useServer<Record<string, unknown> | undefined, { socket: WebSocket; request: IncomingMessage }>(
     {
-      schema: options.schema,
+      schema: () => options.schema(),
       connectionInitWaitTimeout: options.connectionInitTimeoutMs,
       onConnect: async (ctx) => {
         const result = await options.auth.authenticate(credentialHeadersOf(ctx.connectionParams));
@@ -163,7 +164,7 @@ export function attachGraphQLWebSocket(options: WsOptions): {
           variables: payload.variables,
         });
         if ('errors' in admitted) return admitted.errors;
-        return { schema: options.schema, document: admitted.document, operationName: payload.operationName, variableValues: payload.variables };
+        return { schema: options.schema(), document: admitted.document, operationName: payload.operationName, variableValues: payload.variables };
       },
       context: (ctx): WsContext => ({
         gateway: gatewayContextFrom(ctx.extra.request.headers, principals.get(ctx) ?? unauthenticated()),

@@ -19,6 +19,7 @@ import { startTestServer } from '../../support/server.js';
  */
 
 const served = readCheckedInSupergraph();
+const servedSchema = apiSchemaOf(served);
 const DEPOTS_FIELD = /\n\s*depots: \[Depot!\]![^\n]*\n/;
 
 /** The supergraph with one subgraph's SDL changed. */
@@ -45,7 +46,7 @@ describe('schema checks', () => {
     await migrate(db, [USAGE_MIGRATIONS]);
     usage = new UsageRecorder({
       store: new SqlUsageStore(db),
-      schema: apiSchemaOf(served),
+      schema: () => servedSchema,
       bucketMs: 3_600_000,
       retentionMs: 30 * 86_400_000,
       maxOperations: 1000,

@@ -92,7 +92,7 @@ describe.each(['database', 'memory'] as const)('the usage recorder (%s store)', 
     if (db) await migrate(db, [USAGE_MIGRATIONS]);
     const schema = buildSchema('type Query { a: Int b(x: Int): Int }');
     const store = db ? new SqlUsageStore(db) : new MemoryUsageStore();
-    const recorder = new UsageRecorder({ store, schema, bucketMs: 3_600_000, retentionMs: 86_400_000, maxOperations: 10 });
+    const recorder = new UsageRecorder({ store, schema: () => schema, bucketMs: 3_600_000, retentionMs: 86_400_000, maxOperations: 10 });
     const principal = { id: 'p', tenant: 't', scopes: [] };
     for (let i = 0; i < 500; i++) {
       const text = `query Op${i} { a b(x: ${i}) }`;
