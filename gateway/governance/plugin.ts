@@ -7,8 +7,10 @@ import type { UsageRecorder } from './usage.js';
  * routes) for field usage, once its document is known to be valid.
  */
 export function usagePlugin(recorder: UsageRecorder): ApolloServerPlugin<GatewayContext> {
+  const done = Promise.resolve();
   const listener: GraphQLRequestListener<GatewayContext> = {
-    didResolveOperation: async (request: GraphQLRequestContextDidResolveOperation<GatewayContext>) => {
+    // Not an async function: counting is synchronous, and one settled promise serves every request.
+    didResolveOperation: (request: GraphQLRequestContextDidResolveOperation<GatewayContext>) => {
       const context = request.contextValue;
       recorder.record(
         { ...context.client, principal: context.principal },
@@ -18,7 +20,9 @@ export function usagePlugin(recorder: UsageRecorder): ApolloServerPlugin<Gateway
         request.request.variables,
         context.route,
       );
+      return done;
     },
   };
-  return { requestDidStart: async () => listener };
+  const started = Promise.resolve(listener);
+  return { requestDidStart: () => started };
 }

@@ -51,6 +51,8 @@ export interface UsageRow {
 
 interface Operation {
   id: string;
+  /** A short key of its own, for the pending counts' keys. */
+  seq: number;
   /** The operation's name in its document ('' for an anonymous one). */
   name: string;
   coordinates: OperationCoordinates;
@@ -74,6 +76,9 @@ const MAX_OPERATIONS_KNOWN = 2000;
 
 export class UsageRecorder {
   private readonly known = new Map<string, Operation>();
+  /** The same, by parsed document: Apollo Server hands over one DocumentNode per distinct text it keeps. */
+  private readonly byDocument = new WeakMap<DocumentNode, Map<string, Operation>>();
+  private sequence = 0;
   private pending = new Map<string, Entry>();
   private flushing: Promise<void> = Promise.resolve();
 
@@ -95,28 +100,17 @@ export class UsageRecorder {
     variables?: Record<string, unknown> | null,
     name?: string,
   ): void {
-    const key = `${operationName ?? ''}\u0000${text}`;
-    let operation = this.known.get(key);
-    if (!operation) {
-      const definition = getOperationAST(document, operationName);
-      operation = {
-        id: createHash('sha256').update(text).digest('hex').slice(0, 16),
-        name: definition?.name?.value ?? '',
-        coordinates: coordinatesOf(this.options.schema(), document, operationName),
-      };
-      if (this.known.size >= MAX_OPERATIONS_KNOWN) this.known.delete(this.known.keys().next().value!);
-      this.known.set(key, operation);
-    }
+    const operation = this.operationOf(text, document, operationName ?? '');
     const bucket = Math.floor(this.now / this.options.bucketMs) * this.options.bucketMs;
     const label = name ?? operation.name;
     const clientName = client.name ?? '';
     const version = client.version ?? '';
-    let entryKey = `${bucket}\u0000${clientName}\u0000${version}\u0000${client.principal.tenant}\u0000${client.principal.id}\u0000${label}\u0000${operation.id}`;
+    let entryKey = `${bucket}\u0000${operation.seq}\u0000${name ?? ''}\u0000${clientName}\u0000${version}\u0000${client.principal.tenant}\u0000${client.principal.id}`;
     let entry = this.pending.get(entryKey);
     if (!entry) {
       const overflow = this.pending.size >= this.options.maxOperations;
       if (overflow) {
-        entryKey = `${bucket}\u0000${clientName}\u0000${version}\u0000${client.principal.tenant}\u0000${client.principal.id}\u0000${OTHER}\u0000`;
+        entryKey = `${bucket}\u0000${OTHER}\u0000\u0000${clientName}\u0000${version}\u0000${client.principal.tenant}\u0000${client.principal.id}`;
         entry = this.pending.get(entryKey);
       }
       if (!entry) {
@@ -137,6 +131,29 @@ export class UsageRecorder {
     entry.requests++;
     if (entry.coordinates.size === 0 || entry.operation === OTHER) for (const c of operation.coordinates.fixed) entry.coordinates.add(c);
     if (operation.coordinates.variables.length > 0) variableCoordinates(operation.coordinates.variables, variables, entry.coordinates);
+  }
+
+  /** An operation's id, name and coordinates: found once per document (or text), then kept (bounded). */
+  private operationOf(text: string, document: DocumentNode, operationName: string): Operation {
+    const byName = this.byDocument.get(document);
+    const cached = byName?.get(operationName);
+    if (cached) return cached;
+    const key = `${operationName}\u0000${text}`;
+    let operation = this.known.get(key);
+    if (!operation) {
+      const definition = getOperationAST(document, operationName || undefined);
+      operation = {
+        id: createHash('sha256').update(text).digest('hex').slice(0, 16),
+        seq: ++this.sequence,
+        name: definition?.name?.value ?? '',
+        coordinates: coordinatesOf(this.options.schema(), document, operationName || undefined),
+      };
+      if (this.known.size >= MAX_OPERATIONS_KNOWN) this.known.delete(this.known.keys().next().value!);
+      this.known.set(key, operation);
+    }
+    if (byName) byName.set(operationName, operation);
+    else this.byDocument.set(document, new Map([[operationName, operation]]));
+    return operation;
   }
 
   /** Client-operation pairs counted since the last flush (bounded by `maxOperations` + one per client). */
