@@ -215,17 +215,7 @@ export class UsageRecorder {
 }
 
 /** One coordinate's count for one client, operation and bucket, as stored. */
-interface StoredUsage {
-  coordinate: string;
-  bucket: number;
-  client: string;
-  version: string;
-  tenant: string;
-  principal: string;
-  operation: string;
-  operationId: string;
-  requests: number;
-}
+type StoredUsage = Omit<Entry, 'coordinates'> & { coordinate: string };
 
 /** Where flushed counts are added up: the database, or (a gateway without one) this process's memory. */
 export interface UsageStore {
