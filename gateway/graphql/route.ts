@@ -59,9 +59,10 @@ export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQL
         .type('application/json; charset=utf-8')
         .send({ errors: [{ message: resolution.message, extensions: { code: resolution.code } }] });
     }
-    const resolved = withQuery(raw.params, resolution.query);
-    if (get) request.raw.url = `${GRAPHQL_PATH}?${new URLSearchParams(searchParamsOf(resolved)).toString()}`;
-    else request.body = resolved;
+    // A request that named its document by a hash or an id reaches Apollo Server as plain text.
+    const resolved = resolution.byId ? withQuery(raw.params, resolution.query) : raw.params;
+    if (resolution.byId && get) request.raw.url = `${GRAPHQL_PATH}?${new URLSearchParams(searchParamsOf(resolved)).toString()}`;
+    else if (resolution.byId) request.body = resolved;
     const params = graphQLParamsOf(resolved);
     if (!params) return;
     const checked = options.limiter.check(params.query, params.variables, params.operationName);
