@@ -119,26 +119,40 @@ export class HttpStreams {
         ),
       ]);
     }
+    // The stream's place is taken before anything is awaited, so concurrent requests cannot pass the cap.
+    this.perPrincipal.set(key, held + 1);
+    const release = () => {
+      const left = (this.perPrincipal.get(key) ?? 1) - 1;
+      if (left > 0) this.perPrincipal.set(key, left);
+      else this.perPrincipal.delete(key);
+    };
     // Set once the response is taken: a subscriber's queue overflowing cuts it.
     const slow = { cut: (): void => undefined };
     let source: AsyncIterator<ExecutionResult | Record<string, unknown>>;
-    if (admitted.subscription) {
-      const result = await this.options.subscriptions.subscribe({
-        document: admitted.document,
-        operationName: admitted.operationName,
-        variables: admitted.variables,
-        context,
-        onSlow: () => slow.cut(),
-        ...(typeof lastEventId === 'string' ? { after: lastEventId } : {}),
-      });
-      if (!(Symbol.asyncIterator in result)) return refuseWith(reply, result.errors ?? []);
-      source = result;
-    } else {
-      const result = await this.options.execute(operation.query, admitted.variables, admitted.operationName ?? undefined, context);
-      source = Symbol.asyncIterator in result ? result : once(result);
+    try {
+      if (admitted.subscription) {
+        const result = await this.options.subscriptions.subscribe({
+          document: admitted.document,
+          operationName: admitted.operationName,
+          variables: admitted.variables,
+          context,
+          onSlow: () => slow.cut(),
+          ...(typeof lastEventId === 'string' ? { after: lastEventId } : {}),
+        });
+        if (!(Symbol.asyncIterator in result)) {
+          release();
+          return refuseWith(reply, result.errors ?? []);
+        }
+        source = result;
+      } else {
+        const result = await this.options.execute(operation.query, admitted.variables, admitted.operationName ?? undefined, context);
+        source = Symbol.asyncIterator in result ? result : once(result);
+      }
+    } catch (error) {
+      release();
+      throw error;
     }
 
-    this.perPrincipal.set(key, held + 1);
     const response = reply.raw;
     const headers = { ...reply.getHeaders(), 'cache-control': 'no-cache', 'x-accel-buffering': 'no' };
     void reply.hijack();
@@ -152,9 +166,7 @@ export class HttpStreams {
       done = true;
       clearInterval(heartbeat);
       this.open.delete(entry);
-      const left = (this.perPrincipal.get(key) ?? 1) - 1;
-      if (left > 0) this.perPrincipal.set(key, left);
-      else this.perPrincipal.delete(key);
+      release();
       void source.return?.();
       if (slow) {
         this.slowCuts++;

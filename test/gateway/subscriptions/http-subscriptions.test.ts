@@ -291,6 +291,31 @@ describe('subscriptions over HTTP', () => {
     await slowServer.close();
   });
 
+  it('a principal has at most HTTP_MAX_STREAMS_PER_PRINCIPAL streams open; one more is refused until one ends', async () => {
+    const capped = await startTestServer({ env: { API_KEYS: OPERATOR, HTTP_MAX_STREAMS_PER_PRINCIPAL: '1' } });
+    const body = { query: 'subscription { fleetSummaryChanged { cursor } }' };
+    const first = await capped.live.opened(() => new SseReader(capped.url, body));
+    expect((await first.response).status).toBe(200);
+    const second = await fetch(`${capped.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'x-api-key': OPERATOR },
+      body: JSON.stringify(body),
+    });
+    expect(second.status).toBe(400);
+    expect(((await second.json()) as { errors: { extensions: { code: string } }[] }).errors[0]!.extensions.code).toBe('SUBSCRIPTION_LIMIT_EXCEEDED');
+    first.abort();
+    await until(() => first.ended, 'the first stream to end');
+    // The server counts the stream gone once it sees the connection close.
+    let third: SseReader | null = null;
+    await until(async () => {
+      third?.abort();
+      third = new SseReader(capped.url, body);
+      return (await third.response).status === 200;
+    }, 'a stream to be allowed again once the first ended');
+    (third as SseReader | null)?.abort();
+    await capped.close();
+  });
+
   async function metric(name: string): Promise<number> {
     const text = await (await fetch(`${url}/metrics`, { headers: { 'x-api-key': OPERATOR } })).text();
     const line = text.split('\n').find((l) => l.startsWith(`${name} `));
