@@ -204,6 +204,13 @@ export async function redisOnlineStore(
       lost = null;
       return null;
     }
+    // The marker was read before the database: a materialization may have committed in between. Its swap
+    // sets the marker before its record commits, so a marker read now is at least what the database says.
+    const now = await client.get(marker);
+    if (now !== null && BigInt(now) >= BigInt(last.id)) {
+      lost = null;
+      return null;
+    }
     lost = `Redis lost the materialized values (it holds ${held === null ? 'none' : `materialization ${held}`}, the database records ${last.id}): they are being rebuilt`;
     return last;
   };
