@@ -132,15 +132,14 @@ function graphQLParamsOf(raw: unknown): { query: string; variables: Record<strin
 /** The request's GraphQL parameters as sent (GET: `variables` and `extensions` as JSON text), or why they cannot be read. */
 function paramsOf(raw: unknown, get: boolean): { params: DocumentParams & Record<string, unknown> } | { error: string } | null {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return null;
-  const params = { ...(raw as Record<string, unknown>) };
-  if (get && typeof params['extensions'] === 'string') {
-    try {
-      params['extensions'] = JSON.parse(params['extensions']) as unknown;
-    } catch {
-      return { error: '`extensions` must be JSON text' };
-    }
+  const params = raw as Record<string, unknown>;
+  // A POST body is read as it is; only a GET's `extensions` (JSON text) is parsed, into a copy.
+  if (!get || typeof params['extensions'] !== 'string') return { params };
+  try {
+    return { params: { ...params, extensions: JSON.parse(params['extensions']) as unknown } };
+  } catch {
+    return { error: '`extensions` must be JSON text' };
   }
-  return { params };
 }
 
 /** The parameters with the resolved text as `query`, and what named it removed (Apollo Server sees plain text). */

@@ -22,9 +22,8 @@ interface Parts {
   sdl: string;
   authorizer: Authorizer;
   limiter: Limiter;
-  cachePolicies: CachePolicies;
-  /** The API schema with `@defer`, as clients see it. */
-  schema: GraphQLSchema;
+  /** What needs the planned API schema: made once the gateway is attached (null before). */
+  served: { schema: GraphQLSchema; cachePolicies: CachePolicies } | null;
 }
 
 export interface ReloadStatus {
@@ -43,7 +42,7 @@ export class ServedSupergraph {
   /** Forward to the parts served now: whoever holds them sees a reload at once. */
   readonly authorizer: Authorizer = delegate(() => this.parts.authorizer);
   readonly limiter: Limiter = delegate(() => this.parts.limiter);
-  readonly cachePolicies: CachePolicies = delegate(() => this.parts.cachePolicies);
+  readonly cachePolicies: CachePolicies = delegate(() => this.served().cachePolicies);
 
   private constructor(
     sdl: string,
@@ -52,13 +51,7 @@ export class ServedSupergraph {
     private federated: FederatedGateway | null = null,
     private subscriptions: SubscriptionExecutor | null = null,
   ) {
-    this.parts = {
-      sdl,
-      authorizer,
-      limiter: createLimiter(authorizer.plannerSdl, limits),
-      cachePolicies: null as unknown as CachePolicies,
-      schema: null as unknown as GraphQLSchema,
-    };
+    this.parts = { sdl, authorizer, limiter: createLimiter(authorizer.plannerSdl, limits), served: null };
     this.state = { hash: hashOf(sdl), loadedAt: new Date().toISOString(), reloads: 0, lastFailure: null };
   }
 
@@ -77,13 +70,17 @@ export class ServedSupergraph {
   }
 
   /** The schema clients see now (with @defer). */
-  readonly schema = (): GraphQLSchema => this.parts.schema;
+  readonly schema = (): GraphQLSchema => this.served().schema;
 
   attach(federated: FederatedGateway, subscriptions: SubscriptionExecutor): void {
     this.federated = federated;
     this.subscriptions = subscriptions;
-    const schema = schemaWithDefer(subscriptions.schema);
-    this.parts = { ...this.parts, schema, cachePolicies: new CachePolicies(this.plannerSdl, schema) };
+    this.parts = { ...this.parts, served: servedParts(this.plannerSdl, subscriptions.schema) };
+  }
+
+  private served(): NonNullable<Parts['served']> {
+    if (!this.parts.served) throw new Error('the supergraph is read before the gateway was attached');
+    return this.parts.served;
   }
 
   status(): ReloadStatus {
@@ -104,14 +101,7 @@ export class ServedSupergraph {
     try {
       const authorizer = createAuthorizer(sdl);
       built = SubscriptionExecutor.build(authorizer.plannerSdl);
-      const schema = schemaWithDefer(built.schema);
-      next = {
-        sdl,
-        authorizer,
-        limiter: createLimiter(authorizer.plannerSdl, this.limits),
-        cachePolicies: new CachePolicies(authorizer.plannerSdl, schema),
-        schema,
-      };
+      next = { sdl, authorizer, limiter: createLimiter(authorizer.plannerSdl, this.limits), served: servedParts(authorizer.plannerSdl, built.schema) };
       // @apollo/gateway builds its own from the SDL here: when it refuses, nothing has been swapped yet.
       this.federated.update(next.authorizer.plannerSdl);
     } catch (error) {
@@ -124,6 +114,12 @@ export class ServedSupergraph {
     Object.assign(this.state, { hash, loadedAt: new Date().toISOString(), reloads: this.state.reloads + 1, lastFailure: null });
     return { ok: true, hash, unchanged: false, subscriptionsEnded };
   }
+}
+
+/** The schema clients see (the API schema with @defer) and the cache hints read against it. */
+function servedParts(plannerSdl: string, apiSchema: GraphQLSchema): NonNullable<Parts['served']> {
+  const schema = schemaWithDefer(apiSchema);
+  return { schema, cachePolicies: new CachePolicies(plannerSdl, schema) };
 }
 
 function hashOf(sdl: string): string {
