@@ -30,8 +30,8 @@ import { hiveGatewayArgs } from './peers/hive.js';
 
 /*
  * npm run bench -- gateway [--quick] [--seconds N] [--warmup N] [--rounds N] [--connections N]
- *                          [--paging-rows N] [--only w1,w2] [--profile-seconds N] [--profile-mix] [--out DIR]
- *                          [--baseline DIR [--baseline-env NAME=value,...]]
+ *                          [--paging-rows N] [--only w1,w2] [--targets k1,k2] [--profile-seconds N] [--profile-mix] [--out DIR]
+ *                          [--baseline DIR [--baseline-env NAME=value,...]] [--env NAME=value,...]
  *
  * The five subgraphs start once, as processes of their own, on PostgreSQL (BENCH_DATABASE_URL, or the
  * local postgres://postgres@127.0.0.1:5432/test when it answers; a schema of this run's own, dropped
@@ -52,6 +52,11 @@ import { hiveGatewayArgs } from './peers/hive.js';
  * checks that every target answers alike, and the two trees' rates and CPU side by side in one run.
  * `--baseline-env NAME=value[,...]` sets variables for the baseline's servers only: with `--baseline .`, one
  * tree against itself with a setting changed (`USAGE_RECORDING=false` measures what field usage costs).
+ * `--env NAME=value[,...]` sets variables for this tree's servers only. Two slots of identical code can
+ * differ by several percent in one run (docs/performance.md), so a setting's cost is measured crossed over:
+ * one run with it on in this tree's slot and off in the baseline's, one the other way round; the slots'
+ * bias cancels in the geometric mean of the two ratios.
+ * `--targets project,project-baseline` runs only those targets (keys as in bench/results/gateway.json).
  */
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -67,6 +72,8 @@ export interface Options {
   pagingRows: number;
   bookings: number;
   only: Set<string> | null;
+  /** Target keys to run (`project`, `project-baseline`, `one-process-pglite`, ...); null: all of them. */
+  targets: Set<string> | null;
   profileSeconds: number;
   /** Profile on the mix of distinct queries instead of the federated query. */
   profileMix: boolean;
@@ -75,9 +82,20 @@ export interface Options {
   baseline: string | null;
   /** Environment of the baseline's servers only (`--baseline-env USAGE_RECORDING=false`): one tree, two settings. */
   baselineEnv: Record<string, string>;
+  /** Environment of this tree's servers only (`--env`): with `--baseline-env`, a crossed-over measurement. */
+  treeEnv: Record<string, string>;
 }
 
-const WORKLOADS = ['federated', 'shallow', 'mix', 'rest', 'paging', 'mutations'] as const;
+const WORKLOADS = ['federated', 'shallow', 'federated-unshared', 'shallow-unshared', 'mix', 'rest', 'paging', 'mutations'] as const;
+/** The workloads run with nothing shared between requests, on targets of their own. */
+const UNSHARED_WORKLOADS: readonly string[] = ['federated-unshared', 'shallow-unshared'];
+/** This project's gateway with nothing shared between requests: no collapsing of identical fetches, no fetch cache. */
+const PROJECT_UNSHARED_ENV = { GATEWAY_COLLAPSE_FETCHES: 'false', GATEWAY_FETCH_CACHE_MB: '0' };
+/** Hive Gateway's configuration with nothing shared: its HTTP transport's deduplication of identical subgraph requests in flight off. */
+const HIVE_UNSHARED_CONFIG = `export const gatewayConfig = {
+  transportEntries: { '*.http': { options: { deduplicateInflightRequests: false } } },
+};
+`;
 type WorkloadName = (typeof WORKLOADS)[number];
 
 function parseOptions(args: string[]): Options {
@@ -105,19 +123,25 @@ function parseOptions(args: string[]): Options {
     pagingRows: number('--paging-rows', quick ? 20_000 : 200_000),
     bookings: quick ? 2_000 : 10_000,
     only: only ? new Set(only) : null,
+    targets: value('--targets') ? new Set(value('--targets')!.split(',')) : null,
     profileSeconds: number('--profile-seconds', quick ? 3 : 8),
     profileMix: args.includes('--profile-mix'),
     // bench/results holds the comparison with the peers: a quick run or a baseline run writes nothing unless asked.
     out: value('--out') ?? (quick || args.includes('--baseline') ? null : join(root, 'bench', 'results')),
     baseline: value('--baseline') ?? null,
-    baselineEnv: Object.fromEntries(
-      (value('--baseline-env')?.split(',') ?? []).map((pair) => {
-        const [name, ...rest] = pair.split('=');
-        if (!name || rest.length === 0) throw new Error(`--baseline-env wants NAME=value[,NAME=value], not ${pair}`);
-        return [name, rest.join('=')];
-      }),
-    ),
+    baselineEnv: envOption(value('--baseline-env'), '--baseline-env'),
+    treeEnv: envOption(value('--env'), '--env'),
   };
+}
+
+function envOption(raw: string | undefined, flag: string): Record<string, string> {
+  return Object.fromEntries(
+    (raw?.split(',') ?? []).map((pair) => {
+      const [name, ...rest] = pair.split('=');
+      if (!name || rest.length === 0) throw new Error(`${flag} wants NAME=value[,NAME=value], not ${pair}`);
+      return [name, rest.join('=')];
+    }),
+  );
 }
 
 export default async function gatewayBench(): Promise<void> {
@@ -179,10 +203,23 @@ export default async function gatewayBench(): Promise<void> {
 
     log('starting the gateways');
     const urls = subgraphNames.map((name) => `${name}=${subgraphUrls[name]}`).join(',');
-    type Spec = { key: string; label: string; args: string[]; env: Record<string, string>; remoteSubgraphs: boolean; project: boolean; cwd?: string };
+    type Spec = {
+      key: string;
+      label: string;
+      args: string[];
+      env: Record<string, string>;
+      remoteSubgraphs: boolean;
+      project: boolean;
+      unshared?: boolean;
+      cwd?: string;
+    };
+    const unsharedWanted = !options.only || UNSHARED_WORKLOADS.some((w) => options.only!.has(w));
+    const hiveUnsharedConfig = join(tmp, 'hive-unshared.config.mjs');
+    writeFileSync(hiveUnsharedConfig, HIVE_UNSHARED_CONFIG);
     const peerSpecs = async (): Promise<Spec[]> => {
       const hivePort = await freePort();
       const hiveRustPort = await freePort();
+      const hiveRustUnsharedPort = await freePort();
       return [
         {
           key: 'stock',
@@ -208,6 +245,19 @@ export default async function gatewayBench(): Promise<void> {
           remoteSubgraphs: true,
           project: false,
         },
+        ...(unsharedWanted
+          ? [
+              {
+                key: 'hive-rust-unshared',
+                label: 'Hive Gateway, Rust planner, nothing shared',
+                args: hiveGatewayArgs(supergraphFile, hiveRustUnsharedPort, { rustPlanner: true, configPath: hiveUnsharedConfig }),
+                env: { PORT: String(hiveRustUnsharedPort) },
+                remoteSubgraphs: true,
+                project: false,
+                unshared: true,
+              },
+            ]
+          : []),
       ];
     };
     const baselineSpecs = (dir: string): Spec[] => [
@@ -229,22 +279,49 @@ export default async function gatewayBench(): Promise<void> {
         project: true,
         cwd: dir,
       },
+      ...(unsharedWanted
+        ? [
+            {
+              key: 'project-baseline-unshared',
+              label: 'project gateway (distributed), baseline, nothing shared',
+              args: ['--import', 'tsx', 'gateway/main.ts'],
+              env: { SUBGRAPH_URLS: urls, ...PROJECT_UNSHARED_ENV, ...options.baselineEnv },
+              remoteSubgraphs: true,
+              project: true,
+              unshared: true,
+              cwd: dir,
+            },
+          ]
+        : []),
     ];
     const specs: Spec[] = [
       {
         key: 'project',
         label: 'project gateway (distributed)',
         args: ['--import', 'tsx', 'gateway/main.ts'],
-        env: { SUBGRAPH_URLS: urls },
+        env: { SUBGRAPH_URLS: urls, ...options.treeEnv },
         remoteSubgraphs: true,
         project: true,
       },
+      ...(unsharedWanted
+        ? [
+            {
+              key: 'project-unshared',
+              label: 'project gateway (distributed), nothing shared',
+              args: ['--import', 'tsx', 'gateway/main.ts'],
+              env: { SUBGRAPH_URLS: urls, ...PROJECT_UNSHARED_ENV, ...options.treeEnv },
+              remoteSubgraphs: true,
+              project: true,
+              unshared: true,
+            },
+          ]
+        : []),
       ...(options.baseline ? baselineSpecs(options.baseline) : await peerSpecs()),
       {
         key: 'one-process-pglite',
         label: 'npm start (PGlite)',
         args: ['--import', 'tsx', 'gateway/main.ts'],
-        env: { DATA_DIR: copyOfTemplate('one-process') },
+        env: { DATA_DIR: copyOfTemplate('one-process'), ...options.treeEnv },
         remoteSubgraphs: false,
         project: true,
       },
@@ -254,15 +331,25 @@ export default async function gatewayBench(): Promise<void> {
               key: 'one-process-postgres',
               label: 'npm start (PostgreSQL)',
               args: ['--import', 'tsx', 'gateway/main.ts'],
-              env: { DATABASE_URL: postgres.url, DATABASE_SCHEMA: postgres.schema },
+              env: { DATABASE_URL: postgres.url, DATABASE_SCHEMA: postgres.schema, ...options.treeEnv },
               remoteSubgraphs: false,
               project: true,
             },
           ]
         : []),
     ];
+    const unknown = [...(options.targets ?? [])].filter((key) => !specs.some((s) => s.key === key));
+    if (unknown.length > 0) throw new Error(`--targets: no target ${unknown.join(', ')} (${specs.map((s) => s.key).join(', ')})`);
     const targets: Target[] = await Promise.all(
-      specs.map(async ({ key, label, args, env: extra, cwd, ...shape }) => ({ key, label, server: await start(key, args, extra, cwd), ...shape })),
+      specs
+        .filter((s) => !options.targets || options.targets.has(s.key))
+        .map(async ({ key, label, args, env: extra, cwd, unshared, ...shape }) => ({
+          key,
+          label,
+          server: await start(key, args, extra, cwd),
+          unshared: unshared === true,
+          ...shape,
+        })),
     );
     load = new LoadGenerator(root);
     const processes: Record<string, number> = Object.fromEntries(subgraphNames.map((name, i) => [name, subgraphs[i]!.child.pid!]));
@@ -288,7 +375,10 @@ export default async function gatewayBench(): Promise<void> {
       pageStarts = walk.pageStarts;
     }
 
-    const everyTarget = (plan: Cell['plan']) => targets.map((target) => ({ target, variant: 'graphql', plan }));
+    // The targets with nothing shared run the nothing-shared workloads only; every other workload runs on the rest.
+    const shared = targets.filter((t) => !t.unshared);
+    const everyTarget = (plan: Cell['plan']) => shared.map((target) => ({ target, variant: 'graphql', plan }));
+    const everyUnshared = (plan: Cell['plan']) => targets.filter((t) => t.unshared).map((target) => ({ target, variant: 'graphql', plan }));
     const pagesPerRound = Math.max(1, Math.round(options.pagingRows / PAGE_SIZE / options.rounds));
     const conns = options.connections;
     const timed: RunSettings = { connections: conns, seconds: options.seconds };
@@ -307,12 +397,22 @@ export default async function gatewayBench(): Promise<void> {
         cells: () => everyTarget({ kind: 'cycle', requests: [graphql(FEDERATED_QUERY)] }),
       },
       { name: 'shallow', title: 'shallow query: fleetSummary', cells: () => everyTarget({ kind: 'cycle', requests: [graphql(SHALLOW_QUERY)] }) },
+      {
+        name: 'federated-unshared',
+        title: 'federated query with nothing shared between requests (no collapsing, no fetch cache; the peer without deduplication)',
+        cells: () => everyUnshared({ kind: 'cycle', requests: [graphql(FEDERATED_QUERY)] }),
+      },
+      {
+        name: 'shallow-unshared',
+        title: 'shallow query (fleetSummary) with nothing shared between requests',
+        cells: () => everyUnshared({ kind: 'cycle', requests: [graphql(SHALLOW_QUERY)] }),
+      },
       { name: 'mix', title: `mix of ${mix.length} distinct queries over four subgraphs`, cells: () => everyTarget({ kind: 'cycle', requests: mix }) },
       {
         name: 'rest',
         title: 'REST GET /rental/bookings?limit=20 and /rental/fleet/summary in turn, against the same operations as GraphQL POST',
         cells: () =>
-          targets
+          shared
             .filter((t) => t.project)
             .flatMap((target) => [
               { target, variant: 'rest', plan: { kind: 'cycle' as const, requests: pairs.map((p) => p.rest) } },
@@ -339,7 +439,7 @@ export default async function gatewayBench(): Promise<void> {
         warmup: { connections: conns, amount: 3 * conns },
         round: (w) => ({ connections: conns, amount: 3 * conns * Math.max(1, Math.round(((w.ok / w.seconds) * options.seconds) / (3 * conns))) }),
         cells: () =>
-          targets.map((target, i) => ({
+          shared.map((target, i) => ({
             target,
             variant: 'graphql',
             plan: { kind: 'mutations' as const, poolKey: target.key, pool: poolOf(i).slice(1) },
@@ -352,7 +452,7 @@ export default async function gatewayBench(): Promise<void> {
       if (!wanted(workload.name)) continue;
       if (workload.name === 'mutations') {
         log('checking that every gateway answers quote, confirm and complete alike');
-        await verifyMutations(targets.map((t, i) => ({ name: t.label, url: t.server.url, machine: poolOf(i)[0]! })));
+        await verifyMutations(shared.map((t, i) => ({ name: t.label, url: t.server.url, machine: poolOf(i)[0]! })));
         checked['mutations'] = 'a quote, confirm and complete each, ids left out';
       }
       const cells = workload.cells();
@@ -375,7 +475,7 @@ export default async function gatewayBench(): Promise<void> {
       // each), so that their tails meet the same moments of the machine.
       const paired: PairedResult[] = [];
       if (workload.name === 'rest') {
-        const projectTargets = targets.filter((t) => t.project);
+        const projectTargets = shared.filter((t) => t.project);
         const runs = new Map(projectTargets.map((t) => [t, { rest: [] as LoadResult[], graphql: [] as LoadResult[] }]));
         const each = { connections: Math.max(1, Math.floor(conns / 2)), seconds: options.seconds };
         for (let r = 1; r <= options.rounds; r++) {
@@ -426,10 +526,11 @@ export default async function gatewayBench(): Promise<void> {
         ['stock', 'stock @apollo/gateway', ['bench/peers/apollo-stock.ts'], { SUPERGRAPH_FILE: supergraphFile }],
         ['one-process-pglite', 'npm start (PGlite)', ['gateway/main.ts'], { DATA_DIR: copyOfTemplate('one-process-profiled') }],
       ] as const) {
+        if (options.targets && !options.targets.has(key)) continue;
         log(`profiling the ${label} on the ${options.profileMix ? 'mix' : 'federated query'} for ${options.profileSeconds} s`);
         const dir = join(tmp, `profile-${key}`);
         const server = await start(`${key}-profiled`, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', ...args], extra);
-        const target: Target = { key, label, server, remoteSubgraphs: key !== 'one-process-pglite', project: key !== 'stock' };
+        const target: Target = { key, label, server, remoteSubgraphs: key !== 'one-process-pglite', project: key !== 'stock', unshared: false };
         const cell: Cell = { target, variant: 'graphql', plan: { kind: 'cycle', requests: options.profileMix ? mix : [graphql(FEDERATED_QUERY)] } };
         await measureRound(load, cell, { connections: options.connections, seconds: 2 }, {}, serving(target));
         // Only the samples of the measured stretch count: not the start, the warm-up or the shutdown.
@@ -447,7 +548,12 @@ export default async function gatewayBench(): Promise<void> {
     const bench: BenchResults = {
       date: started.toISOString(),
       seconds: Math.round((Date.now() - started.getTime()) / 1000),
-      options: { ...options, only: options.only ? [...options.only] : null, out: options.out ? relative(root, options.out) : null },
+      options: {
+        ...options,
+        only: options.only ? [...options.only] : null,
+        targets: options.targets ? [...options.targets] : null,
+        out: options.out ? relative(root, options.out) : null,
+      },
       database: postgres ? 'PostgreSQL (subgraph processes and npm start on PostgreSQL share one schema)' : 'PGlite (a data directory per process)',
       loadAverages,
       targets: targets.map((t) => ({ key: t.key, label: t.label })),

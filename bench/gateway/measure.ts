@@ -20,6 +20,8 @@ export interface Target {
   remoteSubgraphs: boolean;
   /** The project's server: it also serves the REST paths. */
   project: boolean;
+  /** Configured to share nothing between requests (the nothing-shared workloads run on it alone). */
+  unshared: boolean;
 }
 
 /** One row of a workload's table: a target, sent one variant of the workload's requests. */

@@ -167,11 +167,28 @@ function goals(workloads: WorkloadResult[]): Goal[] {
         met: pglite.rps >= rust.rps,
       });
   }
+  // Like for like: nothing shared between requests on either side, request by request.
+  for (const w of ['federated-unshared', 'shallow-unshared']) {
+    const project = find(w, 'project-unshared');
+    const rust = find(w, 'hive-rust-unshared');
+    if (!project || !rust) continue;
+    out.push({
+      goal: `${w}: nothing shared, at least 1.5x the Rust-planned Hive Gateway's rate`,
+      measured: `${fmt(project.rps)} vs ${fmt(rust.rps)} rps (${ratio(project.rps, rust.rps)})`,
+      met: project.rps >= 1.5 * rust.rps,
+    });
+    out.push({
+      goal: `${w}: nothing shared, gateway CPU per request at most 0.5x the Rust-planned Hive Gateway's`,
+      measured: `${fmt(project.gatewayCpuMs, 2)} vs ${fmt(rust.gatewayCpuMs, 2)} ms (${ratio(project.gatewayCpuMs, rust.gatewayCpuMs)})`,
+      met: project.gatewayCpuMs <= 0.5 * rust.gatewayCpuMs,
+    });
+  }
   // Against a baseline checkout (--baseline): this tree no slower and no costlier beyond noise (10%).
   for (const w of workloads) {
     for (const [ours, theirs, what] of [
       ['project', 'project-baseline', 'distributed mode'],
       ['one-process-pglite', 'one-process-pglite-baseline', 'npm start (PGlite)'],
+      ['project-unshared', 'project-baseline-unshared', 'distributed mode, nothing shared'],
     ] as const) {
       const now = find(w.name, ours);
       const before = find(w.name, theirs);

@@ -24,7 +24,7 @@ export function ensurePeersInstalled(): void {
   execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: PEERS_DIR, stdio: 'inherit' });
 }
 
-export function hiveGatewayArgs(supergraphFile: string, port: number, options: { rustPlanner?: boolean } = {}): string[] {
+export function hiveGatewayArgs(supergraphFile: string, port: number, options: { rustPlanner?: boolean; configPath?: string } = {}): string[] {
   ensurePeersInstalled();
   const pkg = createRequire(join(PEERS_DIR, 'package.json')).resolve('@graphql-hive/gateway/package.json');
   return [
@@ -36,5 +36,6 @@ export function hiveGatewayArgs(supergraphFile: string, port: number, options: {
     '--port',
     String(port),
     ...(options.rustPlanner ? ['--hive-router-runtime'] : []),
+    ...(options.configPath ? ['--config-path', options.configPath] : []),
   ];
 }
