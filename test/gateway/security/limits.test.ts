@@ -103,6 +103,11 @@ describe('request limits', () => {
     expect('error' in over && over.error.extensions['code']).toBe('COST_LIMIT_EXCEEDED');
     expect(limiter.check(costly, { first: 100 }, 'Many')).toBe(over);
     expect('document' in limiter.check(costly, { first: 1 }, 'Many')).toBe(true);
+    // Verdicts of one text share its one parse, whatever the variables (mutations carry new ids every time).
+    const other = limiter.check(query, { first: 11 }, 'Page');
+    expect(other).not.toBe(small);
+    if (!('document' in other) || !('document' in small)) throw new Error('both requests are within the limits');
+    expect(other.document).toBe(small.document);
   });
 
   it('GET /graphql is held to the same limits', async () => {
