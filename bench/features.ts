@@ -1,3 +1,4 @@
+import { Session } from 'node:inspector/promises';
 import { createRequire } from 'node:module';
 import { createConnection } from 'node:net';
 import { argv } from 'node:process';
@@ -162,9 +163,39 @@ async function restLookups(url: string, count: number, client: 'fetch' | 'reques
     });
     if (!Array.isArray(answer)) throw new Error(answer.error);
     const times = answer.sort((a, b) => a - b);
-    return { n: times.length, p50: percentile(times, 0.5), p99: percentile(times, 0.99) };
+    // The worker's 100 warm-up calls, then the timed ones.
+    return { n: times.length, calls: 100 + times.length, p50: percentile(times, 0.5), p99: percentile(times, 0.99) };
   } finally {
     await worker.terminate();
+  }
+}
+
+/**
+ * Bytes the server allocates per REST lookup: V8's sampling heap profiler on this thread (the server's; the
+ * client is a worker thread with a heap of its own), one sample per 1 KiB allocated on average, objects the
+ * collector has already freed included, over every call of one `fetch` client run.
+ */
+async function allocatedPerLookup(url: string, count: number): Promise<{ calls: number; bytesPerCall: number }> {
+  const session = new Session();
+  session.connect();
+  try {
+    await session.post('HeapProfiler.enable');
+    await session.post('HeapProfiler.startSampling', {
+      samplingInterval: 1024,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
+    const run = await restLookups(url, count, 'fetch');
+    const { profile } = await session.post('HeapProfiler.stopSampling');
+    let bytes = 0;
+    const walk = (node: { selfSize: number; children: (typeof node)[] }): void => {
+      bytes += node.selfSize;
+      for (const child of node.children) walk(child);
+    };
+    walk(profile.head);
+    return { calls: run.calls, bytesPerCall: bytes / run.calls };
+  } finally {
+    session.disconnect();
   }
 }
 
@@ -186,6 +217,7 @@ async function onlineLookups(): Promise<void> {
   const stores: { name: string; env: Record<string, string> }[] = [{ name: 'database (PGlite)', env: {} }];
   if (await redisAnswers()) stores.push({ name: 'redis', env: { REDIS_URL: 'redis://127.0.0.1:6379', FEATURES_REDIS_PREFIX: `bench-${process.pid}` } });
   else console.log('(Redis: nothing answers on 127.0.0.1:6379, skipped)');
+  const allocations: string[] = [];
   for (const store of stores) {
     const server = await startServer({
       config: loadConfig({ PORT: '0', DATA_DIR: ':memory:', FEATURES_DATA_DIR: ':memory:', LOG_LEVEL: 'silent', FEATURES_POLICIES: '3000', ...store.env }),
@@ -198,6 +230,7 @@ async function onlineLookups(): Promise<void> {
       const inProcess = await lookups((i) => ctx.service.onlineFeatures('policy', id(i)), 3000);
       const overFetch = await restLookups(server.url, 3000, 'fetch');
       const overRequest = await restLookups(server.url, 3000, 'request');
+      const allocated = await allocatedPerLookup(server.url, 2000);
       for (const [path, m] of [
         ['in process', inProcess],
         ['REST (gateway, loopback; fetch client in a worker thread)', overFetch],
@@ -205,10 +238,15 @@ async function onlineLookups(): Promise<void> {
       ] as const) {
         console.log(`| ${store.name} | ${path} | ${m.n} | ${m.p50.toFixed(3)} | ${m.p99.toFixed(3)} |`);
       }
+      allocations.push(`| ${store.name} | ${allocated.calls} | ${(allocated.bytesPerCall / 1024).toFixed(1)} |`);
     } finally {
       await server.close();
     }
   }
+  console.log('\nAllocated by the server per REST lookup (fetch client; V8 sampling heap profiler, freed objects included)\n');
+  console.log('| store | calls | KiB per lookup |');
+  console.log('|---|---:|---:|');
+  for (const row of allocations) console.log(row);
 }
 
 export default async function run(): Promise<void> {

@@ -364,8 +364,13 @@ export default async function gatewayBench(): Promise<void> {
     const pairs = restPairs();
     log('checking that every gateway answers the same data');
     const checked: Record<string, string> = {};
-    if (wanted('federated')) checked['federated'] = `${await verifySameData(endpoints, [graphql(FEDERATED_QUERY)])} operation`;
-    if (wanted('shallow')) checked['shallow'] = `${await verifySameData(endpoints, [graphql(SHALLOW_QUERY)])} operation`;
+    // Every target answers alike, the nothing-shared ones included (they are among the endpoints).
+    if (wanted('federated') || wanted('federated-unshared')) {
+      checked['federated'] = checked['federated-unshared'] = `${await verifySameData(endpoints, [graphql(FEDERATED_QUERY)])} operation`;
+    }
+    if (wanted('shallow') || wanted('shallow-unshared')) {
+      checked['shallow'] = checked['shallow-unshared'] = `${await verifySameData(endpoints, [graphql(SHALLOW_QUERY)])} operation`;
+    }
     if (wanted('mix')) checked['mix'] = `${await verifySameData(endpoints, mix)} operations`;
     if (wanted('rest')) checked['rest'] = `${await verifyRest(projectEndpoints, pairs)} answers, each REST body equal to its operation's GraphQL data mapped`;
     let pageStarts: (string | null)[] = [null];
@@ -520,17 +525,26 @@ export default async function gatewayBench(): Promise<void> {
 
     const profiles: { target: string; summary: ProfileSummary }[] = [];
     // A baseline run compares two trees side by side; profiles are for a run of one.
-    if (options.profileSeconds > 0 && !options.baseline && wanted(options.profileMix ? 'mix' : 'federated')) {
+    if (options.profileSeconds > 0 && !options.baseline && (options.profileMix ? wanted('mix') : wanted('federated') || wanted('federated-unshared'))) {
       for (const [key, label, args, extra] of [
         ['project', 'project gateway (distributed)', ['gateway/main.ts'], { SUBGRAPH_URLS: urls }],
+        ['project-unshared', 'project gateway (distributed), nothing shared', ['gateway/main.ts'], { SUBGRAPH_URLS: urls, ...PROJECT_UNSHARED_ENV }],
         ['stock', 'stock @apollo/gateway', ['bench/peers/apollo-stock.ts'], { SUPERGRAPH_FILE: supergraphFile }],
         ['one-process-pglite', 'npm start (PGlite)', ['gateway/main.ts'], { DATA_DIR: copyOfTemplate('one-process-profiled') }],
       ] as const) {
         if (options.targets && !options.targets.has(key)) continue;
+        if (key === 'project-unshared' && !unsharedWanted) continue;
         log(`profiling the ${label} on the ${options.profileMix ? 'mix' : 'federated query'} for ${options.profileSeconds} s`);
         const dir = join(tmp, `profile-${key}`);
         const server = await start(`${key}-profiled`, ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', 'tsx', ...args], extra);
-        const target: Target = { key, label, server, remoteSubgraphs: key !== 'one-process-pglite', project: key !== 'stock', unshared: false };
+        const target: Target = {
+          key,
+          label,
+          server,
+          remoteSubgraphs: key !== 'one-process-pglite',
+          project: key !== 'stock',
+          unshared: key === 'project-unshared',
+        };
         const cell: Cell = { target, variant: 'graphql', plan: { kind: 'cycle', requests: options.profileMix ? mix : [graphql(FEDERATED_QUERY)] } };
         await measureRound(load, cell, { connections: options.connections, seconds: 2 }, {}, serving(target));
         // Only the samples of the measured stretch count: not the start, the warm-up or the shutdown.
