@@ -260,81 +260,56 @@ export default async function gatewayBench(): Promise<void> {
           : []),
       ];
     };
+    /** One of this project's servers (`gateway/main.ts`): distributed when it is given SUBGRAPH_URLS, else one process. */
+    const projectServer = (key: string, label: string, env: Record<string, string>, extra: { unshared?: boolean; cwd?: string } = {}): Spec => ({
+      key,
+      label,
+      args: ['--import', 'tsx', 'gateway/main.ts'],
+      env,
+      remoteSubgraphs: 'SUBGRAPH_URLS' in env,
+      project: true,
+      ...extra,
+    });
     const baselineSpecs = (dir: string): Spec[] => [
-      {
-        key: 'project-baseline',
-        label: 'project gateway (distributed), baseline',
-        args: ['--import', 'tsx', 'gateway/main.ts'],
-        env: { SUBGRAPH_URLS: urls, ...options.baselineEnv },
-        remoteSubgraphs: true,
-        project: true,
-        cwd: dir,
-      },
-      {
-        key: 'one-process-pglite-baseline',
-        label: 'npm start (PGlite), baseline',
-        args: ['--import', 'tsx', 'gateway/main.ts'],
-        env: { DATA_DIR: copyOfTemplate('one-process-baseline'), ...options.baselineEnv },
-        remoteSubgraphs: false,
-        project: true,
-        cwd: dir,
-      },
+      projectServer('project-baseline', 'project gateway (distributed), baseline', { SUBGRAPH_URLS: urls, ...options.baselineEnv }, { cwd: dir }),
+      projectServer(
+        'one-process-pglite-baseline',
+        'npm start (PGlite), baseline',
+        { DATA_DIR: copyOfTemplate('one-process-baseline'), ...options.baselineEnv },
+        { cwd: dir },
+      ),
       ...(unsharedWanted
         ? [
-            {
-              key: 'project-baseline-unshared',
-              label: 'project gateway (distributed), baseline, nothing shared',
-              args: ['--import', 'tsx', 'gateway/main.ts'],
-              env: { SUBGRAPH_URLS: urls, ...PROJECT_UNSHARED_ENV, ...options.baselineEnv },
-              remoteSubgraphs: true,
-              project: true,
-              unshared: true,
-              cwd: dir,
-            },
+            projectServer(
+              'project-baseline-unshared',
+              'project gateway (distributed), baseline, nothing shared',
+              { SUBGRAPH_URLS: urls, ...PROJECT_UNSHARED_ENV, ...options.baselineEnv },
+              { unshared: true, cwd: dir },
+            ),
           ]
         : []),
     ];
     const specs: Spec[] = [
-      {
-        key: 'project',
-        label: 'project gateway (distributed)',
-        args: ['--import', 'tsx', 'gateway/main.ts'],
-        env: { SUBGRAPH_URLS: urls, ...options.treeEnv },
-        remoteSubgraphs: true,
-        project: true,
-      },
+      projectServer('project', 'project gateway (distributed)', { SUBGRAPH_URLS: urls, ...options.treeEnv }),
       ...(unsharedWanted
         ? [
-            {
-              key: 'project-unshared',
-              label: 'project gateway (distributed), nothing shared',
-              args: ['--import', 'tsx', 'gateway/main.ts'],
-              env: { SUBGRAPH_URLS: urls, ...PROJECT_UNSHARED_ENV, ...options.treeEnv },
-              remoteSubgraphs: true,
-              project: true,
-              unshared: true,
-            },
+            projectServer(
+              'project-unshared',
+              'project gateway (distributed), nothing shared',
+              { SUBGRAPH_URLS: urls, ...PROJECT_UNSHARED_ENV, ...options.treeEnv },
+              { unshared: true },
+            ),
           ]
         : []),
       ...(options.baseline ? baselineSpecs(options.baseline) : await peerSpecs()),
-      {
-        key: 'one-process-pglite',
-        label: 'npm start (PGlite)',
-        args: ['--import', 'tsx', 'gateway/main.ts'],
-        env: { DATA_DIR: copyOfTemplate('one-process'), ...options.treeEnv },
-        remoteSubgraphs: false,
-        project: true,
-      },
+      projectServer('one-process-pglite', 'npm start (PGlite)', { DATA_DIR: copyOfTemplate('one-process'), ...options.treeEnv }),
       ...(postgres
         ? [
-            {
-              key: 'one-process-postgres',
-              label: 'npm start (PostgreSQL)',
-              args: ['--import', 'tsx', 'gateway/main.ts'],
-              env: { DATABASE_URL: postgres.url, DATABASE_SCHEMA: postgres.schema, ...options.treeEnv },
-              remoteSubgraphs: false,
-              project: true,
-            },
+            projectServer('one-process-postgres', 'npm start (PostgreSQL)', {
+              DATABASE_URL: postgres.url,
+              DATABASE_SCHEMA: postgres.schema,
+              ...options.treeEnv,
+            }),
           ]
         : []),
     ];

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { argv, env } from 'node:process';
@@ -16,7 +16,8 @@ import {
   SHALLOW_QUERY,
   type RequestSpec,
 } from './gateway/workloads.js';
-import { quantile } from './support/stats.js';
+import { rssKiB } from './subscriptions.js';
+import { quantile, slope } from './support/stats.js';
 
 /*
  * npm run bench -- soak [--seconds 600] [--warmup 60] [--rate 40] [--chains 2] [--subscribers 200]
@@ -174,20 +175,6 @@ async function serverMemory(url: string): Promise<{ heapMiB: number; externalMiB
   };
 }
 
-function rssMiB(pid: number): number {
-  return Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? Number.NaN) / 1024;
-}
-
-/** Least-squares slope of y over x. */
-function slope(points: { x: number; y: number }[]): number {
-  const n = points.length;
-  const mx = points.reduce((s, p) => s + p.x, 0) / n;
-  const my = points.reduce((s, p) => s + p.y, 0) / n;
-  const sxy = points.reduce((s, p) => s + (p.x - mx) * (p.y - my), 0);
-  const sxx = points.reduce((s, p) => s + (p.x - mx) ** 2, 0);
-  return sxx === 0 ? 0 : sxy / sxx;
-}
-
 export default async function run(): Promise<void> {
   const options = parseOptions(argv.slice(3));
   const tmp = mkdtempSync(join(tmpdir(), 'ops-supergraph-bench-soak-'));
@@ -218,7 +205,8 @@ export default async function run(): Promise<void> {
       `${options.subscribers} subscribers open; ${options.seconds} s of ${options.rate} reads/s and ${options.chains} mutation chains/s (warm-up ${options.warmup} s)`,
     );
 
-    const reads: RequestSpec[] = [graphql(FEDERATED_QUERY), restPairs()[0]!.rest, graphql(SHALLOW_QUERY), restPairs()[1]!.rest];
+    const [ledger, summary] = restPairs();
+    const reads: RequestSpec[] = [graphql(FEDERATED_QUERY), ledger!.rest, graphql(SHALLOW_QUERY), summary!.rest];
     const pool = Array.from({ length: POOL }, (_, k) => machineId(POOL_FIRST_MACHINE + k));
     const inFlight = new Set<Promise<unknown>>();
     const track = (p: Promise<unknown>) => {
@@ -255,7 +243,7 @@ export default async function run(): Promise<void> {
         const memory = await serverMemory(url).catch(() => ({ heapMiB: Number.NaN, externalMiB: Number.NaN, fetchCacheMiB: Number.NaN }));
         windows.push({
           atS: Math.round((nextSample - started) / 1000),
-          rssMiB: rssMiB(pid),
+          rssMiB: rssKiB(pid) / 1024,
           ...memory,
           cpuMsPerS: (cpu - lastCpu) / (SAMPLE_MS / 1000),
           answers: sorted.length,

@@ -16,5 +16,15 @@ export function median(xs: readonly number[]): number {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }
 
+/** The least-squares slope of y over x (0 when every x is the same). */
+export function slope(points: readonly { x: number; y: number }[]): number {
+  const n = points.length;
+  const mx = points.reduce((s, p) => s + p.x, 0) / n;
+  const my = points.reduce((s, p) => s + p.y, 0) / n;
+  const sxy = points.reduce((s, p) => s + (p.x - mx) * (p.y - my), 0);
+  const sxx = points.reduce((s, p) => s + (p.x - mx) ** 2, 0);
+  return sxx === 0 ? 0 : sxy / sxx;
+}
+
 /** `x` rounded to `digits` decimals (one by default). */
 export const round = (x: number, digits = 1) => Math.round(x * 10 ** digits) / 10 ** digits;

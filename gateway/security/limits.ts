@@ -111,17 +111,10 @@ export function createLimiter(supergraphSdl: string, limits: RequestLimits): Lim
   // own (2,000 verdicts of a mutation otherwise kept 2,000 copies of one tree; `npm run bench -- soak`).
   const documents = new Map<string, DocumentNode>();
   const parsed = (query: string): DocumentNode => {
-    const kept = documents.get(query);
-    if (kept) {
-      documents.delete(query);
-      documents.set(query, kept);
-      return kept;
-    }
+    const kept = recentlyUsed(documents, query);
+    if (kept) return kept;
     const document = parse(query, { maxTokens: limits.maxTokens });
-    if (query.length <= MAX_KEPT_KEY_LENGTH) {
-      if (documents.size >= MAX_KEPT_DOCUMENTS) documents.delete(documents.keys().next().value!);
-      documents.set(query, document);
-    }
+    if (query.length <= MAX_KEPT_KEY_LENGTH) keep(documents, query, document, MAX_KEPT_DOCUMENTS);
     return document;
   };
   return {
@@ -130,15 +123,10 @@ export function createLimiter(supergraphSdl: string, limits: RequestLimits): Lim
       const given = jsonKey(variables);
       if (given === null || query.length + given.length > MAX_KEPT_KEY_LENGTH) return judge(query, variables, operationName);
       const key = `${operationName ?? ''}\u0000${given}\u0000${query}`;
-      const kept = verdicts.get(key);
-      if (kept) {
-        verdicts.delete(key);
-        verdicts.set(key, kept);
-        return kept;
-      }
+      const kept = recentlyUsed(verdicts, key);
+      if (kept) return kept;
       const verdict = judge(query, variables, operationName);
-      if (verdicts.size >= MAX_KEPT_VERDICTS) verdicts.delete(verdicts.keys().next().value!);
-      verdicts.set(key, verdict);
+      keep(verdicts, key, verdict, MAX_KEPT_VERDICTS);
       return verdict;
     },
   };
@@ -175,6 +163,22 @@ export function createLimiter(supergraphSdl: string, limits: RequestLimits): Lim
 }
 
 type Verdict = { document: DocumentNode } | { error: GraphQLError };
+
+/** A kept entry of a least-recently-used map (Map keeps insertion order), moved to the newest end. */
+function recentlyUsed<V>(map: Map<string, V>, key: string): V | undefined {
+  const value = map.get(key);
+  if (value !== undefined) {
+    map.delete(key);
+    map.set(key, value);
+  }
+  return value;
+}
+
+/** Keeps an entry, the least recently used one out first when `max` are kept. */
+function keep<V>(map: Map<string, V>, key: string, value: V, max: number): void {
+  if (map.size >= max) map.delete(map.keys().next().value!);
+  map.set(key, value);
+}
 const MAX_KEPT_VERDICTS = 2000;
 /** Distinct document texts whose parse is kept (the verdicts of one text share it). */
 const MAX_KEPT_DOCUMENTS = 500;
