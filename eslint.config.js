@@ -10,6 +10,7 @@ export default tseslint.config(
   {
     ignores: [
       'node_modules/',
+      '.build/',
       'web/dist/',
       'bench/peers/node_modules/',
       'bench/results/',
@@ -51,5 +52,10 @@ export default tseslint.config(
   {
     files: ['**/*.js', '**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
+  },
+  {
+    // The launcher and the build (tools/*.mjs) run on Node before anything is compiled.
+    files: ['tools/*.mjs'],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', performance: 'readonly', URL: 'readonly' } },
   },
 );

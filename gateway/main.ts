@@ -3,7 +3,8 @@
 // 1.11-1.13x the CPU per federated query when they loaded after the gateway's own modules, and 1.00x when
 // first, as before the rooms (docs/performance.md). Why the order matters is not yet understood.
 import './http/production-mode.js';
-import '../subgraphs/registry.js';
+import { subgraphs } from '../subgraphs/registry.js';
+import { openRuntimeDatabase } from '../platform/runtime.js';
 import { assertPortFree } from './http/port.js';
 import { configOrExit } from './config.js';
 import { closeOnSignal, exitOnStartFailure, productionModeUnlessSet } from './http/process.js';
@@ -15,6 +16,10 @@ async function main(): Promise<void> {
   await assertPortFree(config.HOST, config.PORT);
   // Before anything loads graphql-js (the dashboard's module reaches the error catalogue).
   productionModeUnlessSet();
+  // The database opens while the server's modules load (PGlite reads its files meanwhile): unless every
+  // subgraph is served elsewhere (SUBGRAPH_URLS), the start needs it. A failure is reported where it is used.
+  const database = subgraphs.some((m) => !(m.name in config.SUBGRAPH_URLS)) ? openRuntimeDatabase(config) : undefined;
+  database?.catch(() => undefined);
   // `npm ci` builds the dashboard (the package's prepare script); an install that skipped scripts has it built here.
   const { buildDashboard, dashboardBuilt } = await import('./http/dashboard.js');
   if (!dashboardBuilt()) {
@@ -23,9 +28,9 @@ async function main(): Promise<void> {
   }
   // Tracing, when the OTLP exporter settings ask for it, is installed before the gateway is built.
   const { startTracing, tracingConfigured } = await import('./observability/tracing.js');
-  const tracing = tracingConfigured() ? startTracing('ops-supergraph') : null;
+  const tracing = tracingConfigured() ? await startTracing('ops-supergraph') : null;
   const { startServer } = await import('./server.js');
-  const server = await startServer({ config });
+  const server = await startServer({ config, ...(database ? { database } : {}) });
   server.app.log.info(
     `ops-supergraph serving GraphQL at ${server.url}/graphql, REST under ${server.url}/rental and the dashboard at ${server.url}/${tracing ? '; tracing on (OTLP)' : ''}`,
   );

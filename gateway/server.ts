@@ -9,11 +9,12 @@ import { migrate } from '../platform/migrate.js';
 import { registerUsageRoute } from './governance/route.js';
 import { MemoryUsageStore, SqlUsageStore, USAGE_MIGRATIONS, UsageRecorder, type UsageStore } from './governance/usage.js';
 import type { EventHub } from '../platform/event-hub.js';
-import { restoreMessage, type EventRelay } from '../platform/event-relay.js';
+import type { EventRelay } from '../platform/event-relay.js';
+import { restoreMessage } from '../platform/lineage.js';
 import { isOperator, PrincipalSigner } from '../platform/principal.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
-import { readCheckedInSupergraph } from '../schema/compose.js';
+import { readCheckedInSupergraph } from '../schema/supergraph-file.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { createFederatedGateway, type FederatedGateway } from './execution/federated-gateway.js';
 import { startGraphQLServer } from './graphql/apollo.js';
@@ -46,6 +47,11 @@ export interface ServerOptions {
   clock?: Clock;
   /** The subgraphs to serve. @default every registered subgraph */
   subgraphs?: readonly SubgraphModule[];
+  /**
+   * The in-process subgraphs' database, when its opening was started earlier (`npm start` starts it before
+   * the server's modules load). Closed here when every subgraph is remote. @default opened by the start
+   */
+  database?: Promise<Database>;
   /** Where the audit trail of state changes goes (gateway/security/audit.ts). @default the server log, as `audit` lines */
   audit?: AuditSink;
 }
@@ -93,12 +99,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const { app, closers } = http;
   // A busy port is reported before the slow part of the start (database, migrations, gateway).
   await assertPortFree(config.HOST, config.PORT);
-  const runtime = await startLocalSubgraphs(
-    config,
-    modules.filter((m) => !remoteUrls.has(m.name)),
-    options.clock ?? systemClock,
-    app.log,
-  );
+  const local = modules.filter((m) => !remoteUrls.has(m.name));
+  if (local.length === 0) await (await options.database)?.close();
+  const runtime = await startLocalSubgraphs(config, local, options.clock ?? systemClock, app.log, options.database);
   if (runtime) closers.add(() => runtime.close());
   const byName: ReadonlyMap<string, SubgraphInstance> = runtime?.instances ?? new Map();
   const apiKey = config.API_KEYS[0];
@@ -405,12 +408,19 @@ function subscriptionExecutor(
 }
 
 /** The subgraphs that run in this process, on their database; null when every subgraph runs on its own. */
-async function startLocalSubgraphs(config: Config, modules: readonly SubgraphModule[], clock: Clock, log: FastifyBaseLogger): Promise<SubgraphRuntime | null> {
+async function startLocalSubgraphs(
+  config: Config,
+  modules: readonly SubgraphModule[],
+  clock: Clock,
+  log: FastifyBaseLogger,
+  database: Promise<Database> | undefined,
+): Promise<SubgraphRuntime | null> {
   if (modules.length === 0) return null;
   return startSubgraphRuntime({
     config,
     clock,
     modules,
+    ...(database ? { database } : {}),
     onError: (error) => log.warn({ err: error }, 'outbox read failed; retrying'),
     onRestore: (lost) => log.warn({ lost }, restoreMessage(lost)),
   });

@@ -14,7 +14,7 @@ async function main(): Promise<void> {
   await assertPortFree(config.HOST, config.PORT);
   productionModeUnlessSet();
   const { startTracing, tracingConfigured } = await import('./observability/tracing.js');
-  const tracing = tracingConfigured() ? startTracing(`ops-supergraph-${name}`) : null;
+  const tracing = tracingConfigured() ? await startTracing(`ops-supergraph-${name}`) : null;
   const [{ subgraphs }, { startSubgraphServer }] = await Promise.all([import('../subgraphs/registry.js'), import('./subgraph-host/server.js')]);
   const module = subgraphs.find((m) => m.name === name);
   if (!module) usage();

@@ -1,8 +1,9 @@
 import { PGlite } from '@electric-sql/pglite';
-import pg from 'pg';
+import type { Client, CustomTypesConfig, Pool, PoolClient } from 'pg';
 import { lockDataDir } from './data-dir-lock.js';
 import { classifyDatabaseError, connectivityFailure, DatabaseUnavailableError, guarded, redactDatabaseUrl } from './db-errors.js';
 import type { QueryResult } from './query-result.js';
+import { seedFromCluster } from './pglite-cluster.js';
 import { ReadCache } from './read-cache.js';
 import { StartupError } from './startup-error.js';
 
@@ -95,6 +96,7 @@ async function openPglite(dataDir: string | undefined, readCache: boolean): Prom
   const options = { parsers: { [INT8_OID]: parseInt8 } };
   let db: PGlite;
   try {
+    if (dataDir) seedFromCluster(dataDir);
     db = dataDir ? new PGlite(dataDir, options) : new PGlite(options);
     await db.waitReady;
   } catch (error) {
@@ -184,6 +186,8 @@ function startupFailure(url: string, error: unknown): StartupError {
 }
 
 async function openPostgres(url: string, options: DatabaseOptions): Promise<Database> {
+  // The driver loads only for PostgreSQL: an embedded start does not pay for it.
+  const { default: pg } = await import('pg');
   const schema = options.schema;
   if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid schema name ${schema}`);
   const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
@@ -201,11 +205,11 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
       await admin.end();
     }
   }
-  const types: pg.CustomTypesConfig = {
+  const types: CustomTypesConfig = {
     getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
       oid === INT8_OID && format !== 'binary'
         ? parseInt8
-        : (pg.types.getTypeParser(oid, format) as (value: string) => unknown)) as pg.CustomTypesConfig['getTypeParser'],
+        : (pg.types.getTypeParser(oid, format) as (value: string) => unknown)) as CustomTypesConfig['getTypeParser'],
   };
   const queryTimeoutMs = options.queryTimeoutMs ?? 15_000;
   const connection = {
@@ -230,7 +234,7 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
     throw startupFailure(url, error);
   }
   const handlers = new Map<string, Set<(payload: string) => void>>();
-  let listener: Promise<pg.Client> | undefined;
+  let listener: Promise<Client> | undefined;
   let closed = false;
   let reconnectTimer: NodeJS.Timeout | undefined;
   let reconnecting = false;
@@ -240,7 +244,7 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
    * replaced, with backoff, LISTENing on every channel again; then every handler is called once, since
    * notifications may have been missed meanwhile (listeners read what is new, so an extra call is harmless).
    */
-  const connectListener = async (): Promise<pg.Client> => {
+  const connectListener = async (): Promise<Client> => {
     const client = new pg.Client(connection);
     let live = false;
     // An 'error' is followed by 'end', where the connection is replaced.
@@ -285,7 +289,7 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
   };
   const retries = { deadlock: 0, serialization: 0 };
 
-  const run = async <R>(client: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]) => {
+  const run = async <R>(client: Pool | PoolClient, sql: string, params?: readonly unknown[]) => {
     const res = await guarded(() => client.query(sql, params ? [...params] : undefined));
     return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
   };

@@ -3,10 +3,10 @@ import type { Clock } from './clock.js';
 import { isDemoMode, sliceOf, type PlatformConfig } from './config.js';
 import { openDatabase, type Database } from './db.js';
 import { EventHub } from './event-hub.js';
-import { databaseIdentity, EventRelay } from './event-relay.js';
+import type { EventRelay } from './event-relay.js';
+import { databaseIdentity } from './lineage.js';
 import { pruneOutbox } from './outbox-retention.js';
 import { periodic } from './periodic.js';
-import { JetStreamLog } from './jetstream-log.js';
 import { migrate } from './migrate.js';
 import { createPeers } from './peers.js';
 import { PrincipalSigner } from './principal.js';
@@ -24,6 +24,17 @@ export interface SubgraphRuntime {
   close(): Promise<void>;
 }
 
+/** Opens the database the subgraphs run on: DATABASE_URL, or PGlite under DATA_DIR (in memory for `:memory:`). */
+export function openRuntimeDatabase(config: PlatformConfig): Promise<Database> {
+  return openDatabase({
+    url: config.DATABASE_URL,
+    dataDir: config.DATA_DIR === ':memory:' ? undefined : config.DATA_DIR,
+    schema: config.DATABASE_SCHEMA,
+    queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
+    readCache: config.EMBEDDED_READ_CACHE,
+  });
+}
+
 /**
  * Opens the database (PGlite under DATA_DIR, or DATABASE_URL), applies the platform's and the subgraphs'
  * migrations, starts the outbox reader and then each subgraph. The gateway runs it for its in-process
@@ -34,19 +45,18 @@ export async function startSubgraphRuntime(args: {
   config: PlatformConfig & Readonly<Record<string, unknown>>;
   clock: Clock;
   modules: readonly SubgraphModule[];
+  /**
+   * The database, when its opening was started earlier (`npm start` opens it while the server's modules
+   * load, gateway/main.ts). @default opened here (`openRuntimeDatabase`)
+   */
+  database?: Promise<Database>;
   /** A failed outbox read (retried by the next poll). */
   onError?: (error: unknown) => void;
   /** The database was found behind its own event stream (a restore): the ids it lost. */
   onRestore?: (range: { lostFrom: string; lostTo: string }) => void;
 }): Promise<SubgraphRuntime> {
   const { config, clock, modules } = args;
-  const db = await openDatabase({
-    url: config.DATABASE_URL,
-    dataDir: config.DATA_DIR === ':memory:' ? undefined : config.DATA_DIR,
-    schema: config.DATABASE_SCHEMA,
-    queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
-    readCache: config.EMBEDDED_READ_CACHE,
-  });
+  const db = await (args.database ?? openRuntimeDatabase(config));
   let events = new EventHub(db, { recent: config.EVENT_REPLAY_MEMORY, ...(args.onError ? { onError: args.onError } : {}) });
   const instances = new Map<string, SubgraphInstance>();
   const peers = createPeers({
@@ -69,7 +79,9 @@ export async function startSubgraphRuntime(args: {
     await migrate(db, [platformMigrations, ...modules.flatMap((m) => m.migrations)]);
     const identity = await databaseIdentity(db);
     if (config.EVENT_BUS_URL) {
-      // The outbox relayed to JetStream, and this process's streams read from there.
+      // The outbox relayed to JetStream, and this process's streams read from there. The NATS client loads
+      // only then: a start without an event bus does not pay for it.
+      const [{ EventRelay }, { JetStreamLog }] = await Promise.all([import('./event-relay.js'), import('./jetstream-log.js')]);
       relay = await EventRelay.start(db, identity, {
         url: config.EVENT_BUS_URL,
         stream: config.EVENT_STREAM,

@@ -1,11 +1,10 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { composeServices } from '@apollo/composition';
 import { Kind, parse, type DocumentNode, type ObjectTypeDefinitionNode, type ObjectTypeExtensionNode, type TypeNode } from 'graphql';
 import { readSubgraphSdl } from '../platform/subgraph.js';
+import { SUPERGRAPH_PATH } from './supergraph-file.js';
 import { subgraphNames, defaultSubgraphUrl, type SubgraphName } from './subgraphs.js';
-
-export const SUPERGRAPH_PATH = fileURLToPath(new URL('./supergraph.graphql', import.meta.url));
 
 const ROOTS = new Set(['Query', 'Mutation', 'Subscription']);
 const REQUIREMENTS = new Set(['requiresScopes', 'authenticated']);
@@ -76,10 +75,6 @@ export function composeSubgraphs(subgraphs: readonly { name: SubgraphName; sdl: 
     throw new Error(`Composition failed:\n${result.errors.map((e) => `  - ${e.message}`).join('\n')}`);
   }
   return `${result.supergraphSdl.trimEnd()}\n`;
-}
-
-export function readCheckedInSupergraph(): string {
-  return readFileSync(SUPERGRAPH_PATH, 'utf8');
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

@@ -1,4 +1,4 @@
-import { readCheckedInSupergraph } from '../schema/compose.js';
+import { readCheckedInSupergraph } from '../schema/supergraph-file.js';
 import { writeConfigurationTable } from './config-table.js';
 import { writeLayout } from './layout.js';
 import { writeScopesTable } from './scopes-table.js';

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { checkSchema, type CheckReport, type RegisteredOperation } from '../gateway/governance/schema-check.js';
 import type { UsageRow } from '../gateway/governance/usage.js';
-import { composeSupergraph, readCheckedInSupergraph } from '../schema/compose.js';
+import { composeSupergraph } from '../schema/compose.js';
+import { readCheckedInSupergraph } from '../schema/supergraph-file.js';
 import { subgraphs } from '../subgraphs/registry.js';
 
 /*

@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { INTROSPECTION_RULES, securityRules, type Requirement } from '../gateway/security/authorization.js';
 import { SCOPES } from '../platform/principal.js';
-import { readCheckedInSupergraph } from '../schema/compose.js';
+import { readCheckedInSupergraph } from '../schema/supergraph-file.js';
 
 /*
  * The scopes table of docs/operations.md, generated from the composed supergraph's declarations (and the

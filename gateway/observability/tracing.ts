@@ -1,9 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { Resource } from '@opentelemetry/resources';
-import { BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
+import type { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import type { FastifyInstance } from 'fastify';
 
 /*
@@ -29,9 +27,17 @@ export function tracingConfigured(env: Record<string, string | undefined> = proc
 
 /**
  * Installs the process's tracer provider: OTLP over HTTP from the environment, or `exporter` (tests).
- * Call before the servers are built. Resolves spans still buffered on `shutdown`.
+ * Call before the servers are built. Resolves spans still buffered on `shutdown`. The SDK and the exporter
+ * load here, only when tracing is on (a tenth of a second of every start otherwise, docs/performance.md).
  */
-export function startTracing(serviceName: string, exporter: SpanExporter = new OTLPTraceExporter()): { flush(): Promise<void>; shutdown(): Promise<void> } {
+export async function startTracing(serviceName: string, given?: SpanExporter): Promise<{ flush(): Promise<void>; shutdown(): Promise<void> }> {
+  const [{ OTLPTraceExporter }, { Resource }, { BatchSpanProcessor }, { NodeTracerProvider }] = await Promise.all([
+    import('@opentelemetry/exporter-trace-otlp-http'),
+    import('@opentelemetry/resources'),
+    import('@opentelemetry/sdk-trace-base'),
+    import('@opentelemetry/sdk-trace-node'),
+  ]);
+  const exporter = given ?? new OTLPTraceExporter();
   const name = process.env['OTEL_SERVICE_NAME'] || serviceName;
   const installed = new NodeTracerProvider({
     resource: new Resource({ 'service.name': name }),

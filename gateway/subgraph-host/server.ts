@@ -7,7 +7,7 @@ import { ConfigError, isDemoMode, isLoopbackHost, type PlatformConfig } from '..
 import type { HttpConfig } from '../http/config.js';
 import type { SubscriptionsConfig } from '../subscriptions/config.js';
 import { isDatabaseUnavailable } from '../../platform/db-errors.js';
-import { restoreMessage } from '../../platform/event-relay.js';
+import { restoreMessage } from '../../platform/lineage.js';
 import { ANONYMOUS_PRINCIPAL, PrincipalSigner, type Principal } from '../../platform/principal.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../../platform/runtime.js';
 import { readSubgraphSdl, type SubgraphInstance, type SubgraphModule } from '../../platform/subgraph.js';

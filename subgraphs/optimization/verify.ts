@@ -1,4 +1,4 @@
-import { init } from 'z3-solver';
+import type { init } from 'z3-solver';
 import { SPEED_ZONES, plane, type SpeedZone, type VesselPosition } from './fleet.js';
 
 /**
@@ -126,9 +126,9 @@ export function plainCheck(vessels: readonly VesselPosition[], minSeparationM: n
 
 type Z3 = Awaited<ReturnType<typeof init>>;
 let z3: Promise<Z3> | null = null;
-/** Z3 is WebAssembly: compiled and instantiated once per process (a few hundred ms), then reused. */
+/** Z3 is WebAssembly: loaded, compiled and instantiated once per process (a few hundred ms), then reused. */
 export function loadZ3(): Promise<Z3> {
-  z3 ??= init();
+  z3 ??= import('z3-solver').then((m) => m.init());
   return z3;
 }
 

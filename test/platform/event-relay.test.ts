@@ -1,7 +1,8 @@
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { databaseIdentity, EventRelay, OUTBOX_ID_HEADER } from '../../platform/event-relay.js';
+import { EventRelay, OUTBOX_ID_HEADER } from '../../platform/event-relay.js';
+import { databaseIdentity } from '../../platform/lineage.js';
 import { appendEvents } from '../../platform/outbox.js';
 import { hoursFromNow, rest } from '../support/http.js';
 import { NATS_SERVER, TestNats } from '../support/nats.js';

@@ -29,9 +29,13 @@ afterAll(async () => {
   );
 });
 
-/** Spawns `entry` (a path under the repository, e.g. `gateway/main.ts`) with `env` over a minimal environment. */
+/**
+ * Spawns `entry` (a path under the repository: `gateway/main.ts` under tsx, or `tools/start.mjs`, the compiled
+ * server `npm start` runs) with `env` over a minimal environment.
+ */
 export function startProcess(entry: string, env: Record<string, string>, args: string[] = []): ServerProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], {
+  const loader = entry.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  const child = spawn(process.execPath, [...loader, entry, ...args], {
     cwd: root,
     env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

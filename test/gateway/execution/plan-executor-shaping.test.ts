@@ -16,7 +16,7 @@ import { FEDERATED_QUERY, PAGING_QUERY, SHALLOW_QUERY } from '../../../bench/gat
 import { stockComputeResponse as computeResponse } from '../../../gateway/execution/apollo-seam.js';
 import { compileOperation } from '../../../gateway/execution/result-shaping.js';
 import { createAuthorizer } from '../../../gateway/security/authorization.js';
-import { readCheckedInSupergraph } from '../../../schema/compose.js';
+import { readCheckedInSupergraph } from '../../../schema/supergraph-file.js';
 
 /*
  * The compiled shaping (gateway/execution/result-shaping.ts) against @apollo/gateway's own `computeResponse`, on the

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { generateOperationTypes, generateSchemaTypes, readOperationTypes, readSchemaTypes } from '../../../tools/codegen.js';
-import { composeSupergraph, readCheckedInSupergraph } from '../../../schema/compose.js';
+import { composeSupergraph } from '../../../schema/compose.js';
+import { readCheckedInSupergraph } from '../../../schema/supergraph-file.js';
 import { subgraphNames } from '../../../schema/subgraphs.js';
 
 describe('schema/supergraph.graphql', () => {

@@ -7,7 +7,8 @@ import { SqlUsageStore, UsageRecorder, USAGE_MIGRATIONS } from '../../../gateway
 import { openDatabase, type Database } from '../../../platform/db.js';
 import { migrate } from '../../../platform/migrate.js';
 import { readSubgraphSdl } from '../../../platform/subgraph.js';
-import { composeSubgraphs, readCheckedInSupergraph } from '../../../schema/compose.js';
+import { composeSubgraphs } from '../../../schema/compose.js';
+import { readCheckedInSupergraph } from '../../../schema/supergraph-file.js';
 import { subgraphNames, type SubgraphName } from '../../../schema/subgraphs.js';
 import { subgraphs } from '../../../subgraphs/registry.js';
 import { startTestServer } from '../../support/server.js';

@@ -8,7 +8,7 @@ import { buildDashboard, dashboardBuilt } from '../../../gateway/http/dashboard.
 import { createLimiter, requestLimitsOf } from '../../../gateway/security/limits.js';
 import { OffsetClock } from '../../../platform/clock.js';
 import { loadConfig } from '../../../gateway/config.js';
-import { readCheckedInSupergraph } from '../../../schema/compose.js';
+import { readCheckedInSupergraph } from '../../../schema/supergraph-file.js';
 import { DOCUMENTS } from '../../../web/src/documents.js';
 import { gql, hoursFromNow, rest } from '../../support/http.js';
 import { startTestServer, type TestServer } from '../../support/server.js';

@@ -42,11 +42,11 @@ describe('OpenTelemetry tracing', () => {
 
   describe('when configured', () => {
     let receiver: Awaited<ReturnType<typeof otlpReceiver>>;
-    let tracing: ReturnType<typeof startTracing>;
+    let tracing: Awaited<ReturnType<typeof startTracing>>;
     beforeAll(async () => {
       receiver = await otlpReceiver();
       process.env['OTEL_EXPORTER_OTLP_ENDPOINT'] = receiver.url;
-      tracing = startTracing('ops-supergraph');
+      tracing = await startTracing('ops-supergraph');
     });
     afterAll(async () => {
       await tracing?.shutdown();

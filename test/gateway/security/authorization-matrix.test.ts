@@ -5,7 +5,8 @@ import { buildASTSchema, getNamedType, isObjectType, parse, type GraphQLField } 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthorizer, satisfies, withoutSecurityDirectives } from '../../../gateway/security/authorization.js';
 import { SCOPES, type Principal, type Scope } from '../../../platform/principal.js';
-import { readCheckedInSupergraph, undeclaredFields } from '../../../schema/compose.js';
+import { undeclaredFields } from '../../../schema/compose.js';
+import { readCheckedInSupergraph } from '../../../schema/supergraph-file.js';
 import { OPERATIONS_DOC, withScopesTable } from '../../../tools/scopes-table.js';
 import { readSubgraphSdl } from '../../../platform/subgraph.js';
 import { subgraphs } from '../../../subgraphs/registry.js';

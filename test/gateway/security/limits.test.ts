@@ -3,7 +3,7 @@ import { Kind, parse, isListType, getNullableType, isObjectType, isInputObjectTy
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, requestLimitsOf } from '../../../gateway/security/limits.js';
 import { loadConfig } from '../../../gateway/config.js';
-import { readCheckedInSupergraph } from '../../../schema/compose.js';
+import { readCheckedInSupergraph } from '../../../schema/supergraph-file.js';
 import { subgraphs } from '../../../subgraphs/registry.js';
 import { gql, rest } from '../../support/http.js';
 import { takesList } from '../../support/rest-equivalence.js';

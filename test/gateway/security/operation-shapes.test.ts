@@ -7,7 +7,7 @@ import type { AuditEntry } from '../../../gateway/security/audit.js';
 import { createAuthorizer } from '../../../gateway/security/authorization.js';
 import { operationCost } from '../../../gateway/security/rate-limit.js';
 import type { Principal } from '../../../platform/principal.js';
-import { readCheckedInSupergraph } from '../../../schema/compose.js';
+import { readCheckedInSupergraph } from '../../../schema/supergraph-file.js';
 import { gql, hoursFromNow } from '../../support/http.js';
 import { startTestServer } from '../../support/server.js';
 

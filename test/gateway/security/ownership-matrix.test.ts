@@ -24,7 +24,7 @@ import { readKeyFile } from '../../../gateway/security/auth.js';
 import { createAuthorizer, securityRules, withoutSecurityDirectives } from '../../../gateway/security/authorization.js';
 import { PRINCIPAL_HEADER, PrincipalSigner, SCOPES, type Principal } from '../../../platform/principal.js';
 import { readSubgraphSdl, type OwnedType, type SubgraphModule } from '../../../platform/subgraph.js';
-import { readCheckedInSupergraph } from '../../../schema/compose.js';
+import { readCheckedInSupergraph } from '../../../schema/supergraph-file.js';
 import { subgraphs } from '../../../subgraphs/registry.js';
 import { gql, rest } from '../../support/http.js';
 import { startTestServer, type TestServer } from '../../support/server.js';

@@ -1,0 +1,20 @@
+// @ts-check
+import { buildServer, serverModule, serverStale } from './build.mjs';
+
+/*
+ * `npm start` (`main`) and `npm run subgraph` (`subgraph`): the compiled server (tools/build.mjs), compiled
+ * again first when a file it was compiled from changed since (a checkout, an edit), so what runs is always
+ * the tree as it is. Source maps are on: stack traces name the TypeScript files and lines.
+ */
+const entry = process.argv[2] === 'subgraph' ? 'subgraph' : 'main';
+if (entry === 'subgraph') process.argv.splice(2, 1);
+else if (process.argv[2] === 'main') process.argv.splice(2, 1);
+if (serverStale()) {
+  const started = performance.now();
+  const files = await buildServer();
+  console.error(
+    `ops-supergraph: compiled the server from ${files} files in ${(performance.now() - started).toFixed(0)} ms (a source changed since the last build)`,
+  );
+}
+process.setSourceMapsEnabled(true);
+await import(serverModule(entry));
