@@ -24,6 +24,7 @@ import { ManifestError } from './graphql/manifests.js';
 import { registerGraphQLRoute } from './graphql/route.js';
 import { TurnGate } from './http/admission.js';
 import { createHttpApp, listenOrClose, type HttpApp } from './http/app.js';
+import { WarmUp } from './http/warm-up.js';
 import { registerDashboard } from './http/dashboard.js';
 import { assertPortFree } from './http/port.js';
 import { registerGatewayHealth } from './observability/health.js';
@@ -174,7 +175,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   late.streams = streams;
   await registerGraphQLRoute(app, graphql, { limiter, documents, cachePolicies, streams });
-  registerRest(app, { modules, execute: graphql.execute, authorizer, keysRequired: auth.enabled });
+  const warmUp = new WarmUp();
+  const rest = registerRest(app, { modules, execute: graphql.execute, authorizer, keysRequired: auth.enabled });
+  warmUp.add('openapi', rest.openApiDocument);
   registerUsageRoute(app, { usage, schema: servedSchema, retentionMs: config.USAGE_RETENTION_DAYS * 86_400_000, supergraphSdl: () => served.sdl });
   registerGatewayHealth(app, {
     names: modules.map((m) => m.name),
@@ -186,6 +189,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     relay: () => runtime?.relay ?? null,
     websocket: () => late.ws ?? NO_SOCKETS,
     supergraph: () => served.status(),
+    warmUp: () => warmUp.report(),
   });
   // The operations dashboard at / (public files; its data comes over the GraphQL WebSocket, with a key when one is needed).
   registerDashboard(app);
@@ -234,6 +238,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
 
   const url = await listenOrClose(http, config);
+  warmUp.start((name, error) => app.log.warn({ err: error, task: name }, 'warm-up task failed; it is made on first use'));
   return {
     app,
     db: runtime?.db ?? null,

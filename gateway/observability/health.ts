@@ -40,6 +40,8 @@ export interface GatewayHealthOptions {
   websocket(): { connections(): number; slowConsumerCloses(): number };
   /** The supergraph served: its hash, when it was loaded, how many reloads, the last failed one. */
   supergraph(): { hash: string; loadedAt: string; reloads: number; lastFailure: { at: string; error: string } | null };
+  /** Work after listening that changes no answer (gateway/http/warm-up.ts); absent: none. */
+  warmUp?: () => { done: boolean; pending: string[]; ms: number | null };
 }
 
 /**
@@ -75,6 +77,7 @@ export function registerGatewayHealth(app: FastifyInstance, options: GatewayHeal
       subgraphs: Object.fromEntries(checks),
       websocket: { connections: ws.connections(), slow_consumer_closes: ws.slowConsumerCloses() },
       supergraph: supergraphHealth(options.supergraph()),
+      ...(options.warmUp ? { warm_up: options.warmUp() } : {}),
       ...(eventBus ? { event_bus: eventBus } : {}),
     });
   };

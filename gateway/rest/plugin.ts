@@ -20,18 +20,24 @@ export interface RestOptions {
  * authorization and limits; the OpenAPI document generated from the same tables and schemas, and a page
  * that renders it.
  */
-export function registerRest(app: FastifyInstance, options: RestOptions): void {
+export function registerRest(app: FastifyInstance, options: RestOptions): { openApiDocument: () => unknown } {
   // Outside production every REST answer is checked against its documented schema (gateway/rest/engine.ts).
   const restOptions = {
     checkAnswers: process.env['NODE_ENV'] !== 'production',
     authorize: (operation: string, principal: Principal) => options.authorizer.checkOperation(operation, principal),
   };
   for (const module of options.modules) registerRestRoutes(app, module.restPrefix, module.routes, options.execute, restOptions);
-  const openApi = buildOpenApiDocument(options.modules, {
-    keysRequired: options.keysRequired,
-    version: PACKAGE_VERSION,
-    scopesOf: (operation) => options.authorizer.scopesOf(operation),
-  });
-  app.get('/openapi.json', { config: { public: true }, exposeHeadRoute: true }, async (_request, reply) => reply.type('application/json').send(openApi));
+  // Built once, on its first request or by the warm-up after listening (gateway/http/warm-up.ts).
+  let openApi: ReturnType<typeof buildOpenApiDocument> | null = null;
+  const openApiDocument = () =>
+    (openApi ??= buildOpenApiDocument(options.modules, {
+      keysRequired: options.keysRequired,
+      version: PACKAGE_VERSION,
+      scopesOf: (operation) => options.authorizer.scopesOf(operation),
+    }));
+  app.get('/openapi.json', { config: { public: true }, exposeHeadRoute: true }, async (_request, reply) =>
+    reply.type('application/json').send(openApiDocument()),
+  );
   registerApiReference(app);
+  return { openApiDocument };
 }

@@ -11,7 +11,7 @@ import { subgraphs } from '../../../subgraphs/registry.js';
 import { gql, hoursFromNow, rest } from '../../support/http.js';
 import { dwellFeatures, travelFeatures } from '../../support/prediction.js';
 import { startTestServer, type TestServer } from '../../support/server.js';
-import { until } from '../../support/wait.js';
+import { until, waitFor } from '../../support/wait.js';
 
 type Doc = {
   openapi: string;
@@ -54,6 +54,16 @@ describe('the OpenAPI document of the REST façade', () => {
       expect(validate.errors ?? [], `${method} ${path} ${status}`).toEqual([]);
       expect(valid).toBe(true);
     };
+  });
+
+  it('is made after the server listens, off the start (gateway/http/warm-up.ts); /health says when, and the document is the one served', async () => {
+    const warmUp = await waitFor(async () => {
+      const health = await rest<{ warm_up?: { done: boolean; pending: string[]; ms: number | null } }>(server.url, 'GET', '/health');
+      return health.body.warm_up?.done ? health.body.warm_up : null;
+    }, 'the warm-up to be done');
+    expect(warmUp.pending).toEqual([]);
+    expect(warmUp.ms).toBeGreaterThanOrEqual(0);
+    expect((await rest<Doc>(server.url, 'GET', '/openapi.json')).body).toEqual(doc);
   });
 
   it('is a valid OpenAPI 3.1 document', async () => {
