@@ -1,14 +1,15 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { argv, env } from 'node:process';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './gateway/processes.js';
 import { median } from './support/stats.js';
 
 /*
- * `npm run bench -- start [--runs N]`: how long `npm start` takes to answer, as an operator starts it.
+ * `npm run bench -- start [--runs N] [--baseline DIR]`: how long `npm start` takes to answer, as an operator
+ * starts it.
  *
  * - "fresh": as on a fresh clone: an empty data directory and an empty temporary directory (so tsx's
  *   cache of transpiled files is empty too).
@@ -17,6 +18,10 @@ import { median } from './support/stats.js';
  * Each start is timed from the spawn of `npm start` to the first 200 on `/health` (polled every 10 ms),
  * and to the first answer of `/health/live` (the port is listening). Five starts of each kind by default;
  * the medians are the figures. Only 127.0.0.1.
+ *
+ * `--baseline DIR`: another checkout of this project (with its node_modules, as `npm ci` left it) started
+ * the same way in each run, the two trees in turn (which goes first alternates), so the ratios come from
+ * one run on the same machine state.
  */
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -26,11 +31,11 @@ interface Timing {
   healthy: number;
 }
 
-async function startOnce(dataDir: string, tmp: string): Promise<Timing> {
+async function startOnce(tree: string, dataDir: string, tmp: string): Promise<Timing> {
   const port = await freePort();
   const started = performance.now();
   const child = spawn('npm', ['start', '--silent'], {
-    cwd: root,
+    cwd: tree,
     env: { ...env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, TMPDIR: tmp, LOG_LEVEL: 'warn', NODE_ENV: 'production' },
     stdio: ['ignore', 'ignore', 'pipe'],
     detached: true,
@@ -68,34 +73,62 @@ async function startOnce(dataDir: string, tmp: string): Promise<Timing> {
   }
 }
 
+interface Starts {
+  fresh: Timing[];
+  second: Timing[];
+}
+
+/** A fresh start and a second one of `tree`, on directories of their own. */
+async function startPair(tree: string, into: Starts): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'ops-supergraph-bench-start-'));
+  const dataDir = join(dir, 'data');
+  const tmp = mkdtempSync(join(dir, 'tmp-'));
+  try {
+    into.fresh.push(await startOnce(tree, dataDir, tmp));
+    into.second.push(await startOnce(tree, dataDir, tmp));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export default async function run(): Promise<void> {
   const i = argv.indexOf('--runs');
   const runs = i >= 0 ? Number(argv[i + 1]) : 5;
   if (!Number.isInteger(runs) || runs < 1) throw new Error('--runs wants a positive whole number');
-  const fresh: Timing[] = [];
-  const second: Timing[] = [];
+  const b = argv.indexOf('--baseline');
+  const baseline = b >= 0 ? resolve(argv[b + 1] ?? '') : null;
+  if (baseline && !existsSync(join(baseline, 'node_modules'))) throw new Error(`--baseline ${baseline}: no node_modules there (run npm ci in it first)`);
+  const trees = [{ name: 'this tree', dir: root, starts: { fresh: [], second: [] } as Starts }];
+  if (baseline) trees.push({ name: `baseline (${baseline})`, dir: baseline, starts: { fresh: [], second: [] } });
   for (let r = 0; r < runs; r++) {
-    const dir = mkdtempSync(join(tmpdir(), 'ops-supergraph-bench-start-'));
-    const dataDir = join(dir, 'data');
-    const tmp = mkdtempSync(join(dir, 'tmp-'));
-    try {
-      fresh.push(await startOnce(dataDir, tmp));
-      second.push(await startOnce(dataDir, tmp));
+    const order = r % 2 === 0 ? trees : [...trees].reverse();
+    for (const tree of order) {
+      await startPair(tree.dir, tree.starts);
+      const { fresh, second } = tree.starts;
       console.log(
-        `run ${r + 1} of ${runs}: fresh ${fresh.at(-1)!.healthy.toFixed(0)} ms (listening ${fresh.at(-1)!.listening.toFixed(0)}), second ${second.at(-1)!.healthy.toFixed(0)} ms (listening ${second.at(-1)!.listening.toFixed(0)})`,
+        `run ${r + 1} of ${runs}, ${tree.name}: fresh ${fresh.at(-1)!.healthy.toFixed(0)} ms (listening ${fresh.at(-1)!.listening.toFixed(0)}), second ${second.at(-1)!.healthy.toFixed(0)} ms (listening ${second.at(-1)!.listening.toFixed(0)})`,
       );
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
     }
   }
   const middle = (list: Timing[], key: keyof Timing) => median(list.map((t) => t[key]));
-  console.log(`\n| start | runs | listening, median ms | first 200 on /health, median ms | goal | met |`);
-  console.log('|---|---:|---:|---:|---:|---|');
-  for (const [name, list, goal] of [
-    ['fresh (empty data and tsx cache)', fresh, 4000],
-    ['second (same directories)', second, 2000],
-  ] as const) {
-    const healthy = middle(list, 'healthy');
-    console.log(`| ${name} | ${list.length} | ${middle(list, 'listening').toFixed(0)} | ${healthy.toFixed(0)} | ${goal} | ${healthy <= goal ? 'yes' : 'no'} |`);
+  console.log(`\n| start | tree | runs | listening, median ms | first 200 on /health, median ms | goal | met |`);
+  console.log('|---|---|---:|---:|---:|---:|---|');
+  for (const tree of trees) {
+    for (const [name, list, goal] of [
+      ['fresh (empty data and temporary directory)', tree.starts.fresh, 4000],
+      ['second (same directories)', tree.starts.second, 2000],
+    ] as const) {
+      const healthy = middle(list, 'healthy');
+      console.log(
+        `| ${name} | ${tree.name} | ${list.length} | ${middle(list, 'listening').toFixed(0)} | ${healthy.toFixed(0)} | ${goal} | ${healthy <= goal ? 'yes' : 'no'} |`,
+      );
+    }
+  }
+  if (baseline) {
+    const [here, there] = trees as [(typeof trees)[0], (typeof trees)[0]];
+    for (const kind of ['fresh', 'second'] as const) {
+      const ratio = middle(here.starts[kind], 'healthy') / middle(there.starts[kind], 'healthy');
+      console.log(`${kind}: this tree takes ${ratio.toFixed(2)}x the baseline's time to the first 200 on /health`);
+    }
   }
 }
