@@ -189,7 +189,8 @@ export default async function run(): Promise<void> {
     const port = await freePort();
     server = await startServer({
       name: 'soak',
-      args: ['--import', 'tsx', 'gateway/main.ts'],
+      // What `npm start` runs: the compiled server (tools/start.mjs).
+      args: ['tools/start.mjs'],
       env: { ...env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn', NODE_ENV: env['NODE_ENV'] ?? 'production' },
       port,
       cwd: root,
