@@ -24,7 +24,12 @@ export function seedFromCluster(dataDir: string): boolean {
   if (existsSync(join(dataDir, 'PG_VERSION'))) return false;
   const marker = join(CLUSTER_DIR, MARKER);
   if (!existsSync(marker)) return false;
-  const made = JSON.parse(readFileSync(marker, 'utf8')) as { pglite?: unknown };
+  let made: { pglite?: unknown };
+  try {
+    made = JSON.parse(readFileSync(marker, 'utf8')) as { pglite?: unknown };
+  } catch {
+    return false; // a marker cut short: the cluster is not trusted, initdb runs
+  }
   if (made.pglite !== installedPglite()) return false;
   for (const entry of readdirSync(CLUSTER_DIR)) {
     if (entry === 'PG_VERSION' || entry === MARKER) continue;

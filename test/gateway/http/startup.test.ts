@@ -38,6 +38,10 @@ async function port(keepBusy: boolean): Promise<number> {
 
 const readLock = (dir: string) => JSON.parse(readFileSync(join(dir, LOCK_FILE), 'utf8')) as LockRecord;
 
+/** A REST quote for machine EQ-003, five hours ahead: the start's migrations, demo fleet and signing key at work. */
+const quoteOneMachine = (url: string) =>
+  rest(url, 'POST', '/rental/pricing/quote', { machine_ids: ['EQ-003'], location_id: 'LOC-002', start_time: hoursFromNow(5), duration_hours: 6 });
+
 /** The one line a failed start prints: no stack trace, nothing else on stderr. */
 async function failedStart(p: ServerProcess): Promise<string> {
   expect(await p.exited).toBe(1);
@@ -58,12 +62,7 @@ describe.concurrent('a start that cannot go on says why in one line and exits no
       const holder = startProcess('gateway/main.ts', { PORT: '0', DATA_DIR: dir });
       const url = await holder.serving;
       expect(readLock(dir)).toMatchObject({ pid: holder.pid });
-      const quote = await rest(url, 'POST', '/rental/pricing/quote', {
-        machine_ids: ['EQ-003'],
-        location_id: 'LOC-002',
-        start_time: hoursFromNow(5),
-        duration_hours: 6,
-      });
+      const quote = await quoteOneMachine(url);
       expect(quote.status).toBe(200);
 
       const second = startProcess('gateway/main.ts', { PORT: '0', DATA_DIR: dir });
@@ -170,12 +169,7 @@ describe('npm start runs the compiled server (tools/start.mjs, tools/build.mjs)'
 
       expect((await fetch(`${url}/health`)).status).toBe(200);
       // Rental's migrations and demo fleet, its signing key made in this data directory.
-      const quote = await rest(url, 'POST', '/rental/pricing/quote', {
-        machine_ids: ['EQ-003'],
-        location_id: 'LOC-002',
-        start_time: hoursFromNow(5),
-        duration_hours: 6,
-      });
+      const quote = await quoteOneMachine(url);
       expect(quote.status).toBe(200);
       // Prediction's trained models, read from beside their module (demo mode: no credential configured).
       const models = await fetch(`${url}/graphql`, {
