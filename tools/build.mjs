@@ -27,7 +27,7 @@ const entryPoints = { main: join(root, 'gateway/main.ts'), subgraph: join(root, 
 /** Files that change how every module compiles, beside the inputs esbuild reports. */
 const settings = ['package.json', 'tsconfig.json', 'tools/build.mjs'].map((f) => join(root, f));
 
-export const CLUSTER_DIR = join(root, '.build', 'pglite-cluster');
+const CLUSTER_DIR = join(root, '.build', 'pglite-cluster');
 
 /** The compiled module of an entry point (`main` or `subgraph`). */
 export function serverModule(entry) {
@@ -75,7 +75,6 @@ export async function buildServer() {
     name: 'source-urls',
     setup(build) {
       build.onLoad({ filter: /\.ts$/ }, async (args) => {
-        if (args.path.includes(`${join('node_modules', '')}`)) return undefined;
         let contents = await readFile(args.path, 'utf8');
         if (contents.includes('import.meta.url')) {
           // Chunks sit in .build/server/, two levels below the root: the source's URL relative to them.
@@ -113,7 +112,7 @@ export async function buildServer() {
 }
 
 /** The installed PGlite's version (a cluster made by another one is not used). */
-export function pgliteVersion() {
+function pgliteVersion() {
   const entry = fileURLToPath(import.meta.resolve('@electric-sql/pglite'));
   return JSON.parse(readFileSync(join(dirname(entry), '..', 'package.json'), 'utf8')).version;
 }

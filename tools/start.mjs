@@ -6,9 +6,8 @@ import { buildServer, serverModule, serverStale } from './build.mjs';
  * again first when a file it was compiled from changed since (a checkout, an edit), so what runs is always
  * the tree as it is. Source maps are on: stack traces name the TypeScript files and lines.
  */
-const entry = process.argv[2] === 'subgraph' ? 'subgraph' : 'main';
-if (entry === 'subgraph') process.argv.splice(2, 1);
-else if (process.argv[2] === 'main') process.argv.splice(2, 1);
+// The entry's name, when given, is taken off the arguments: the server reads the rest (`subgraph rental`).
+const entry = ['main', 'subgraph'].includes(process.argv[2] ?? '') ? process.argv.splice(2, 1)[0] : 'main';
 if (serverStale()) {
   const started = performance.now();
   const files = await buildServer();

@@ -5,20 +5,20 @@
  */
 export class WarmUp {
   private readonly tasks: { name: string; run: () => void }[] = [];
-  private pending: string[] = [];
+  /** How many tasks have run: the rest are pending. */
+  private ran = 0;
   private tookMs: number | null = null;
 
   /** A task: building something that would otherwise be built when first asked for. */
   add(name: string, run: () => void): void {
     this.tasks.push({ name, run });
-    this.pending.push(name);
   }
 
   /** Runs the tasks, each in a turn of its own (after the port is listening). A failed task is left to its first request. */
   start(onError: (name: string, error: unknown) => void): void {
     const started = performance.now();
-    const next = (i: number) => {
-      const task = this.tasks[i];
+    const next = () => {
+      const task = this.tasks[this.ran];
       if (!task) {
         this.tookMs = Math.round(performance.now() - started);
         return;
@@ -28,14 +28,15 @@ export class WarmUp {
       } catch (error) {
         onError(task.name, error);
       }
-      this.pending = this.pending.filter((name) => name !== task.name);
-      setImmediate(() => next(i + 1));
+      this.ran++;
+      setImmediate(next);
     };
-    setImmediate(() => next(0));
+    setImmediate(next);
   }
 
   /** For /health: done, or what is still to be made. */
   report(): { done: boolean; pending: string[]; ms: number | null } {
-    return { done: this.pending.length === 0, pending: [...this.pending], ms: this.tookMs };
+    const pending = this.tasks.slice(this.ran).map((t) => t.name);
+    return { done: pending.length === 0, pending, ms: this.tookMs };
   }
 }
