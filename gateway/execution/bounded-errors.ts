@@ -1,8 +1,8 @@
-import { HeaderMap, type ApolloServerPlugin, type BaseContext } from '@apollo/server';
 import { getVariableValues, type GraphQLFormattedError } from 'graphql';
 import type { ApolloGateway } from '@apollo/gateway';
 import { MAX_FIELD_PROBLEMS } from '../../platform/validate.js';
 import { wrapIncomingRequestValidation } from './apollo-seam.js';
+import type { OperationPolicy } from './operation-policy.js';
 
 /*
  * Answers stay proportional to their requests: a document or variables with thousands of problems get
@@ -32,7 +32,7 @@ export function clientMessage(message: string, error: unknown): string {
 }
 
 /**
- * Variables this plugin has coerced without error, by the operation they were checked for (the gateway
+ * Variables this policy has coerced without error, by the operation they were checked for (the gateway
  * receives a copy of the request, but the same variables object and the same parsed operation).
  */
 const checkedVariables = new WeakMap<object, object>();
@@ -42,33 +42,29 @@ const checkedVariables = new WeakMap<object, object>();
  * errors: graphql-js otherwise reports every invalid value (a batch of 50,000 bad items is hundreds of
  * thousands of errors, and minutes of work). Valid variables pass on to the gateway untouched.
  */
-export function boundedVariableErrorsPlugin<C extends BaseContext>(): ApolloServerPlugin<C> {
+export function boundedVariablesPolicy(): OperationPolicy {
   return {
-    async requestDidStart() {
-      return {
-        async responseForOperation({ schema, operation, request }) {
-          const definitions = operation.variableDefinitions ?? [];
-          if (definitions.length === 0) return null;
-          const { errors } = getVariableValues(schema, definitions, request.variables ?? {}, { maxErrors: MAX_FIELD_PROBLEMS });
-          if (!errors || errors.length === 0) {
-            if (request.variables) checkedVariables.set(request.variables, operation);
-            return null;
-          }
-          const listed = errors.slice(0, MAX_FIELD_PROBLEMS);
-          const formatted: GraphQLFormattedError[] = listed.map((e) => ({
-            message: clientMessage(e.message, e),
-            ...(e.locations ? { locations: e.locations } : {}),
-            extensions: { code: 'BAD_USER_INPUT' },
-          }));
-          if (errors.length > MAX_FIELD_PROBLEMS) {
-            formatted.push({
-              message: `More variable values are invalid; the first ${MAX_FIELD_PROBLEMS} are listed`,
-              extensions: { code: 'BAD_USER_INPUT' },
-            });
-          }
-          return { http: { status: 400, headers: new HeaderMap() }, body: { kind: 'single', singleResult: { errors: formatted } } };
-        },
-      };
+    answerInstead({ schema, operation, variables }) {
+      const definitions = operation?.variableDefinitions ?? [];
+      if (!operation || definitions.length === 0) return null;
+      const { errors } = getVariableValues(schema, definitions, variables ?? {}, { maxErrors: MAX_FIELD_PROBLEMS });
+      if (!errors || errors.length === 0) {
+        if (variables) checkedVariables.set(variables, operation);
+        return null;
+      }
+      const listed = errors.slice(0, MAX_FIELD_PROBLEMS);
+      const formatted: GraphQLFormattedError[] = listed.map((e) => ({
+        message: clientMessage(e.message, e),
+        ...(e.locations ? { locations: e.locations } : {}),
+        extensions: { code: 'BAD_USER_INPUT' },
+      }));
+      if (errors.length > MAX_FIELD_PROBLEMS) {
+        formatted.push({
+          message: `More variable values are invalid; the first ${MAX_FIELD_PROBLEMS} are listed`,
+          extensions: { code: 'BAD_USER_INPUT' },
+        });
+      }
+      return { status: 400, errors: formatted };
     },
   };
 }
@@ -76,7 +72,7 @@ export function boundedVariableErrorsPlugin<C extends BaseContext>(): ApolloServ
 /**
  * The gateway coerces an operation's variables again before planning, only to find errors, and discards
  * the values: a second full pass over every item of a 1,000-item batch. This lets it skip requests the
- * plugin above has already coerced without error (the same variables object for the same operation, against
+ * policy above has already coerced without error (the same variables object for the same operation, against
  * the same API schema); any other request is validated by the gateway as before.
  */
 export function skipRepeatedVariableValidation(gateway: ApolloGateway): void {

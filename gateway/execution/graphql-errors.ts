@@ -1,9 +1,9 @@
-import type { ApolloServerPlugin, BaseContext } from '@apollo/server';
 import { OperationTypeNode, GraphQLError, type GraphQLFormattedError } from 'graphql';
 import { isDatabaseUnavailable, OUTAGE_RETRY_AFTER_SECONDS } from '../../platform/db-errors.js';
 import { isErrorCode, statusOf, type ErrorCode } from '../../platform/errors.js';
 import { MAX_FIELD_PROBLEMS } from '../../platform/validate.js';
 import { clientMessage } from './bounded-errors.js';
+import type { OperationPolicy } from './operation-policy.js';
 
 /**
  * Codes the GraphQL libraries put on errors that are the client's doing, as catalogue codes. Anything
@@ -61,42 +61,55 @@ function catalogued(code: unknown, error: unknown): ErrorCode | null {
 }
 
 /**
+ * Apollo Server's error normalization (`normalizeAndFormatErrors`, with stack traces off), for the direct
+ * execution of REST operations: every error a GraphQLError with a code (INTERNAL_SERVER_ERROR when it has
+ * none), `extensions.http` taken off, then `formatError`; a formatter that throws gives "Internal server error".
+ */
+export function formatErrors(
+  errors: readonly GraphQLError[],
+  formatError: (formatted: GraphQLFormattedError, error: unknown) => GraphQLFormattedError,
+): GraphQLFormattedError[] {
+  return errors.map((error) => {
+    try {
+      const { http: _http, ...extensions } = error.extensions as Record<string, unknown>;
+      return formatError({ ...error.toJSON(), extensions: { ...extensions, code: extensions['code'] ?? 'INTERNAL_SERVER_ERROR' } }, error);
+    } catch {
+      return { message: 'Internal server error', extensions: { code: 'INTERNAL_SERVER_ERROR' } };
+    }
+  });
+}
+
+/**
  * Request errors (no `data`: nothing was executed) get their HTTP status from the error catalogue, as
  * REST answers do; otherwise an error thrown by the gateway before execution would leave as 500. An
  * operationName that selects no operation, and a subscription sent over HTTP (the gateway executes
  * subscriptions only over WebSocket), are refused here, before the gateway plans anything.
  */
-export function requestErrorStatusPlugin<C extends BaseContext>(): ApolloServerPlugin<C> {
+export function requestErrorPolicy(): OperationPolicy {
   return {
-    async requestDidStart() {
-      return {
-        async didResolveOperation({ operation, request }) {
-          if (operation?.operation === OperationTypeNode.SUBSCRIPTION) {
-            throw new GraphQLError(
-              'Subscriptions are served at /graphql over WebSocket (graphql-transport-ws), Server-Sent Events (Accept: text/event-stream) or multipart HTTP (Accept: multipart/mixed;subscriptionSpec="1.0"), not as a JSON answer',
-              {
-                extensions: { code: 'BAD_REQUEST' },
-              },
-            );
-          }
-          if (operation) return;
-          throw operationNotFound(request.operationName);
-        },
-        async willSendResponse({ response }) {
-          if (response.body.kind !== 'single') return;
-          const result = response.body.singleResult;
-          const outage = isOutage(result);
-          if (result.errors) result.errors = capErrors(result.errors);
-          if (outage) {
-            response.http.status = statusOf('SERVICE_UNAVAILABLE');
-            response.http.headers.set('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
-            return;
-          }
-          if (result.data !== undefined) return;
-          const code = result.errors?.[0]?.extensions?.['code'];
-          if (isErrorCode(code)) response.http.status = statusOf(code);
-        },
-      };
+    resolved({ operation, operationName }) {
+      if (operation?.operation === OperationTypeNode.SUBSCRIPTION) {
+        throw new GraphQLError(
+          'Subscriptions are served at /graphql over WebSocket (graphql-transport-ws), Server-Sent Events (Accept: text/event-stream) or multipart HTTP (Accept: multipart/mixed;subscriptionSpec="1.0"), not as a JSON answer',
+          {
+            extensions: { code: 'BAD_REQUEST' },
+          },
+        );
+      }
+      if (operation) return;
+      throw operationNotFound(operationName);
+    },
+    answered(answer) {
+      const outage = isOutage(answer);
+      if (answer.errors) answer.errors = capErrors(answer.errors);
+      if (outage) {
+        answer.status = statusOf('SERVICE_UNAVAILABLE');
+        answer.headers.set('retry-after', String(OUTAGE_RETRY_AFTER_SECONDS));
+        return;
+      }
+      if (answer.data !== undefined) return;
+      const code = answer.errors?.[0]?.extensions?.['code'];
+      if (isErrorCode(code)) answer.status = statusOf(code);
     },
   };
 }

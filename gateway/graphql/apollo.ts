@@ -2,19 +2,21 @@ import { ApolloServer } from '@apollo/server';
 import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
 import { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import type { FastifyInstance } from 'fastify';
-import { GraphQLError } from 'graphql';
-import { turnGatePlugin, type TurnGate } from '../http/admission.js';
-import { boundedVariableErrorsPlugin } from '../execution/bounded-errors.js';
+import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from 'graphql';
+import { turnGatePolicy, type TurnGate } from '../http/admission.js';
+import { boundedVariablesPolicy } from '../execution/bounded-errors.js';
 import type { GatewayContext } from '../execution/context.js';
 import { deferAccepting } from '../execution/defer.js';
-import { formatGraphQLError, requestErrorStatusPlugin } from '../execution/graphql-errors.js';
+import { createDirectExecution, type ServedExecution } from '../execution/direct-execution.js';
+import { formatGraphQLError, requestErrorPolicy } from '../execution/graphql-errors.js';
 import { formatPayload, type IncrementalSlot } from '../execution/incremental.js';
-import { auditPlugin, type AuditSink } from '../security/audit.js';
-import { usagePlugin } from '../governance/plugin.js';
+import { policyPlugin, type OperationPolicy } from '../execution/operation-policy.js';
+import { auditPolicy, type AuditSink } from '../security/audit.js';
+import { usagePolicy } from '../governance/policy.js';
 import type { UsageRecorder } from '../governance/usage.js';
 import type { SecurityConfig } from '../security/config.js';
-import { authorizationPlugin, authorizingGateway, type Authorizer } from '../security/authorization.js';
-import { rateLimitPlugin, type RateLimiter } from '../security/rate-limit.js';
+import { authorizationPolicy, authorizingGateway, type Authorizer } from '../security/authorization.js';
+import { rateLimitPolicy, type RateLimiter } from '../security/rate-limit.js';
 import type { OperationExecutor } from '../rest/engine.js';
 import type { SocketExecution } from '../subscriptions/ws-server.js';
 import type { ApolloGateway } from '@apollo/gateway';
@@ -33,7 +35,10 @@ export interface GraphQLServerOptions {
 
 export interface GraphQLServer {
   apollo: ApolloServer<GatewayContext>;
-  /** Runs a REST route's operation through the same pipeline as /graphql (gateway/rest/engine.ts). */
+  /**
+   * Runs a REST route's operation (gateway/rest/engine.ts): the same policies, executor and error
+   * formatting as /graphql, without Apollo Server's per-request pipeline (gateway/execution/direct-execution.ts).
+   */
   execute: OperationExecutor;
   /** Runs a query or mutation sent on a graphql-ws socket (gateway/subscriptions/ws-server.ts). */
   executeOnSocket: SocketExecution;
@@ -42,13 +47,42 @@ export interface GraphQLServer {
 }
 
 /**
- * Apollo Server over the federated gateway, with the gateway's plugins in the order they act: a turn of
- * the event loop, authorization by the supergraph's declarations, the rate limit's charge, the audit trail.
+ * Apollo Server over the federated gateway, with what the gateway does around every operation in the order
+ * it acts (gateway/execution/operation-policy.ts): a turn of the event loop, the request's refusals,
+ * bounded variable errors, authorization by the supergraph's declarations, the rate limit's charge, the
+ * audit trail, field usage. REST routes run the same list without Apollo Server's pipeline.
  */
 export async function startGraphQLServer(options: GraphQLServerOptions): Promise<GraphQLServer> {
   const { app } = options;
+  const policies: readonly OperationPolicy[] = [
+    requestErrorPolicy(),
+    boundedVariablesPolicy(),
+    turnGatePolicy(options.turns),
+    authorizationPolicy(options.authorizer),
+    rateLimitPolicy(options.rateLimiter),
+    auditPolicy(options.audit),
+    ...(options.usage ? [usagePolicy(options.usage)] : []),
+  ];
+  const formatError = (formatted: GraphQLFormattedError, error: unknown) => formatGraphQLError(formatted, error, app.log);
+  // The schema and executor Apollo Server is given, kept for the direct execution of REST operations.
+  let served: ServedExecution | null = null;
+  let servedSchema: GraphQLSchema | null = null;
+  const gateway = deferAccepting(authorizingGateway(options.gateway, options.authorizer));
   const apollo = new ApolloServer<GatewayContext>({
-    gateway: deferAccepting(authorizingGateway(options.gateway, options.authorizer)),
+    gateway: {
+      load: async (loadOptions) => {
+        const loaded = await gateway.load(loadOptions);
+        if (loaded.executor && servedSchema) served = { schema: servedSchema, executor: loaded.executor };
+        return loaded;
+      },
+      onSchemaLoadOrUpdate: (callback) =>
+        gateway.onSchemaLoadOrUpdate((context) => {
+          servedSchema = context.apiSchema;
+          if (served) served = { ...served, schema: context.apiSchema };
+          callback(context);
+        }),
+      stop: () => gateway.stop(),
+    },
     includeStacktraceInErrorResponses: false,
     // Explicit, so NODE_ENV does not change the API: frontend teams and their tools read the schema.
     introspection: true,
@@ -59,28 +93,23 @@ export async function startGraphQLServer(options: GraphQLServerOptions): Promise
     persistedQueries: false,
     // No landing page: Apollo's loads scripts and fonts from its CDN, and nothing leaves the machine, so a
     // browser asking /graphql for text/html gets 406 like any other client that accepts no GraphQL type.
-    plugins: [
-      fastifyApolloDrainPlugin(app),
-      ApolloServerPluginLandingPageDisabled(),
-      requestErrorStatusPlugin(),
-      boundedVariableErrorsPlugin(),
-      turnGatePlugin(options.turns),
-      authorizationPlugin(options.authorizer),
-      rateLimitPlugin(options.rateLimiter),
-      auditPlugin(options.audit),
-      ...(options.usage ? [usagePlugin(options.usage)] : []),
-    ],
-    formatError: (formatted, error) => formatGraphQLError(formatted, error, app.log),
+    plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginLandingPageDisabled(), policyPlugin(policies)],
+    formatError,
   });
   await apollo.start();
+  const direct = createDirectExecution({
+    policies,
+    served: () => served,
+    formatError,
+    maxTokens: options.config.GRAPHQL_MAX_TOKENS,
+    logger: app.log,
+  });
 
   const formatDeferredErrors = (errors: readonly GraphQLError[] | undefined) =>
     errors?.map((error) => formatGraphQLError({ ...error.toJSON() }, error, app.log));
 
   const execute: OperationExecutor = async (operation, variables, contextValue) => {
-    const response = await apollo.executeOperation({ query: operation, variables }, { contextValue });
-    if (response.body.kind !== 'single') throw new Error('REST operations must not stream');
-    const { data, errors } = response.body.singleResult;
+    const { data, errors } = await direct(operation, variables, contextValue);
     return { data: data ?? null, ...(errors ? { errors } : {}) };
   };
 

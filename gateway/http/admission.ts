@@ -1,4 +1,4 @@
-import type { ApolloServerPlugin, BaseContext } from '@apollo/server';
+import type { OperationPolicy } from '../execution/operation-policy.js';
 
 /*
  * Operations start one per event-loop turn. Without this, every request whose body completed in the same
@@ -46,11 +46,7 @@ export class TurnGate {
   }
 }
 
-/** Makes every operation Apollo runs (GraphQL over HTTP, REST paths) wait for its turn before parsing. */
-export function turnGatePlugin<C extends BaseContext>(gate: TurnGate): ApolloServerPlugin<C> {
-  return {
-    async requestDidStart() {
-      await gate.enter();
-    },
-  };
+/** Makes every operation (GraphQL over HTTP and WebSocket, REST paths) wait for its turn before parsing. */
+export function turnGatePolicy(gate: TurnGate): OperationPolicy {
+  return { started: () => gate.enter() };
 }

@@ -78,6 +78,8 @@ type TextBody = { [TEXT_BODY]: { type: string; text: string } };
 const isTextBody = (body: unknown): body is TextBody => typeof body === 'object' && body !== null && TEXT_BODY in body;
 
 function routeOptions(prefix: string, route: RestRoute, execute: OperationExecutor, options: RestEngineOptions) {
+  // How usage names the operation (`GET /rental/fleet/machines`): the route's own pattern, made once.
+  const routeName = `${route.method} ${prefix}${route.path}`;
   return {
     method: route.method,
     url: `${prefix}${route.path}`,
@@ -105,7 +107,8 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
       }
       const input = readInput(route, request);
       if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
-      const context = { ...gatewayContextFrom(request.headers, principalOf(request)), route: `${route.method} ${request.routeOptions.url ?? ''}` };
+      const context = gatewayContextFrom(request.headers, principalOf(request));
+      context.route = routeName;
       const result = await execute(route.operation, omitUndefined(route.variables(input.value)), context);
       const failure = result.errors?.[0];
       const retryAfter = failure?.extensions?.['retryAfter'];
@@ -134,14 +137,26 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
  * key is dropped; leaving it out makes both mean what a GraphQL client that omits it means.
  */
 function omitUndefined(variables: Record<string, unknown>): Record<string, unknown> {
-  const strip = (value: unknown): unknown => {
-    if (Array.isArray(value)) return value.map(strip);
-    if (value === null || typeof value !== 'object' || Object.getPrototypeOf(value) !== Object.prototype) return value;
-    const out: Record<string, unknown> = {};
-    for (const [key, v] of Object.entries(value)) if (v !== undefined) out[key] = strip(v);
-    return out;
-  };
-  return strip(variables) as Record<string, unknown>;
+  return hasUndefined(variables) ? (strip(variables) as Record<string, unknown>) : variables;
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype;
+
+/** Whether a value holds an undefined anywhere in its arrays and plain objects (most requests: none, nothing copied). */
+function hasUndefined(value: unknown): boolean {
+  if (Array.isArray(value)) return value.some(hasUndefined);
+  if (!isPlainObject(value)) return false;
+  for (const key in value) if (value[key] === undefined || hasUndefined(value[key])) return true;
+  return false;
+}
+
+function strip(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(strip);
+  if (!isPlainObject(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const [key, v] of Object.entries(value)) if (v !== undefined) out[key] = strip(v);
+  return out;
 }
 
 type Parsed = { value: { body: unknown; query: unknown; params: unknown } } | { problem: Problem };

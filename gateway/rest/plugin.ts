@@ -8,7 +8,7 @@ import { buildOpenApiDocument, PACKAGE_VERSION } from './openapi.js';
 
 export interface RestOptions {
   modules: readonly SubgraphModule[];
-  /** Runs a route's operation through the GraphQL pipeline (gateway/graphql/apollo.ts). */
+  /** Runs a route's operation: the policies and executor of /graphql, without Apollo Server's pipeline (gateway/graphql/apollo.ts). */
   execute: OperationExecutor;
   authorizer: Authorizer;
   /** Whether credentials are configured (the OpenAPI document then declares the key). */

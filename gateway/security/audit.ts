@@ -1,6 +1,5 @@
-import type { ApolloServerPlugin } from '@apollo/server';
 import { OperationTypeNode, valueFromASTUntyped, type FieldNode, type GraphQLFormattedError } from 'graphql';
-import type { GatewayContext } from '../execution/context.js';
+import type { OperationPolicy } from '../execution/operation-policy.js';
 import { rootFields } from './operation-fields.js';
 
 /**
@@ -47,28 +46,24 @@ function outcomeAt(errors: readonly GraphQLFormattedError[] | undefined, key: st
   return typeof code === 'string' ? code : 'INTERNAL_SERVER_ERROR';
 }
 
-export function auditPlugin(sink: AuditSink): ApolloServerPlugin<GatewayContext> {
+export function auditPolicy(sink: AuditSink): OperationPolicy {
   return {
-    async requestDidStart() {
-      return {
-        async willSendResponse({ document, operation, contextValue, response, request }) {
-          if (!document || operation?.operation !== OperationTypeNode.MUTATION || response.body.kind !== 'single') return;
-          const { data, errors } = response.body.singleResult;
-          const variables = (request.variables ?? {}) as Record<string, unknown>;
-          // Every mutation field that ran, however it was selected (fragments followed, conditions resolved).
-          for (const selection of rootFields(document, operation, variables)) {
-            const key = selection.alias?.value ?? selection.name.value;
-            sink({
-              principal: contextValue.principal.id,
-              tenant: contextValue.principal.tenant,
-              operation: selection.name.value,
-              target: argumentTarget(selection, variables) ?? responseTarget(data, key),
-              outcome: outcomeAt(errors, key),
-              requestId: contextValue.headers['x-request-id'] ?? null,
-            });
-          }
-        },
-      };
+    answered({ data, errors }, resolved) {
+      if (!resolved || resolved.operation?.operation !== OperationTypeNode.MUTATION) return;
+      const { document, operation, context } = resolved;
+      const variables = (resolved.variables ?? {}) as Record<string, unknown>;
+      // Every mutation field that ran, however it was selected (fragments followed, conditions resolved).
+      for (const selection of rootFields(document, operation, variables)) {
+        const key = selection.alias?.value ?? selection.name.value;
+        sink({
+          principal: context.principal.id,
+          tenant: context.principal.tenant,
+          operation: selection.name.value,
+          target: argumentTarget(selection, variables) ?? responseTarget(data, key),
+          outcome: outcomeAt(errors, key),
+          requestId: context.headers['x-request-id'] ?? null,
+        });
+      }
     },
   };
 }

@@ -13,10 +13,10 @@ import {
   type OperationDefinitionNode,
   type GraphQLSchema,
 } from 'graphql';
-import type { ApolloServerPlugin } from '@apollo/server';
 import type { ApolloGateway } from '@apollo/gateway';
 import { ANONYMOUS_PRINCIPAL, isOperator, type Principal } from '../../platform/principal.js';
 import type { GatewayContext } from '../execution/context.js';
+import type { OperationPolicy } from '../execution/operation-policy.js';
 import { filterOperation, shapeAnswer, type FilteredOperation } from './authorization-filter.js';
 import { collectRunFields, conditionKey, operationOf } from './operation-fields.js';
 
@@ -147,15 +147,11 @@ function describeRequirement(r: Requirement): string {
  * anything runs: GraphQL over HTTP and WebSocket queries, and the REST routes (they run operations
  * through the same server). A denied operation runs nothing and answers 403 (401 without a credential).
  */
-export function authorizationPlugin(authorizer: Authorizer): ApolloServerPlugin<GatewayContext> {
+export function authorizationPolicy(authorizer: Authorizer): OperationPolicy {
   return {
-    async requestDidStart() {
-      return {
-        async didResolveOperation({ document, operationName, contextValue, request }) {
-          const verdict = authorizer.judge(document, operationName, contextValue.principal, request.variables);
-          if (verdict && 'refused' in verdict) throw verdict.refused;
-        },
-      };
+    resolved({ document, operation, context, variables }) {
+      const verdict = authorizer.judge(document, operation?.name?.value ?? null, context.principal, variables);
+      if (verdict && 'refused' in verdict) throw verdict.refused;
     },
   };
 }
@@ -216,8 +212,7 @@ export function createAuthorizer(supergraphSdl: string, options: { schema?: Grap
   }
   const judgements = new WeakMap<DocumentNode, Map<string, Judgement>>();
   const judgement = (document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Judgement => {
-    const holds = isOperator(principal) ? 'ops:admin' : principal.id === ANONYMOUS_PRINCIPAL.id ? '' : [...principal.scopes].sort().join(' ');
-    const key = `${operationName ?? ''}\n${holds}\n${conditionKey(document, variables)}`;
+    const key = `${operationName ?? ''}\n${holdsOf(principal)}\n${conditionKey(document, variables)}`;
     let byKey = judgements.get(document);
     if (!byKey) judgements.set(document, (byKey = new Map<string, Judgement>()));
     const known = byKey.get(key);
@@ -261,6 +256,17 @@ export function createAuthorizer(supergraphSdl: string, options: { schema?: Grap
       return [...new Set(names)].sort();
     },
   };
+}
+
+/** What a principal holds, as judgements are keyed by it (kept per principal object: one per credential or token). */
+const holdings = new WeakMap<Principal, string>();
+function holdsOf(principal: Principal): string {
+  let holds = holdings.get(principal);
+  if (holds === undefined) {
+    holds = isOperator(principal) ? 'ops:admin' : principal.id === ANONYMOUS_PRINCIPAL.id ? '' : [...principal.scopes].sort().join(' ');
+    holdings.set(principal, holds);
+  }
+  return holds;
 }
 
 /** The refusal of an operation with these denied fields, worded for the principal that asked (null: none denied). */

@@ -1,8 +1,8 @@
-import type { ApolloServerPlugin } from '@apollo/server';
 import { GraphQLError, type DocumentNode } from 'graphql';
 import { DEMO_PRINCIPAL, type Principal } from '../../platform/principal.js';
-import { principalKey, type GatewayContext } from '../execution/context.js';
-import { operationOf, rootFields } from './operation-fields.js';
+import { principalKey } from '../execution/context.js';
+import type { OperationPolicy } from '../execution/operation-policy.js';
+import { conditionKey, operationOf, rootFields } from './operation-fields.js';
 
 /*
  * A token bucket per principal (per gateway process): RATE_LIMIT_BURST tokens, refilled at
@@ -86,11 +86,23 @@ export class RateLimiter {
  * selected (directly, in an inline fragment or a named one; `@skip`/`@include` resolved).
  */
 export function operationCost(document: DocumentNode, operationName?: string | null, variables?: Readonly<Record<string, unknown>> | null): number {
+  // The cost depends on the document, the operation and what its conditions resolve to: kept per document.
+  const key = `${operationName ?? ''}\n${conditionKey(document, variables)}`;
+  let byKey = costs.get(document);
+  if (!byKey) costs.set(document, (byKey = new Map<string, number>()));
+  const known = byKey.get(key);
+  if (known !== undefined) return known;
   const operation = operationOf(document, operationName);
   let cost = 1;
   for (const field of operation ? rootFields(document, operation, variables) : []) cost += HEAVY_FIELDS[field.name.value] ?? 0;
+  if (byKey.size >= MAX_COSTS_PER_DOCUMENT) byKey.clear();
+  byKey.set(key, cost);
   return cost;
 }
+
+/** Costs kept per document (one per operation and resolution of its conditions). */
+const MAX_COSTS_PER_DOCUMENT = 64;
+const costs = new WeakMap<DocumentNode, Map<string, number>>();
 
 /** The RateLimit headers of a decision (IETF draft "RateLimit header fields for HTTP"). */
 export function rateHeaders(decision: RateDecision): [string, string][] {
@@ -116,18 +128,14 @@ export function rateLimitedError(principal: Principal, decision: RateDecision): 
  * is read (gateway/server.ts), so a refused flood costs the server little; this plugin charges the extra
  * cost of heavy operations once the operation is known, after authorization.
  */
-export function rateLimitPlugin(limiter: RateLimiter): ApolloServerPlugin<GatewayContext> {
+export function rateLimitPolicy(limiter: RateLimiter): OperationPolicy {
   return {
-    async requestDidStart() {
-      return {
-        async didResolveOperation({ document, request, contextValue, response }) {
-          const extra = operationCost(document, request.operationName, request.variables) - 1;
-          if (extra <= 0) return;
-          const decision = limiter.take(contextValue.principal, extra);
-          if (!decision.allowed) throw rateLimitedError(contextValue.principal, decision);
-          for (const [name, value] of rateHeaders(decision)) response.http.headers.set(name, value);
-        },
-      };
+    resolved({ document, operationName, variables, context }, headers) {
+      const extra = operationCost(document, operationName, variables) - 1;
+      if (extra <= 0) return;
+      const decision = limiter.take(context.principal, extra);
+      if (!decision.allowed) throw rateLimitedError(context.principal, decision);
+      for (const [name, value] of rateHeaders(decision)) headers.set(name, value);
     },
   };
 }
