@@ -1,6 +1,6 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
-import { principalKey, type GatewayContext } from './context.js';
+import { FORWARDED_HEADERS, principalKey, type GatewayContext } from './context.js';
 import { copyJson } from './json-copy.js';
 
 /*
@@ -12,6 +12,13 @@ import { copyJson } from './json-copy.js';
  * objects. Concurrent reads may be served by one read: either order was possible, so the answer is one a
  * caller could have had on its own.
  */
+
+/**
+ * Texts kept numbered before the list starts over. Numbers are never reused, so a text numbered again only
+ * misses joining a fetch of it already in flight.
+ */
+const MAX_TEXT_IDS = 10_000;
+let nextTextId = 0;
 
 /** Forwarded headers that do not change what a subgraph answers. */
 const NOT_IN_KEY = new Set(['x-request-id']);
@@ -30,9 +37,32 @@ interface Flight {
   pristine?: Pick<GatewayGraphQLResponse, 'data' | 'errors' | 'extensions'>;
 }
 
+/**
+ * What besides the text makes two fetches the same: operation name, variables, the forwarded headers that
+ * can change an answer (in FORWARDED_HEADERS' order) and the principal.
+ */
+function restKey(request: GraphQLDataSourceProcessOptions['request'], context: GatewayContext): string {
+  let headers = '';
+  for (const name of FORWARDED_HEADERS) {
+    const value = context.headers[name];
+    if (value !== undefined && !NOT_IN_KEY.has(name)) headers += `${name}:${JSON.stringify(value)},`;
+  }
+  return `${request.operationName ?? ''}\n${JSON.stringify(request.variables ?? {})}\n${headers}\n${principalKey(context.principal)}`;
+}
+
 /** `source` with identical reads in flight made once; `onCollapsed` is called for each fetch that joined one. */
 export function collapsing(source: GraphQLDataSource<GatewayContext>, onCollapsed: () => void = () => undefined): GraphQLDataSource<GatewayContext> {
   const inFlight = new Map<string, Flight>();
+  // Each text a number: a key holds a few digits instead of a copy of the text.
+  const textIds = new Map<string, number>();
+  const textId = (query: string) => {
+    let id = textIds.get(query);
+    if (id === undefined) {
+      if (textIds.size >= MAX_TEXT_IDS) textIds.clear();
+      textIds.set(query, (id = nextTextId++));
+    }
+    return id;
+  };
   return {
     async process(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
       const query = options.request.query ?? '';
@@ -40,16 +70,7 @@ export function collapsing(source: GraphQLDataSource<GatewayContext>, onCollapse
       if (!('incomingRequestContext' in options) || !isRead(query)) {
         return source.process(options);
       }
-      const headers = Object.entries(options.context.headers)
-        .filter(([name, value]) => value !== undefined && !NOT_IN_KEY.has(name))
-        .sort(([a], [b]) => (a < b ? -1 : 1));
-      const key = JSON.stringify([
-        query,
-        options.request.operationName ?? null,
-        options.request.variables ?? {},
-        headers,
-        principalKey(options.context.principal),
-      ]);
+      const key = `${textId(query)}\n${restKey(options.request, options.context)}`;
       const joined = inFlight.get(key);
       if (joined) {
         onCollapsed();

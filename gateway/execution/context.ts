@@ -20,7 +20,14 @@ export interface GatewayContext {
 }
 
 /** Identifies a principal in keys of shared work (collapsed fetches, shared streams): answers depend on it. */
-export const principalKey = (p: Principal) => JSON.stringify([p.id, p.tenant, p.scopes]);
+export function principalKey(principal: Principal): string {
+  let key = principalKeys.get(principal);
+  if (key === undefined) principalKeys.set(principal, (key = JSON.stringify([principal.id, principal.tenant, principal.scopes])));
+  return key;
+}
+
+/** Kept per principal object (one per credential, or per token): a principal is never changed once made. */
+const principalKeys = new WeakMap<Principal, string>();
 
 export function gatewayContextFrom(headers: IncomingHttpHeaders | Record<string, string | undefined>, principal: Principal): GatewayContext {
   const picked: Record<string, string | undefined> = {};
