@@ -1,5 +1,5 @@
 import { SYSTEM_VIEWER } from '../../platform/ownership.js';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { domainError } from '../../platform/errors.js';
 import { periodic } from '../../platform/periodic.js';
 import type { EntityType } from './frame.js';
@@ -147,6 +147,15 @@ const ONLINE_STORE_CHECK_MS = 1000;
  *   instance at a time (a lock key in Redis), without a restart;
  * - `setRebuild` gives it the materialization to re-run (the service, once built).
  */
+/** The lookup of one entity in several views' hashes (KEYS), as pairs: EXISTS, then HGET of ARGV[1] (nil when absent). */
+const LOOKUP_SCRIPT = `local out = {}
+for i, key in ipairs(KEYS) do
+  out[2 * i - 1] = redis.call('EXISTS', key)
+  out[2 * i] = redis.call('HGET', key, ARGV[1])
+end
+return out`;
+const LOOKUP_SHA = createHash('sha1').update(LOOKUP_SCRIPT).digest('hex');
+
 export async function redisOnlineStore(
   url: string,
   prefix: string,
@@ -243,6 +252,23 @@ export async function redisOnlineStore(
     pointers = null;
   });
 
+  /**
+   * For each view's hash, whether it exists and the entity's value in it: one command, so one round trip
+   * and one reply however many views the entity has. The script is sent once; Redis keeps it by its digest.
+   */
+  const lookup = async (keys: string[], id: string): Promise<unknown[]> => {
+    const options = { keys, arguments: [id] };
+    let reply: unknown;
+    try {
+      reply = await client.evalSha(LOOKUP_SHA, options);
+    } catch (error) {
+      if (!String(error).includes('NOSCRIPT')) throw error;
+      reply = await client.eval(LOOKUP_SCRIPT, options);
+    }
+    if (!Array.isArray(reply)) throw new Error(`the online store's lookup script answered ${typeof reply}, not a list`);
+    return reply as unknown[];
+  };
+
   const read = async (entityType: EntityType, id: string, attempt = 0): Promise<StoredOnlineRow[]> => {
     if (lost) throw unavailable(lost);
     const known = attempt > 0 || !pointers ? await loadPointers() : pointers;
@@ -255,23 +281,23 @@ export async function redisOnlineStore(
       if (lost) throw unavailable(lost);
     }
     const rows: StoredOnlineRow[] = [];
-    const found = await Promise.all(
-      live.map(async ({ view, pointer }) => {
-        const [exists, value] = await Promise.all([client.exists(pointer.key), client.hGet(pointer.key, id)]);
-        return { view, pointer, exists: exists === 1, value };
-      }),
+    const found = await lookup(
+      live.map((l) => l.pointer.key),
+      id,
     );
-    for (const f of found) {
+    for (const [i, { view, pointer }] of live.entries()) {
+      const exists = found[2 * i];
+      const value = found[2 * i + 1];
       // The hash was replaced since its pointer was read: read again from the new pointers.
-      if (!f.exists && attempt < 2) return read(entityType, id, attempt + 1);
-      if (typeof f.value !== 'string') continue;
-      const [featureTs, ...values] = JSON.parse(f.value) as [number, ...(number | null)[]];
+      if (exists !== 1 && attempt < 2) return read(entityType, id, attempt + 1);
+      if (typeof value !== 'string') continue;
+      const [featureTs, ...values] = JSON.parse(value) as [number, ...(number | null)[]];
       rows.push({
-        view: f.view,
-        version: f.pointer.version,
-        materializationId: f.pointer.materializationId,
-        materializedAt: new Date(f.pointer.materializedAt),
-        asOf: new Date(f.pointer.asOf),
+        view,
+        version: pointer.version,
+        materializationId: pointer.materializationId,
+        materializedAt: new Date(pointer.materializedAt),
+        asOf: new Date(pointer.asOf),
         featureTs: new Date(featureTs),
         values,
       });

@@ -85,6 +85,32 @@ describe.runIf(hasRedis)('the Redis online store: forward only, fail fast, lost 
     expect(again.status).toBe(200);
   });
 
+  it("a lookup is one script call: Redis's script cache emptied, the next lookup sends the script again and answers the same", async () => {
+    expect((await rest(url, 'POST', '/features/offline', { as_of: '2025-06-01T00:00:00Z', views: ['policy_profile'] })).status).toBe(200);
+    const before = await rest(url, 'GET', POLICY);
+    expect(before.status).toBe(200);
+    const admin = createClient({ url: `redis://127.0.0.1:${port}` });
+    await admin.connect();
+    try {
+      const calls = async () => {
+        const stats = await admin.info('commandstats');
+        const count = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+        return { evalsha: count('evalsha'), eval: count('eval') };
+      };
+      await admin.scriptFlush();
+      const start = await calls();
+      const after = await rest(url, 'GET', POLICY);
+      expect(after).toMatchObject({ status: 200, body: before.body });
+      const again = await rest(url, 'GET', POLICY);
+      expect(again).toMatchObject({ status: 200, body: before.body });
+      const end = await calls();
+      // The first lookup: EVALSHA refused (NOSCRIPT), then EVAL; the second: EVALSHA alone.
+      expect({ evalsha: end.evalsha - start.evalsha, eval: end.eval - start.eval }).toEqual({ evalsha: 2, eval: 1 });
+    } finally {
+      await admin.close();
+    }
+  });
+
   it('Redis flushed: health degraded and lookups 503 (never 404) until the values are rebuilt by themselves', async () => {
     const before = await rest(url, 'GET', POLICY);
     expect(before.status).toBe(200);
