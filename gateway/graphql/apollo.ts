@@ -3,7 +3,7 @@ import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/dis
 import { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import type { FastifyInstance } from 'fastify';
 import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from 'graphql';
-import { turnGatePolicy, type TurnGate } from '../http/admission.js';
+import type { TurnGate } from '../http/admission.js';
 import { boundedVariablesPolicy } from '../execution/bounded-errors.js';
 import type { GatewayContext } from '../execution/context.js';
 import { deferAccepting } from '../execution/defer.js';
@@ -57,7 +57,8 @@ export async function startGraphQLServer(options: GraphQLServerOptions): Promise
   const policies: readonly OperationPolicy[] = [
     requestErrorPolicy(),
     boundedVariablesPolicy(),
-    turnGatePolicy(options.turns),
+    // Every operation (GraphQL over HTTP and WebSocket, REST paths) waits for its turn before it is read.
+    { started: () => options.turns.enter() },
     authorizationPolicy(options.authorizer),
     rateLimitPolicy(options.rateLimiter),
     auditPolicy(options.audit),

@@ -1,5 +1,3 @@
-import type { OperationPolicy } from '../execution/operation-policy.js';
-
 /*
  * Operations start one per event-loop turn. Without this, every request whose body completed in the same
  * poll phase starts its operation in that phase: eight clients sending large batches at once hold the loop
@@ -44,9 +42,4 @@ export class TurnGate {
       this.tick();
     });
   }
-}
-
-/** Makes every operation (GraphQL over HTTP and WebSocket, REST paths) wait for its turn before parsing. */
-export function turnGatePolicy(gate: TurnGate): OperationPolicy {
-  return { started: () => gate.enter() };
 }
