@@ -178,6 +178,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const warmUp = new WarmUp();
   const rest = registerRest(app, { modules, execute: graphql.execute, authorizer, keysRequired: auth.enabled });
   warmUp.add('openapi', rest.openApiDocument);
+  warmUp.add('subscription planner', () => subscriptions.warm());
+  for (const [name, instance] of byName) if (instance.warmUp) warmUp.add(`subgraph ${name}`, () => instance.warmUp!());
   registerUsageRoute(app, { usage, schema: servedSchema, retentionMs: config.USAGE_RETENTION_DAYS * 86_400_000, supergraphSdl: () => served.sdl });
   registerGatewayHealth(app, {
     names: modules.map((m) => m.name),

@@ -45,6 +45,11 @@ export interface SubgraphInstance {
   ready(): Promise<boolean>;
   /** Stops background work (sweepers, timers). */
   close(): Promise<void>;
+  /**
+   * Work that changes no answer (a cache its first request or tick would fill), run once after the server
+   * listens (gateway/http/warm-up.ts). @default none
+   */
+  warmUp?(): void;
 }
 
 export interface SubgraphModule<S extends ConfigShape = ConfigShape> {
@@ -138,6 +143,8 @@ interface SubgraphParts<Context> {
   ready?(): Promise<boolean>;
   /** Stops background work (sweepers, timers). @default nothing to stop */
   close?(): Promise<void>;
+  /** Work that changes no answer, run after the server listens (`SubgraphInstance.warmUp`). @default none */
+  warmUp?(): void;
 }
 
 export interface SubgraphDefinition<S extends ConfigShape, Context> extends Omit<SubgraphModule<S>, 'start'> {
@@ -182,6 +189,7 @@ export function defineSubgraph<S extends ConfigShape, Context>(definition: Subgr
         close: async () => {
           await parts.close?.();
         },
+        ...(parts.warmUp ? { warmUp: () => parts.warmUp!() } : {}),
       };
     },
   };

@@ -14,6 +14,7 @@ import { readSubgraphSdl, type SubgraphInstance, type SubgraphModule } from '../
 import { gatewayContextFrom, principalOf } from '../execution/context.js';
 import { databaseUnavailable } from '../execution/subgraph-errors.js';
 import { createHttpApp, listenOrClose } from '../http/app.js';
+import { WarmUp } from '../http/warm-up.js';
 import { assertPortFree } from '../http/port.js';
 import { registerSubgraphHealth } from '../observability/health.js';
 import { createAuthenticator } from '../security/auth.js';
@@ -103,6 +104,10 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
   closers.add(() => app.close());
   closers.add(() => socket.close());
   const url = await listenOrClose(http, config);
+  // What changes no answer is built after listening, as the gateway's warm-up does (gateway/http/warm-up.ts).
+  const warmUp = new WarmUp();
+  if (instance.warmUp) warmUp.add(`subgraph ${module.name}`, () => instance.warmUp!());
+  warmUp.start((name, error) => app.log.warn({ err: error, task: name }, 'warm-up task failed; it is made on first use'));
   return { app, runtime, graphqlUrl: `${url}/graphql`, close: () => closers.close() };
 }
 

@@ -62,32 +62,72 @@ export interface SubscriptionExecutorOptions {
  * event it delivered, within `resumeGraceMs` (gateway/subscriptions/resumable.ts): its subscribers see a
  * pause, not an error, a gap or a repeat.
  */
-export class SubscriptionExecutor {
-  /** The API schema subscriptions are planned against (swapped whole by `reload`). */
+interface PlanningParts {
   schema: GraphQLSchema;
-  private supergraphSchema: GraphQLSchema;
-  private apiSchema: Schema;
-  private planner: QueryPlanner;
+  apiSchema: Schema;
+  supergraphSchema: GraphQLSchema;
+  planner: QueryPlanner;
+}
+
+export class SubscriptionExecutor {
+  /**
+   * What planning needs (swapped whole by `reload`): built on first use; its planner by the first
+   * subscription or by `warm` after the server listens (a tenth of a second of a start).
+   */
+  private built: PlanningParts | null = null;
   private plans = new Map<string, QueryPlan>();
   private readonly shared = new Map<string, SharedStream>();
   /** Every stream open, shared or a resumer's own. */
   private readonly streams = new Set<SharedStream>();
 
-  constructor(private readonly options: SubscriptionExecutorOptions) {
-    const built = SubscriptionExecutor.build(options.supergraphSdl);
-    this.schema = built.schema;
-    this.apiSchema = built.apiSchema;
-    this.supergraphSchema = built.supergraphSchema;
-    this.planner = built.planner;
+  constructor(private readonly options: SubscriptionExecutorOptions) {}
+
+  private get parts(): PlanningParts {
+    return (this.built ??= SubscriptionExecutor.build(this.options.supergraphSdl));
+  }
+
+  /** Builds what planning needs now rather than at the first subscription (the start's warm-up). */
+  warm(): void {
+    void this.parts.planner;
+  }
+
+  /** The API schema subscriptions are planned against. */
+  get schema(): GraphQLSchema {
+    return this.parts.schema;
+  }
+
+  private get apiSchema(): Schema {
+    return this.parts.apiSchema;
+  }
+
+  private get supergraphSchema(): GraphQLSchema {
+    return this.parts.supergraphSchema;
+  }
+
+  private get planner(): QueryPlanner {
+    return this.parts.planner;
   }
 
   /** Everything planning needs, built from a supergraph SDL; throws when the SDL is not a valid supergraph. */
-  static build(supergraphSdl: string) {
+  static build(supergraphSdl: string): PlanningParts {
     const supergraph = Supergraph.build(supergraphSdl);
     const apiSchema = supergraph.apiSchema();
     const schema = apiSchema.toGraphQLJSSchema();
     checkCustomScalars(schema);
-    return { schema, apiSchema, supergraphSchema: supergraph.schema.toGraphQLJSSchema(), planner: new QueryPlanner(supergraph) };
+    // The API schema is read at once (clients' schema, the cache hints); the planner and the supergraph's
+    // own schema only by the first subscription or the warm-up: half of the build's time.
+    let planning: { supergraphSchema: GraphQLSchema; planner: QueryPlanner } | null = null;
+    const planned = () => (planning ??= { supergraphSchema: supergraph.schema.toGraphQLJSSchema(), planner: new QueryPlanner(supergraph) });
+    return {
+      schema,
+      apiSchema,
+      get supergraphSchema() {
+        return planned().supergraphSchema;
+      },
+      get planner() {
+        return planned().planner;
+      },
+    };
   }
 
   /**
@@ -95,11 +135,8 @@ export class SubscriptionExecutor {
    * stream whose operation is still valid goes on as it is; the others end with an error naming what the
    * new supergraph no longer has. Returns how many ended.
    */
-  reload(built: ReturnType<typeof SubscriptionExecutor.build>): number {
-    this.schema = built.schema;
-    this.apiSchema = built.apiSchema;
-    this.supergraphSchema = built.supergraphSchema;
-    this.planner = built.planner;
+  reload(built: PlanningParts): number {
+    this.built = built;
     this.plans = new Map();
     let ended = 0;
     for (const stream of [...this.streams]) {

@@ -83,6 +83,7 @@ export const optimization = defineSubgraph({
         return { store, runs, safety, events, clock, tickIntervalMs: config.FLEET_TICK_MS, ready, principal, loaders: createLoaders(store, principal) };
       },
       ready,
+      warmUp: () => store.warmProfiles(clock.now()),
       async close() {
         await ticker.stop();
         await runs.close();

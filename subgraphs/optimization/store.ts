@@ -224,9 +224,15 @@ export class OptimizationStore {
     // Embedded: the data directory has one writer, this process, so every run still RUNNING was lost
     // with the process before it. Failed at once, not after a lease.
     if (db.kind === 'pglite') await store.failRunsLeftRunning();
-    // Speed profiles are cached by track; building them here keeps the first tick from stalling the loop.
-    for (const spec of store.specs) positionAt(spec, now);
     return store;
+  }
+
+  /**
+   * Builds every vessel's speed profile (cached by track), so the first tick does not stall the loop
+   * building them: the subgraph's warm-up, after the server listens (50 ms of a start).
+   */
+  warmProfiles(now: Date): void {
+    for (const spec of this.specs) positionAt(spec, now);
   }
 
   async fleetClock(): Promise<FleetClockRecord> {

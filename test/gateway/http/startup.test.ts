@@ -8,7 +8,7 @@ import { LOCK_FILE, type LockRecord } from '../../../platform/data-dir-lock.js';
 import { hoursFromNow, rest } from '../../support/http.js';
 import { startProcess, stopProcess, type ServerProcess } from '../../support/process.js';
 import { TEST_DATABASE_URL } from '../../support/server.js';
-import { within } from '../../support/wait.js';
+import { waitFor, within } from '../../support/wait.js';
 
 /** A start of the whole supergraph on a fresh data directory takes tens of seconds on a loaded machine. */
 const PROCESS_TIMEOUT_MS = 240_000;
@@ -168,6 +168,12 @@ describe('npm start runs the compiled server (tools/start.mjs, tools/build.mjs)'
       expect(p.stderr()).toMatch(/ops-supergraph: compiled the server from \d+ files in \d+ ms/);
 
       expect((await fetch(`${url}/health`)).status).toBe(200);
+      // What changes no answer is built after listening, each task named until it is done.
+      const warmUp = await waitFor(async () => {
+        const health = (await (await fetch(`${url}/health`)).json()) as { warm_up?: { done: boolean; pending: string[] } };
+        return health.warm_up?.done ? health.warm_up : null;
+      }, 'the warm-up to be done');
+      expect(warmUp.pending).toEqual([]);
       // Rental's migrations and demo fleet, its signing key made in this data directory.
       const quote = await quoteOneMachine(url);
       expect(quote.status).toBe(200);
