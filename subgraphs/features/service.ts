@@ -140,9 +140,9 @@ export class FeatureService {
     if (stored.length === 0) return null;
     const values: OnlineValue[] = [];
     for (const row of stored) {
-      const def = viewDefinition(row.view);
-      if (!def) continue;
-      def.features.forEach((f, j) => values.push({ column: columnName(row.view, f.name), value: row.values[j] ?? null }));
+      const columns = columnsOf(row.view);
+      if (!columns) continue;
+      for (let j = 0; j < columns.length; j++) values.push({ column: columns[j]!, value: row.values[j] ?? null });
     }
     return { entity, id, values, views: stored };
   }
@@ -221,4 +221,16 @@ export class FeatureService {
     ]);
     return { ok: checks.every((c) => c.ok), checks };
   }
+}
+
+/** A view's column names (`view__feature`), made once per view: every online lookup names them. */
+const viewColumns = new Map<string, readonly string[] | null>();
+function columnsOf(view: string): readonly string[] | null {
+  let columns = viewColumns.get(view);
+  if (columns === undefined) {
+    const def = viewDefinition(view);
+    columns = def ? def.features.map((f) => columnName(view, f.name)) : null;
+    viewColumns.set(view, columns);
+  }
+  return columns;
 }
