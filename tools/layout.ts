@@ -34,7 +34,11 @@ export interface Room {
 export const GATEWAY_ROOMS: Readonly<Record<string, Room>> = {
   observability: { about: 'tracing, metrics, probes', imports: [] },
   http: { about: 'the one HTTP app (limits, timeouts, problem details), route table, dashboard, ports, process exits', imports: ['observability'] },
-  execution: { about: 'planning seam to @apollo/gateway, plan executor, data sources, fetch collapsing and cache, error shaping', imports: ['observability'] },
+  execution: {
+    about:
+      'planning seam to @apollo/gateway, plan executor, data sources, fetch collapsing and cache, error shaping, the operation policies and the direct execution of REST operations',
+    imports: ['observability'],
+  },
   security: { about: 'credentials, edge guard, authorization, request and rate limits, CORS, audit trail', imports: ['http', 'execution'] },
   governance: { about: 'field usage per client and operation, the usage route, schema checks', imports: ['http', 'execution', 'security'] },
   rest: { about: 'REST paths as GraphQL operations, the OpenAPI document and its page', imports: ['http', 'execution', 'security'] },
