@@ -24,7 +24,9 @@ export const features = defineSubgraph({
   migrations: [{ owner: 'features', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],
   async start({ db, config, clock, events }) {
     const store = new FeaturesStore(db);
-    const redis = config.REDIS_URL ? await redisOnlineStore(config.REDIS_URL, config.FEATURES_REDIS_PREFIX, store, events) : null;
+    const redis = config.REDIS_URL
+      ? await redisOnlineStore(config.REDIS_URL, config.FEATURES_REDIS_PREFIX, store, events, config.FEATURES_REDIS_TIMEOUT_MS)
+      : null;
     const online = redis ?? databaseOnlineStore(store, events);
     const options = { seed: config.FEATURES_SEED, policies: config.FEATURES_POLICIES };
     const dir = config.FEATURES_DATA_DIR === ':memory:' ? null : config.FEATURES_DATA_DIR;

@@ -147,6 +147,10 @@ const ONLINE_STORE_CHECK_MS = 1000;
  *   instance at a time (a lock key in Redis), without a restart;
  * - `setRebuild` gives it the materialization to re-run (the service, once built).
  */
+/** Commands node-redis keeps waiting for answers before it refuses more ("The queue is full"). */
+const MAX_QUEUED_COMMANDS = 10_000;
+const QUEUE_FULL = 'The queue is full';
+
 /** The lookup of one entity in several views' hashes (KEYS), as pairs: EXISTS, then HGET of ARGV[1] (nil when absent). */
 const LOOKUP_SCRIPT = `local out = {}
 for i, key in ipairs(KEYS) do
@@ -161,12 +165,19 @@ export async function redisOnlineStore(
   prefix: string,
   store: FeaturesStore,
   events: EventHub,
+  /** How long a lookup or a ping waits for an answer (FEATURES_REDIS_TIMEOUT_MS). */
+  timeoutMs = 1000,
 ): Promise<OnlineStore & { setRebuild(rebuild: (last: MaterializationRecord) => Promise<unknown>): void }> {
   // Loaded only when configured: a gateway without REDIS_URL never pays for the client's import.
   const { createClient } = await import('redis');
   const client = createClient({
     url,
     disableOfflineQueue: true,
+    // node-redis's command timeout (5 s by default) ends once a command is written, so it never ends the wait
+    // for a Redis that keeps its connection but does not answer; and it costs an AbortSignal and its timer per
+    // command. Lookups and pings have a deadline of their own (`answered`), and the queue a bound.
+    commandOptions: { timeout: 0 },
+    commandsQueueMaxLength: MAX_QUEUED_COMMANDS,
     socket: { connectTimeout: 2000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 2000) },
   });
   client.on('error', () => {
@@ -183,16 +194,36 @@ export async function redisOnlineStore(
   let rebuild: ((last: MaterializationRecord) => Promise<unknown>) | null = null;
   const unavailable = (why: string) => domainError('SERVICE_UNAVAILABLE', `The online store is unavailable: ${why}; retry later`);
   const UNREACHABLE = 'Redis cannot be reached';
-  /** Runs Redis commands; while the client is disconnected, or when it drops meanwhile, a 503. */
+  /**
+   * Runs Redis commands; while the client is disconnected, when it drops meanwhile, or when too many commands
+   * already wait for answers, a 503.
+   */
   const guard = async <T>(call: () => Promise<T>): Promise<T> => {
     if (!client.isReady) throw unavailable(UNREACHABLE);
     try {
       return await call();
     } catch (error) {
       if (!client.isReady) throw unavailable(UNREACHABLE);
+      if (error instanceof Error && error.message === QUEUE_FULL) throw unavailable(`${MAX_QUEUED_COMMANDS} commands already wait for Redis`);
       throw error;
     }
   };
+  const SILENT = `Redis did not answer within ${timeoutMs} ms`;
+  /** `pending`, or `silent()` thrown once `timeoutMs` have passed without its answer (which, if it comes, is dropped). */
+  const answered = <T>(pending: Promise<T>, silent: () => Error): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(silent()), timeoutMs);
+      pending.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error instanceof Error ? error : new Error(String(error)));
+        },
+      );
+    });
 
   /**
    * Is the materialization the database records for Redis still there? Returns it when it is lost. A marker
@@ -353,10 +384,10 @@ export async function redisOnlineStore(
   return {
     kind: 'redis',
     publish: (m, rows, at) => guard(() => publish(m, rows, at)),
-    read: (entityType, id) => guard(() => read(entityType, id)),
+    read: (entityType, id) => guard(() => answered(read(entityType, id), () => unavailable(SILENT))),
     async ping() {
       if (!client.isReady) throw new Error(UNREACHABLE);
-      await client.ping();
+      await answered(client.ping(), () => new Error(SILENT));
       if (lost) throw new Error(lost);
     },
     setRebuild(fn) {

@@ -13,7 +13,9 @@ import { until } from '../../support/wait.js';
  * restarted empty) it says so and rebuilds them by itself.
  */
 
-const ENV = { FEATURES_SEED: '77', FEATURES_POLICIES: '200', GRAPHQL_MAX_COST: '200000' };
+/** How long a lookup waits for Redis here (FEATURES_REDIS_TIMEOUT_MS): shorter than the default, for the test's time. */
+const REDIS_TIMEOUT_MS = 400;
+const ENV = { FEATURES_SEED: '77', FEATURES_POLICIES: '200', GRAPHQL_MAX_COST: '200000', FEATURES_REDIS_TIMEOUT_MS: String(REDIS_TIMEOUT_MS) };
 const POLICY = '/features/online/policy/P-000003';
 const hasRedis = await new Promise<boolean>((resolve) => {
   const p = spawn('redis-server', ['--version']);
@@ -131,6 +133,32 @@ describe.runIf(hasRedis)('the Redis online store: forward only, fail fast, lost 
     const after = await rest(url, 'GET', POLICY);
     expect(after.body['features']).toEqual(before.body['features']);
     expect((await rest(url, 'GET', '/features/health')).body['checks']['online_store']).toMatchObject({ ok: true });
+  });
+
+  it('Redis not answering (its process paused, its connections open): lookups 503 with Retry-After at the deadline, health degraded; answering again: 200', async () => {
+    const before = await rest(url, 'GET', POLICY);
+    expect(before.status).toBe(200);
+    redis.kill('SIGSTOP');
+    try {
+      const t0 = performance.now();
+      const lookup = await rest(url, 'GET', POLICY);
+      const lookupMs = performance.now() - t0;
+      expect(lookup.status).toBe(503);
+      expect(lookup.headers.get('retry-after')).toBe('5');
+      expect(lookup.body).toMatchObject({
+        code: 'SERVICE_UNAVAILABLE',
+        detail: `The online store is unavailable: Redis did not answer within ${REDIS_TIMEOUT_MS} ms; retry later`,
+      });
+      // The deadline, not node-redis's (which ends once a command is written) nor the socket's.
+      expect(lookupMs).toBeGreaterThanOrEqual(REDIS_TIMEOUT_MS - 50);
+      expect(lookupMs).toBeLessThan(REDIS_TIMEOUT_MS + 1500);
+      const health = await rest(url, 'GET', '/features/health');
+      expect(health.body['checks']['online_store']).toMatchObject({ ok: false });
+    } finally {
+      redis.kill('SIGCONT');
+    }
+    await until(async () => (await rest(url, 'GET', POLICY)).status === 200, 'lookups to answer again once Redis answers');
+    expect((await rest(url, 'GET', POLICY)).body).toEqual(before.body);
   });
 
   it('Redis stopped: 503 with Retry-After within 2 s on REST and GraphQL, health and metrics degraded; restarted empty: rebuilt without a restart', async () => {
