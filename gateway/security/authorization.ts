@@ -145,7 +145,7 @@ function describeRequirement(r: Requirement): string {
 /**
  * Judges every operation once it is parsed, validated and its operation chosen, before it is planned or
  * anything runs: GraphQL over HTTP and WebSocket queries, and the REST routes (they run operations
- * through the same server). A denied operation runs nothing and answers 403 (401 without a credential).
+ * through the same policies). A denied operation runs nothing and answers 403 (401 without a credential).
  */
 export function authorizationPolicy(authorizer: Authorizer): OperationPolicy {
   return {

@@ -125,7 +125,7 @@ export function rateLimitedError(principal: Principal, decision: RateDecision): 
 
 /**
  * Every HTTP request pays its first token as it arrives, right after authentication and before its body
- * is read (gateway/server.ts), so a refused flood costs the server little; this plugin charges the extra
+ * is read (gateway/server.ts), so a refused flood costs the server little; this policy charges the extra
  * cost of heavy operations once the operation is known, after authorization.
  */
 export function rateLimitPolicy(limiter: RateLimiter): OperationPolicy {

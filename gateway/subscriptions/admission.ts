@@ -48,7 +48,7 @@ export function admitOperation(gate: OperationGate, request: OperationRequest): 
   if (subscription) {
     const decision = gate.rateLimiter.take(principal, operationCost(document, operationName, variables ?? undefined));
     if (!decision.allowed) return { errors: [rateLimitedError(principal, decision)] };
-    // Queries and mutations are counted by Apollo Server's plugin as they run.
+    // Queries and mutations are counted by the operation policies as they run (gateway/execution/operation-policy.ts).
     gate.usage?.record({ ...context.client, principal }, request.text, document, operationName, variables);
   }
   return { document, operationName, variables: variables ?? {}, subscription };

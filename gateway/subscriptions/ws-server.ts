@@ -25,9 +25,9 @@ export interface WsOptions {
   authorizer: Authorizer;
   /** A WebSocket opened by a page of another site whose origin is not allowed is refused (403). */
   browserOrigins: BrowserOrigins;
-  /** Subscriptions are charged as they start (queries and mutations on the socket by the server's plugin). */
+  /** Subscriptions are charged as they start (queries and mutations on the socket by the operation policies). */
   rateLimiter: RateLimiter;
-  /** Subscriptions are counted for field usage as they start (queries and mutations by the server's plugin). */
+  /** Subscriptions are counted for field usage as they start (queries and mutations by the operation policies). */
   usage: UsageRecorder | null;
   subscriptions: SubscriptionExecutor;
   /**
