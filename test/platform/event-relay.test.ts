@@ -201,10 +201,21 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
     ];
     relay = a;
     try {
-      await a.drained();
-      const before = (await jsm.streams.info(STREAM)).state;
-      const rowsBefore = (await outbox()).length;
-      const publishedBefore = [(await a.status()).published, (await b.status()).published];
+      // What came before, read while nothing new reached the outbox (the server writes events of its own, a fleet
+      // tick's positions among them): every row counted was published and counted, none after the counts.
+      let snapshot: { before: Awaited<ReturnType<typeof jsm.streams.info>>['state']; rowsBefore: number; publishedBefore: number[] } | null = null;
+      while (!snapshot) {
+        const rows = (await outbox()).length;
+        await a.drained();
+        await b.drained();
+        const taken = {
+          before: (await jsm.streams.info(STREAM)).state,
+          rowsBefore: rows,
+          publishedBefore: [(await a.status()).published, (await b.status()).published],
+        };
+        if ((await outbox()).length === rows) snapshot = taken;
+      }
+      const { before, rowsBefore, publishedBefore } = snapshot;
       const block = 10_000;
       await server.db.transaction((tx) =>
         appendEvents(
