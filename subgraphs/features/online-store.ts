@@ -131,6 +131,19 @@ const FRESH_HASH_LEASE_MS = 5 * 60_000;
 /** Milliseconds between two checks that Redis still holds the materialization the database records. */
 const ONLINE_STORE_CHECK_MS = 1000;
 
+/** Commands node-redis keeps waiting for answers before it refuses more ("The queue is full"). */
+const MAX_QUEUED_COMMANDS = 10_000;
+const QUEUE_FULL = 'The queue is full';
+
+/** The lookup of one entity in several views' hashes (KEYS), as pairs: EXISTS, then HGET of ARGV[1] (nil when absent). */
+const LOOKUP_SCRIPT = `local out = {}
+for i, key in ipairs(KEYS) do
+  out[2 * i - 1] = redis.call('EXISTS', key)
+  out[2 * i] = redis.call('HGET', key, ARGV[1])
+end
+return out`;
+const LOOKUP_SHA = createHash('sha1').update(LOOKUP_SCRIPT).digest('hex');
+
 /**
  * Redis layout (under a prefix): one hash per materialized view version, `<prefix>:v:<view>:<uuid>`,
  * entity id -> JSON [feature_ts, ...values]; and `<prefix>:current`, view -> pointer to the live hash.
@@ -147,19 +160,6 @@ const ONLINE_STORE_CHECK_MS = 1000;
  *   instance at a time (a lock key in Redis), without a restart;
  * - `setRebuild` gives it the materialization to re-run (the service, once built).
  */
-/** Commands node-redis keeps waiting for answers before it refuses more ("The queue is full"). */
-const MAX_QUEUED_COMMANDS = 10_000;
-const QUEUE_FULL = 'The queue is full';
-
-/** The lookup of one entity in several views' hashes (KEYS), as pairs: EXISTS, then HGET of ARGV[1] (nil when absent). */
-const LOOKUP_SCRIPT = `local out = {}
-for i, key in ipairs(KEYS) do
-  out[2 * i - 1] = redis.call('EXISTS', key)
-  out[2 * i] = redis.call('HGET', key, ARGV[1])
-end
-return out`;
-const LOOKUP_SHA = createHash('sha1').update(LOOKUP_SCRIPT).digest('hex');
-
 export async function redisOnlineStore(
   url: string,
   prefix: string,
