@@ -12,8 +12,11 @@ import { jsonKey } from './json-key.js';
  * them, or it resolves `_entities` only on declared entity types. Such an answer depends on no state and no
  * clock, so nothing invalidates it; what bounds it is memory (least recently used answers go first) and an
  * age limit, which is how long a subgraph redeployed with other models can still be answered by the old
- * ones. Answers with errors are never kept. Every caller gets its own parsed copy, since the gateway merges
- * entities into its result tree in place.
+ * ones. An answer past its age is dropped as soon as a later read or write comes, not when memory runs out,
+ * so what the cache holds is what the last `maxAgeMs` asked for, up to the bound (a server whose callers ask
+ * ever new questions does not fill the bound with answers it can no longer serve). Answers with errors are
+ * never kept. Every caller gets its own parsed copy, since the gateway merges entities into its result tree
+ * in place.
  */
 
 export interface FetchCacheOptions {
@@ -41,7 +44,10 @@ const MAX_CLASSIFIED_DOCUMENTS = 1000;
 
 /** One store shared by the data sources of every subgraph, so one memory bound holds for all of them. */
 export class FetchCache {
+  /** In order of use, least recently used first: what the memory bound drops. */
   private readonly entries = new Map<string, Entry>();
+  /** The same entries in the order they were stored, oldest first: what the age limit drops. */
+  private readonly byAge = new Map<string, Entry>();
   private bytes = 0;
   private readonly now: () => number;
   readonly stats = { hits: new Map<string, number>(), misses: new Map<string, number>() };
@@ -85,34 +91,45 @@ export class FetchCache {
   }
 
   private read(key: string): string | undefined {
+    this.dropExpired();
     const entry = this.entries.get(key);
     if (!entry) return undefined;
+    // Most recently used last: the memory bound takes from the front.
     this.entries.delete(key);
-    if (this.now() - entry.storedAt > this.options.maxAgeMs) {
-      this.bytes -= entry.bytes;
-      return undefined;
-    }
-    // Most recently used last: eviction takes from the front.
     this.entries.set(key, entry);
     return entry.text;
   }
 
   private write(key: string, text: string): void {
+    this.dropExpired();
     // Two bytes per UTF-16 unit is what the strings cost in memory.
     const bytes = 2 * (key.length + text.length);
     if (bytes > this.options.maxBytes / 16) return;
     const old = this.entries.get(key);
-    if (old) {
-      this.entries.delete(key);
-      this.bytes -= old.bytes;
-    }
-    this.entries.set(key, { text, bytes, storedAt: this.now() });
+    if (old) this.drop(key, old);
+    const entry = { text, bytes, storedAt: this.now() };
+    this.entries.set(key, entry);
+    this.byAge.set(key, entry);
     this.bytes += bytes;
     for (const [oldest, entry] of this.entries) {
       if (this.bytes <= this.options.maxBytes) break;
-      this.entries.delete(oldest);
-      this.bytes -= entry.bytes;
+      this.drop(oldest, entry);
     }
+  }
+
+  /** Drops answers past their age, oldest first; when none is, this looks at one entry. */
+  private dropExpired(): void {
+    const limit = this.now() - this.options.maxAgeMs;
+    for (const [key, entry] of this.byAge) {
+      if (entry.storedAt >= limit) break;
+      this.drop(key, entry);
+    }
+  }
+
+  private drop(key: string, entry: Entry): void {
+    this.entries.delete(key);
+    this.byAge.delete(key);
+    this.bytes -= entry.bytes;
   }
 }
 

@@ -104,6 +104,32 @@ describe('the gateway fetch cache', () => {
     expect(calls()).toBe(2);
   });
 
+  it('drops answers past the age limit at the next read or write, far below its memory bound', async () => {
+    let now = 1_000_000;
+    const cache = new FetchCache({ maxBytes: 1 << 20, maxAgeMs: 5_000, now: () => now });
+    const { source, calls } = countingSource();
+    const kept = cache.wrap('prediction', prediction.pure, source);
+    for (let k = 0; k < 10; k++) await kept.process(fetchOf(TRAVEL, { k }));
+    const full = cache.snapshot();
+    expect(full.entries).toBe(10);
+    now += 3_000;
+    // Read often, the first answer is the most recently used; its age still counts from when it was stored.
+    await kept.process(fetchOf(TRAVEL, { k: 0 }));
+    for (let k = 10; k < 15; k++) await kept.process(fetchOf(TRAVEL, { k }));
+    const fifteen = cache.snapshot();
+    expect(fifteen.entries).toBe(15);
+    now += 2_001;
+    await kept.process(fetchOf(TRAVEL, { k: 14 }));
+    // The ten stored first are gone, the one read since among them; the five stored later are left.
+    expect(cache.snapshot()).toMatchObject({ entries: 5, bytes: fifteen.bytes - full.bytes });
+    expect(calls()).toBe(15);
+    await kept.process(fetchOf(TRAVEL, { k: 0 }));
+    expect(calls()).toBe(16);
+    now += 5_001;
+    await kept.process(fetchOf(TRAVEL, { k: 0 }));
+    expect(cache.snapshot()).toMatchObject({ entries: 1 });
+  });
+
   it('holds to its memory bound, the least recently used answers going first', async () => {
     const big = 'x'.repeat(1000);
     const cache = new FetchCache({ maxBytes: 40_000, maxAgeMs: 60_000 });
