@@ -201,6 +201,11 @@ export const platformConfig = configSection(
       .describe(
         'the newest events each process keeps in memory: a subscription resumed from a cursor among them is replayed from memory, without reading the outbox or the stream (so it also works while the database is away); `0` reads every replay from the log',
       ),
+    EVENT_REPLAY_MEMORY_AGE_S: intFrom('EVENT_REPLAY_MEMORY_AGE_S', 1, 86_400)
+      .default(300)
+      .describe(
+        'seconds an event stays among those `EVENT_REPLAY_MEMORY` keeps, counted from when the process read it: what is kept reaches its steady size within this time at any event rate; a replay from further back reads the log',
+      ),
     EVENT_BUS_URL: z
       .string()
       .trim()

@@ -98,6 +98,8 @@ export function outboxLog(db: Database): EventLog {
 }
 
 const PAGE = 500;
+/** Events past their age in memory are dropped in batches of at least this many (or half of what is kept). */
+const AGE_TRIM_BATCH = 256;
 const CURSOR = /^\d{1,19}$/;
 /** Event ids are int8: a cursor beyond this names no event that can ever exist. */
 const MAX_CURSOR = 2n ** 63n - 1n;
@@ -118,9 +120,11 @@ export function isEventCursor(value: unknown): value is string {
  * the hub's position at the instant it registered: no gap, no duplicate. Cursors are checked against the
  * outbox itself, which is ahead of any relayed log.
  *
- * The newest events it read (every topic, `recent` of them, 10,000 by default) stay in memory: a replay
- * that falls inside them (a dashboard resuming after a gateway restart, a socket that dropped) is served
- * from there without reading the log. A replay from further back reads the log as before.
+ * The newest events it read (every topic, `recent` of them, 10,000 by default, read within `recentAgeMs`,
+ * five minutes by default) stay in memory: a replay that falls inside them (a socket that dropped and came
+ * back) is served from there without reading the log. A replay from further back reads the log as before.
+ * The age bound makes what is kept reach its steady size within minutes at any event rate, where the count
+ * alone took as long as that many events took to come (half an hour at 6 events a second).
  */
 export class EventHub {
   private position = 0n;
@@ -141,8 +145,12 @@ export class EventHub {
   private readonly log: EventLog;
   /** The newest events read, in id order: every event with an id in (recentFrom, position] is here. */
   private recent: StoredEvent[] = [];
+  /** When each of `recent` was read (`now()`), oldest first. */
+  private recentReadAt: number[] = [];
   private recentFrom = 0n;
   private readonly recentSize: number;
+  private readonly recentAgeMs: number;
+  private readonly now: () => number;
 
   constructor(
     private readonly db: Database,
@@ -154,10 +162,15 @@ export class EventHub {
       log?: EventLog;
       /** How many of the newest events stay in memory to serve replays. @default 10000 */
       recent?: number;
+      /** How long after it was read an event stays in memory to serve replays. @default 300000 */
+      recentAgeMs?: number;
+      now?: () => number;
     } = {},
   ) {
     this.pollMs = options.pollMs ?? 1000;
     this.recentSize = options.recent ?? 10_000;
+    this.recentAgeMs = options.recentAgeMs ?? 300_000;
+    this.now = options.now ?? (() => performance.now());
     this.onError = options.onError ?? (() => undefined);
     this.log = options.log ?? outboxLog(db);
   }
@@ -215,19 +228,32 @@ export class EventHub {
       this.again = false;
       for (;;) {
         const rows = await this.log.after(this.position, PAGE);
+        const readAt = this.now();
         for (const event of rows) {
           this.position = BigInt(event.id);
           this.recent.push(event);
+          this.recentReadAt.push(readAt);
           for (const listener of this.listeners.get(event.topic) ?? []) listener(event);
           if (event.key !== null) for (const listener of this.listeners.get(slotOf(event.topic, event.key)) ?? []) listener(event);
         }
-        if (this.recent.length > 2 * this.recentSize) {
-          const dropped = this.recent.splice(0, this.recent.length - this.recentSize);
-          this.recentFrom = BigInt(dropped[dropped.length - 1]!.id);
-        }
+        this.trimRecent(readAt);
         if (rows.length < PAGE || this.closed) break;
       }
     } while (this.again && !this.closed);
+  }
+
+  /**
+   * Drops the oldest events kept: down to `recentSize` once twice as many are kept, and those read longer ago
+   * than `recentAgeMs` once they are 256 or half of what is kept (one splice per batch, not one per event).
+   */
+  private trimRecent(now: number): void {
+    let drop = this.recent.length > 2 * this.recentSize ? this.recent.length - this.recentSize : 0;
+    const expired = firstAtOrAfter(this.recentReadAt, now - this.recentAgeMs);
+    if (expired > 0 && expired >= Math.min(AGE_TRIM_BATCH, Math.ceil(this.recent.length / 2))) drop = Math.max(drop, expired);
+    if (drop === 0) return;
+    const dropped = this.recent.splice(0, drop);
+    this.recentReadAt.splice(0, drop);
+    this.recentFrom = BigInt(dropped[dropped.length - 1]!.id);
   }
 
   /**
@@ -383,6 +409,18 @@ function firstAfter(events: readonly StoredEvent[], after: bigint): number {
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     if (BigInt(events[mid]!.id) > after) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+/** The index of the first time at or after `from` in ascending `times` (their length when none is). */
+function firstAtOrAfter(times: readonly number[], from: number): number {
+  let lo = 0;
+  let hi = times.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (times[mid]! >= from) hi = mid;
     else lo = mid + 1;
   }
   return lo;

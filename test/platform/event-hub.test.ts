@@ -144,6 +144,47 @@ describe('outbox event hub when the database fails', () => {
     }
   });
 
+  it('events read longer ago than the age bound leave the memory; a replay of them reads the log, exact', async () => {
+    const mem = await openDatabase({ url: undefined, dataDir: undefined });
+    await migrate(mem, platformMigrations);
+    const log = outboxLog(mem);
+    let logReads = 0;
+    const counted = { ...log, topic: (...args: Parameters<typeof log.topic>) => (logReads++, log.topic(...args)) };
+    let now = 1_000_000;
+    const hub = new EventHub(mem, { log: counted, recent: 1000, recentAgeMs: 5_000, now: () => now, pollMs: 60_000 });
+    await hub.start();
+    const append = async (from: number, to: number) => {
+      for (let i = from; i < to; i++)
+        await mem.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: 't', key: null, payload: { i } }]));
+      await hub.wake();
+    };
+    const replay = async (after: string, n: number) => {
+      const stream = hub.stream<{ i: number }>('t', { viewer: SYSTEM_VIEWER, after });
+      const got = (await within(take(stream, n), 'the replay')).map((e) => e.payload.i);
+      await stream.return!();
+      return got;
+    };
+    try {
+      await append(0, 10);
+      const ids = async () => (await mem.query<{ id: string }>('SELECT id::text AS id FROM outbox ORDER BY outbox.id')).rows.map((r) => r.id);
+      now += 4_000;
+      await append(10, 12);
+      // All twelve within the age bound: served from memory.
+      expect(await replay((await ids())[0]!, 11)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+      expect(logReads).toBe(0);
+      now += 1_001;
+      await append(12, 13);
+      // The first ten are past it (more than half of what is kept): dropped; the newer three are still kept.
+      expect(await replay((await ids())[9]!, 3)).toEqual([10, 11, 12]);
+      expect(logReads).toBe(0);
+      expect(await replay((await ids())[0]!, 12)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+      expect(logReads).toBeGreaterThan(0);
+    } finally {
+      await hub.close();
+      await mem.close();
+    }
+  });
+
   it.runIf(TEST_DATABASE_URL)('a terminated LISTEN connection is replaced and notifications flow again (postgres)', async () => {
     const app = `hub_reconnect_${randomUUID().slice(0, 8)}`;
     const schema = `hub_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
