@@ -124,7 +124,7 @@ export function isEventCursor(value: unknown): value is string {
  * five minutes by default) stay in memory: a replay that falls inside them (a socket that dropped and came
  * back) is served from there without reading the log. A replay from further back reads the log as before.
  * The age bound makes what is kept reach its steady size within minutes at any event rate, where the count
- * alone took as long as that many events took to come (half an hour at 6 events a second).
+ * alone took as long as twice that many events took to come (19 minutes at 18 events a second).
  */
 export class EventHub {
   private position = 0n;

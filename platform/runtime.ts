@@ -57,7 +57,11 @@ export async function startSubgraphRuntime(args: {
 }): Promise<SubgraphRuntime> {
   const { config, clock, modules } = args;
   const db = await (args.database ?? openRuntimeDatabase(config));
-  let events = new EventHub(db, { recent: config.EVENT_REPLAY_MEMORY, recentAgeMs: config.EVENT_REPLAY_MEMORY_AGE_S * 1000, ...(args.onError ? { onError: args.onError } : {}) });
+  let events = new EventHub(db, {
+    recent: config.EVENT_REPLAY_MEMORY,
+    recentAgeMs: config.EVENT_REPLAY_MEMORY_AGE_S * 1000,
+    ...(args.onError ? { onError: args.onError } : {}),
+  });
   const instances = new Map<string, SubgraphInstance>();
   const peers = createPeers({
     local: () => instances,
@@ -95,7 +99,12 @@ export async function startSubgraphRuntime(args: {
       // itself (as without an event bus) while /health says why nothing is relayed.
       if (!relay.refusing) {
         const log = await JetStreamLog.open({ url: config.EVENT_BUS_URL, stream: config.EVENT_STREAM });
-        events = new EventHub(db, { log, recent: config.EVENT_REPLAY_MEMORY, recentAgeMs: config.EVENT_REPLAY_MEMORY_AGE_S * 1000, ...(args.onError ? { onError: args.onError } : {}) });
+        events = new EventHub(db, {
+          log,
+          recent: config.EVENT_REPLAY_MEMORY,
+          recentAgeMs: config.EVENT_REPLAY_MEMORY_AGE_S * 1000,
+          ...(args.onError ? { onError: args.onError } : {}),
+        });
       }
     }
     await events.start();
