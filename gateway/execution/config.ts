@@ -12,7 +12,7 @@ export const executionConfig = configSection('gateway/execution', 'gateway/execu
     "query plans run by the compiled executor ([Performance](performance.md#where-the-time-went-and-what-changed)); `false` runs `@apollo/gateway`'s own execution (same answers, slower; it cannot run `@defer` plans, which stay compiled)",
   ),
   SUBGRAPH_COMPILED_EXECUTION: boolFrom('SUBGRAPH_COMPILED_EXECUTION', 'true').describe(
-    "subgraphs called in process (one-process mode) run their documents compiled by graphql-jit; `false` runs graphql-js's `execute` (same answers, slower)",
+    "subgraphs run their documents compiled by graphql-jit, called in process (one-process mode) or served on their own (`npm run subgraph`); `false` runs graphql-js's `execute` (same answers, slower)",
   ),
   GATEWAY_FETCH_CACHE_MB: intFrom('GATEWAY_FETCH_CACHE_MB', 0, 4096)
     .default(64)

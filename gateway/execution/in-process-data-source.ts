@@ -13,12 +13,17 @@ const MAX_CACHED_DOCUMENTS = 500;
 let compiledSubgraphs = true;
 
 /**
- * Whether subgraphs called in process run their documents compiled (graphql-jit, once per document: no
- * per-field resolve-info, argument and path objects as graphql-js makes them) or with graphql-js's
- * `execute` (SUBGRAPH_COMPILED_EXECUTION=false). The setting is the process's.
+ * Whether subgraphs run their documents compiled (graphql-jit, once per document: no per-field
+ * resolve-info, argument and path objects as graphql-js makes them) or with graphql-js's `execute`
+ * (SUBGRAPH_COMPILED_EXECUTION=false), called in process or served on their own. The setting is the process's.
  */
 export function setCompiledSubgraphExecution(enabled: boolean): void {
   compiledSubgraphs = enabled;
+}
+
+/** Whether subgraphs run their documents compiled now (the process's setting). */
+export function compiledSubgraphExecution(): boolean {
+  return compiledSubgraphs;
 }
 
 /** Documents executed compiled and by graphql-js, for tests. */
@@ -118,10 +123,13 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
   }
 }
 
-/** The document compiled by graphql-jit, or null when it declines (graphql-js then executes it). */
-function compiledOrNull(schema: GraphQLSchema, document: DocumentNode): CompiledQuery | null {
+/**
+ * The document compiled by graphql-jit, or null when it declines (graphql-js then executes it). A subgraph
+ * server compiles its callers' documents the same way (gateway/subgraph-host/compiled-executor.ts).
+ */
+export function compiledOrNull(schema: GraphQLSchema, document: DocumentNode, operationName?: string): CompiledQuery | null {
   try {
-    const compiled = compileQuery(schema, document);
+    const compiled = compileQuery(schema, document, operationName);
     return isCompiledQuery(compiled) ? compiled : null;
   } catch {
     return null;

@@ -4,6 +4,8 @@ import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastif
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from '../../platform/clock.js';
 import { ConfigError, isDemoMode, isLoopbackHost, type PlatformConfig } from '../../platform/config.js';
+import type { ExecutionConfig } from '../execution/config.js';
+import { setCompiledSubgraphExecution } from '../execution/in-process-data-source.js';
 import type { HttpConfig } from '../http/config.js';
 import type { SubscriptionsConfig } from '../subscriptions/config.js';
 import { isDatabaseUnavailable } from '../../platform/db-errors.js';
@@ -20,6 +22,7 @@ import { registerSubgraphHealth } from '../observability/health.js';
 import { createAuthenticator } from '../security/auth.js';
 import { createAuthorizer, type Authorizer } from '../security/authorization.js';
 import { registerSignedCaller } from './caller.js';
+import { compiledSubgraphGateway } from './compiled-executor.js';
 import { attachSubgraphSocket } from './socket.js';
 
 /**
@@ -44,8 +47,12 @@ export interface RunningSubgraphServer {
  * /graphql for the gateway, and /health. It migrates and owns its tables as in the one-process mode;
  * with API_KEYS set it wants a key as the gateway does (the gateway sends its own).
  */
-/** What a subgraph server reads: platform's section and the HTTP and WebSocket settings; the subgraph its own slice of the rest. */
-export type SubgraphServerConfig = PlatformConfig & HttpConfig & SubscriptionsConfig & Readonly<Record<string, unknown>>;
+/** What a subgraph server reads: platform's section, the HTTP and WebSocket settings and how subgraphs execute; the subgraph its own slice of the rest. */
+export type SubgraphServerConfig = PlatformConfig &
+  HttpConfig &
+  SubscriptionsConfig &
+  Pick<ExecutionConfig, 'SUBGRAPH_COMPILED_EXECUTION'> &
+  Readonly<Record<string, unknown>>;
 
 export async function startSubgraphServer(options: { config: SubgraphServerConfig; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
   const { config, module } = options;
@@ -76,10 +83,12 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
   const auth = createAuthenticator(config);
   const signer = PrincipalSigner.from(config.PRINCIPAL_SECRET);
   // The same requirements as the gateway's, read from this subgraph's own SDL and judged by the same code.
-  const authorizer = createAuthorizer(readSubgraphSdl(module.name), { schema: instance.schema });
+  const sdl = readSubgraphSdl(module.name);
+  const authorizer = createAuthorizer(sdl, { schema: instance.schema });
   const onInternalError = (error: unknown) => app.log.error({ err: error, subgraph: module.name }, 'subgraph fault');
 
-  const apollo = subgraphApollo(app, instance, authorizer, onInternalError);
+  setCompiledSubgraphExecution(config.SUBGRAPH_COMPILED_EXECUTION);
+  const apollo = subgraphApollo(app, instance, sdl, authorizer, onInternalError);
   try {
     await apollo.start();
   } catch (error) {
@@ -115,13 +124,15 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
 function subgraphApollo(
   app: FastifyInstance,
   instance: SubgraphInstance,
+  sdl: string,
   authorizer: Authorizer,
   onInternalError: (error: unknown) => void,
 ): ApolloServer<SubgraphContext> {
   /** The principal an HTTP operation's context was made for (kept on it under a symbol: Apollo copies contexts). */
   const principalOfContext = (context: object) => (context as { [CALLER]?: Principal })[CALLER] ?? ANONYMOUS_PRINCIPAL;
   return new ApolloServer<SubgraphContext>({
-    schema: instance.schema,
+    // The subgraph's schema, its operations run compiled (./compiled-executor.ts).
+    gateway: compiledSubgraphGateway(instance.schema, sdl),
     includeStacktraceInErrorResponses: false,
     // Explicit, so NODE_ENV does not change the API: the schema is public to the gateway and to tools.
     introspection: true,
