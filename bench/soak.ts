@@ -24,8 +24,9 @@ import { quantile, slope } from './support/stats.js';
  *
  * One `npm start` server (every subgraph in process, PGlite in a data directory of its own, seeded with
  * 2,000 bookings and a pool of machines) under a steady mixed load, ten minutes measured after a warm-up of
- * five (the fetch cache's age limit, GATEWAY_FETCH_CACHE_MAX_AGE_S: the last bounded store to reach its steady
- * state, since it holds what the last five minutes asked for; before that its filling reads as growth):
+ * five: the gateway's fetch cache and the event hub's replay memory hold what the last five minutes brought
+ * (GATEWAY_FETCH_CACHE_MAX_AGE_S, EVENT_REPLAY_MEMORY_AGE_S), so they fill until then and hold steady after;
+ * their filling is not growth:
  * - `--rate` reads per second, in turn: the federated ledger query, `fleetSummary`, and the REST paths
  *   `/rental/bookings?limit=20` and `/rental/fleet/summary` (open loop: sent on schedule, whatever the answers);
  * - `--chains` mutation chains per second: quote one machine of the pool, confirm the quote, complete the
