@@ -1,5 +1,5 @@
 import type { GatewayExecutor, GatewayInterface, GatewaySchemaLoadOrUpdateCallback } from '@apollo/server-gateway-interface';
-import { execute, Kind, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
+import { execute, Kind, OperationTypeNode, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
 import type { CompiledQuery } from 'graphql-jit';
 import { compiledOrNull, compiledSubgraphExecution, subgraphExecutionCounts } from '../execution/in-process-data-source.js';
 
@@ -7,8 +7,8 @@ import { compiledOrNull, compiledSubgraphExecution, subgraphExecutionCounts } fr
  * A subgraph server's execution: Apollo Server parses, validates, authorizes and formats as before, and an
  * operation then runs compiled by graphql-jit (once per document and operation, kept as long as Apollo's
  * document cache keeps the parsed document), as the same subgraph runs when the gateway calls it in process.
- * graphql-js runs what the compiler declines, introspection, and everything with
- * SUBGRAPH_COMPILED_EXECUTION=false. Apollo Server takes a custom executor only from a gateway, so the
+ * graphql-js runs what the compiler declines, introspection, a subscription sent over HTTP (as before), and
+ * everything with SUBGRAPH_COMPILED_EXECUTION=false. Apollo Server takes a custom executor only from a gateway, so the
  * subgraph's schema is served as a gateway's that never changes.
  */
 
@@ -20,7 +20,7 @@ export function compiledSubgraphGateway(schema: GraphQLSchema, sdl: string): Gat
     const key = operationName ?? '';
     let compiled = byOperation.get(key);
     if (compiled === undefined) {
-      compiled = introspects(operation) ? null : compiledOrNull(schema, document, operationName ?? undefined);
+      compiled = interpretedOnly(operation) ? null : compiledOrNull(schema, document, operationName ?? undefined);
       byOperation.set(key, compiled);
     }
     return compiled;
@@ -55,9 +55,11 @@ export function compiledSubgraphGateway(schema: GraphQLSchema, sdl: string): Gat
 }
 
 /**
- * Whether an operation reads the schema itself (`__schema`, `__type` at its root) or may (fragments at its
- * root are not looked into): graphql-js answers those.
+ * Whether graphql-js runs an operation: a subscription (over HTTP it ran on graphql-js before, and keeps its
+ * answer), or one that reads the schema itself (`__schema`, `__type` at its root) or may (fragments at its
+ * root are not looked into).
  */
-function introspects(operation: OperationDefinitionNode): boolean {
+function interpretedOnly(operation: OperationDefinitionNode): boolean {
+  if (operation.operation === OperationTypeNode.SUBSCRIPTION) return true;
   return operation.selectionSet.selections.some((s) => s.kind !== Kind.FIELD || (s.name.value.startsWith('__') && s.name.value !== '__typename'));
 }

@@ -53,6 +53,7 @@ describe('a subgraph server executes compiled', () => {
     { name: 'a variable of the wrong type', query: LEDGER, variables: { first: 'many' }, compiled: true },
     { name: 'the subgraph SDL', query: '{ _service { sdl } }', compiled: true },
     { name: 'introspection', query: '{ __schema { queryType { name } } __type(name: "Booking") { name } }', compiled: false },
+    { name: 'a subscription over HTTP', query: 'subscription { fleetSummaryChanged { reserved } }', compiled: false },
   ];
 
   it.each(documents)('$name: the same answer compiled and by graphql-js', async ({ query, variables, compiled }) => {
