@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { EventRelay } from '../../platform/event-relay.js';
+import { withDeadline } from '../../platform/deadline.js';
 import type { SubgraphInstance } from '../../platform/subgraph.js';
 
 /*
@@ -12,16 +13,8 @@ import type { SubgraphInstance } from '../../platform/subgraph.js';
 const READY_CHECK_TIMEOUT_MS = 2000;
 
 /** `check()`, false when it throws or takes longer than READY_CHECK_TIMEOUT_MS. */
-async function readyWithin(check: () => Promise<boolean>): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), READY_CHECK_TIMEOUT_MS);
-  });
-  try {
-    return await Promise.race([check().catch(() => false), late]);
-  } finally {
-    clearTimeout(timer);
-  }
+function readyWithin(check: () => Promise<boolean>): Promise<boolean> {
+  return withDeadline(check(), READY_CHECK_TIMEOUT_MS, () => new Error('late')).catch(() => false);
 }
 
 export interface GatewayHealthOptions {

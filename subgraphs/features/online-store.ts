@@ -1,6 +1,7 @@
 import { SYSTEM_VIEWER } from '../../platform/ownership.js';
 import { createHash, randomUUID } from 'node:crypto';
 import { domainError } from '../../platform/errors.js';
+import { withDeadline } from '../../platform/deadline.js';
 import { periodic } from '../../platform/periodic.js';
 import type { EntityType } from './frame.js';
 import { VIEW_DEFINITIONS } from './registry.js';
@@ -166,7 +167,7 @@ export async function redisOnlineStore(
   store: FeaturesStore,
   events: EventHub,
   /** How long a lookup or a ping waits for an answer (FEATURES_REDIS_TIMEOUT_MS). */
-  timeoutMs = 1000,
+  timeoutMs: number,
 ): Promise<OnlineStore & { setRebuild(rebuild: (last: MaterializationRecord) => Promise<unknown>): void }> {
   // Loaded only when configured: a gateway without REDIS_URL never pays for the client's import.
   const { createClient } = await import('redis');
@@ -175,7 +176,7 @@ export async function redisOnlineStore(
     disableOfflineQueue: true,
     // node-redis's command timeout (5 s by default) ends once a command is written, so it never ends the wait
     // for a Redis that keeps its connection but does not answer; and it costs an AbortSignal and its timer per
-    // command. Lookups and pings have a deadline of their own (`answered`), and the queue a bound.
+    // command. Lookups and pings have a deadline of their own (`withDeadline`), and the queue a bound.
     commandOptions: { timeout: 0 },
     commandsQueueMaxLength: MAX_QUEUED_COMMANDS,
     socket: { connectTimeout: 2000, reconnectStrategy: (retries) => Math.min(100 * 2 ** retries, 2000) },
@@ -209,22 +210,6 @@ export async function redisOnlineStore(
     }
   };
   const SILENT = `Redis did not answer within ${timeoutMs} ms`;
-  /** `pending`, or `silent()` thrown once `timeoutMs` have passed without its answer (which, if it comes, is dropped). */
-  const answered = <T>(pending: Promise<T>, silent: () => Error): Promise<T> =>
-    new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => reject(silent()), timeoutMs);
-      pending.then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error instanceof Error ? error : new Error(String(error)));
-        },
-      );
-    });
-
   /**
    * Is the materialization the database records for Redis still there? Returns it when it is lost. A marker
    * at or past the id last read answers without the database (newer materializations only move the marker
@@ -384,10 +369,10 @@ export async function redisOnlineStore(
   return {
     kind: 'redis',
     publish: (m, rows, at) => guard(() => publish(m, rows, at)),
-    read: (entityType, id) => guard(() => answered(read(entityType, id), () => unavailable(SILENT))),
+    read: (entityType, id) => guard(() => withDeadline(read(entityType, id), timeoutMs, () => unavailable(SILENT))),
     async ping() {
       if (!client.isReady) throw new Error(UNREACHABLE);
-      await answered(client.ping(), () => new Error(SILENT));
+      await withDeadline(client.ping(), timeoutMs, () => new Error(SILENT));
       if (lost) throw new Error(lost);
     },
     setRebuild(fn) {

@@ -1,4 +1,5 @@
 import type { Clock } from '../../platform/clock.js';
+import { withDeadline } from '../../platform/deadline.js';
 import { featureImportance, leakageAudit, type LeakageAudit, type ModelImportance } from './audit.js';
 import { columnName, emptyLabels, type Availability, type EntityType } from './frame.js';
 import type { ModelName } from './generator.js';
@@ -191,10 +192,7 @@ export class FeatureService {
     const check = async (name: string, run: () => Promise<string>) => {
       const t0 = performance.now();
       try {
-        const detail = await Promise.race([
-          run(),
-          new Promise<never>((_, reject) => setTimeout(() => reject(new Error('no answer within 2 s')), 2000).unref()),
-        ]);
+        const detail = await withDeadline(run(), 2000, () => new Error('no answer within 2 s'));
         return { name, ok: true, detail, milliseconds: round3(performance.now() - t0) };
       } catch (error) {
         return { name, ok: false, detail: error instanceof Error ? error.message : String(error), milliseconds: round3(performance.now() - t0) };
