@@ -1,38 +1,51 @@
-import { RemoteGraphQLDataSource, type GraphQLDataSourceProcessOptions } from '@apollo/gateway';
+import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
-import { parse, type GraphQLFormattedError } from 'graphql';
+import { GraphQLError, parse, type GraphQLFormattedError } from 'graphql';
 import { STATUS_CODES } from 'node:http';
-import { Pool } from 'undici';
 import { randomUUID } from 'node:crypto';
-import { PRINCIPAL_HEADER, SYSTEM_PRINCIPAL, type Principal, type PrincipalSigner } from '../../platform/principal.js';
+import { Pool, type Dispatcher } from 'undici';
+import { PRINCIPAL_HEADER, SYSTEM_PRINCIPAL, type PrincipalSigner } from '../../platform/principal.js';
 import { FORWARDED_HEADERS, type GatewayContext } from './context.js';
 import { unavailableErrors } from './subgraph-errors.js';
 import { injectTrace } from '../observability/tracing.js';
 
-type Fetcher = RemoteGraphQLDataSource['fetcher'];
+export interface RemoteDataSourceOptions {
+  /** A call not answered whole this long after it was made is given up (the subgraph counts as unavailable). */
+  timeoutMs: number;
+  apiKey: string | undefined;
+  signer: PrincipalSigner | null;
+  onFailure: (error: unknown) => void;
+}
 
 /**
  * Calls a subgraph that runs as its own server (distributed mode). The same headers travel as in process;
- * the subgraph is called with the gateway's own key (client credentials stop at the gateway). A subgraph
- * that cannot be reached, times out or fails without a GraphQL answer becomes UPSTREAM_UNAVAILABLE on the
- * fields it owns, and the rest of the query still resolves.
+ * the subgraph is called with the gateway's own key (client credentials stop at the gateway) and the
+ * caller's principal signed over this very call. A subgraph that cannot be reached, times out or fails
+ * without a GraphQL answer becomes UPSTREAM_UNAVAILABLE on the fields it owns, and the rest of the query
+ * still resolves.
+ *
+ * It answers what `@apollo/gateway`'s RemoteGraphQLDataSource answers (the same request body, a JSON or
+ * GraphQL-response body read as the answer, a non-2xx status an error unless it carries GraphQL errors, the
+ * subgraph's Cache-Control restricting the operation's cache policy), with less work per call: headers as a
+ * plain object instead of node-fetch's Headers and Request, undici's dispatcher called directly (no
+ * response stream: the body is collected as it arrives), and one timer for all calls in flight instead of
+ * an `AbortSignal.timeout` each.
  */
-export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
+export class RemoteDataSource implements GraphQLDataSource<GatewayContext> {
   /** Keep-alive connections to the subgraph server. */
   private readonly pool: Pool;
+  private readonly path: string;
+  private readonly calls: CallDeadlines;
 
   constructor(
     private readonly service: string,
-    url: string,
-    private readonly options: { timeoutMs: number; apiKey: string | undefined; signer: PrincipalSigner | null; onFailure: (error: unknown) => void },
+    private readonly url: string,
+    private readonly options: RemoteDataSourceOptions,
   ) {
     const target = new URL(url);
-    const pool = new Pool(target.origin, { connections: 64, keepAliveTimeout: 30_000 });
-    const path = `${target.pathname}${target.search}`;
-    // The principal is signed where the body is known: the signature binds this very call.
-    const sign = options.signer ? signingFor(options.signer, service, path) : null;
-    super({ url, fetcher: leanFetcher(pool, path, options.timeoutMs, sign) });
-    this.pool = pool;
+    this.pool = new Pool(target.origin, { connections: 64, keepAliveTimeout: 30_000 });
+    this.path = `${target.pathname}${target.search}`;
+    this.calls = new CallDeadlines(options.timeoutMs, (ms) => new Error(`subgraph ${service} did not answer within ${ms} ms`));
   }
 
   /** Closes the kept-alive connections. */
@@ -40,111 +53,242 @@ export class RemoteDataSource extends RemoteGraphQLDataSource<GatewayContext> {
     return this.pool.close();
   }
 
-  override willSendRequest(options: GraphQLDataSourceProcessOptions<GatewayContext>): void {
-    const headers = options.request.http?.headers;
-    if (!headers) return;
+  async process(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
+    const { request } = options;
+    if (!request.query) throw new Error('Missing query');
+    const { http, ...sent } = request;
+    const body = JSON.stringify(sent);
+    try {
+      const answer = await this.send(this.headersFor(options, http?.headers, body), body);
+      const read = readBody(answer);
+      if (answer.status < 200 || answer.status > 299) {
+        // A GraphQL answer with a non-2xx status (variables that do not coerce: 400) is still an answer.
+        if (isGraphQLBody(read) && read.errors.length > 0 && answer.status < 500) return { errors: read.errors };
+        throw statusError(this.url, answer, read);
+      }
+      if (typeof read !== 'object' || read === null) throw new Error(`Expected JSON response body, but received: ${String(read)}`);
+      const response = read as GatewayGraphQLResponse;
+      restrictCachePolicy(options, header(answer.headers['cache-control']));
+      return response;
+    } catch (error) {
+      this.options.onFailure(error);
+      return { errors: unavailableErrors(this.service, parse(request.query), request.variables ?? {}) };
+    }
+  }
+
+  /**
+   * What travels with the call: the caller's own (usage traces ask subgraphs for theirs), the forwarded
+   * request headers, a request id, the caller's principal signed over this call (health checks act as the
+   * system), the gateway's key and the trace context.
+   */
+  private headersFor(options: GraphQLDataSourceProcessOptions<GatewayContext>, given: Iterable<[string, string]> | undefined, body: string) {
+    const headers: Record<string, string> = {};
+    if (given) for (const [name, value] of given) headers[name.toLowerCase()] = value;
+    headers['content-type'] = 'application/json';
     const fromClient = 'incomingRequestContext' in options;
     const incoming = fromClient ? options.context.headers : {};
     for (const name of FORWARDED_HEADERS) {
       const value = incoming[name];
-      if (value !== undefined) headers.set(name, value);
+      if (value !== undefined) headers[name] = value;
     }
-    headers.set('x-request-id', incoming['x-request-id'] ?? randomUUID());
-    // The caller's principal (health checks act as the system), signed by the fetcher over the body it sends.
-    if (this.options.signer) headers.set(UNSIGNED_PRINCIPAL, JSON.stringify(fromClient ? options.context.principal : SYSTEM_PRINCIPAL));
-    if (this.options.apiKey) headers.set('x-api-key', this.options.apiKey);
+    headers['x-request-id'] = incoming['x-request-id'] ?? randomUUID();
+    if (this.options.signer) {
+      const principal = fromClient ? options.context.principal : SYSTEM_PRINCIPAL;
+      headers[PRINCIPAL_HEADER] = this.options.signer.sign(principal, { subgraph: this.service, method: 'POST', path: this.path, body });
+    }
+    if (this.options.apiKey) headers['x-api-key'] = this.options.apiKey;
     // The trace goes on to the subgraph server (a no-op unless tracing is on).
-    injectTrace(headers);
+    injectTrace({ set: (name, value) => (headers[name.toLowerCase()] = value) });
+    return headers;
   }
 
-  override async process(options: GraphQLDataSourceProcessOptions<GatewayContext>): Promise<GatewayGraphQLResponse> {
-    try {
-      return await super.process(options);
-    } catch (error) {
-      // A GraphQL answer with a non-2xx status (variables that do not coerce: 400) is still an answer.
-      const body = (error as { extensions?: { response?: { status?: number; body?: unknown } } }).extensions?.response;
-      const errors = isGraphQLBody(body?.body) ? body.body.errors : undefined;
-      if (errors && errors.length > 0 && (body?.status ?? 500) < 500) return { errors };
-      this.options.onFailure(error);
-      return { errors: unavailableErrors(this.service, parse(options.request.query ?? '{ __typename }'), options.request.variables ?? {}) };
-    }
-  }
-}
-
-/**
- * The fetch the data source calls, on undici's request API: the same contract for the library (status,
- * headers, a JSON or text body), with less work per request than the global fetch (no web streams, no
- * Request or Response objects); the body is read as one buffer. Each request is given up after `timeoutMs`.
- */
-function leanFetcher(
-  pool: Pool,
-  path: string,
-  timeoutMs: number,
-  sign: ((headers: Record<string, string>, method: string, body: string) => void) | null,
-): Fetcher {
-  const fetcher = async (url: string, init?: { method?: string; headers?: Record<string, string>; body?: string }) => {
-    const headers = { ...(init?.headers ?? {}) };
-    sign?.(headers, init?.method ?? 'POST', init?.body ?? '');
-    const answer = await pool.request({
-      method: init?.method ?? 'POST',
-      path,
-      headers,
-      body: init?.body ?? null,
-      signal: AbortSignal.timeout(timeoutMs),
+  private send(headers: Record<string, string>, body: string): Promise<Answer> {
+    return new Promise<Answer>((resolve, reject) => {
+      const call = new SubgraphCall(this.calls, resolve, reject);
+      this.calls.add(call);
+      this.pool.dispatch({ method: 'POST', path: this.path, headers, body }, call);
     });
-    return new LeanResponse(url, answer.statusCode, answer.headers, await answer.body.text());
-  };
-  return fetcher as unknown as Fetcher;
-}
-
-/** Where `willSendRequest` leaves the principal for the fetcher to sign; never sent. */
-const UNSIGNED_PRINCIPAL = 'x-ops-principal-unsigned';
-
-/** Replaces the unsigned principal with its signature over this call (subgraph, method, path, body). */
-function signingFor(signer: PrincipalSigner, subgraph: string, path: string) {
-  return (headers: Record<string, string>, method: string, body: string) => {
-    const unsigned = headers[UNSIGNED_PRINCIPAL];
-    delete headers[UNSIGNED_PRINCIPAL];
-    if (unsigned === undefined) return;
-    headers[PRINCIPAL_HEADER] = signer.sign(JSON.parse(unsigned) as Principal, { subgraph, method, path, body });
-  };
-}
-
-/** What the data source reads of an answer; its methods live on the prototype, so a copy of a result skips them. */
-class LeanResponse {
-  readonly ok: boolean;
-  readonly statusText: string;
-  readonly headers: { get(name: string): string | null };
-
-  constructor(
-    readonly url: string,
-    readonly status: number,
-    raw: Record<string, string | string[] | undefined>,
-    private readonly body: string,
-  ) {
-    this.ok = status >= 200 && status <= 299;
-    this.statusText = STATUS_CODES[status] ?? '';
-    this.headers = new LeanHeaders(raw);
-  }
-
-  text(): Promise<string> {
-    return Promise.resolve(this.body);
-  }
-
-  json(): Promise<unknown> {
-    return Promise.resolve(JSON.parse(this.body) as unknown);
   }
 }
 
-class LeanHeaders {
-  constructor(private readonly raw: Record<string, string | string[] | undefined>) {}
+/** A subgraph's answer as it arrived. */
+interface Answer {
+  status: number;
+  statusText: string;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+}
 
-  get(name: string): string | null {
-    const value = this.raw[name.toLowerCase()];
-    return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
+/** The body as the data source reads it: JSON (or GraphQL-response JSON) parsed, anything else as text. */
+function readBody(answer: Answer): unknown {
+  const type = header(answer.headers['content-type']);
+  const json = type !== null && (type.startsWith('application/json') || type.startsWith('application/graphql-response+json'));
+  return json ? (JSON.parse(answer.text) as unknown) : answer.text;
+}
+
+/** A failed status as RemoteGraphQLDataSource words it (`500: Internal Server Error`, the answer in its extensions). */
+function statusError(url: string, answer: Answer, body: unknown): GraphQLError {
+  const code = answer.status === 401 ? 'UNAUTHENTICATED' : answer.status === 403 ? 'FORBIDDEN' : undefined;
+  return new GraphQLError(`${answer.status}: ${answer.statusText}`, {
+    extensions: { response: { url, status: answer.status, statusText: answer.statusText, body }, ...(code ? { code } : {}) },
+  });
+}
+
+/** The subgraph's Cache-Control restricts the operation's cache policy, as `@apollo/gateway` lets it. */
+function restrictCachePolicy(options: GraphQLDataSourceProcessOptions<GatewayContext>, cacheControl: string | null): void {
+  if (!('incomingRequestContext' in options)) return;
+  // Apollo Server's CachePolicy (the interface types it `any`).
+  const policy = options.incomingRequestContext.overallCachePolicy as
+    { restrict?: (hint: { maxAge: number; scope?: 'PUBLIC' | 'PRIVATE' }) => void } | undefined;
+  if (typeof policy?.restrict !== 'function') return;
+  const parsed = parseCacheControl(cacheControl);
+  const maxAge = parsed.get('max-age');
+  policy.restrict({
+    maxAge: typeof maxAge === 'string' && /^[0-9]+$/.test(maxAge) ? Number(maxAge) : 0,
+    ...(parsed.get('private') === true ? { scope: 'PRIVATE' as const } : {}),
+    ...(parsed.get('public') === true ? { scope: 'PUBLIC' as const } : {}),
+  });
+}
+
+/** Cache-Control's directives: a value where one is given (quotes removed), `true` where none is. */
+function parseCacheControl(value: string | null): Map<string, string | true> {
+  const directives = new Map<string, string | true>();
+  if (!value) return directives;
+  for (const part of value.trim().split(/\s*,\s*/)) {
+    const [name, given] = part.split(/\s*=\s*/, 2);
+    directives.set(name!, given === undefined ? true : given.replace(/^"|"$/g, ''));
   }
+  return directives;
+}
+
+function header(value: string | string[] | undefined): string | null {
+  return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
 }
 
 function isGraphQLBody(value: unknown): value is { errors: GraphQLFormattedError[] } {
   return typeof value === 'object' && value !== null && Array.isArray((value as { errors?: unknown }).errors);
+}
+
+/**
+ * One call on the dispatcher: the answer's status, headers and body collected as they arrive, settled once
+ * (answered, failed, or given up at its deadline, whichever comes first).
+ */
+class SubgraphCall implements Dispatcher.DispatchHandler {
+  /** When the call is given up (performance.now() milliseconds); set by CallDeadlines. */
+  deadline = 0;
+  private controller: Dispatcher.DispatchController | null = null;
+  private settled: Error | true | null = null;
+  private status = 0;
+  private statusText = '';
+  private headers: Record<string, string | string[] | undefined> = {};
+  private chunks: Buffer[] = [];
+
+  constructor(
+    private readonly deadlines: CallDeadlines,
+    private readonly resolve: (answer: Answer) => void,
+    private readonly reject: (error: Error) => void,
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    // Given up while it waited for a connection: it is not sent.
+    if (this.settled instanceof Error) controller.abort(this.settled);
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+    statusMessage?: string,
+  ): void {
+    // Informational answers (1xx) come before the answer.
+    if (statusCode < 200) return;
+    this.status = statusCode;
+    this.statusText = statusMessage || (STATUS_CODES[statusCode] ?? '');
+    this.headers = headers;
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.deadlines.delete(this);
+    const text = this.chunks.length === 1 ? this.chunks[0]!.toString('utf8') : Buffer.concat(this.chunks).toString('utf8');
+    this.chunks = [];
+    this.resolve({ status: this.status, statusText: this.statusText, headers: this.headers, text });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.deadlines.delete(this);
+    this.reject(error);
+  }
+
+  /** The deadline passed: the caller hears of it now; a call still waiting for a connection will not be sent. */
+  expire(error: Error): void {
+    if (this.settled) return;
+    this.settled = error;
+    this.reject(error);
+  }
+
+  /** Aborts the request of a call given up, if it was sent (its connection is closed). */
+  abortSent(): void {
+    if (this.settled instanceof Error) this.controller?.abort(this.settled);
+  }
+}
+
+/**
+ * The deadlines of the calls in flight, kept by one timer. Every call has the same timeout, so the calls
+ * expire in the order they were made: the timer waits for the oldest call's deadline, and when it fires
+ * gives up every call past its own and waits again for the oldest left. A call that ends leaves the set.
+ */
+const SWEEP_SLACK_MS = 2;
+
+class CallDeadlines {
+  private readonly calls = new Set<SubgraphCall>();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly timeoutError: (ms: number) => Error,
+  ) {}
+
+  add(call: SubgraphCall): void {
+    call.deadline = performance.now() + this.timeoutMs;
+    this.calls.add(call);
+    if (!this.timer) this.arm(this.timeoutMs);
+  }
+
+  delete(call: SubgraphCall): void {
+    this.calls.delete(call);
+  }
+
+  private arm(ms: number): void {
+    this.timer = setTimeout(() => this.sweep(), ms);
+    // In-flight calls do not keep the process alive on their own (as `AbortSignal.timeout` did not).
+    this.timer.unref();
+  }
+
+  private sweep(): void {
+    this.timer = null;
+    const now = performance.now();
+    const expired: SubgraphCall[] = [];
+    for (const call of this.calls) {
+      // Calls due within a timer's granularity go in this sweep rather than a timer of their own.
+      if (call.deadline > now + SWEEP_SLACK_MS) {
+        this.arm(call.deadline - now);
+        break;
+      }
+      this.calls.delete(call);
+      call.expire(this.timeoutError(this.timeoutMs));
+      expired.push(call);
+    }
+    // Aborted only once all are marked: an abort frees a connection at once, and a call waiting for one
+    // must already know it was given up when it gets it.
+    for (const call of expired) call.abortSent();
+  }
 }
