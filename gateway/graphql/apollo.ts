@@ -1,5 +1,9 @@
 import { ApolloServer } from '@apollo/server';
-import { ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
+import {
+  ApolloServerPluginLandingPageDisabled,
+  ApolloServerPluginSchemaReportingDisabled,
+  ApolloServerPluginUsageReportingDisabled,
+} from '@apollo/server/plugin/disabled';
 import { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import type { FastifyInstance } from 'fastify';
 import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from 'graphql';
@@ -7,7 +11,7 @@ import type { TurnGate } from '../http/admission.js';
 import { boundedVariablesPolicy } from '../execution/bounded-errors.js';
 import type { GatewayContext } from '../execution/context.js';
 import { deferAccepting } from '../execution/defer.js';
-import { createDirectExecution, type ServedExecution } from '../execution/direct-execution.js';
+import { createDirectExecution, type DirectExecution, type ServedExecution } from '../execution/direct-execution.js';
 import { formatGraphQLError, requestErrorPolicy } from '../execution/graphql-errors.js';
 import { formatPayload, type IncrementalSlot } from '../execution/incremental.js';
 import { policyPlugin, type OperationPolicy } from '../execution/operation-policy.js';
@@ -15,6 +19,7 @@ import { auditPolicy, type AuditSink } from '../security/audit.js';
 import { usagePolicy } from '../governance/policy.js';
 import type { UsageRecorder } from '../governance/usage.js';
 import type { SecurityConfig } from '../security/config.js';
+import type { GraphQLConfig } from './config.js';
 import { authorizationPolicy, authorizingGateway, type Authorizer } from '../security/authorization.js';
 import { rateLimitPolicy, type RateLimiter } from '../security/rate-limit.js';
 import type { OperationExecutor } from '../rest/engine.js';
@@ -23,7 +28,7 @@ import type { ApolloGateway } from '@apollo/gateway';
 
 export interface GraphQLServerOptions {
   app: FastifyInstance;
-  config: Pick<SecurityConfig, 'GRAPHQL_MAX_TOKENS'>;
+  config: Pick<SecurityConfig, 'GRAPHQL_MAX_TOKENS'> & Pick<GraphQLConfig, 'GRAPHQL_DIRECT_EXECUTION'>;
   gateway: ApolloGateway;
   authorizer: Authorizer;
   rateLimiter: RateLimiter;
@@ -40,6 +45,11 @@ export interface GraphQLServer {
    * formatting as /graphql, without Apollo Server's per-request pipeline (gateway/execution/direct-execution.ts).
    */
   execute: OperationExecutor;
+  /**
+   * Runs the queries and mutations GraphQL clients send as JSON over POST without Apollo Server's pipeline
+   * (gateway/graphql/route.ts); null with GRAPHQL_DIRECT_EXECUTION=false.
+   */
+  direct: DirectExecution | null;
   /** Runs a query or mutation sent on a graphql-ws socket (gateway/subscriptions/ws-server.ts). */
   executeOnSocket: SocketExecution;
   /** Formats the errors of deferred payloads as Apollo Server formats its own. */
@@ -94,7 +104,16 @@ export async function startGraphQLServer(options: GraphQLServerOptions): Promise
     persistedQueries: false,
     // No landing page: Apollo's loads scripts and fonts from its CDN, and nothing leaves the machine, so a
     // browser asking /graphql for text/html gets 406 like any other client that accepts no GraphQL type.
-    plugins: [fastifyApolloDrainPlugin(app), ApolloServerPluginLandingPageDisabled(), policyPlugin(policies)],
+    // For the same reason no usage or schema reports, whatever APOLLO_KEY says: GraphQL over POST runs
+    // without Apollo's pipeline (gateway/execution/direct-execution.ts), and its answers are alike only
+    // with Apollo's own plugins limited to those this server names (and its cache-control plugin).
+    plugins: [
+      fastifyApolloDrainPlugin(app),
+      ApolloServerPluginLandingPageDisabled(),
+      ApolloServerPluginUsageReportingDisabled(),
+      ApolloServerPluginSchemaReportingDisabled(),
+      policyPlugin(policies),
+    ],
     formatError,
   });
   await apollo.start();
@@ -110,7 +129,7 @@ export async function startGraphQLServer(options: GraphQLServerOptions): Promise
     errors?.map((error) => formatGraphQLError({ ...error.toJSON() }, error, app.log));
 
   const execute: OperationExecutor = async (operation, variables, contextValue) => {
-    const { data, errors } = await direct(operation, variables, contextValue);
+    const { data, errors } = await direct.operation(operation, variables, contextValue);
     return { data: data ?? null, ...(errors ? { errors } : {}) };
   };
 
@@ -133,5 +152,5 @@ export async function startGraphQLServer(options: GraphQLServerOptions): Promise
     })();
   };
 
-  return { apollo, execute, executeOnSocket, formatDeferredErrors };
+  return { apollo, execute, direct: options.config.GRAPHQL_DIRECT_EXECUTION ? direct : null, executeOnSocket, formatDeferredErrors };
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { configSection, intFrom } from '../../platform/config.js';
+import { boolFrom, configSection, intFrom, type ConfigValues } from '../../platform/config.js';
 
 const TRUSTED_DOCUMENT_MODES = ['off', 'allow', 'safelist'] as const;
 export type TrustedDocumentMode = (typeof TRUSTED_DOCUMENT_MODES)[number];
@@ -34,4 +34,9 @@ export const graphqlConfig = configSection('gateway/graphql', 'gateway/graphql/c
     .describe(
       'memory for automatic persisted queries (hash to text, least recently used first out); `0` turns APQ off (a hash answers `PERSISTED_QUERY_NOT_SUPPORTED`)',
     ),
+  GRAPHQL_DIRECT_EXECUTION: boolFrom('GRAPHQL_DIRECT_EXECUTION', 'true').describe(
+    "queries and mutations sent as JSON over POST run without Apollo Server's per-request pipeline, with the same policies, executor, status, headers and body ([Performance](performance.md#like-for-like-nothing-shared)); `false` sends every `/graphql` request through Apollo Server",
+  ),
 });
+
+export type GraphQLConfig = ConfigValues<typeof graphqlConfig.shape>;

@@ -3,7 +3,7 @@ import fastifyApollo from '@as-integrations/fastify';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { getOperationAST, OperationTypeNode } from 'graphql';
 import type { ErrorCode } from '../../platform/errors.js';
-import { acceptsGraphQLResponse } from '../http/accept.js';
+import { acceptsGraphQLResponse, graphQLAnswerType } from '../http/accept.js';
 import { GRAPHQL_PATH, pathOf, refuse } from '../http/problem.js';
 import { gatewayContextFrom, principalOf } from '../execution/context.js';
 import { acceptsIncremental, MULTIPART_DEFER, multipartBody, type IncrementalSlot } from '../execution/incremental.js';
@@ -78,7 +78,24 @@ export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQL
       const policy = options.cachePolicies.of(checked.document, params.operationName);
       if (policy.maxAge > 0) cacheable.set(request, policy);
     }
+    // A query or mutation sent as JSON over POST runs without Apollo Server's pipeline, answered as Apollo
+    // Server answers it (gateway/execution/direct-execution.ts); what that path does not take goes on to Apollo.
+    const direct = server.direct;
+    if (!direct || get || !isPlainPost(request, resolved)) return;
+    const contentType = graphQLAnswerType(request.headers.accept);
+    const accepted = contentType ? direct.accept(params.query, params.operationName) : null;
+    if (!accepted || !contentType) return;
+    const answer = await direct.http(accepted, params.variables, contextOf(request), contentType);
+    reply.code(answer.status);
+    for (const [name, value] of answer.headers) reply.header(name, value);
+    return reply.send(answer.body);
   });
+
+  const contextOf = (request: FastifyRequest) => {
+    const context = gatewayContextFrom(request.headers, principalOf(request));
+    context.incremental = { accepted: acceptsIncremental(request.headers.accept) };
+    return context;
+  };
 
   const incrementalSlots = new WeakMap<FastifyRequest, IncrementalSlot>();
   await app.register(fastifyApollo(server.apollo), {
@@ -86,9 +103,8 @@ export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQL
     // OPTIONS is answered for every path alike (204 with Allow), not by Apollo.
     method: ['GET', 'POST'],
     context: async (request) => {
-      const context = gatewayContextFrom(request.headers, principalOf(request));
-      context.incremental = { accepted: acceptsIncremental(request.headers.accept) };
-      incrementalSlots.set(request, context.incremental);
+      const context = contextOf(request);
+      incrementalSlots.set(request, context.incremental!);
       return context;
     },
   });
@@ -107,6 +123,20 @@ export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQL
     reply.removeHeader('content-length');
     return Readable.from(multipartBody(payload, subsequent, server.formatDeferredErrors));
   });
+}
+
+/**
+ * A POST whose body Apollo Server would read without a word: JSON, `variables` an object (or none),
+ * `operationName` a string (or none), no `extensions` left once a persisted query's hash is resolved.
+ * Anything else goes to Apollo Server, which answers it as it always has.
+ */
+function isPlainPost(request: FastifyRequest, body: Record<string, unknown>): boolean {
+  const type = request.headers['content-type'];
+  if (typeof type !== 'string' || type.split(';', 1)[0]!.trim().toLowerCase() !== 'application/json') return false;
+  const { variables, operationName, extensions } = body;
+  if (variables != null && (typeof variables !== 'object' || Array.isArray(variables))) return false;
+  if (operationName != null && typeof operationName !== 'string') return false;
+  return extensions == null;
 }
 
 /**

@@ -72,7 +72,7 @@ async function bothDoors(query: string, variables: Record<string, unknown>, beha
     maxTokens: 1000,
     logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined },
   });
-  const answer = await direct(query, variables, context());
+  const answer = await direct.operation(query, variables, context());
   return {
     apollo: { seen: viaApollo.seen, data: data ?? null, errors: errors ?? [] },
     direct: { seen: viaDirect.seen, data: answer.data ?? null, errors: answer.errors ?? [] },

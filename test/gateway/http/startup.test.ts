@@ -152,10 +152,11 @@ describe('npm start runs the compiled server (tools/start.mjs, tools/build.mjs)'
   it(
     'compiles again when a source changed, and serves from the build what tsx serves: migrations, models, the supergraph, the dashboard; a new DATA_DIR starts as a copy of the cluster made at install',
     async () => {
-      // A source newer than the build: the launcher compiles before it starts (its mtime is put back after).
+      // A source changed since the build: the launcher compiles before it starts (its mtime is put back
+      // after). The time given is this moment's, never one an earlier run of this test left in the build.
       const source = fileURLToPath(new URL('../../../platform/clock.ts', import.meta.url));
       const { atime, mtime } = statSync(source);
-      utimesSync(source, atime, new Date(mtime.getTime() + 1000));
+      utimesSync(source, atime, new Date(Math.max(Date.now(), mtime.getTime() + 1000)));
       const dir = tempDir();
       let p: ServerProcess;
       try {

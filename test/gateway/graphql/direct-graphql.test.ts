@@ -1,0 +1,147 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { directCounts } from '../../../gateway/execution/direct-execution.js';
+import { hoursFromNow } from '../../support/http.js';
+import { modes, startTestServer, type TestServer } from '../../support/server.js';
+
+/*
+ * GraphQL over POST runs without Apollo Server's pipeline (gateway/execution/direct-execution.ts), and must
+ * answer exactly as Apollo Server does. Every request of the corpus is sent twice to the same server: as
+ * clients send it (the direct path), and with an empty `extensions` object, which the direct path leaves
+ * to Apollo Server. Status, media type, cache-control, the rate limit's and outage headers, and the body
+ * byte for byte must be the same; the direct path's counter says which door each took.
+ */
+
+/** Each case acts with a key of its own: the rate limit's bucket is per principal. */
+const keyOfCase = (index: number) => `direct-case-key-${String(index).padStart(4, '0')}`;
+const OPERATOR = 'direct-operator-key-00001';
+const PARTNER = 'direct-partner-key-000001';
+const RUNNER = 'direct-runner-key-0000001';
+
+interface Case {
+  name: string;
+  body: { query: string; variables?: Record<string, unknown>; operationName?: string };
+  key?: string;
+  accept?: string | null;
+  /** The direct path takes it (otherwise Apollo Server answers both). */
+  direct: boolean;
+}
+
+const LEDGER = `query Ledger($first: Int!) { bookings(first: $first) { totalCount pageInfo { hasNextPage }
+  edges { node { id status customerName location { id name } machines { id name } bill { quotedAmount closed }
+  deliveryForecast { q10Minutes q50Minutes q90Minutes } } } } }`;
+
+const CASES: Case[] = [
+  { name: 'a query without variables', body: { query: '{ fleetSummary { total available reserved inUse } }' }, direct: true },
+  { name: 'a federated query with variables', body: { query: LEDGER, variables: { first: 5 } }, direct: true },
+  {
+    name: 'one operation of several, by name (a field the subgraph lets be kept, privately)',
+    body: { query: 'query A { fleetSummary { total } } query B { predictionModels { ready seed } }', operationName: 'B' },
+    direct: true,
+  },
+  { name: 'a public field the subgraph lets be kept', body: { query: '{ quoteSigningKeys { kid kty crv } }' }, direct: true },
+  { name: 'only __typename', body: { query: '{ __typename }' }, direct: true },
+  {
+    name: 'a booking that does not exist',
+    body: { query: 'query One($id: ID!) { booking(id: $id) { id status } }', variables: { id: 'BK-nope' } },
+    direct: true,
+  },
+  {
+    name: 'variables that do not coerce',
+    body: { query: 'query Page($first: Int!) { bookings(first: $first) { totalCount } }', variables: { first: 'ten' } },
+    direct: true,
+  },
+  { name: 'a required variable missing', body: { query: 'query Page($first: Int!) { bookings(first: $first) { totalCount } }' }, direct: true },
+  {
+    name: 'a mutation the subgraph refuses (no change made)',
+    body: {
+      query: 'mutation Quote($input: CreateQuoteInput!) { createQuote(input: $input) { id } }',
+      variables: { input: { machineIds: ['EQ-001'], locationId: 'LOC-nowhere', startTime: hoursFromNow(2), durationHours: -3 } },
+    },
+    direct: true,
+  },
+  { name: "a field outside the principal's scopes", body: { query: '{ predictionModels { ready } }' }, key: PARTNER, direct: true },
+  {
+    name: 'an operation over the rate limit (a heavy one costs more than the bucket holds)',
+    body: { query: 'mutation Run { startQuantumRun(input: { problem: REGULAR3_MAXCUT, size: 4 }) { id } }' },
+    key: RUNNER,
+    direct: true,
+  },
+  { name: 'Accept: application/json', body: { query: '{ fleetSummary { total } }' }, accept: 'application/json', direct: true },
+  { name: 'no Accept header', body: { query: '{ fleetSummary { total } }' }, accept: null, direct: true },
+  { name: 'Accept: */*', body: { query: '{ fleetSummary { total } }' }, accept: '*/*', direct: true },
+  { name: 'Accept: the callback spec', body: { query: '{ fleetSummary { total } }' }, accept: 'application/json; callbackSpec=1.0', direct: true },
+  // Apollo Server's on both doors:
+  { name: 'an operationName that selects nothing', body: { query: 'query A { fleetSummary { total } }', operationName: 'B' }, direct: false },
+  { name: 'an invalid document', body: { query: '{ fleetSummary { nope } }' }, direct: false },
+  { name: 'introspection', body: { query: '{ __schema { queryType { name } } }' }, direct: false },
+  { name: 'a deferred fragment', body: { query: '{ fleetSummary { total ... @defer { available } } }' }, direct: false },
+];
+
+/** What must be alike: the rate limit's counters move with every request, so only their presence counts. */
+const HEADERS = ['content-type', 'cache-control', 'retry-after', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'vary'];
+const PRESENCE_ONLY = new Set(['ratelimit-remaining', 'ratelimit-reset', 'retry-after']);
+
+async function send(url: string, c: Case, viaApollo: boolean) {
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'x-api-key': c.key ?? keyOfCase(CASES.indexOf(c)) };
+  if (c.accept !== null) headers['accept'] = c.accept ?? 'application/graphql-response+json, application/json';
+  const body = viaApollo ? { ...c.body, extensions: {} } : c.body;
+  const before = directCounts.http;
+  const res = await fetch(`${url}/graphql`, { method: 'POST', headers, body: JSON.stringify(body) });
+  // The wait a refusal names moves with the bucket, which each request drains by a token.
+  const text = (await res.text()).replace(/retry in \d+ s/g, 'retry in N s').replace(/"retryAfter":\d+/g, '"retryAfter":N');
+  const seen = Object.fromEntries(HEADERS.filter((h) => res.headers.has(h)).map((h) => [h, PRESENCE_ONLY.has(h) ? 'present' : res.headers.get(h)]));
+  return { status: res.status, headers: seen, text, direct: directCounts.http > before };
+}
+
+describe.each(modes)("GraphQL over POST without Apollo Server's pipeline answers as Apollo Server does (%s)", (mode) => {
+  let server: TestServer;
+  const dir = mkdtempSync(join(tmpdir(), 'direct-graphql-'));
+  beforeAll(async () => {
+    const file = join(dir, 'keys.json');
+    writeFileSync(
+      file,
+      JSON.stringify([
+        ...CASES.map((_, i) => ({ key: keyOfCase(i), principal: `direct-case-${i}`, tenant: 'corpus', scopes: ['ops:admin'] })),
+        { key: PARTNER, principal: 'direct-partner', tenant: 'partner', scopes: ['rental:read'] },
+        { key: RUNNER, principal: 'direct-runner', tenant: 'runners', scopes: ['optimization:run'] },
+      ]),
+    );
+    server = await startTestServer({
+      mode,
+      env: {
+        API_KEYS_FILE: file,
+        API_KEYS: OPERATOR,
+        PRINCIPAL_SECRET: 'direct-principal-secret-0123456789abcdef',
+        // Three requests of a case fit in a principal's bucket; a heavy operation (a whole bucket) after the
+        // request's own token does not.
+        RATE_LIMIT_BURST: '10',
+        RATE_LIMIT_PER_S: '1',
+        // Every read reaches its subgraph, whose Cache-Control then restricts the answer's on both doors
+        // (an answer the gateway kept carries no hint).
+        GATEWAY_FETCH_CACHE_MB: '0',
+      },
+    });
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  for (const c of CASES) {
+    it(c.name, async () => {
+      const direct = await send(server.url, c, false);
+      const apollo = await send(server.url, c, true);
+      expect(apollo.direct).toBe(false);
+      expect(direct.direct).toBe(c.direct);
+      expect({ ...direct, direct: undefined }).toEqual({ ...apollo, direct: undefined });
+    });
+  }
+
+  it('the corpus covers what it says: answers with data, refusals, request errors, a kept answer', async () => {
+    const answers = await Promise.all(CASES.filter((c) => c.direct).map((c) => send(server.url, c, false)));
+    const statuses = new Set(answers.map((a) => a.status));
+    expect([...statuses].sort()).toEqual([200, 400, 403, 429]);
+    expect(answers.some((a) => a.headers['cache-control']?.startsWith('max-age='))).toBe(mode === 'distributed');
+    expect(answers.some((a) => a.headers['content-type'] === 'application/json; callbackSpec=1.0; charset=utf-8')).toBe(true);
+  });
+});
