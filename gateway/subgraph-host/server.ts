@@ -1,5 +1,9 @@
 import { ApolloServer } from '@apollo/server';
-import { ApolloServerPluginInlineTraceDisabled, ApolloServerPluginLandingPageDisabled } from '@apollo/server/plugin/disabled';
+import {
+  ApolloServerPluginCacheControlDisabled,
+  ApolloServerPluginInlineTraceDisabled,
+  ApolloServerPluginLandingPageDisabled,
+} from '@apollo/server/plugin/disabled';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from '../../platform/clock.js';
@@ -138,10 +142,16 @@ function subgraphApollo(
     introspection: true,
     // Federated tracing is for Apollo's managed platform; this gateway does not read it. No landing page
     // (Apollo's loads from its CDN): the subgraph answers GraphQL only, like the gateway.
+    // No cache hints per field either: Apollo's cache-control plugin would wrap every resolver of the schema
+    // to time each field's hint (graphql-jit then calls a wrapper for every field, leaf or not), so that this
+    // answer's Cache-Control could restrict the gateway's. What the gateway lets be kept is decided there,
+    // from the composed `@cacheControl` hints, for registered queries sent by GET (gateway/graphql/cache-policy.ts);
+    // every other answer is `no-store`, in distributed mode as in one process.
     plugins: [
       fastifyApolloDrainPlugin(app),
       ApolloServerPluginInlineTraceDisabled(),
       ApolloServerPluginLandingPageDisabled(),
+      ApolloServerPluginCacheControlDisabled(),
       // Every operation is judged again here, whole: a field its principal may not use refuses it.
       {
         async requestDidStart() {
