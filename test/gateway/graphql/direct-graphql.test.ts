@@ -145,3 +145,23 @@ describe.each(modes)("GraphQL over POST without Apollo Server's pipeline answers
     expect(answers.some((a) => a.headers['content-type'] === 'application/json; callbackSpec=1.0; charset=utf-8')).toBe(true);
   });
 });
+
+describe('GRAPHQL_DIRECT_EXECUTION=false', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ env: { GRAPHQL_DIRECT_EXECUTION: 'false' } });
+  });
+
+  it('sends every /graphql request through Apollo Server, with the same answer', async () => {
+    const before = directCounts.http;
+    const res = await fetch(`${server.url}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+      body: JSON.stringify({ query: '{ fleetSummary { total } }' }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(((await res.json()) as { data: { fleetSummary: { total: number } } }).data.fleetSummary.total).toBeGreaterThan(0);
+    expect(directCounts.http).toBe(before);
+  });
+});
