@@ -5,6 +5,7 @@ import type * as ExecuteQueryPlanModule from '@apollo/gateway/dist/executeQueryP
 import type { OperationContext } from '@apollo/gateway/dist/operationContext.js';
 import type * as DeepMerge from '@apollo/gateway/dist/utilities/deepMerge.js';
 import type * as DataSourceTypes from '@apollo/gateway/dist/datasources/types.js';
+import type * as CacheControlHeader from '@apollo/gateway/dist/datasources/parseCacheControlHeader.js';
 import type * as ResultShaping from '@apollo/gateway/dist/resultShaping.js';
 import type { GatewayGraphQLRequestContext } from '@apollo/server-gateway-interface';
 
@@ -60,6 +61,9 @@ export const { applyRewrites, isObjectOfType } = require('@apollo/gateway/dist/d
 
 /** The gateway's merge of a fetch's answer into the tree (`@apollo/gateway/dist/utilities/deepMerge.js`), borrowed. */
 export const { deepMerge } = require('@apollo/gateway/dist/utilities/deepMerge.js') as typeof DeepMerge;
+
+/** How RemoteGraphQLDataSource reads a subgraph's Cache-Control (`dist/datasources/parseCacheControlHeader.js`), borrowed. */
+export const { parseCacheControlHeader } = require('@apollo/gateway/dist/datasources/parseCacheControlHeader.js') as typeof CacheControlHeader;
 
 /** The kind of a data-source request made for a client's operation (an enum of dist/datasources/types.js the package does not export). */
 export const INCOMING_OPERATION = (require('@apollo/gateway/dist/datasources/types.js') as typeof DataSourceTypes).GraphQLDataSourceRequestKind

@@ -77,6 +77,17 @@ const NO_CACHE: GatewayGraphQLRequestContext['cache'] = {
   delete: async () => {},
 };
 
+/** How a prepared operation ended before its answer is made (see `run`). */
+type Outcome =
+  | { kind: 'stopped'; errors: readonly GraphQLError[] }
+  | { kind: 'instead'; status: number; errors: GraphQLFormattedError[] }
+  | {
+      kind: 'ran';
+      data: Record<string, unknown> | null | undefined;
+      errors: readonly GraphQLError[] | undefined;
+      extensions: Record<string, unknown> | undefined;
+    };
+
 /** GraphQL-over-HTTP requests run here (for tests: which door a request took). */
 export const directCounts = { http: 0 };
 
@@ -145,38 +156,57 @@ export function createDirectExecution(options: DirectExecutionOptions): DirectEx
     return answer;
   };
 
+  /**
+   * What follows the document's preparation on both paths: the policies asked about the resolved operation,
+   * an answer given instead, or the executor run (variables that do not coerce coded BAD_USER_INPUT, as
+   * Apollo Server codes them). Errors are still unformatted: each path answers them its own way.
+   */
+  const run = async (
+    served: ServedExecution,
+    ready: Prepared,
+    resolved: ResolvedOperation,
+    headers: AnswerHeaders,
+    cachePolicy: CachePolicy | undefined,
+  ): Promise<Outcome> => {
+    try {
+      resolvePolicies(policies, resolved, headers);
+    } catch (error) {
+      return { kind: 'stopped', errors: [asGraphQLError(error)] };
+    }
+    const instead = answerInstead(policies, resolved);
+    if (instead) return { kind: 'instead', ...instead };
+    const { source, operation, operationName, variables, context } = resolved;
+    const requestContext = requestContextOf(served, source, ready, operation, operationName ?? null, variables, context, cachePolicy);
+    try {
+      const result = await served.executor(requestContext);
+      const errors = result.errors?.map((e) => (isVariableCoercion(e) ? withCode(e, 'BAD_USER_INPUT') : e));
+      return { kind: 'ran', data: result.data, errors, extensions: result.extensions };
+    } catch (error) {
+      return { kind: 'stopped', errors: [asGraphQLError(error)] };
+    }
+  };
+
   const operation: DirectExecution['operation'] = async (source, variables, context) => {
     await startPolicies(policies);
     const headers = new Map<string, string>();
     const served = options.served();
     if (!served) throw new Error('the gateway has not loaded its supergraph yet');
-    const { schema, executor } = served;
-    const ready = prepare(schema, source);
+    const ready = prepare(served.schema, source);
     if ('syntax' in ready) return failed([withCode(ready.syntax, 'GRAPHQL_PARSE_FAILED')], undefined, headers);
     if (ready.invalid) return failed(ready.invalid, undefined, headers);
     const { document } = ready;
     const operation = getOperationAST(document) ?? undefined;
-    const resolved: ResolvedOperation = { schema, document, operation, operationName: undefined, source, variables, context };
-    try {
-      resolvePolicies(policies, resolved, headers);
-    } catch (error) {
-      return failed([asGraphQLError(error)], resolved, headers);
-    }
-    const instead = answerInstead(policies, resolved);
-    if (instead) {
-      const answer: OperationAnswer = { errors: instead.errors, status: instead.status, headers };
-      answerPolicies(policies, answer, resolved);
-      return answer;
-    }
-    const requestContext = requestContextOf(served, source, ready, operation, null, variables, context, undefined);
-    let answer: OperationAnswer;
-    try {
-      const result = await executor(requestContext);
-      const errors = result.errors?.map((e) => (isVariableCoercion(e) ? withCode(e, 'BAD_USER_INPUT') : e));
-      answer = { ...(result.data !== undefined ? { data: result.data } : {}), ...(errors ? { errors: format(errors) } : {}), headers };
-    } catch (error) {
-      return failed([asGraphQLError(error)], resolved, headers);
-    }
+    const resolved: ResolvedOperation = { schema: served.schema, document, operation, operationName: undefined, source, variables, context };
+    const outcome = await run(served, ready, resolved, headers, undefined);
+    if (outcome.kind === 'stopped') return failed(outcome.errors, resolved, headers);
+    const answer: OperationAnswer =
+      outcome.kind === 'instead'
+        ? { errors: outcome.errors, status: outcome.status, headers }
+        : {
+            ...(outcome.data !== undefined ? { data: outcome.data } : {}),
+            ...(outcome.errors ? { errors: format(outcome.errors) } : {}),
+            headers,
+          };
     answerPolicies(policies, answer, resolved);
     return answer;
   };
@@ -230,48 +260,31 @@ export function createDirectExecution(options: DirectExecutionOptions): DirectEx
       variables: variables ?? undefined,
       context,
     };
-    // Apollo Server's answer to errors that stop the request: their `extensions.http` set the status and
-    // headers, 500 otherwise; then the policies have their say.
-    const stopped = (errors: readonly GraphQLError[]): HttpAnswer => {
-      const http = httpOfErrors(errors, headers);
-      const answer: OperationAnswer = { errors: format(errors), status: http.status ?? 500, headers };
-      answerPolicies(policies, answer, resolved);
-      return written(answer, headers, undefined, contentType, null);
-    };
-    try {
-      resolvePolicies(policies, resolved, headers);
-    } catch (error) {
-      return stopped([asGraphQLError(error)]);
-    }
-    const instead = answerInstead(policies, resolved);
-    if (instead) {
-      const answer: OperationAnswer = { errors: instead.errors, status: instead.status, headers };
-      answerPolicies(policies, answer, resolved);
-      return written(answer, headers, undefined, contentType, null);
-    }
     const cachePolicy = new CachePolicy();
-    const requestContext = requestContextOf(served, source, prepared, operation, operationName, variables ?? undefined, context, cachePolicy);
+    const outcome = await run(served, prepared, resolved, headers, cachePolicy);
     let answer: OperationAnswer;
-    let extensions: Record<string, unknown> | undefined;
-    try {
-      const result = await served.executor(requestContext);
-      const errors = result.errors?.map((e) => (isVariableCoercion(e) ? withCode(e, 'BAD_USER_INPUT') : e));
+    if (outcome.kind === 'stopped') {
+      // Apollo Server's answer to errors that stop the request: their `extensions.http` set the status and
+      // headers, 500 otherwise; then the policies have their say.
+      const http = httpOfErrors(outcome.errors, headers);
+      answer = { errors: format(outcome.errors), status: http.status ?? 500, headers };
+    } else if (outcome.kind === 'instead') {
+      answer = { errors: outcome.errors, status: outcome.status, headers };
+    } else {
+      const { data, errors } = outcome;
       const http = errors ? httpOfErrors(errors, headers) : {};
       // A request whose variables did not coerce ran nothing: 400 (Apollo Server's
       // status400ForVariableCoercionErrors, on by default).
-      const status = http.status ?? (errors?.length && result.data === undefined ? 400 : undefined);
+      const status = http.status ?? (errors?.length && data === undefined ? 400 : undefined);
       answer = {
-        ...(result.data !== undefined ? { data: result.data } : {}),
+        ...(data !== undefined ? { data } : {}),
         ...(errors ? { errors: format(errors) } : {}),
         ...(status !== undefined ? { status } : {}),
         headers,
       };
-      extensions = result.extensions;
-    } catch (error) {
-      return stopped([asGraphQLError(error)]);
     }
     answerPolicies(policies, answer, resolved);
-    return written(answer, headers, extensions, contentType, cachePolicy);
+    return written(answer, headers, outcome.kind === 'ran' ? outcome.extensions : undefined, contentType, cachePolicy);
   };
 
   return { operation, accept, http };
@@ -302,10 +315,10 @@ function written(
   headers: Map<string, string>,
   extensions: Record<string, unknown> | undefined,
   contentType: string,
-  cachePolicy: CachePolicy | null,
+  cachePolicy: CachePolicy,
 ): HttpAnswer {
   headers.set('content-type', contentType);
-  const cacheable = !answer.errors ? cachePolicy?.policyIfCacheable() : null;
+  const cacheable = !answer.errors ? cachePolicy.policyIfCacheable() : null;
   headers.set('cache-control', cacheable ? `max-age=${cacheable.maxAge}, ${cacheable.scope.toLowerCase()}` : 'no-store');
   const body = JSON.stringify({ errors: answer.errors, data: answer.data, extensions }) + '\n';
   return { status: answer.status ?? 200, headers, body };

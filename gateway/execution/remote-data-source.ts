@@ -5,6 +5,7 @@ import { STATUS_CODES } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { Pool, type Dispatcher } from 'undici';
 import { PRINCIPAL_HEADER, SYSTEM_PRINCIPAL, type PrincipalSigner } from '../../platform/principal.js';
+import { parseCacheControlHeader } from './apollo-seam.js';
 import { FORWARDED_HEADERS, type GatewayContext } from './context.js';
 import { unavailableErrors } from './subgraph-errors.js';
 import { injectTrace } from '../observability/tracing.js';
@@ -141,24 +142,13 @@ function restrictCachePolicy(options: GraphQLDataSourceProcessOptions<GatewayCon
   const policy = options.incomingRequestContext.overallCachePolicy as
     { restrict?: (hint: { maxAge: number; scope?: 'PUBLIC' | 'PRIVATE' }) => void } | undefined;
   if (typeof policy?.restrict !== 'function') return;
-  const parsed = parseCacheControl(cacheControl);
-  const maxAge = parsed.get('max-age');
+  const parsed = parseCacheControlHeader(cacheControl);
+  const maxAge = parsed['max-age'];
   policy.restrict({
     maxAge: typeof maxAge === 'string' && /^[0-9]+$/.test(maxAge) ? Number(maxAge) : 0,
-    ...(parsed.get('private') === true ? { scope: 'PRIVATE' as const } : {}),
-    ...(parsed.get('public') === true ? { scope: 'PUBLIC' as const } : {}),
+    ...(parsed['private'] === true ? { scope: 'PRIVATE' as const } : {}),
+    ...(parsed['public'] === true ? { scope: 'PUBLIC' as const } : {}),
   });
-}
-
-/** Cache-Control's directives: a value where one is given (quotes removed), `true` where none is. */
-function parseCacheControl(value: string | null): Map<string, string | true> {
-  const directives = new Map<string, string | true>();
-  if (!value) return directives;
-  for (const part of value.trim().split(/\s*,\s*/)) {
-    const [name, given] = part.split(/\s*=\s*/, 2);
-    directives.set(name!, given === undefined ? true : given.replace(/^"|"$/g, ''));
-  }
-  return directives;
 }
 
 function header(value: string | string[] | undefined): string | null {

@@ -39,6 +39,14 @@ export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQL
     );
   });
 
+  // The context an operation runs with, on either path: the forwarded headers, the principal, and whether
+  // the caller takes incremental payloads.
+  const contextOf = (request: FastifyRequest) => {
+    const context = gatewayContextFrom(request.headers, principalOf(request));
+    context.incremental = { accepted: acceptsIncremental(request.headers.accept) };
+    return context;
+  };
+
   // What the request names resolves to text first (gateway/graphql/documents.ts): an APQ hash, a registered
   // document's id, or text a safelist may refuse. Then the request limits, before Apollo validates or plans
   // anything (gateway/security/limits.ts): a document over a limit costs one bounded parse and one linear walk.
@@ -90,12 +98,6 @@ export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQL
     for (const [name, value] of answer.headers) reply.header(name, value);
     return reply.send(answer.body);
   });
-
-  const contextOf = (request: FastifyRequest) => {
-    const context = gatewayContextFrom(request.headers, principalOf(request));
-    context.incremental = { accepted: acceptsIncremental(request.headers.accept) };
-    return context;
-  };
 
   const incrementalSlots = new WeakMap<FastifyRequest, IncrementalSlot>();
   await app.register(fastifyApollo(server.apollo), {
