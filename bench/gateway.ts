@@ -16,12 +16,13 @@ import {
   summarize,
   type Cell,
   type CellResult,
+  type CpuMeter,
   type Round,
   type RunSettings,
   type Target,
 } from './gateway/measure.js';
 import { summarizeProfile, type ProfileSummary } from './gateway/profile.js';
-import { freePort, peakRssMiB, startServer, stopServer, type ServerProcess } from './gateway/processes.js';
+import { freePort, machineCpuMs, peakRssMiB, postgresCpuMs, startServer, stopServer, type ServerProcess } from './gateway/processes.js';
 import { printResults, writeResults, type BenchResults, type PairedResult, type WorkloadResult } from './gateway/report.js';
 import { machineId, POOL_FIRST_MACHINE, seedDatabase } from './gateway/seed.js';
 import { verifyMutations, verifyPaging, verifyRest, verifySameData, type Endpoint } from './gateway/verify.js';
@@ -327,8 +328,11 @@ export default async function gatewayBench(): Promise<void> {
         })),
     );
     load = new LoadGenerator(root);
-    const processes: Record<string, number> = Object.fromEntries(subgraphNames.map((name, i) => [name, subgraphs[i]!.child.pid!]));
+    const processes: Record<string, CpuMeter> = Object.fromEntries(subgraphNames.map((name, i) => [name, subgraphs[i]!.child.pid!]));
     processes['load generator'] = load.pid;
+    // PostgreSQL's own CPU when it runs on this machine (its processes are read from /proc), and the machine's.
+    if (postgres && isLocal(postgres.url) && postgresCpuMs() !== null) processes['database'] = () => postgresCpuMs() ?? Number.NaN;
+    processes['machine'] = machineCpuMs;
 
     /** The processes that serve a target's requests: its gateway and, in distributed mode, the subgraphs. */
     const serving = (target: Target) => [target.server.child.pid!, ...(target.remoteSubgraphs ? subgraphs.map((s) => s.child.pid!) : [])];
@@ -580,6 +584,12 @@ function serverEnv(): Record<string, string> {
     /^(PORT|HOST|DATA_DIR|DATABASE_|QUOTE_|API_KEYS|LOG_LEVEL|BODY_LIMIT|BONDING_|FEATURES_|REDIS_URL|FLEET_|OPTIMIZATION_|SUBGRAPH_|PEER_|TRACKING_|WS_|HTTP_|GRAPHQL_|SUPERGRAPH_)/;
   const base = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && !setting.test(e[0])));
   return { ...base, NODE_ENV: env['NODE_ENV'] ?? 'production', HOST: '127.0.0.1', LOG_LEVEL: 'warn', APOLLO_TELEMETRY_DISABLED: 'true' };
+}
+
+/** The database server runs on this machine (its processes can be measured here). */
+function isLocal(url: string): boolean {
+  const host = new URL(url).hostname;
+  return host === '127.0.0.1' || host === 'localhost' || host === '[::1]' || host === '';
 }
 
 async function postgresUrl(): Promise<string | null> {

@@ -32,9 +32,14 @@ export interface Cell {
   plan: LoadPlan;
 }
 
+/** What a round reads CPU time from: a process id, or a reader of the CPU ms used so far (PostgreSQL, the machine). */
+export type CpuMeter = number | (() => number);
+
+const readMeter = (meter: CpuMeter) => (typeof meter === 'number' ? cpuMs(meter) : meter());
+
 export interface Round {
   load: LoadResult;
-  /** CPU ms each process used during the round, by process name. */
+  /** CPU ms each meter (a process, PostgreSQL's processes, the machine) read during the round, by name. */
   cpuMs: Record<string, number>;
   loadAverage: number;
 }
@@ -62,6 +67,10 @@ export interface CellResult {
   /** CPU ms per request of each subgraph process. */
   subgraphCpuMs: Record<string, number> | null;
   loadGeneratorCpuMs: number;
+  /** The local PostgreSQL server's processes, CPU ms per request (null when not measured). */
+  databaseCpuMs: number | null;
+  /** The whole machine's busy CPU ms per request: every process, the kernel, and whatever else ran meanwhile. */
+  machineCpuMs: number | null;
   peakRssMiB: number;
   /** Rows read per second (paging). */
   rowsPerSecond: number | null;
@@ -137,13 +146,13 @@ export async function measureRound(
   load: LoadGenerator,
   cell: Cell,
   settings: RunSettings,
-  processes: Record<string, number>,
+  processes: Record<string, CpuMeter>,
   serving: number[],
 ): Promise<Round> {
-  const before = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuMs(pid)]));
+  const before = Object.fromEntries(Object.entries(processes).map(([name, meter]) => [name, readMeter(meter)]));
   const result = await load.run({ url: cell.target.server.url, timeoutSeconds: 10, plan: cell.plan, ...settings });
   await quiet(serving);
-  const cpu = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuMs(pid) - before[name]!]));
+  const cpu = Object.fromEntries(Object.entries(processes).map(([name, meter]) => [name, readMeter(meter) - before[name]!]));
   if (cell.plan.kind === 'mutations') await load.cleanup(cell.target.server.url, cell.plan.poolKey);
   return { load: result, cpuMs: cpu, loadAverage: loadavg()[0]! };
 }
@@ -239,6 +248,8 @@ export function summarize(cell: Cell, rounds: Round[], subgraphNames: string[], 
     subgraphsCpuMs: cell.target.remoteSubgraphs ? per(sum((r) => subgraphNames.reduce((s, n) => s + (r.cpuMs[n] ?? 0), 0))) : null,
     subgraphCpuMs: cell.target.remoteSubgraphs ? subgraphCpu : null,
     loadGeneratorCpuMs: per(sum((r) => r.cpuMs['load generator'] ?? 0)),
+    databaseCpuMs: rounds.every((r) => 'database' in r.cpuMs) ? per(sum((r) => r.cpuMs['database']!)) : null,
+    machineCpuMs: rounds.every((r) => 'machine' in r.cpuMs) ? per(sum((r) => r.cpuMs['machine']!)) : null,
     peakRssMiB: round(peakRss, 1),
     rowsPerSecond: cell.plan.kind === 'paging' ? Math.round(rows / seconds) : null,
     rows,

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
+import { createWriteStream, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -88,6 +88,45 @@ export function cpuMs(pid: number): number {
   // Fields after the command name (which may hold spaces) start at field 3; utime and stime are 14 and 15.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+}
+
+/**
+ * CPU time (user + system) the local PostgreSQL server has used so far, in milliseconds: every process named
+ * `postgres` (the postmaster, its backends and workers), plus what the postmaster's children that have exited
+ * used (its cutime and cstime), so a backend that ends between two readings is still counted once. Null when
+ * no such process can be read (PostgreSQL on another machine, PGlite).
+ */
+export function postgresCpuMs(): number | null {
+  let ticks = 0;
+  let found = false;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    const open = stat.indexOf('(');
+    const close = stat.lastIndexOf(')');
+    if (stat.slice(open + 1, close) !== 'postgres') continue;
+    const fields = stat.slice(close + 2).split(' ');
+    // utime, stime, cutime, cstime: fields 14 to 17.
+    ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+    found = true;
+  }
+  return found ? (ticks * 1000) / TICKS_PER_SECOND : null;
+}
+
+/**
+ * CPU time the whole machine has spent busy so far, in milliseconds over all cores (/proc/stat: user, nice,
+ * system, irq and softirq; idle, iowait and steal left out): every process, the kernel's network work that no
+ * process is charged for, and anything else running here.
+ */
+export function machineCpuMs(): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0] = line.trim().split(/\s+/).slice(1).map(Number);
+  return ((user + nice + system + irq + softirq) * 1000) / TICKS_PER_SECOND;
 }
 
 /** Peak resident set (VmHWM) since the start or the last `resetPeakRss`, in MiB. */

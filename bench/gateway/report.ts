@@ -96,11 +96,32 @@ function rows(w: WorkloadResult) {
   }));
 }
 
+/**
+ * Where the CPU of one request went, in ms: each process measured, PostgreSQL's processes, and the rest of the
+ * machine's busy time (the kernel's network work no process is charged for, anything else running here).
+ */
+function cpuRows(w: WorkloadResult) {
+  return w.cells.map((c) => {
+    const measured = c.gatewayCpuMs + (c.subgraphsCpuMs ?? 0) + (c.databaseCpuMs ?? 0) + c.loadGeneratorCpuMs;
+    return {
+      target: name(w, c),
+      gateway: fmt(c.gatewayCpuMs, 2),
+      subgraphs: fmt(c.subgraphsCpuMs, 2),
+      PostgreSQL: fmt(c.databaseCpuMs, 2),
+      'load generator': fmt(c.loadGeneratorCpuMs, 2),
+      'rest of the machine': fmt(c.machineCpuMs === null ? null : c.machineCpuMs - measured, 2),
+      'machine, all': fmt(c.machineCpuMs, 2),
+    };
+  });
+}
+
 export function printResults(workloads: WorkloadResult[], bench?: BenchResults): void {
   for (const w of workloads) {
     console.log(`\n${w.name}: ${w.title}`);
     console.table(rows(w));
     for (const c of w.cells) if (c.samples.length > 0) console.log(`  ${name(w, c)} errors, first: ${c.samples[0]}`);
+    console.log(`${w.name}: CPU ms per request, by where it went`);
+    console.table(cpuRows(w));
     if (w.paired?.length) {
       console.log(`\n${w.name}: REST and GraphQL POST sent at the same time to the same server`);
       console.table(pairedRows(w.paired));
@@ -283,7 +304,10 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
     `Database: ${bench.database}. rps counts successful responses (2xx without GraphQL errors); p50/p99 are over every`,
     "round; CPU ms per request is the process's user + system time over the rounds (/proc/<pid>/stat, read once the",
     'servers are quiet again after each round) divided by the requests sent; for `npm start` the gateway process runs the',
-    'subgraphs too, and "subgraphs" is the five subgraph processes together. Peak RSS is VmHWM, reset before each workload.',
+    'subgraphs too, and "subgraphs" is the five subgraph processes together. PostgreSQL is its processes on this machine',
+    "(the postmaster's, its backends' and those of backends that ended meanwhile); \"machine, all\" is the machine's busy",
+    'time (/proc/stat: user, nice, system, irq, softirq), and "rest of the machine" what no measured process accounts for',
+    "(the kernel's network work, anything else running). Peak RSS is VmHWM, reset before each workload.",
     `Before measuring, every target answered each workload's operations with the same data (${bench.workloads.map((w) => `${w.name}: ${w.verified}`).join('; ')}).`,
     '',
     '## Goals',
@@ -294,6 +318,7 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
   ];
   for (const w of bench.workloads) {
     lines.push('', `## ${w.name}: ${w.title}`, '', ...markdownTable(rows(w)));
+    lines.push('', 'CPU ms per request, by where it went:', '', ...markdownTable(cpuRows(w)));
     const errored = w.cells.filter((c) => c.samples.length > 0);
     for (const c of errored) lines.push('', `${name(w, c)}, first error: \`${c.samples[0]!.replace(/`/g, "'").slice(0, 200)}\``);
     lines.push('', 'rps ratio, row / column:', '', `| | ${w.cells.map((c) => name(w, c)).join(' | ')} |`, `|---|${w.cells.map(() => '---:').join('|')}|`);
