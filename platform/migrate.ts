@@ -40,10 +40,28 @@ export async function migrate(db: Database, sets: MigrationSet[]): Promise<strin
   return applied;
 }
 
-/** Splits a migration into statements on `;` at line ends (migrations keep one statement per `;`). */
-function splitStatements(sql: string): string[] {
-  return sql
-    .split(/;\s*(?:\n|$)/)
-    .map((s) => s.replace(/^\s*--.*$/gm, '').trim())
-    .filter((s) => s.length > 0);
+/**
+ * Splits a migration into statements on `;` at line ends (migrations keep one statement per `;`). A
+ * dollar-quoted body (`$$ ... $$`, `$fn$ ... $fn$`: a function's) is kept whole, whatever its lines end with.
+ */
+export function splitStatements(sql: string): string[] {
+  const statements: string[] = [];
+  let statement = '';
+  const cut = (text: string) => {
+    const pieces = text.split(/;\s*(?:\n|$)/);
+    statement += pieces[0];
+    for (const piece of pieces.slice(1)) {
+      statements.push(statement);
+      statement = piece;
+    }
+  };
+  let at = 0;
+  for (const quoted of sql.matchAll(/\$(\w*)\$[\s\S]*?\$\1\$/g)) {
+    cut(sql.slice(at, quoted.index));
+    statement += quoted[0];
+    at = quoted.index + quoted[0].length;
+  }
+  cut(sql.slice(at));
+  statements.push(statement);
+  return statements.map((s) => s.replace(/^\s*--.*$/gm, '').trim()).filter((s) => s.length > 0);
 }

@@ -82,14 +82,11 @@ export const rentalResolvers: Resolvers = {
     booking: (_, args, ctx) => ctx.loaders.booking.load(parseInput(bookingIdArg, args.id, 'id')),
     bookings: async (_, args, ctx) => {
       const { first, after } = parseInput(bookingsPageArgs, args);
-      const page = await ctx.rental.bookingsPage(first, after === null || after === undefined ? null : seqOfCursor(after), viewerOf(ctx.principal));
+      const viewer = viewerOf(ctx.principal);
+      const page = await ctx.rental.bookingsPage(first, after === null || after === undefined ? null : seqOfCursor(after), viewer);
       for (const b of page.rows) ctx.loaders.booking.prime(b.id, b);
       const edges = page.rows.map((node) => ({ cursor: cursorOf(node.seq), node }));
-      return {
-        edges,
-        pageInfo: { hasNextPage: page.hasNext, endCursor: edges.at(-1)?.cursor ?? null },
-        totalCount: page.total,
-      };
+      return { edges, pageInfo: { hasNextPage: page.hasNext, endCursor: edges.at(-1)?.cursor ?? null }, viewer };
     },
     tracking: async (_, args, ctx) => {
       const booking = await ctx.loaders.booking.load(parseInput(bookingIdArg, args.bookingId, 'bookingId'));
@@ -225,6 +222,9 @@ export const rentalResolvers: Resolvers = {
     depot: (d, _, ctx) => must(ctx.rental.depot(d.depotId), `depot ${d.depotId}`),
     machines: (d, _, ctx) => machinesOf(d.machineIds, ctx),
     amount: (d) => euros(d.amountCents),
+  },
+  BookingConnection: {
+    totalCount: (page, _, ctx) => ctx.rental.bookingsTotal(page.viewer),
   },
   Booking: {
     __resolveReference: (ref, ctx) => ctx.loaders.booking.load(parseInput(bookingIdRef, ref.id, 'id')),

@@ -224,17 +224,26 @@ export class RentalStore {
   }
 
   /** Newest first; `beforeSeq` is the exclusive upper bound from the previous page's cursor. */
-  async bookingsPage(first: number, beforeSeq: string | null, viewer: Viewer): Promise<{ rows: BookingRecord[]; hasNext: boolean; total: number }> {
+  async bookingsPage(first: number, beforeSeq: string | null, viewer: Viewer): Promise<{ rows: BookingRecord[]; hasNext: boolean }> {
     const res = await this.db.query<BookingRecord>(
       `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE ($1::bigint IS NULL OR seq < $1::bigint)
          AND ($3::text IS NULL OR tenant = $3)
        ORDER BY rental_bookings.seq DESC LIMIT $2`,
       [beforeSeq, first + 1, viewedTenant(viewer)],
     );
-    const total = await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM rental_bookings WHERE $1::text IS NULL OR tenant = $1', [
-      viewedTenant(viewer),
-    ]);
-    return { rows: res.rows.slice(0, first), hasNext: res.rows.length > first, total: total.rows[0]?.n ?? 0 };
+    return { rows: res.rows.slice(0, first), hasNext: res.rows.length > first };
+  }
+
+  /**
+   * How many bookings `viewer` sees in the ledger: read from the counts the bookings' triggers keep
+   * (migrations/008_booking_counts.sql), at most 16 rows per tenant, whatever the ledger's length.
+   */
+  async bookingsTotal(viewer: Viewer): Promise<number> {
+    const res = await this.db.query<{ n: number }>(
+      'SELECT coalesce(sum(bookings), 0)::int AS n FROM rental_booking_counts WHERE $1::text IS NULL OR tenant = $1',
+      [viewedTenant(viewer)],
+    );
+    return res.rows[0]?.n ?? 0;
   }
 
   // ---- transitions -------------------------------------------------------------------------------

@@ -66,6 +66,7 @@ describe.each(setups)('tenants see and change only their own ($name)', ({ backen
     const ledgerA = await rest(url, 'GET', '/rental/bookings', undefined, as(A));
     expect(ledgerA.body['bookings'].map((x: { booking_id: string }) => x.booking_id)).toEqual([a.bookingId]);
     expect(ledgerA.body['bookings'][0].customer_name).toBe('Klant van A');
+    expect(ledgerA.body['total']).toBe(1);
     // The operator sees every tenant.
     const ledgerOps = await rest(url, 'GET', '/rental/bookings', undefined, as(OPS));
     expect(ledgerOps.body['bookings'].map((x: { booking_id: string }) => x.booking_id)).toContain(a.bookingId);

@@ -1,0 +1,110 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { gql, hoursFromNow, rest } from '../../support/http.js';
+import { backends, startTestServer, type TestServer } from '../../support/server.js';
+
+/*
+ * The ledger's totalCount is read from counts that triggers on rental_bookings keep
+ * (subgraphs/rental/migrations/008_booking_counts.sql), not counted per page. Whatever writes booking rows
+ * (confirmations at the same time, one statement inserting many rows, a delete), the counts stay equal to
+ * count(*) per tenant, and a booking's tenant and seq, which the counts rely on, cannot change.
+ */
+
+describe.each(backends)("the ledger's total, kept as bookings are written (%s)", (backend) => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ backend });
+  });
+
+  /** Bookings per tenant and slot, counted from the rows. */
+  const counted = async () =>
+    (
+      await server.db.query<{ tenant: string; slot: number; n: number }>(
+        'SELECT tenant, (seq % 16)::int AS slot, count(*)::int AS n FROM rental_bookings GROUP BY 1, 2 ORDER BY 1, 2',
+      )
+    ).rows;
+  /** The same, as the triggers keep it. */
+  const kept = async () =>
+    (
+      await server.db.query<{ tenant: string; slot: number; n: number }>(
+        'SELECT tenant, slot::int AS slot, bookings::int AS n FROM rental_booking_counts WHERE bookings <> 0 ORDER BY 1, 2',
+      )
+    ).rows;
+  const totalCount = async () => {
+    const res = await gql(server.url, '{ bookings(first: 1) { totalCount } }');
+    expect(res.errors).toBeUndefined();
+    return (res.data as { bookings: { totalCount: number } }).bookings.totalCount;
+  };
+  const all = async () => (await server.db.query<{ n: number }>('SELECT count(*)::int AS n FROM rental_bookings')).rows[0]!.n;
+  const columns = async (table: string) =>
+    (
+      await server.db.query<{ name: string }>(
+        'SELECT column_name AS name FROM information_schema.columns WHERE table_name = $1 AND table_schema = current_schema() ORDER BY ordinal_position',
+        [table],
+      )
+    ).rows.map((r) => r.name);
+
+  it('equals count(*) per tenant after concurrent confirmations, a many-row insert and a delete', async () => {
+    const before = await all();
+    expect(await totalCount()).toBe(before);
+
+    // Twelve bookings confirmed at the same time (consecutive seqs: several slots).
+    const machines = Array.from({ length: 12 }, (_, i) => `EQ-${String(i + 1).padStart(3, '0')}`);
+    const confirmed = await Promise.all(
+      machines.map(async (id) => {
+        const q = await rest(server.url, 'POST', '/rental/pricing/quote', {
+          machine_ids: [id],
+          location_id: 'LOC-002',
+          start_time: hoursFromNow(6),
+          duration_hours: 8,
+        });
+        expect(q.status).toBe(200);
+        const b = await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: `Teller ${id}` });
+        expect(b.status).toBe(200);
+        return b.body['booking_id'] as string;
+      }),
+    );
+    expect(new Set(confirmed).size).toBe(12);
+    expect(await totalCount()).toBe(before + 12);
+    expect(await kept()).toEqual(await counted());
+
+    // One statement inserting a copy of every booking (and its quote) for another tenant.
+    const copy = (cols: string[], as: Record<string, string>) => cols.map((c) => as[c] ?? c).join(', ');
+    const quoteColumns = await columns('rental_quotes');
+    await server.db.query(
+      `INSERT INTO rental_quotes (${quoteColumns.join(', ')})
+       SELECT ${copy(quoteColumns, { id: `md5(id::text || 'copy')::uuid`, tenant: `'tenant-copy'` })}
+       FROM rental_quotes WHERE id IN (SELECT quote_id FROM rental_bookings)`,
+    );
+    const bookingColumns = (await columns('rental_bookings')).filter((c) => c !== 'seq');
+    await server.db.query(
+      `INSERT INTO rental_bookings (${bookingColumns.join(', ')})
+       SELECT ${copy(bookingColumns, { id: `id || '-copy'`, quote_id: `md5(quote_id::text || 'copy')::uuid`, tenant: `'tenant-copy'` })}
+       FROM rental_bookings`,
+    );
+    expect(await all()).toBe(2 * (before + 12));
+    expect(await totalCount()).toBe(2 * (before + 12));
+    expect(await kept()).toEqual(await counted());
+    expect((await kept()).filter((r) => r.tenant === 'tenant-copy').reduce((s, r) => s + r.n, 0)).toBe(before + 12);
+
+    // A delete of some of them.
+    const deleted = await server.db.query(`DELETE FROM rental_bookings WHERE tenant = 'tenant-copy' AND seq % 3 = 0`);
+    expect(deleted.rowCount).toBeGreaterThan(0);
+    expect(await totalCount()).toBe(2 * (before + 12) - deleted.rowCount);
+    expect(await kept()).toEqual(await counted());
+  });
+
+  it("refuses to change a booking's tenant or seq, and lets every other update through", async () => {
+    const row = (await server.db.query<{ id: string; tenant: string }>('SELECT id, tenant FROM rental_bookings ORDER BY seq LIMIT 1')).rows[0]!;
+    await expect(server.db.query(`UPDATE rental_bookings SET tenant = 'someone-else' WHERE id = $1`, [row.id])).rejects.toThrow(
+      /a booking's tenant and seq never change/,
+    );
+    await expect(server.db.query('UPDATE rental_bookings SET seq = seq + 100000 WHERE id = $1', [row.id])).rejects.toThrow(
+      /a booking's tenant and seq never change/,
+    );
+    // Naming the columns with their own values changes nothing, and passes.
+    const same = await server.db.query('UPDATE rental_bookings SET tenant = tenant, customer_name = customer_name WHERE id = $1', [row.id]);
+    expect(same.rowCount).toBe(1);
+    expect((await server.db.query<{ tenant: string }>('SELECT tenant FROM rental_bookings WHERE id = $1', [row.id])).rows[0]!.tenant).toBe(row.tenant);
+    expect(await kept()).toEqual(await counted());
+  });
+});
