@@ -182,8 +182,14 @@ export default async function gatewayBench(): Promise<void> {
     log(`starting the subgraphs (${subgraphNames.join(', ')}) on ${postgres ? 'PostgreSQL' : 'PGlite'}`);
     // Rental asks prediction for its trucks' travel forecasts: prediction starts first, and rental's
     // process names it in SUBGRAPH_URLS.
+    // BENCH_SUBGRAPH_PROFILE_DIR=dir: each subgraph process writes a CPU profile of its whole run there when it stops.
+    const subgraphProfile = env['BENCH_SUBGRAPH_PROFILE_DIR'];
     const startSubgraph = (name: string, extra: Record<string, string> = {}) =>
-      start(`subgraph-${name}`, ['--import', 'tsx', 'gateway/subgraph-main.ts', name], { ...database(`subgraph-${name}`), ...extra });
+      start(
+        `subgraph-${name}`,
+        [...(subgraphProfile ? ['--cpu-prof', `--cpu-prof-dir=${join(subgraphProfile, name)}`] : []), '--import', 'tsx', 'gateway/subgraph-main.ts', name],
+        { ...database(`subgraph-${name}`), ...extra },
+      );
     const first = subgraphNames.filter((name) => name !== 'rental');
     const firstServers = await Promise.all(first.map((name) => startSubgraph(name)));
     const subgraphUrls: Record<string, string> = Object.fromEntries(first.map((name, i) => [name, `${firstServers[i]!.url}/graphql`]));
