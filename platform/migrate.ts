@@ -44,7 +44,7 @@ export async function migrate(db: Database, sets: MigrationSet[]): Promise<strin
  * Splits a migration into statements on `;` at line ends (migrations keep one statement per `;`). A
  * dollar-quoted body (`$$ ... $$`, `$fn$ ... $fn$`: a function's) is kept whole, whatever its lines end with.
  */
-export function splitStatements(sql: string): string[] {
+function splitStatements(sql: string): string[] {
   const statements: string[] = [];
   let statement = '';
   const cut = (text: string) => {
