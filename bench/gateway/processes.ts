@@ -82,12 +82,29 @@ export function stopServer(server: { child: ChildProcess }): Promise<void> {
   });
 }
 
-/** CPU time (user + system) the process has used so far, in milliseconds. */
+/**
+ * A process's /proc/<pid>/stat: its command name and the fields after it (which start at field 3: the name may
+ * hold spaces); null once it has exited.
+ */
+function procStat(pid: number | string): { command: string; fields: string[] } | null {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  const close = stat.lastIndexOf(')');
+  return { command: stat.slice(stat.indexOf('(') + 1, close), fields: stat.slice(close + 2).split(' ') };
+}
+
+/** Clock ticks to milliseconds. */
+const ticksMs = (ticks: number) => (ticks * 1000) / TICKS_PER_SECOND;
+
+/** CPU time (user + system: fields 14 and 15) the process has used so far, in milliseconds. */
 export function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the command name (which may hold spaces) start at field 3; utime and stime are 14 and 15.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+  const stat = procStat(pid);
+  if (!stat) throw new Error(`process ${pid} has exited`);
+  return ticksMs(Number(stat.fields[11]) + Number(stat.fields[12]));
 }
 
 /**
@@ -101,21 +118,13 @@ export function postgresCpuMs(): number | null {
   let found = false;
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue; // exited meanwhile
-    }
-    const open = stat.indexOf('(');
-    const close = stat.lastIndexOf(')');
-    if (stat.slice(open + 1, close) !== 'postgres') continue;
-    const fields = stat.slice(close + 2).split(' ');
+    const stat = procStat(entry);
+    if (stat?.command !== 'postgres') continue;
     // utime, stime, cutime, cstime: fields 14 to 17.
-    ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+    ticks += Number(stat.fields[11]) + Number(stat.fields[12]) + Number(stat.fields[13]) + Number(stat.fields[14]);
     found = true;
   }
-  return found ? (ticks * 1000) / TICKS_PER_SECOND : null;
+  return found ? ticksMs(ticks) : null;
 }
 
 /**
@@ -126,7 +135,7 @@ export function postgresCpuMs(): number | null {
 export function machineCpuMs(): number {
   const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
   const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0] = line.trim().split(/\s+/).slice(1).map(Number);
-  return ((user + nice + system + irq + softirq) * 1000) / TICKS_PER_SECOND;
+  return ticksMs(user + nice + system + irq + softirq);
 }
 
 /** Peak resident set (VmHWM) since the start or the last `resetPeakRss`, in MiB. */
