@@ -58,9 +58,9 @@ export class RentalService {
     return this.store.machines();
   }
 
-  async fleetSummary(now: Date): Promise<FleetSummaryRecord> {
-    await this.store.releaseExpired(now);
-    return this.store.fleetSummary();
+  /** The fleet as of `now`, expired quotes released (RentalStore.fleetSummary). */
+  fleetSummary(now: Date): Promise<FleetSummaryRecord> {
+    return this.store.fleetSummary(now);
   }
 
   /** Before a machine or quote is read by id (through the loaders). */
@@ -86,10 +86,6 @@ export class RentalService {
 
   bookingsPage(first: number, beforeSeq: string | null, viewer: Viewer) {
     return this.store.bookingsPage(first, beforeSeq, viewer);
-  }
-
-  bookingsTotal(viewer: Viewer): Promise<number> {
-    return this.store.bookingsTotal(viewer);
   }
 
   machinesByIds(ids: readonly string[]): Promise<MachineRecord[]> {

@@ -6,7 +6,9 @@ import { backends, startTestServer, type TestServer } from '../../support/server
  * The ledger's totalCount is read from counts that triggers on rental_bookings keep
  * (subgraphs/rental/migrations/008_booking_counts.sql), not counted per page. Whatever writes booking rows
  * (confirmations at the same time, one statement inserting many rows, a delete), the counts stay equal to
- * count(*) per tenant, and a booking's tenant and seq, which the counts rely on, cannot change.
+ * count(*) per tenant, and a booking's tenant and seq, which the counts rely on, cannot change. A page
+ * reads its bookings, their machines and the total in one statement; what it answers equals what the
+ * machines' own reads and the counted rows say, on an empty page too.
  */
 
 describe.each(backends)("the ledger's total, kept as bookings are written (%s)", (backend) => {
@@ -106,5 +108,66 @@ describe.each(backends)("the ledger's total, kept as bookings are written (%s)",
     expect(same.rowCount).toBe(1);
     expect((await server.db.query<{ tenant: string }>('SELECT tenant FROM rental_bookings WHERE id = $1', [row.id])).rows[0]!.tenant).toBe(row.tenant);
     expect(await kept()).toEqual(await counted());
+  });
+
+  it('answers each page with the machines as read one by one and the total as counted, past the last page too', async () => {
+    // A booking made now, on a machine that was free: the page shows the machine as the booking left it.
+    const free = (await server.db.query<{ id: string }>(`SELECT id FROM rental_machines WHERE status = 'available' ORDER BY id LIMIT 1`)).rows[0]!.id;
+    const quoted = await rest(server.url, 'POST', '/rental/pricing/quote', {
+      machine_ids: [free],
+      location_id: 'LOC-002',
+      start_time: hoursFromNow(30),
+      duration_hours: 4,
+    });
+    expect(quoted.status).toBe(200);
+    const booked = await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: quoted.body['quote_id'], customer_name: 'Teller page' });
+    expect(booked.status).toBe(200);
+    const page = await gql(
+      server.url,
+      '{ bookings(first: 50) { totalCount pageInfo { endCursor } edges { node { id machines { id name category hourlyRate status depot { id } } } } } }',
+    );
+    expect(page.errors).toBeUndefined();
+    const ledger = (
+      page.data as { bookings: { totalCount: number; pageInfo: { endCursor: string }; edges: { node: { id: string; machines: { id: string }[] } }[] } }
+    ).bookings;
+    expect(ledger.totalCount).toBe(await all());
+    expect(ledger.edges.length).toBeGreaterThan(12);
+    const ids = [...new Set(ledger.edges.flatMap((e) => e.node.machines.map((m) => m.id)))];
+    expect(ids).toContain(free);
+    for (const id of ids) {
+      const one = await gql(server.url, 'query M($id: ID!) { machine(id: $id) { id name category hourlyRate status depot { id } } }', { id });
+      expect(one.errors).toBeUndefined();
+      const seen = ledger.edges.flatMap((e) => e.node.machines).filter((m) => m.id === id);
+      for (const m of seen) expect(m).toEqual((one.data as { machine: unknown }).machine);
+    }
+    expect(ledger.edges.flatMap((e) => e.node.machines).find((m) => m.id === free)).toMatchObject({ status: 'IN_USE' });
+    // Each booking's machines in the order the booking lists them.
+    const listed = await server.db.query<{ id: string; machines: string[] }>('SELECT id, machine_ids AS machines FROM rental_bookings');
+    const byBooking = new Map(listed.rows.map((r) => [r.id, r.machines]));
+    for (const e of ledger.edges) expect(e.node.machines.map((m) => m.id)).toEqual(byBooking.get(e.node.id));
+
+    // Past the last booking the page is empty, and still says how many there are.
+    let after: string | null = ledger.pageInfo.endCursor;
+    for (;;) {
+      type Page = { bookings: { totalCount: number; pageInfo: { hasNextPage: boolean; endCursor: string | null } } };
+      const next = await gql<Page>(
+        server.url,
+        'query P($after: String) { bookings(first: 50, after: $after) { totalCount pageInfo { hasNextPage endCursor } } }',
+        {
+          after,
+        },
+      );
+      expect(next.errors).toBeUndefined();
+      const b: Page['bookings'] = next.data!.bookings;
+      expect(b.totalCount).toBe(await all());
+      if (!b.pageInfo.hasNextPage) {
+        const past = await gql(server.url, 'query P($after: String) { bookings(first: 5, after: $after) { totalCount edges { cursor } } }', {
+          after: b.pageInfo.endCursor ?? after,
+        });
+        expect(past.data).toEqual({ bookings: { totalCount: await all(), edges: [] } });
+        break;
+      }
+      after = b.pageInfo.endCursor;
+    }
   });
 });

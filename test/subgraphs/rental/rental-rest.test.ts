@@ -156,6 +156,20 @@ describe.each(targets)('rental REST compatibility paths ($name)', ({ backend, mo
     expect((await quote(['EQ-007'])).status).toBe(200);
   });
 
+  it('the fleet summary read first after a quote expires counts its machines as available again', async () => {
+    const before = (await rest(url, 'GET', '/rental/fleet/summary')).body;
+    const q = await quote(['EQ-006']);
+    expect(q.status).toBe(200);
+    const reserved = (await rest(url, 'GET', '/rental/fleet/summary')).body;
+    expect(reserved).toMatchObject({ available: before['available'] - 1, reserved: before['reserved'] + 1 });
+    // The same summary again, answered as it was (on PGlite from the read cache), while the quote holds.
+    expect((await rest(url, 'GET', '/rental/fleet/summary')).body).toEqual(reserved);
+    // Past every quote's expiry (this one's and any an earlier test left): each reserved machine is free.
+    clock.advance(121_000);
+    const after = (await rest(url, 'GET', '/rental/fleet/summary')).body;
+    expect(after).toMatchObject({ available: before['total'] - before['in_use'], reserved: 0, in_use: before['in_use'] });
+  });
+
   it('a second confirm never books twice: 409, or the same booking for a repeated Idempotency-Key', async () => {
     const q = await quote(['EQ-008']);
     const body = { quote_id: q.body['quote_id'], customer_name: 'Hijmans Kranen' };
