@@ -34,6 +34,7 @@ const CONFIG: Record<SubgraphName, SubgraphTypes> = {
       Machine: './records.js#MachineRecord',
       Quote: './records.js#QuoteRecord',
       Booking: './records.js#BookingRecord',
+      BookingConnection: './context.js#BookingPageView',
       Depot: './records.js#Place',
       Location: './records.js#Place',
       QuoteLineItem: './pricing.js#LineItem',

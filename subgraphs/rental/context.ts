@@ -1,7 +1,7 @@
 import DataLoader from 'dataloader';
 import type { Clock } from '../../platform/clock.js';
 import type { EventHub } from '../../platform/event-hub.js';
-import { viewerOf } from '../../platform/ownership.js';
+import { viewerOf, type Viewer } from '../../platform/ownership.js';
 import type { Principal } from '../../platform/principal.js';
 import type { BookingRecord } from './records.js';
 import type { RentalService } from './service.js';
@@ -50,6 +50,13 @@ export function createLoaders(store: RentalStore, principal: Principal) {
       return quoteIds.map((id) => rows.get(id) ?? null);
     }),
   };
+}
+
+/** A ledger page: its edges and page info, and who reads it (its totalCount is read only when asked for). */
+export interface BookingPageView {
+  edges: { cursor: string; node: BookingRecord }[];
+  pageInfo: { hasNextPage: boolean; endCursor: string | null };
+  viewer: Viewer;
 }
 
 /** A booking's tracking as of the request's instant. */

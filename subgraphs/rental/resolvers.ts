@@ -85,9 +85,8 @@ export const rentalResolvers: Resolvers = {
       const viewer = viewerOf(ctx.principal);
       const page = await ctx.rental.bookingsPage(first, after === null || after === undefined ? null : seqOfCursor(after), viewer);
       for (const b of page.rows) ctx.loaders.booking.prime(b.id, b);
-      for (const m of page.machines) ctx.loaders.machine.prime(m.id, m);
       const edges = page.rows.map((node) => ({ cursor: cursorOf(node.seq), node }));
-      return { edges, pageInfo: { hasNextPage: page.hasNext, endCursor: edges.at(-1)?.cursor ?? null }, totalCount: page.total };
+      return { edges, pageInfo: { hasNextPage: page.hasNext, endCursor: edges.at(-1)?.cursor ?? null }, viewer };
     },
     tracking: async (_, args, ctx) => {
       const booking = await ctx.loaders.booking.load(parseInput(bookingIdArg, args.bookingId, 'bookingId'));
@@ -223,6 +222,9 @@ export const rentalResolvers: Resolvers = {
     depot: (d, _, ctx) => must(ctx.rental.depot(d.depotId), `depot ${d.depotId}`),
     machines: (d, _, ctx) => machinesOf(d.machineIds, ctx),
     amount: (d) => euros(d.amountCents),
+  },
+  BookingConnection: {
+    totalCount: (page, _, ctx) => ctx.rental.bookingsTotal(page.viewer),
   },
   Booking: {
     __resolveReference: (ref, ctx) => ctx.loaders.booking.load(parseInput(bookingIdRef, ref.id, 'id')),

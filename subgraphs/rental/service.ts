@@ -88,6 +88,10 @@ export class RentalService {
     return this.store.bookingsPage(first, beforeSeq, viewer);
   }
 
+  bookingsTotal(viewer: Viewer): Promise<number> {
+    return this.store.bookingsTotal(viewer);
+  }
+
   machinesByIds(ids: readonly string[]): Promise<MachineRecord[]> {
     return this.store.machinesByIds(ids);
   }

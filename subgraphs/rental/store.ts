@@ -41,25 +41,11 @@ const bookingColumns = (t = '') => `${t}seq::text AS seq, ${t}id, ${t}tenant, ${
   ${t}completed_at AS "completedAt", ${t}legs, ${t}quoted_cents AS "quotedCents", ${t}actual_hours AS "actualHours",
   ${t}billable_hours AS "billableHours", ${t}overtime_cents AS "overtimeCents", ${t}final_cents AS "finalCents"`;
 const BOOKING_COLUMNS = bookingColumns();
-const PAGE_BOOKING_COLUMNS = bookingColumns('b.');
-/** The number of bookings a viewer sees, from the kept counts; `tenant` is the parameter holding the viewed tenant (null: all). */
-const bookingsTotalSql = (tenant: string) =>
-  `SELECT coalesce(sum(bookings), 0)::int AS n FROM rental_booking_counts WHERE ${tenant}::text IS NULL OR tenant = ${tenant}`;
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const keyReused = () =>
   domainError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request; send a new key for a new request');
-
-/** A ledger page as one statement reads it (RentalStore.bookingsPage). */
-export interface BookingsPage {
-  rows: BookingRecord[];
-  hasNext: boolean;
-  /** The machines the page's bookings hold, each once. */
-  machines: MachineRecord[];
-  /** How many bookings the viewer sees in the whole ledger. */
-  total: number;
-}
 
 /** A booking on its way, with what the tracker last published for it. */
 export type TrackedBooking = BookingRecord & { trackingStatus: TrackingStatus; trackingAt: Date };
@@ -250,39 +236,15 @@ export class RentalStore {
     return (await this.db.query<BookingRecord>(sql, [valid, viewedTenant(viewer)])).rows;
   }
 
-  /**
-   * A ledger page, newest first; `beforeSeq` is the exclusive upper bound from the previous page's cursor.
-   * One statement reads the page, the machines its bookings hold and the viewer's total, in one snapshot
-   * and one round trip instead of three. The machines are read once for the whole page (a set of ids, as
-   * the machine loader reads them; a lookup per booking would be planned as a scan per booking on a table
-   * without statistics) and come as JSON in the page's first row; the total is an InitPlan over at most 16
-   * rows per tenant. An empty page has no row to carry the total, so it is read apart.
-   */
-  async bookingsPage(first: number, beforeSeq: string | null, viewer: Viewer): Promise<BookingsPage> {
-    const res = await this.db.query<BookingRecord & { pageSeq: unknown; pageMachines: MachineRecord[] | null; pageTotal: number }>(
-      `WITH page AS (
-         SELECT ${PAGE_BOOKING_COLUMNS}, b.seq AS "pageSeq" FROM rental_bookings b
-         WHERE ($1::bigint IS NULL OR b.seq < $1::bigint) AND ($3::text IS NULL OR b.tenant = $3)
-         ORDER BY b.seq DESC LIMIT $2
-       )
-       SELECT p.*,
-         CASE WHEN p."pageSeq" = (SELECT max("pageSeq") FROM page) THEN
-           (SELECT json_agg(m) FROM (SELECT ${MACHINE_COLUMNS} FROM rental_machines
-              WHERE id = ANY (ARRAY(SELECT DISTINCT unnest("machineIds") FROM page))) m)
-         END AS "pageMachines",
-         (${bookingsTotalSql('$3')}) AS "pageTotal"
-       FROM page p ORDER BY p."pageSeq" DESC`,
+  /** Newest first; `beforeSeq` is the exclusive upper bound from the previous page's cursor. */
+  async bookingsPage(first: number, beforeSeq: string | null, viewer: Viewer): Promise<{ rows: BookingRecord[]; hasNext: boolean }> {
+    const res = await this.db.query<BookingRecord>(
+      `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE ($1::bigint IS NULL OR seq < $1::bigint)
+         AND ($3::text IS NULL OR tenant = $3)
+       ORDER BY rental_bookings.seq DESC LIMIT $2`,
       [beforeSeq, first + 1, viewedTenant(viewer)],
     );
-    const rows: BookingRecord[] = [];
-    for (const { pageSeq: _seq, pageMachines: _machines, pageTotal: _total, ...booking } of res.rows.slice(0, first)) rows.push(booking);
-    const head = res.rows[0];
-    return {
-      rows,
-      hasNext: res.rows.length > first,
-      machines: head?.pageMachines ?? [],
-      total: head ? head.pageTotal : await this.bookingsTotal(viewer),
-    };
+    return { rows: res.rows.slice(0, first), hasNext: res.rows.length > first };
   }
 
   /**
@@ -290,7 +252,10 @@ export class RentalStore {
    * (migrations/008_booking_counts.sql), at most 16 rows per tenant, whatever the ledger's length.
    */
   async bookingsTotal(viewer: Viewer): Promise<number> {
-    const res = await this.db.query<{ n: number }>(`${bookingsTotalSql('$1')}`, [viewedTenant(viewer)]);
+    const res = await this.db.query<{ n: number }>(
+      'SELECT coalesce(sum(bookings), 0)::int AS n FROM rental_booking_counts WHERE $1::text IS NULL OR tenant = $1',
+      [viewedTenant(viewer)],
+    );
     return res.rows[0]?.n ?? 0;
   }
 
@@ -303,7 +268,7 @@ export class RentalStore {
   async releaseExpired(now: Date): Promise<number> {
     // The earliest expiry of an active quote does not depend on the clock, so on the embedded database it
     // is read from memory until the next write (platform/read-cache.ts); the clock is compared here.
-    const due = await this.db.query<{ earliest: Date | string | null }>(`${EARLIEST_ACTIVE_EXPIRY}`);
+    const due = await this.db.query<{ earliest: Date | string | null }>(EARLIEST_ACTIVE_EXPIRY);
     if (!isDue(due.rows[0]?.earliest, now)) return 0;
     return this.transact(async (tx) => {
       const released = await tx.query<{ machineId: string; quoteId: string; tenant: string; principal: string }>(

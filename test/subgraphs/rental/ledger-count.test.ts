@@ -6,9 +6,8 @@ import { backends, startTestServer, type TestServer } from '../../support/server
  * The ledger's totalCount is read from counts that triggers on rental_bookings keep
  * (subgraphs/rental/migrations/008_booking_counts.sql), not counted per page. Whatever writes booking rows
  * (confirmations at the same time, one statement inserting many rows, a delete), the counts stay equal to
- * count(*) per tenant, and a booking's tenant and seq, which the counts rely on, cannot change. A page
- * reads its bookings, their machines and the total in one statement; what it answers equals what the
- * machines' own reads and the counted rows say, on an empty page too.
+ * count(*) per tenant, and a booking's tenant and seq, which the counts rely on, cannot change. What a
+ * page answers equals what the machines' own reads and the counted rows say, on an empty page too.
  */
 
 describe.each(backends)("the ledger's total, kept as bookings are written (%s)", (backend) => {
