@@ -35,6 +35,19 @@ describe.each(backends)("the ledger's total, kept as bookings are written (%s)",
     expect(res.errors).toBeUndefined();
     return (res.data as { bookings: { totalCount: number } }).bookings.totalCount;
   };
+  /** Quotes one machine starting in `hours` and confirms it; the booking's id. */
+  const book = async (machine: string, customer: string, hours: number) => {
+    const q = await rest(server.url, 'POST', '/rental/pricing/quote', {
+      machine_ids: [machine],
+      location_id: 'LOC-002',
+      start_time: hoursFromNow(hours),
+      duration_hours: 8,
+    });
+    expect(q.status).toBe(200);
+    const b = await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: customer });
+    expect(b.status).toBe(200);
+    return b.body['booking_id'] as string;
+  };
   const all = async () => (await server.db.query<{ n: number }>('SELECT count(*)::int AS n FROM rental_bookings')).rows[0]!.n;
   const columns = async (table: string) =>
     (
@@ -52,16 +65,7 @@ describe.each(backends)("the ledger's total, kept as bookings are written (%s)",
     const machines = Array.from({ length: 12 }, (_, i) => `EQ-${String(i + 1).padStart(3, '0')}`);
     const confirmed = await Promise.all(
       machines.map(async (id) => {
-        const q = await rest(server.url, 'POST', '/rental/pricing/quote', {
-          machine_ids: [id],
-          location_id: 'LOC-002',
-          start_time: hoursFromNow(6),
-          duration_hours: 8,
-        });
-        expect(q.status).toBe(200);
-        const b = await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: q.body['quote_id'], customer_name: `Teller ${id}` });
-        expect(b.status).toBe(200);
-        return b.body['booking_id'] as string;
+        return book(id, `Teller ${id}`, 6);
       }),
     );
     expect(new Set(confirmed).size).toBe(12);
@@ -112,15 +116,7 @@ describe.each(backends)("the ledger's total, kept as bookings are written (%s)",
   it('answers each page with the machines as read one by one and the total as counted, past the last page too', async () => {
     // A booking made now, on a machine that was free: the page shows the machine as the booking left it.
     const free = (await server.db.query<{ id: string }>(`SELECT id FROM rental_machines WHERE status = 'available' ORDER BY id LIMIT 1`)).rows[0]!.id;
-    const quoted = await rest(server.url, 'POST', '/rental/pricing/quote', {
-      machine_ids: [free],
-      location_id: 'LOC-002',
-      start_time: hoursFromNow(30),
-      duration_hours: 4,
-    });
-    expect(quoted.status).toBe(200);
-    const booked = await rest(server.url, 'POST', '/rental/booking/confirm', { quote_id: quoted.body['quote_id'], customer_name: 'Teller page' });
-    expect(booked.status).toBe(200);
+    await book(free, 'Teller page', 30);
     const page = await gql(
       server.url,
       '{ bookings(first: 50) { totalCount pageInfo { endCursor } edges { node { id machines { id name category hourlyRate status depot { id } } } } } }',
