@@ -202,7 +202,7 @@ export class RentalStore {
   /**
    * The fleet's summary as of `now`, as releasing the expired quotes first and then counting would answer
    * it: the counts and the earliest expiry of an active quote are read in one statement, and only when a
-   * quote is past its expiry are the expired released (releaseExpired) and the machines counted again. So
+   * quote is past its expiry are the expired released (releaseDue) and the machines counted again. So
    * the summary is one round trip whenever nothing is due, and on the embedded database a read kept until
    * the next write (no clock in the statement: the clock is compared here).
    */
@@ -212,7 +212,7 @@ export class RentalStore {
     );
     const { earliest, ...counts } = res.rows[0]!;
     if (!isDue(earliest, now)) return summaryOf(counts);
-    await this.releaseExpired(now);
+    await this.releaseDue(now);
     return summaryOf(await fleetCounts(this.db));
   }
 
@@ -269,7 +269,11 @@ export class RentalStore {
     // The earliest expiry of an active quote does not depend on the clock, so on the embedded database it
     // is read from memory until the next write (platform/read-cache.ts); the clock is compared here.
     const due = await this.db.query<{ earliest: Date | string | null }>(EARLIEST_ACTIVE_EXPIRY);
-    if (!isDue(due.rows[0]?.earliest, now)) return 0;
+    return isDue(due.rows[0]?.earliest, now) ? this.releaseDue(now) : 0;
+  }
+
+  /** The release itself, once a quote is known to be past its expiry: the quotes expired and their machines freed. */
+  private releaseDue(now: Date): Promise<number> {
     return this.transact(async (tx) => {
       const released = await tx.query<{ machineId: string; quoteId: string; tenant: string; principal: string }>(
         `WITH expired AS (

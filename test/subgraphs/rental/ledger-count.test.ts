@@ -63,11 +63,7 @@ describe.each(backends)("the ledger's total, kept as bookings are written (%s)",
 
     // Twelve bookings confirmed at the same time (consecutive seqs: several slots).
     const machines = Array.from({ length: 12 }, (_, i) => `EQ-${String(i + 1).padStart(3, '0')}`);
-    const confirmed = await Promise.all(
-      machines.map(async (id) => {
-        return book(id, `Teller ${id}`, 6);
-      }),
-    );
+    const confirmed = await Promise.all(machines.map((id) => book(id, `Teller ${id}`, 6)));
     expect(new Set(confirmed).size).toBe(12);
     expect(await totalCount()).toBe(before + 12);
     expect(await kept()).toEqual(await counted());
