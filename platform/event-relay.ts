@@ -60,8 +60,13 @@ export interface RelayStatus {
   /** The stream's size as JetStream reports it (null while NATS is away). */
   streamBytes: number | null;
   streamMessages: number | null;
-  /** Events this relay published since it started (a repeat deduplicated by JetStream included). */
+  /** Events this relay stored in the stream since it started. */
   published: number;
+  /**
+   * Events it sent again that JetStream already held (deduplicated by their outbox id), as after an ack that
+   * did not come back in time for a message the stream had stored: not in `published`.
+   */
+  repeated: number;
   /**
    * Whether the stream is this database's (`ok`) or holds another's (`foreign`: nothing is published, every
    * event waits in the outbox until an operator points EVENT_STREAM elsewhere or resets the stream).
@@ -94,6 +99,7 @@ export class EventRelay {
   private timer: NodeJS.Timeout | undefined;
   private unlisten: (() => Promise<void>) | undefined;
   private published = 0;
+  private repeated = 0;
   private readonly encoder = new TextEncoder();
   /** Set while the stream holds another database's events: the relay publishes nothing. */
   private foreign: string | null = null;
@@ -187,6 +193,7 @@ export class EventRelay {
       streamBytes: info?.state.bytes ?? null,
       streamMessages: info?.state.messages ?? null,
       published: this.published,
+      repeated: this.repeated,
       lineage: this.foreign ? 'foreign' : 'ok',
       lineageReason: this.foreign,
     };
@@ -317,9 +324,11 @@ export class EventRelay {
       const stored = acks.findIndex((a) => a.status === 'rejected');
       const upTo = stored === -1 ? acks.length : stored;
       if (upTo > 0) {
-        const last = acks[upTo - 1] as PromiseFulfilledResult<{ seq: number }>;
-        this.streamSeq = last.value.seq;
-        this.published += upTo;
+        const stored = acks.slice(0, upTo) as PromiseFulfilledResult<{ seq: number; duplicate: boolean }>[];
+        this.streamSeq = stored[upTo - 1]!.value.seq;
+        const repeats = stored.filter((a) => a.value.duplicate).length;
+        this.published += upTo - repeats;
+        this.repeated += repeats;
         await this.advance(BigInt(rows.rows[upTo - 1]!.id));
       }
       if (stored !== -1) throw (acks[stored] as PromiseRejectedResult).reason;
