@@ -37,6 +37,38 @@ export default tseslint.config(
     },
   },
   {
+    // A route is known by fastify's match (`request.routeOptions.url`), never by reading the URL again: the
+    // router decodes the path (`/%67raphql` is `/graphql`), so a hook that compares the raw URL with a
+    // route's path misses requests the route serves (gateway/http/problem.ts, `onGraphQLRoute`).
+    files: ['gateway/**/*.ts', 'platform/**/*.ts', 'subgraphs/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "BinaryExpression[operator=/^[!=]==?$/] > CallExpression[callee.name='pathOf']",
+          message: "A route is known by fastify's match (request.routeOptions.url, onGraphQLRoute), not by comparing the URL's path.",
+        },
+        {
+          selector: "BinaryExpression[operator=/^[!=]==?$/] > MemberExpression[property.name='url'][object.name=/^(request|req|raw)$/]",
+          message: "A route is known by fastify's match (request.routeOptions.url, onGraphQLRoute), not by comparing request.url.",
+        },
+        {
+          selector: "BinaryExpression[operator=/^[!=]==?$/] > MemberExpression[property.name='url'][object.property.name='raw']",
+          message: "A route is known by fastify's match (request.routeOptions.url, onGraphQLRoute), not by comparing request.raw.url.",
+        },
+        {
+          selector:
+            "CallExpression[callee.property.name=/^(startsWith|endsWith|includes|match)$/][callee.object.property.name='url'][callee.object.object.name=/^(request|req)$/]",
+          message: "A route is known by fastify's match (request.routeOptions.url, onGraphQLRoute), not by matching request.url.",
+        },
+        {
+          selector: "CallExpression[callee.property.name='test'] > MemberExpression.arguments[property.name='url'][object.name=/^(request|req)$/]",
+          message: "A route is known by fastify's match (request.routeOptions.url, onGraphQLRoute), not by matching request.url.",
+        },
+      ],
+    },
+  },
+  {
     // Tests and benchmarks read JSON answers off the wire (`Record<string, any>`) and check them with
     // `expect`: the assertions are their type checks, so the rules about untyped values stay off there.
     files: ['test/**/*.ts', 'bench/**/*.ts'],

@@ -18,7 +18,7 @@ import { readCheckedInSupergraph } from '../schema/supergraph-file.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { createFederatedGateway, type FederatedGateway } from './execution/federated-gateway.js';
 import { startGraphQLServer } from './graphql/apollo.js';
-import { DocumentRegistry } from './graphql/documents.js';
+import { DocumentRegistry, documentStep } from './graphql/documents.js';
 import { ServedSupergraph, type ReloadResult } from './graphql/served-supergraph.js';
 import { ManifestError } from './graphql/manifests.js';
 import { registerGraphQLRoute } from './graphql/route.js';
@@ -30,12 +30,17 @@ import { assertPortFree } from './http/port.js';
 import { registerGatewayHealth } from './observability/health.js';
 import { GatewayMetrics, type FetchCacheReadings } from './observability/metrics.js';
 import { registerRest } from './rest/plugin.js';
-import { type AuditSink } from './security/audit.js';
+import { auditPolicy, type AuditSink } from './security/audit.js';
+import { authorizationPolicy } from './security/authorization.js';
+import { boundedVariablesPolicy } from './execution/bounded-errors.js';
+import { requestErrorPolicy } from './execution/graphql-errors.js';
+import { createPipeline, graphqlValidation, type Pipeline } from './execution/pipeline.js';
+import { usagePolicy } from './governance/policy.js';
 import { createAuthenticator, type Authenticator } from './security/auth.js';
 import { BrowserOrigins } from './security/cors.js';
 import { registerEdgeGuard } from './security/edge-guard.js';
 import { requestLimitsOf } from './security/limits.js';
-import { RateLimiter } from './security/rate-limit.js';
+import { RateLimiter, rateLimitPolicy } from './security/rate-limit.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
 import { remoteUpstream } from './subscriptions/remote-upstream.js';
@@ -70,6 +75,10 @@ export interface RunningServer {
   subgraphs: ReadonlyMap<string, SubgraphInstance>;
   /** Base URL, e.g. http://127.0.0.1:4000 */
   url: string;
+  /** Every route the server registered, with its methods (the doors of HTTP requests). */
+  routes(): Array<{ url: string; methods: string[]; public: boolean }>;
+  /** The operation pipeline every door runs, with the steps it applies (gateway/execution/pipeline.ts). */
+  pipeline: Pipeline;
   /**
    * Reads SUPERGRAPH_FILE (or the checked-in supergraph) again and serves it (`SIGHUP`, or the file changing):
    * built and checked whole first; on a failure the supergraph served before stays (gateway/graphql/served-supergraph.ts).
@@ -144,20 +153,6 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const servedSchema = served.schema;
   // Which client used which coordinate (gateway/governance/usage.ts), flushed to the database.
   const usage = config.USAGE_RECORDING ? await startUsage(config, runtime?.db ?? null, servedSchema, app.log, closers) : null;
-  const graphql = await startGraphQLServer({
-    app,
-    config,
-    gateway: federated.gateway,
-    authorizer,
-    rateLimiter,
-    turns,
-    audit: options.audit ?? ((entry) => app.log.info({ audit: entry }, 'audit')),
-    usage,
-  });
-  closers.add(() => graphql.apollo.stop());
-
-  const browserOrigins = new BrowserOrigins(config.CORS_ORIGINS);
-  registerEdgeGuard(app, { routes: http.routes, auth, browserOrigins, rateLimiter });
   let documents: DocumentRegistry;
   try {
     documents = trustedDocuments(config, servedSchema(), modules, metrics);
@@ -165,8 +160,28 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await closers.close().catch(() => undefined);
     throw error;
   }
+  // The one operation pipeline every door runs (gateway/execution/pipeline.ts), each step declared here.
+  const pipeline = createPipeline(
+    {
+      documents: documentStep(documents),
+      limits: limiter,
+      validation: graphqlValidation(),
+      authorization: authorizationPolicy(authorizer),
+      rate: rateLimitPolicy(rateLimiter),
+      audit: auditPolicy(options.audit ?? ((entry) => app.log.info({ audit: entry }, 'audit'))),
+      usage: usage ? usagePolicy(usage) : { notApplied: 'USAGE_RECORDING=false' },
+    },
+    // What every execution does first: the request's refusals, bounded variable errors, and a turn of the
+    // event loop before the operation is read.
+    [requestErrorPolicy(), boundedVariablesPolicy(), { started: () => turns.enter() }],
+  );
+  const graphql = await startGraphQLServer({ app, config, gateway: federated.gateway, authorizer, pipeline });
+  closers.add(() => graphql.apollo.stop());
+
+  const browserOrigins = new BrowserOrigins(config.CORS_ORIGINS);
+  registerEdgeGuard(app, { routes: http.routes, auth, browserOrigins, rateLimiter });
   const streams = new HttpStreams({
-    gate: { schema: servedSchema, authorizer, rateLimiter, usage },
+    gate: { schema: servedSchema, pipeline },
     subscriptions,
     execute: graphql.executeOnSocket,
     maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
@@ -174,9 +189,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     heartbeatMs: config.HTTP_STREAM_HEARTBEAT_MS,
   });
   late.streams = streams;
-  await registerGraphQLRoute(app, graphql, { limiter, documents, cachePolicies, streams });
+  await registerGraphQLRoute(app, graphql, { pipeline, cachePolicies, streams });
   const warmUp = new WarmUp();
-  const rest = registerRest(app, { modules, execute: graphql.execute, authorizer, keysRequired: auth.enabled });
+  const rest = registerRest(app, { modules, execute: graphql.execute, authorizer, pipeline, keysRequired: auth.enabled });
   warmUp.add('openapi', rest.openApiDocument);
   warmUp.add('subscription planner', () => subscriptions.warm());
   for (const [name, instance] of byName) if (instance.warmUp) warmUp.add(`subgraph ${name}`, () => instance.warmUp!());
@@ -208,11 +223,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     auth,
     subscriptions,
     execute: graphql.executeOnSocket,
-    limiter,
-    authorizer,
-    browserOrigins,
+    pipeline,
     rateLimiter,
-    usage,
+    browserOrigins,
   });
   closers.add(() => socket.close());
   late.ws = socket;
@@ -249,6 +262,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     subscriptions,
     subgraphs: byName,
     url,
+    routes: () => http.routes.list(),
+    pipeline,
     reloadSupergraph,
     reloadDocuments: () => {
       if (!config.TRUSTED_DOCUMENTS_DIR) return { ok: false, error: 'TRUSTED_DOCUMENTS_DIR is not set: there is no folder to read' };

@@ -36,7 +36,7 @@ export const GATEWAY_ROOMS: Readonly<Record<string, Room>> = {
   http: { about: 'the one HTTP app (limits, timeouts, problem details), route table, dashboard, ports, process exits', imports: ['observability'] },
   execution: {
     about:
-      'planning seam to @apollo/gateway, plan executor, data sources, fetch collapsing and cache, error shaping, the operation policies and the direct execution of REST and GraphQL-over-POST operations',
+      'planning seam to @apollo/gateway, plan executor, data sources, fetch collapsing and cache, error shaping, the operation pipeline and its policies, the direct execution of REST and GraphQL-over-POST operations',
     imports: ['observability'],
   },
   security: { about: 'credentials, edge guard, authorization, request and rate limits, CORS, audit trail', imports: ['http', 'execution'] },

@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyRequest } from 'fastify';
 import type { Principal } from '../../platform/principal.js';
 import type { IncrementalSlot } from './incremental.js';
+import type { Intake } from './pipeline.js';
 
 /** Request headers the gateway passes on to subgraphs (in process and over HTTP alike). */
 export const FORWARDED_HEADERS = ['idempotency-key', 'x-request-id'] as const;
@@ -17,6 +18,16 @@ export interface GatewayContext {
   client: { name: string | null; version: string | null };
   /** The REST route the request came in by (`GET /rental/fleet/machines`): how usage names its operation. */
   route?: string;
+  /**
+   * The operation its door took in (gateway/execution/pipeline.ts): document resolution and the request
+   * limits ran on this text. An execution refuses an operation whose text is not this one.
+   */
+  intake?: Intake;
+  /**
+   * Rate-limit tokens the request already paid at its door (the HTTP edge takes one before the body is
+   * read): the rate charge takes them off the operation's cost, once. @default 0
+   */
+  prepaid?: number;
 }
 
 /** Identifies a principal in keys of shared work (collapsed fetches, shared streams): answers depend on it. */
@@ -52,7 +63,19 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Who the request acts for; null only on public routes (probes, the JWKS). */
     principal: Principal | null;
+    /** Rate-limit tokens the request paid at the edge, for its first operation (gateway/security/rate-limit.ts). */
+    prepaid: number;
   }
+}
+
+/** The context of an operation an HTTP request carries, with what it already paid at the edge. */
+export function gatewayContextOfRequest(request: FastifyRequest, intake: Intake): GatewayContext {
+  const context = gatewayContextFrom(request.headers, principalOf(request));
+  context.intake = intake;
+  context.prepaid = request.prepaid;
+  // The token pays for one operation only.
+  request.prepaid = 0;
+  return context;
 }
 
 /** The principal of an authenticated request (every route that runs an operation is authenticated). */

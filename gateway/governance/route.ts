@@ -30,19 +30,19 @@ export function registerUsageRoute(
     const parsed = query.safeParse(request.query);
     if (!parsed.success) {
       const detail = parsed.error.issues.map((i) => `${i.path.join('.') || 'query'}: ${i.message}`).join('; ');
-      return refuse(reply, request.url, 'BAD_USER_INPUT', `${detail} (send coordinate=Type.field and optionally since=<ISO 8601 time>)`);
+      return refuse(reply, request, 'BAD_USER_INPUT', `${detail} (send coordinate=Type.field and optionally since=<ISO 8601 time>)`);
     }
     const { coordinate } = parsed.data;
     const found = lookUpCoordinate(options.schema(), coordinate);
     if (!found)
       return refuse(
         reply,
-        request.url,
+        request,
         'BAD_USER_INPUT',
         `coordinate: "${coordinate}" is not a schema coordinate (Type, Type.field, Type.field(argument:), Enum.VALUE)`,
       );
-    if (!found.exists) return refuse(reply, request.url, 'NOT_FOUND', `coordinate: the served schema has no ${coordinate}`);
-    if (!options.usage) return refuse(reply, request.url, 'CONFLICT', 'Field usage is not recorded here (USAGE_RECORDING=false)');
+    if (!found.exists) return refuse(reply, request, 'NOT_FOUND', `coordinate: the served schema has no ${coordinate}`);
+    if (!options.usage) return refuse(reply, request, 'CONFLICT', 'Field usage is not recorded here (USAGE_RECORDING=false)');
     const since = parsed.data.since ? new Date(parsed.data.since) : new Date(Date.now() - options.retentionMs);
     const rows = await options.usage.usage(coordinate, since);
     return {

@@ -7,21 +7,16 @@ import {
 import { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import type { FastifyInstance } from 'fastify';
 import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from 'graphql';
-import type { TurnGate } from '../http/admission.js';
-import { boundedVariablesPolicy } from '../execution/bounded-errors.js';
 import type { GatewayContext } from '../execution/context.js';
 import { deferAccepting } from '../execution/defer.js';
 import { createDirectExecution, type DirectExecution, type ServedExecution } from '../execution/direct-execution.js';
-import { formatGraphQLError, requestErrorPolicy } from '../execution/graphql-errors.js';
+import { formatGraphQLError } from '../execution/graphql-errors.js';
+import type { Pipeline } from '../execution/pipeline.js';
 import { formatPayload, type IncrementalSlot } from '../execution/incremental.js';
-import { policyPlugin, type OperationPolicy } from '../execution/operation-policy.js';
-import { auditPolicy, type AuditSink } from '../security/audit.js';
-import { usagePolicy } from '../governance/policy.js';
-import type { UsageRecorder } from '../governance/usage.js';
+import { policyPlugin } from '../execution/operation-policy.js';
 import type { SecurityConfig } from '../security/config.js';
 import type { GraphQLConfig } from './config.js';
-import { authorizationPolicy, authorizingGateway, type Authorizer } from '../security/authorization.js';
-import { rateLimitPolicy, type RateLimiter } from '../security/rate-limit.js';
+import { authorizingGateway, type Authorizer } from '../security/authorization.js';
 import type { OperationExecutor } from '../rest/engine.js';
 import type { SocketExecution } from '../subscriptions/ws-server.js';
 import type { ApolloGateway } from '@apollo/gateway';
@@ -30,12 +25,10 @@ export interface GraphQLServerOptions {
   app: FastifyInstance;
   config: Pick<SecurityConfig, 'GRAPHQL_MAX_TOKENS'> & Pick<GraphQLConfig, 'GRAPHQL_DIRECT_EXECUTION'>;
   gateway: ApolloGateway;
+  /** Runs a query without the fields its principal may not use (`authorizingGateway`). */
   authorizer: Authorizer;
-  rateLimiter: RateLimiter;
-  turns: TurnGate;
-  audit: AuditSink;
-  /** Field usage per client (gateway/governance/usage.ts); null: not recorded. */
-  usage: UsageRecorder | null;
+  /** The operation pipeline (gateway/execution/pipeline.ts): its policies run in every execution here. */
+  pipeline: Pipeline;
 }
 
 export interface GraphQLServer {
@@ -57,23 +50,15 @@ export interface GraphQLServer {
 }
 
 /**
- * Apollo Server over the federated gateway, with what the gateway does around every operation in the order
- * it acts (gateway/execution/operation-policy.ts): a turn of the event loop, the request's refusals,
- * bounded variable errors, authorization by the supergraph's declarations, the rate limit's charge, the
- * audit trail, field usage. REST routes run the same list without Apollo Server's pipeline.
+ * Apollo Server over the federated gateway. Every execution here (Apollo Server's pipeline for GraphQL
+ * over HTTP and on sockets, the direct execution of REST routes and of GraphQL over POST) runs the
+ * operation pipeline's policies, in its order (gateway/execution/pipeline.ts): a turn of the event loop,
+ * the request's refusals, bounded variable errors, then the intake guard, authorization by the
+ * supergraph's declarations, the rate charge, the audit trail and field usage.
  */
 export async function startGraphQLServer(options: GraphQLServerOptions): Promise<GraphQLServer> {
   const { app } = options;
-  const policies: readonly OperationPolicy[] = [
-    requestErrorPolicy(),
-    boundedVariablesPolicy(),
-    // Every operation (GraphQL over HTTP and WebSocket, REST paths) waits for its turn before it is read.
-    { started: () => options.turns.enter() },
-    authorizationPolicy(options.authorizer),
-    rateLimitPolicy(options.rateLimiter),
-    auditPolicy(options.audit),
-    ...(options.usage ? [usagePolicy(options.usage)] : []),
-  ];
+  const { policies } = options.pipeline;
   const formatError = (formatted: GraphQLFormattedError, error: unknown) => formatGraphQLError(formatted, error, app.log);
   // The schema and executor Apollo Server is given, kept for the direct execution of REST operations.
   let served: ServedExecution | null = null;

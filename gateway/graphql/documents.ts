@@ -1,6 +1,8 @@
-import type { GraphQLSchema } from 'graphql';
+import { GraphQLError, type GraphQLSchema } from 'graphql';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ErrorCode } from '../../platform/errors.js';
+import { refusalOf, type DocumentStep } from '../execution/pipeline.js';
+import { REST_CLIENT } from '../rest/engine.js';
 import { hasScope, isOperator, type Principal } from '../../platform/principal.js';
 import type { TrustedDocumentMode } from './config.js';
 import { parseManifest, readDocumentFolder, sha256Hex, type ClientEntry, type DocumentSet, type TrustedDocument } from './manifests.js';
@@ -17,9 +19,6 @@ import { parseManifest, readDocumentFolder, sha256Hex, type ClientEntry, type Do
  * through the database would put a network read in front of every hashed request to save that round trip
  * once per process and document.
  */
-
-/** The client a request names (`apollographql-client-name`), the REST routes' own name among them. */
-const REST_CLIENT = 'rest';
 
 /** What a request body or GET query may carry to name its operation. */
 export interface DocumentParams {
@@ -278,6 +277,21 @@ function namedId(params: DocumentParams): { kind: 'none'; id?: undefined } | { k
   if (new Set(ids.map((i) => i.id.toLowerCase())).size > 1)
     return { error: 'The request names more than one document (persistedQuery, documentId, doc_id disagree)' };
   return ids.find((i) => i.kind === 'documentId') ?? ids[0]!;
+}
+
+/**
+ * The registry as the operation pipeline's document step (gateway/execution/pipeline.ts): a refusal keeps
+ * its status (APQ's own answers are 200, as Apollo Server sends them).
+ */
+export function documentStep(registry: DocumentRegistry): DocumentStep {
+  return {
+    resolve(request) {
+      const resolution = registry.resolve(request.params, request.principal, request.clientName);
+      if (resolution.ok) return { ok: true, query: resolution.query, byId: resolution.byId };
+      const refusal = refusalOf(new GraphQLError(resolution.message, { extensions: { code: resolution.code } }));
+      return { ...refusal, status: resolution.status };
+    },
+  };
 }
 
 function refused(status: number, code: ErrorCode, message: string): Resolution {

@@ -2,16 +2,15 @@ import { Readable } from 'node:stream';
 import fastifyApollo from '@as-integrations/fastify';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { getOperationAST, OperationTypeNode } from 'graphql';
-import type { ErrorCode } from '../../platform/errors.js';
 import { acceptsGraphQLResponse, graphQLAnswerType } from '../http/accept.js';
-import { GRAPHQL_PATH, pathOf, refuse } from '../http/problem.js';
-import { gatewayContextFrom, principalOf } from '../execution/context.js';
+import { GRAPHQL_PATH, onGraphQLRoute, refuse } from '../http/problem.js';
+import { gatewayContextFrom, gatewayContextOfRequest, principalOf, type GatewayContext } from '../execution/context.js';
+import type { Intake, Pipeline } from '../execution/pipeline.js';
 import { acceptsIncremental, MULTIPART_DEFER, multipartBody, type IncrementalSlot } from '../execution/incremental.js';
-import type { Limiter } from '../security/limits.js';
 import type { HttpStreams } from '../subscriptions/http-streams.js';
 import type { GraphQLServer } from './apollo.js';
 import type { CachePolicies, CachePolicy } from './cache-policy.js';
-import type { DocumentParams, DocumentRegistry } from './documents.js';
+import type { DocumentParams } from './documents.js';
 
 /**
  * GraphQL over HTTP at /graphql (GET and POST): JSON answers, operations sent as text or named by a
@@ -20,70 +19,84 @@ import type { DocumentParams, DocumentRegistry } from './documents.js';
  * registered query sent by GET cacheable for as long as its fields' hints say.
  */
 export interface GraphQLRouteOptions {
-  limiter: Limiter;
-  documents: DocumentRegistry;
+  /** The operation pipeline (gateway/execution/pipeline.ts): document resolution and the limits run here. */
+  pipeline: Pipeline;
   cachePolicies: CachePolicies;
   streams: HttpStreams;
 }
 
 export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer, options: GraphQLRouteOptions): Promise<void> {
+  const { pipeline } = options;
   // An Accept header that allows neither GraphQL type (a browser's text/html) is 406 before anything else
-  // is looked at: /graphql serves no page.
+  // is looked at: /graphql serves no page. The hooks know the route by fastify's match (any spelling of
+  // the path the router takes for /graphql), never by reading the URL.
   app.addHook('onRequest', async (request, reply) => {
-    if (pathOf(request.url) !== GRAPHQL_PATH || acceptsGraphQLResponse(request.headers.accept) || options.streams.acceptsStream(request.headers.accept)) return;
-    return refuse(
-      reply,
-      request.url,
-      'NOT_ACCEPTABLE',
-      'Accept must allow application/graphql-response+json or application/json: /graphql serves no browser page',
-    );
+    if (!onGraphQLRoute(request) || acceptsGraphQLResponse(request.headers.accept) || options.streams.acceptsStream(request.headers.accept)) return;
+    return refuse(reply, request, 'NOT_ACCEPTABLE', 'Accept must allow application/graphql-response+json or application/json: /graphql serves no browser page');
   });
 
-  // The context an operation runs with, on either path: the forwarded headers, the principal, and whether
-  // the caller takes incremental payloads.
-  const contextOf = (request: FastifyRequest) => {
-    const context = gatewayContextFrom(request.headers, principalOf(request));
+  // What each request took in (its resolved text and parsed document), for the context it runs with.
+  const intakes = new WeakMap<FastifyRequest, Intake>();
+  // The context an operation runs with, on either path: the forwarded headers, the principal, what the
+  // door took in and paid, and whether the caller takes incremental payloads.
+  const contextOf = (request: FastifyRequest): GatewayContext => {
+    const intake = intakes.get(request);
+    // A request the preHandler did not take in runs nothing: the intake guard refuses it (fails closed).
+    const context = intake ? gatewayContextOfRequest(request, intake) : gatewayContextFrom(request.headers, principalOf(request));
     context.incremental = { accepted: acceptsIncremental(request.headers.accept) };
     return context;
   };
 
-  // What the request names resolves to text first (gateway/graphql/documents.ts): an APQ hash, a registered
-  // document's id, or text a safelist may refuse. Then the request limits, before Apollo validates or plans
-  // anything (gateway/security/limits.ts): a document over a limit costs one bounded parse and one linear walk.
+  // The operation pipeline's first two steps (gateway/execution/pipeline.ts): what the request names
+  // resolves to text (an APQ hash, a registered document's id, or text a safelist may refuse), then the
+  // request limits, before Apollo validates or plans anything (a document over a limit costs one bounded
+  // parse and one linear walk). Validation, authorization, the rate charge, audit and usage follow in the
+  // execution that serves the request.
   const cacheable = new WeakMap<FastifyRequest, CachePolicy>();
   app.addHook('preHandler', async (request, reply) => {
-    if (pathOf(request.url) !== GRAPHQL_PATH) return;
+    if (!onGraphQLRoute(request)) return;
     const get = request.method === 'GET';
     const raw = paramsOf(get ? request.query : request.body, get);
+    // Not an object (or an array: batching is off): Apollo Server answers 400, and nothing can run.
     if (!raw) return;
-    if ('error' in raw) return refuse(reply, request.url, 'BAD_REQUEST', raw.error);
-    const resolution = options.documents.resolve(raw.params, principalOf(request), clientNameOf(request.headers['apollographql-client-name']));
-    if (!resolution.ok) {
+    if ('error' in raw) return refuse(reply, request, 'BAD_REQUEST', raw.error);
+    const sent = graphQLParamsOf({ ...raw.params, query: '' });
+    // Variables that are not an object (or not JSON text over GET): Apollo Server answers 400 before it parses.
+    if (!sent) return;
+    const taken = pipeline.intake({
+      door: 'http',
+      params: raw.params,
+      variables: sent.variables,
+      operationName: sent.operationName,
+      principal: principalOf(request),
+      clientName: clientNameOf(request.headers['apollographql-client-name']),
+    });
+    if (!taken.ok) {
       // APQ's own answers are GraphQL errors with 200, as Apollo Server sends them and Apollo Client expects.
-      if (resolution.status !== 200) return refuse(reply, request.url, resolution.code, resolution.message);
+      if (taken.status !== 200) return refuse(reply, request, taken.code, taken.message);
       return reply
         .code(200)
         .header('cache-control', 'private, no-cache, must-revalidate')
         .type('application/json; charset=utf-8')
-        .send({ errors: [{ message: resolution.message, extensions: { code: resolution.code } }] });
+        .send({ errors: [{ message: taken.message, extensions: { code: taken.code } }] });
     }
-    // A request that named its document by a hash or an id reaches Apollo Server as plain text.
-    const resolved = resolution.byId ? withQuery(raw.params, resolution.query) : raw.params;
-    if (resolution.byId && get) request.raw.url = `${GRAPHQL_PATH}?${new URLSearchParams(searchParamsOf(resolved)).toString()}`;
-    else if (resolution.byId) request.body = resolved;
-    const params = graphQLParamsOf(resolved);
-    if (!params) return;
-    const checked = options.limiter.check(params.query, params.variables, params.operationName);
-    if (!('document' in checked)) return refuse(reply, request.url, checked.error.extensions['code'] as ErrorCode, checked.error.message);
+    const { intake } = taken;
+    intakes.set(request, intake);
+    // A request that named its document by a hash or an id reaches Apollo Server as plain text. A GET reaches
+    // it as the parameters judged here, written again: Apollo reads the URL with its own parser, which
+    // decodes what fastify's leaves as sent (a malformed escape), so it never sees other text or variables.
+    const resolved = intake.byId ? withQuery(raw.params, intake.source) : raw.params;
+    if (get) {
+      const judged = { ...resolved, query: intake.source, variables: sent.variables ?? undefined, operationName: sent.operationName ?? undefined };
+      request.raw.url = `${GRAPHQL_PATH}?${new URLSearchParams(searchParamsOf(judged)).toString()}`;
+    } else if (intake.byId) request.body = resolved;
+    const params = { query: intake.source, variables: sent.variables, operationName: sent.operationName };
     // Subscriptions (and SSE's queries) over HTTP are streamed by gateway/subscriptions/http-streams.ts.
-    const subscription = getOperationAST(checked.document, params.operationName)?.operation === OperationTypeNode.SUBSCRIPTION;
+    const subscription = getOperationAST(intake.document, params.operationName)?.operation === OperationTypeNode.SUBSCRIPTION;
     const protocol = options.streams.protocolOf(request.headers.accept, subscription);
-    if (protocol) {
-      const operation = { document: checked.document, query: params.query, operationName: params.operationName, variables: params.variables };
-      return options.streams.serve(request, reply, protocol, operation, principalOf(request));
-    }
-    if (get && resolution.byId) {
-      const policy = options.cachePolicies.of(checked.document, params.operationName);
+    if (protocol) return options.streams.serve(request, reply, protocol, contextOf(request), params);
+    if (get && intake.byId) {
+      const policy = options.cachePolicies.of(intake.document, params.operationName);
       if (policy.maxAge > 0) cacheable.set(request, policy);
     }
     // A query or mutation sent as JSON over POST runs without Apollo Server's pipeline, answered as Apollo

@@ -4,7 +4,7 @@ import type { HttpConfig } from './config.js';
 import { answerClientError, frameworkProblem } from './errors.js';
 import { lingerOnRefusedBodies } from './linger.js';
 import { listenFailure } from './port.js';
-import { problem, problemAt, sendProblem } from './problem.js';
+import { onGraphQLRoute, problem, problemAt, sendProblem } from './problem.js';
 import { exposeRequestId, requestIdOf } from './request-id.js';
 import { RouteTable } from './route-table.js';
 
@@ -94,7 +94,7 @@ export function createHttpApp(config: HttpConfig, options: HttpAppOptions = {}):
     const encoding = request.headers['content-encoding']?.trim().toLowerCase();
     if (encoding === undefined || encoding === '' || encoding === 'identity') return;
     const detail = `Content-Encoding ${encoding} is not supported: send the body uncompressed`;
-    await sendProblem(reply, problemAt(request.url, problem('UNSUPPORTED_MEDIA_TYPE', detail, { instance: request.url })));
+    await sendProblem(reply, problemAt(onGraphQLRoute(request), problem('UNSUPPORTED_MEDIA_TYPE', detail, { instance: request.url })));
     return reply;
   });
   return { app, routes, closers: new Closers() };

@@ -2,7 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyRequest } from 'fastify';
 import { statusOf, type ErrorCode } from '../../platform/errors.js';
-import { problem, problemAt, type GraphQLProblem, type Problem } from './problem.js';
+import { onGraphQLRoute, problem, problemAt, type GraphQLProblem, type Problem } from './problem.js';
 
 /*
  * Errors raised by the HTTP layer itself (routing, body parsing, limits, malformed requests) as problem
@@ -33,7 +33,7 @@ export function frameworkProblem(error: FastifyError, request: FastifyRequest): 
   const status = error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
   const code: ErrorCode = status === 500 ? 'INTERNAL_SERVER_ERROR' : (BY_STATUS[status] ?? 'BAD_REQUEST');
   const detail = status === 500 ? 'Internal server error' : (DETAILS[error.code]?.(request) ?? error.message);
-  return problemAt(request.url, { ...problem(code, detail, { instance: request.url }), status });
+  return problemAt(onGraphQLRoute(request), { ...problem(code, detail, { instance: request.url }), status });
 }
 
 const CLIENT_ERRORS: Readonly<Record<string, { code: ErrorCode; detail: string }>> = {

@@ -1,4 +1,4 @@
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { OUTAGE_RETRY_AFTER_SECONDS } from '../../platform/db-errors.js';
 import { errorCatalogue, statusOf, type ErrorCode, type FieldProblem } from '../../platform/errors.js';
 
@@ -33,15 +33,23 @@ export type GraphQLProblem = Omit<Problem, 'errors'> & { errors: { message: stri
 
 export const GRAPHQL_PATH = '/graphql';
 
-/** The path of a request URL, without its query string. */
+/** The path of a request URL, without its query string (for messages; routes are known by the router's match). */
 export function pathOf(url: string): string {
   const query = url.indexOf('?');
   return query === -1 ? url : url.slice(0, query);
 }
 
-/** Problem details for a request to `url`: on the GraphQL path they also carry a GraphQL `errors` array. */
-export function problemAt(url: string, body: Problem): Problem | GraphQLProblem {
-  if (pathOf(url) !== GRAPHQL_PATH) return body;
+/**
+ * Whether a request was matched to the GraphQL route: by fastify's router (which decodes the path, so
+ * `/%67raphql` is the same route), never by reading the URL again.
+ */
+export function onGraphQLRoute(request: FastifyRequest): boolean {
+  return request.routeOptions.url === GRAPHQL_PATH;
+}
+
+/** Problem details for a request: on the GraphQL route they also carry a GraphQL `errors` array. */
+export function problemAt(graphql: boolean, body: Problem): Problem | GraphQLProblem {
+  if (!graphql) return body;
   const { errors: _fields, errors_truncated: _truncated, ...rest } = body;
   return { ...rest, errors: [{ message: body.detail, extensions: { code: body.code } }] };
 }
@@ -53,7 +61,7 @@ export function sendProblem(reply: FastifyReply, body: Problem | GraphQLProblem)
 }
 
 /** Answers a request from a hook with problem details (GraphQL-shaped on /graphql); return the reply to stop it there. */
-export async function refuse(reply: FastifyReply, url: string, code: ErrorCode, detail: string): Promise<FastifyReply> {
-  await sendProblem(reply, problemAt(url, problem(code, detail, { instance: url })));
+export async function refuse(reply: FastifyReply, request: FastifyRequest, code: ErrorCode, detail: string): Promise<FastifyReply> {
+  await sendProblem(reply, problemAt(onGraphQLRoute(request), problem(code, detail, { instance: request.url })));
   return reply;
 }

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Scope } from '../../platform/principal.js';
-import { pathOf, problem, problemAt, sendProblem } from './problem.js';
+import { GRAPHQL_PATH, pathOf, problem, problemAt, sendProblem } from './problem.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -23,6 +23,8 @@ export interface KnownPath {
   /** Every method the path serves, OPTIONS included, in a stable order (the `Allow` header). */
   methods: string[];
   public: boolean;
+  /** The route URLs that match the path (`/graphql`, `/rental/booking/:booking_id`). */
+  routes: string[];
 }
 
 interface Entry {
@@ -30,6 +32,15 @@ interface Entry {
   pattern: RegExp;
   methods: Set<string>;
   public: boolean;
+}
+
+/** A path as the router reads it: percent-encoding decoded (a path that does not decode is taken as sent). */
+function decodedPath(path: string): string {
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
 }
 
 const ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
@@ -71,11 +82,17 @@ export class RouteTable {
 
   /** The path's methods and publicity, or null for a path no route serves. */
   match(path: string): KnownPath | null {
+    path = decodedPath(path);
     const found = this.entries.filter((e) => e.pattern.test(path));
     if (found.length === 0) return null;
     const methods = new Set(found.flatMap((e) => [...e.methods]));
     methods.add('OPTIONS');
-    return { methods: ORDER.filter((m) => methods.has(m)), public: found.some((e) => e.public) };
+    return { methods: ORDER.filter((m) => methods.has(m)), public: found.some((e) => e.public), routes: found.map((e) => e.url) };
+  }
+
+  /** Every registered route URL with its methods (the door matrix test classifies each). */
+  list(): Array<{ url: string; methods: string[]; public: boolean }> {
+    return this.entries.map((e) => ({ url: e.url, methods: ORDER.filter((m) => e.methods.has(m)), public: e.public }));
   }
 
   /** Whether a request may be served without a key: its route, or (for a wrong method) its path, is public. */
@@ -88,11 +105,11 @@ export class RouteTable {
   notFound = (request: FastifyRequest, reply: FastifyReply): FastifyReply => {
     const path = pathOf(request.url);
     const known = this.match(path);
-    if (!known) return sendProblem(reply, problemAt(request.url, problem('NOT_FOUND', `No route for ${request.method} ${path}`, { instance: request.url })));
+    if (!known) return sendProblem(reply, problemAt(false, problem('NOT_FOUND', `No route for ${request.method} ${path}`, { instance: request.url })));
     const allow = known.methods.join(', ');
     reply.header('allow', allow);
     if (request.method === 'OPTIONS') return reply.code(204).send();
     const detail = `${request.method} is not allowed on ${path}; it serves ${allow}`;
-    return sendProblem(reply, problemAt(request.url, problem('METHOD_NOT_ALLOWED', detail, { instance: request.url })));
+    return sendProblem(reply, problemAt(known.routes.includes(GRAPHQL_PATH), problem('METHOD_NOT_ALLOWED', detail, { instance: request.url })));
   };
 }

@@ -5,13 +5,17 @@ import { isErrorCode, type FieldProblem } from '../../platform/errors.js';
 import { snakeFieldPath, type RestRoute } from '../../platform/rest.js';
 import { boundedFields, checkInput, fieldsDetail } from '../../platform/validate.js';
 import type { Principal } from '../../platform/principal.js';
-import { gatewayContextFrom, principalOf, type GatewayContext } from '../execution/context.js';
+import { gatewayContextOfRequest, principalOf, type GatewayContext } from '../execution/context.js';
+import type { Pipeline } from '../execution/pipeline.js';
 import { problem, sendProblem, type Problem } from '../http/problem.js';
 
 interface OperationResult {
   data?: Record<string, unknown> | null;
   errors?: readonly GraphQLFormattedError[];
 }
+
+/** The client REST routes' operations are registered under (gateway/graphql/documents.ts): a safelist never refuses them. */
+export const REST_CLIENT = 'rest';
 
 /** Runs one GraphQL operation through the gateway (the same executor GraphQL clients reach). */
 export type OperationExecutor = (operation: string, variables: Record<string, unknown>, context: GatewayContext) => Promise<OperationResult>;
@@ -26,7 +30,7 @@ export function registerRestRoutes(
   prefix: string,
   routes: readonly RestRoute[],
   execute: OperationExecutor,
-  options: RestEngineOptions = { checkAnswers: false },
+  options: RestEngineOptions,
 ): void {
   for (const route of routes) {
     const textBodies = route.textBodies;
@@ -48,6 +52,11 @@ export function registerRestRoutes(
 }
 
 export interface RestEngineOptions {
+  /**
+   * The operation pipeline (gateway/execution/pipeline.ts): a route's operation is taken in like any other
+   * (document resolution under REST's own client, the request limits on the route's variables) before it runs.
+   */
+  pipeline: Pipeline;
   /**
    * Check every JSON answer against the route's documented `response` schema (outside production): an
    * answer that strays from the OpenAPI document is a fault, answered 500 and logged, so tests catch it.
@@ -107,9 +116,19 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
       }
       const input = readInput(route, request);
       if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
-      const context = gatewayContextFrom(request.headers, principalOf(request));
+      const variables = omitUndefined(route.variables(input.value));
+      const taken = options.pipeline.intake({
+        door: 'rest',
+        params: { query: route.operation },
+        variables,
+        operationName: undefined,
+        principal: principalOf(request),
+        clientName: REST_CLIENT,
+      });
+      if (!taken.ok) return sendProblem(reply, problemFromGraphQL(taken.error.toJSON(), [], instance, route.fieldNames ?? {}));
+      const context = gatewayContextOfRequest(request, taken.intake);
       context.route = routeName;
-      const result = await execute(route.operation, omitUndefined(route.variables(input.value)), context);
+      const result = await execute(route.operation, variables, context);
       const failure = result.errors?.[0];
       const retryAfter = failure?.extensions?.['retryAfter'];
       if (failure?.extensions?.['code'] === 'RATE_LIMITED' && typeof retryAfter === 'number') void reply.header('retry-after', String(retryAfter));

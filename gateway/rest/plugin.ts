@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Principal } from '../../platform/principal.js';
 import type { SubgraphModule } from '../../platform/subgraph.js';
+import type { Pipeline } from '../execution/pipeline.js';
 import type { Authorizer } from '../security/authorization.js';
 import { registerApiReference } from './api-reference.js';
 import { registerRestRoutes, type OperationExecutor } from './engine.js';
@@ -11,6 +12,8 @@ export interface RestOptions {
   /** Runs a route's operation: the policies and executor of /graphql, without Apollo Server's pipeline (gateway/graphql/apollo.ts). */
   execute: OperationExecutor;
   authorizer: Authorizer;
+  /** The operation pipeline every route's operation passes (gateway/execution/pipeline.ts). */
+  pipeline: Pipeline;
   /** Whether credentials are configured (the OpenAPI document then declares the key). */
   keysRequired: boolean;
 }
@@ -23,6 +26,7 @@ export interface RestOptions {
 export function registerRest(app: FastifyInstance, options: RestOptions): { openApiDocument: () => unknown } {
   // Outside production every REST answer is checked against its documented schema (gateway/rest/engine.ts).
   const restOptions = {
+    pipeline: options.pipeline,
     checkAnswers: process.env['NODE_ENV'] !== 'production',
     authorize: (operation: string, principal: Principal) => options.authorizer.checkOperation(operation, principal),
   };

@@ -1,6 +1,6 @@
 import { OperationTypeNode, valueFromASTUntyped, type FieldNode, type GraphQLFormattedError } from 'graphql';
 import type { OperationPolicy } from '../execution/operation-policy.js';
-import { rootFields } from './operation-fields.js';
+import { OperationTooLargeError, rootFields } from './operation-fields.js';
 
 /**
  * One line per attempted state change: who (principal and tenant), what (the mutation field), on what
@@ -52,8 +52,24 @@ export function auditPolicy(sink: AuditSink): OperationPolicy {
       if (!resolved || resolved.operation?.operation !== OperationTypeNode.MUTATION) return;
       const { document, operation, context } = resolved;
       const variables = (resolved.variables ?? {}) as Record<string, unknown>;
-      // Every mutation field that ran, however it was selected (fragments followed, conditions resolved).
-      for (const selection of rootFields(document, operation, variables)) {
+      // Every mutation field that ran, however it was selected (fragments followed, conditions resolved). A
+      // document too large to judge was refused whole: one line records the attempt.
+      let fields: FieldNode[];
+      try {
+        fields = rootFields(document, operation, variables);
+      } catch (error) {
+        if (!(error instanceof OperationTooLargeError)) throw error;
+        sink({
+          principal: context.principal.id,
+          tenant: context.principal.tenant,
+          operation: operation.name?.value ?? '(anonymous mutation)',
+          target: null,
+          outcome: outcomeAt(errors, ''),
+          requestId: context.headers['x-request-id'] ?? null,
+        });
+        return;
+      }
+      for (const selection of fields) {
         const key = selection.alias?.value ?? selection.name.value;
         sink({
           principal: context.principal.id,

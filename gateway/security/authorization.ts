@@ -150,8 +150,26 @@ function describeRequirement(r: Requirement): string {
 export function authorizationPolicy(authorizer: Authorizer): OperationPolicy {
   return {
     resolved({ document, operation, context, variables }) {
-      const verdict = authorizer.judge(document, operation?.name?.value ?? null, context.principal, variables);
+      // An operation that cannot be told is judged as nothing at all: refused, never allowed.
+      if (!operation)
+        throw new GraphQLError('The operation to run cannot be told from the document: name it with operationName', {
+          extensions: { code: 'BAD_REQUEST', http: { status: 400 } },
+        });
+      const verdict = authorizer.judge(document, operation.name?.value ?? null, context.principal, variables);
       if (verdict && 'refused' in verdict) throw verdict.refused;
+    },
+  };
+}
+
+/**
+ * A subgraph server's authorization step: the whole operation refused when any field it runs is denied
+ * (its gateway has already left out what it filters for the caller).
+ */
+export function wholeAuthorizationPolicy(authorizer: Authorizer): OperationPolicy {
+  return {
+    resolved({ document, operationName, context, variables }) {
+      const refused = authorizer.refusal(document, operationName, context.principal, variables);
+      if (refused) throw refused;
     },
   };
 }
@@ -178,9 +196,11 @@ export function createAuthorizer(supergraphSdl: string, options: { schema?: Grap
 
   /** The fields of the operation that runs that `principal` may not use, fragments followed, conditions resolved. */
   const deniedIn = (document: DocumentNode, operation: OperationDefinitionNode, principal: Principal, variables: Variables): Denial[] => {
+    // Collected for every caller, operators too: a document too large to judge is refused whoever sends it.
+    const fields = collectRunFields(schema, document, operation, variables);
     if (isOperator(principal)) return [];
     const found: Denial[] = [];
-    for (const field of collectRunFields(schema, document, operation, variables)) {
+    for (const field of fields) {
       const requirement = rules.get(field.coordinate);
       if (requirement && !satisfies(principal, requirement)) found.push({ coordinate: field.coordinate, path: [...field.path], requirement, node: field.node });
     }

@@ -22,11 +22,13 @@ export interface EdgeGuardOptions {
  * credential check for GraphQL over HTTP and every REST path. Every credential resolves to a principal
  * (gateway/security/auth.ts) and the request acts for it from here on; routes declared public (the JWKS,
  * /health) stay open. A route that declares a scope (/metrics) is refused without it, and the first
- * rate-limit token is taken (gateway/security/rate-limit.ts).
+ * rate-limit token is taken (gateway/security/rate-limit.ts): the first token of the request's operation,
+ * which the operation pipeline's rate charge counts as paid.
  */
 export function registerEdgeGuard(app: FastifyInstance, { routes, auth, browserOrigins, rateLimiter }: EdgeGuardOptions): void {
   registerBrowserRules(app, browserOrigins);
   app.decorateRequest('principal', null);
+  app.decorateRequest('prepaid', 0);
   app.addHook('onRequest', async (request, reply) => {
     if (routes.isPublic(request)) {
       request.principal = auth.publicPrincipal;
@@ -34,20 +36,24 @@ export function registerEdgeGuard(app: FastifyInstance, { routes, auth, browserO
     }
     const result = await auth.authenticate(request.headers);
     if (!('principal' in result)) {
-      return refuse(reply, request.url, 'UNAUTHENTICATED', `Missing or invalid credential (${result.refused}): send x-api-key or Authorization: Bearer`);
+      return refuse(reply, request, 'UNAUTHENTICATED', `Missing or invalid credential (${result.refused}): send x-api-key or Authorization: Bearer`);
     }
     const principal = result.principal;
     request.principal = principal;
     const requires = request.routeOptions.config.requires;
     if (requires && !hasScope(principal, requires)) {
-      return refuse(reply, request.url, 'FORBIDDEN', `Principal ${principal.id} may not use ${pathOf(request.url)}: it needs ${requires} (or ops:admin)`);
+      return refuse(reply, request, 'FORBIDDEN', `Principal ${principal.id} may not use ${pathOf(request.url)}: it needs ${requires} (or ops:admin)`);
     }
     const decision = rateLimiter.take(principal, 1);
     for (const [name, value] of rateHeaders(decision)) void reply.header(name, value);
-    if (decision.allowed) return;
+    if (decision.allowed) {
+      // The token is the first operation's: the rate charge takes it off that operation's cost.
+      if (!decision.unlimited) request.prepaid = 1;
+      return;
+    }
     // Answered after a pause (its Retry-After, at most a second): a client that ignores Retry-After
     // cannot turn refusals into load; the pause is a timer, not work.
     await new Promise((resolve) => setTimeout(resolve, Math.min(REFUSAL_PAUSE_MS, decision.retryAfter * 1000)));
-    return refuse(reply, request.url, 'RATE_LIMITED', rateLimitedError(principal, decision).message);
+    return refuse(reply, request, 'RATE_LIMITED', rateLimitedError(principal, decision).message);
   });
 }

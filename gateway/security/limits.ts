@@ -99,9 +99,12 @@ export interface Limiter {
   ): { document: DocumentNode } | { error: GraphQLError };
 }
 
-/** Declared sizes and costs of the supergraph's fields, read once from its `@cost`, `@listSize` and `@maxItems`. */
-export function createLimiter(supergraphSdl: string, limits: RequestLimits): Limiter {
-  const schema = buildASTSchema(parse(supergraphSdl), { assumeValidSDL: true });
+/**
+ * Declared sizes and costs of the supergraph's fields, read once from its `@cost`, `@listSize` and
+ * `@maxItems`; a subgraph server gives the schema it serves (`options.schema`), built from its own SDL.
+ */
+export function createLimiter(supergraphSdl: string, limits: RequestLimits, options: { schema?: GraphQLSchema } = {}): Limiter {
+  const schema = options.schema ?? buildASTSchema(parse(supergraphSdl), { assumeValidSDL: true });
   // A verdict depends on the document, the operation name and the variables alone, and clients send the same
   // few again and again: each is reached once (parse, directive count, walk) and kept, least recently used
   // first out.
@@ -491,8 +494,8 @@ function count(n: number): string {
   return Number.isFinite(n) ? n.toLocaleString('en-US') : 'more than 2^53';
 }
 
-/** The request limits of a configuration. */
-export function requestLimitsOf(config: {
+/** The configuration the request limits are read from. */
+export interface RequestLimitsConfig {
   GRAPHQL_MAX_TOKENS: number;
   GRAPHQL_MAX_DEPTH: number;
   GRAPHQL_MAX_ALIASES: number;
@@ -501,7 +504,10 @@ export function requestLimitsOf(config: {
   GRAPHQL_MAX_DIRECTIVES: number;
   GRAPHQL_MAX_COST: number;
   GRAPHQL_DEFAULT_LIST_SIZE: number;
-}): RequestLimits {
+}
+
+/** The request limits of a configuration. */
+export function requestLimitsOf(config: RequestLimitsConfig): RequestLimits {
   return {
     maxTokens: config.GRAPHQL_MAX_TOKENS,
     maxDepth: config.GRAPHQL_MAX_DEPTH,
@@ -511,5 +517,24 @@ export function requestLimitsOf(config: {
     maxDirectives: config.GRAPHQL_MAX_DIRECTIVES,
     maxCost: config.GRAPHQL_MAX_COST,
     defaultListSize: config.GRAPHQL_DEFAULT_LIST_SIZE,
+  };
+}
+
+/**
+ * The limits a subgraph server holds its gateway's signed calls to. A fetch the gateway plans for an
+ * operation it accepted adds key fields, `__typename` and an `_entities` level to what the client sent,
+ * so each bound is twice the gateway's (depth two more); a planned fetch of an accepted operation passes,
+ * and nothing unbounded reaches the subgraph's validation and execution.
+ */
+export function subgraphLimitsOf(limits: RequestLimits): RequestLimits {
+  return {
+    maxTokens: limits.maxTokens * 2,
+    maxDepth: limits.maxDepth + 2,
+    maxAliases: limits.maxAliases * 2,
+    maxRootFields: limits.maxRootFields * 2,
+    maxFields: limits.maxFields * 2,
+    maxDirectives: limits.maxDirectives * 2,
+    maxCost: limits.maxCost * 2,
+    defaultListSize: limits.defaultListSize,
   };
 }

@@ -1,15 +1,17 @@
 import { GraphQLError, type DocumentNode } from 'graphql';
 import { DEMO_PRINCIPAL, type Principal } from '../../platform/principal.js';
-import { principalKey } from '../execution/context.js';
 import type { OperationPolicy } from '../execution/operation-policy.js';
 import { conditionKey, operationOf, rootFields } from './operation-fields.js';
 
 /*
- * A token bucket per principal (per gateway process): RATE_LIMIT_BURST tokens, refilled at
- * RATE_LIMIT_PER_S. An operation costs one token, a heavy one (a quantum run, a materialization, a training
- * frame, an audit, a key) more. An operation the bucket cannot pay for runs nothing: 429 `RATE_LIMITED`
- * with `Retry-After` and the `RateLimit-*` headers. One principal's flood never drains another's bucket.
- * The demo principal (demo mode) is not limited: it stands for every caller of a demo deployment.
+ * A token bucket per identity (tenant and principal id, per gateway process): RATE_LIMIT_BURST tokens,
+ * refilled at RATE_LIMIT_PER_S. Every operation, on every door, costs one token, a heavy one (a quantum run,
+ * a materialization, a training frame, an audit, a key) more. An operation the bucket cannot pay for runs
+ * nothing: 429 `RATE_LIMITED` with `Retry-After` and the `RateLimit-*` headers; one that costs more than
+ * the whole bucket can never be paid for and is refused at once (400 `COST_LIMIT_EXCEEDED`). One
+ * principal's flood never drains another's bucket, and one identity holding differently scoped
+ * credentials (JWTs) has one bucket. The demo principal (demo mode) is not limited: it stands for every
+ * caller of a demo deployment.
  */
 
 /** Extra cost of heavy root fields, in tokens (every other operation costs 1). */
@@ -56,18 +58,23 @@ export class RateLimiter {
     this.now = options.now ?? Date.now;
   }
 
+  /** The bucket's size (RATE_LIMIT_BURST): no operation may cost more. */
+  get burst(): number {
+    return this.options.burst;
+  }
+
+  /** Takes `cost` tokens from the principal's bucket, if it holds them; `cost` is at most `burst`. */
   take(principal: Principal, cost: number): RateDecision {
     const { perSecond, burst } = this.options;
     if (principal === DEMO_PRINCIPAL || perSecond <= 0) return { allowed: true, unlimited: true, limit: burst, remaining: burst, retryAfter: 0, reset: 0 };
-    const key = principalKey(principal);
+    if (cost > burst) throw new Error(`a cost of ${cost} tokens is more than the bucket holds (${burst}): refuse it before taking (costOverBucketError)`);
+    const key = bucketKey(principal);
     const now = this.now();
     const kept = this.buckets.get(key);
     const tokens = kept ? Math.min(burst, kept.tokens + ((now - kept.at) / 1000) * perSecond) : burst;
     this.buckets.delete(key);
-    // An operation dearer than the whole bucket takes a full one.
-    const charge = Math.min(cost, burst);
-    const allowed = tokens >= charge;
-    const left = allowed ? tokens - charge : tokens;
+    const allowed = tokens >= cost;
+    const left = allowed ? tokens - cost : tokens;
     this.buckets.set(key, { tokens: left, at: now });
     if (this.buckets.size > MAX_BUCKETS) this.buckets.delete(this.buckets.keys().next().value!);
     return {
@@ -75,10 +82,20 @@ export class RateLimiter {
       unlimited: false,
       limit: burst,
       remaining: Math.floor(left),
-      retryAfter: allowed ? 0 : Math.ceil((charge - left) / perSecond),
+      retryAfter: allowed ? 0 : Math.ceil((cost - left) / perSecond),
       reset: Math.ceil((burst - left) / perSecond),
     };
   }
+
+  /** Whether the principal is limited at all (not the demo principal, and RATE_LIMIT_PER_S above 0). */
+  limits(principal: Principal): boolean {
+    return principal !== DEMO_PRINCIPAL && this.options.perSecond > 0;
+  }
+}
+
+/** The bucket of a principal: its tenant and id, whatever scopes the credential that named it carries. */
+function bucketKey(principal: Principal): string {
+  return `${principal.tenant}\u0000${principal.id}`;
 }
 
 /**
@@ -123,18 +140,33 @@ export function rateLimitedError(principal: Principal, decision: RateDecision): 
   );
 }
 
+/** An operation that costs more than the whole bucket: no wait would let it run. */
+function costOverBucketError(principal: Principal, cost: number, burst: number): GraphQLError {
+  return new GraphQLError(
+    `The operation costs ${cost} tokens; principal ${principal.id}'s bucket holds ${burst} (RATE_LIMIT_BURST), so it can never run under this limit`,
+    { extensions: { code: 'COST_LIMIT_EXCEEDED', limit: { name: 'rate_limit_burst', max: burst }, http: { status: 400 } } },
+  );
+}
+
 /**
- * Every HTTP request pays its first token as it arrives, right after authentication and before its body
- * is read (gateway/server.ts), so a refused flood costs the server little; this policy charges the extra
- * cost of heavy operations once the operation is known, after authorization.
+ * The rate charge of the operation pipeline (gateway/execution/pipeline.ts): every operation pays its full
+ * cost (`operationCost`), whichever door it came in by. An HTTP request pays one token as it arrives, right
+ * after authentication and before its body is read (gateway/security/edge-guard.ts), so a refused flood
+ * costs the server little; that token is the first operation's, taken off what it owes here
+ * (`GatewayContext.prepaid`). A WebSocket operation pays all of it here.
  */
 export function rateLimitPolicy(limiter: RateLimiter): OperationPolicy {
   return {
     resolved({ document, operationName, variables, context }, headers) {
-      const extra = operationCost(document, operationName, variables) - 1;
-      if (extra <= 0) return;
-      const decision = limiter.take(context.principal, extra);
-      if (!decision.allowed) throw rateLimitedError(context.principal, decision);
+      const { principal } = context;
+      if (!limiter.limits(principal)) return;
+      const cost = operationCost(document, operationName, variables);
+      if (cost > limiter.burst) throw costOverBucketError(principal, cost, limiter.burst);
+      const prepaid = Math.min(cost, context.prepaid ?? 0);
+      context.prepaid = 0;
+      if (cost - prepaid <= 0) return;
+      const decision = limiter.take(principal, cost - prepaid);
+      if (!decision.allowed) throw rateLimitedError(principal, decision);
       for (const [name, value] of rateHeaders(decision)) headers.set(name, value);
     },
   };

@@ -5,7 +5,7 @@ import {
   ApolloServerPluginLandingPageDisabled,
 } from '@apollo/server/plugin/disabled';
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { systemClock, type Clock } from '../../platform/clock.js';
 import { ConfigError, isDemoMode, isLoopbackHost, type PlatformConfig } from '../../platform/config.js';
 import type { ExecutionConfig } from '../execution/config.js';
@@ -14,17 +14,22 @@ import type { HttpConfig } from '../http/config.js';
 import type { SubscriptionsConfig } from '../subscriptions/config.js';
 import { isDatabaseUnavailable } from '../../platform/db-errors.js';
 import { restoreMessage } from '../../platform/lineage.js';
-import { ANONYMOUS_PRINCIPAL, PrincipalSigner, type Principal } from '../../platform/principal.js';
+import { ANONYMOUS_PRINCIPAL, PrincipalSigner } from '../../platform/principal.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../../platform/runtime.js';
 import { readSubgraphSdl, type SubgraphInstance, type SubgraphModule } from '../../platform/subgraph.js';
-import { gatewayContextFrom, principalOf } from '../execution/context.js';
+import { gatewayContextFrom, principalOf, type GatewayContext } from '../execution/context.js';
+import { answerPolicies, resolvePolicies, type ResolvedOperation } from '../execution/operation-policy.js';
+import { createPipeline, graphqlValidation, type Intake, type Pipeline } from '../execution/pipeline.js';
+import { onGraphQLRoute, refuse } from '../http/problem.js';
+import { auditPolicy } from '../security/audit.js';
+import { createLimiter, requestLimitsOf, subgraphLimitsOf, type RequestLimitsConfig } from '../security/limits.js';
 import { databaseUnavailable } from '../execution/subgraph-errors.js';
 import { createHttpApp, listenOrClose } from '../http/app.js';
 import { WarmUp } from '../http/warm-up.js';
 import { assertPortFree } from '../http/port.js';
 import { registerSubgraphHealth } from '../observability/health.js';
 import { createAuthenticator } from '../security/auth.js';
-import { createAuthorizer, type Authorizer } from '../security/authorization.js';
+import { createAuthorizer, wholeAuthorizationPolicy } from '../security/authorization.js';
 import { registerSignedCaller } from './caller.js';
 import { compiledSubgraphGateway } from './compiled-executor.js';
 import { attachSubgraphSocket } from './socket.js';
@@ -56,6 +61,7 @@ export type SubgraphServerConfig = PlatformConfig &
   HttpConfig &
   SubscriptionsConfig &
   Pick<ExecutionConfig, 'SUBGRAPH_COMPILED_EXECUTION'> &
+  RequestLimitsConfig &
   Readonly<Record<string, unknown>>;
 
 export async function startSubgraphServer(options: { config: SubgraphServerConfig; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
@@ -91,8 +97,24 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
   const authorizer = createAuthorizer(sdl, { schema: instance.schema });
   const onInternalError = (error: unknown) => app.log.error({ err: error, subgraph: module.name }, 'subgraph fault');
 
+  // The operation pipeline (gateway/execution/pipeline.ts) with the steps that apply to its gateway's
+  // signed calls, on both of its doors (HTTP and the socket); docs/operations.md says why each other step
+  // is the gateway's alone.
+  const pipeline = createPipeline(
+    {
+      documents: { notApplied: 'a subgraph server runs the fetches its gateway planned and signed; trusted documents are resolved at the gateway' },
+      limits: createLimiter(sdl, subgraphLimitsOf(requestLimitsOf(config)), { schema: instance.schema }),
+      validation: graphqlValidation(),
+      authorization: wholeAuthorizationPolicy(authorizer),
+      rate: { notApplied: "charged at the gateway, once per client operation, in the caller's bucket; a planned fetch is part of it" },
+      audit: auditPolicy((entry) => app.log.info({ audit: { ...entry, subgraph: module.name } }, 'audit')),
+      usage: { notApplied: 'counted at the gateway, by client and operation' },
+    },
+    [],
+  );
+
   setCompiledSubgraphExecution(config.SUBGRAPH_COMPILED_EXECUTION);
-  const apollo = subgraphApollo(app, instance, sdl, authorizer, onInternalError);
+  const apollo = subgraphApollo(app, instance, sdl, pipeline, onInternalError);
   try {
     await apollo.start();
   } catch (error) {
@@ -102,18 +124,49 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
   closers.add(() => apollo.stop());
 
   registerSignedCaller(app, { subgraph: module.name, routes, auth, signer });
+  // The pipeline's intake (the limits) on the GraphQL route, known by fastify's match, once the caller is.
+  const intakes = new WeakMap<FastifyRequest, Intake>();
+  app.addHook('preHandler', async (request, reply) => {
+    if (!onGraphQLRoute(request)) return;
+    const get = request.method === 'GET';
+    const body = (get ? request.query : request.body) as Record<string, unknown> | null | undefined;
+    // A subgraph server takes operations as text (its gateway's planned fetches): anything else runs nothing.
+    if (typeof body !== 'object' || body === null || Array.isArray(body) || typeof body['query'] !== 'string') {
+      return refuse(reply, request, 'BAD_REQUEST', 'A subgraph server takes one operation as text: a JSON object (or GET parameters) with `query`');
+    }
+    const variables = variablesOf(body['variables']);
+    const taken = pipeline.intake({
+      door: 'subgraph-http',
+      params: { query: body['query'] },
+      variables,
+      operationName: typeof body['operationName'] === 'string' ? body['operationName'] : null,
+      principal: principalOf(request),
+      clientName: undefined,
+    });
+    if (!taken.ok) return refuse(reply, request, taken.code, taken.message);
+    intakes.set(request, taken.intake);
+    // Apollo Server reads a GET's URL with its own parser: it is given the parameters judged here.
+    if (get) {
+      const judged: Record<string, string> = { query: taken.intake.source };
+      if (variables) judged['variables'] = JSON.stringify(variables);
+      if (typeof body['operationName'] === 'string') judged['operationName'] = body['operationName'];
+      request.raw.url = `/graphql?${new URLSearchParams(judged).toString()}`;
+    }
+  });
   await app.register(fastifyApollo(apollo), {
     path: '/graphql',
     context: async (request) => {
       const principal = principalOf(request);
-      const context = instance.context({ headers: gatewayContextFrom(request.headers, principal).headers, principal }) as SubgraphContext;
-      return Object.assign(context, { [CALLER]: principal });
+      const headers = gatewayContextFrom(request.headers, principal).headers;
+      const context = instance.context({ headers, principal }) as SubgraphContext;
+      const intake = intakes.get(request);
+      return Object.assign(context, { [CALLER]: { headers, principal, client: NO_CLIENT, ...(intake ? { intake } : {}) } satisfies GatewayContext });
     },
   });
   registerSubgraphHealth(app, module.name, instance, runtime.db.kind);
 
   await app.ready();
-  const socket = attachSubgraphSocket(app.server, { config, subgraph: module.name, instance, auth, signer, authorizer, onInternalError });
+  const socket = attachSubgraphSocket(app.server, { config, subgraph: module.name, instance, auth, signer, pipeline, onInternalError });
   closers.add(() => app.close());
   closers.add(() => socket.close());
   const url = await listenOrClose(http, config);
@@ -124,20 +177,26 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
   return { app, runtime, graphqlUrl: `${url}/graphql`, close: () => closers.close() };
 }
 
-/** Apollo Server over the subgraph's schema: every operation judged again here, by the subgraph's own SDL. */
+/**
+ * Apollo Server over the subgraph's schema: every operation passes the subgraph's pipeline checks (the
+ * intake guard, authorization by the subgraph's own SDL, the audit line), run as the gateway runs them.
+ */
 function subgraphApollo(
   app: FastifyInstance,
   instance: SubgraphInstance,
   sdl: string,
-  authorizer: Authorizer,
+  pipeline: Pipeline,
   onInternalError: (error: unknown) => void,
 ): ApolloServer<SubgraphContext> {
-  /** The principal an HTTP operation's context was made for (kept on it under a symbol: Apollo copies contexts). */
-  const principalOfContext = (context: object) => (context as { [CALLER]?: Principal })[CALLER] ?? ANONYMOUS_PRINCIPAL;
+  /** The caller an HTTP operation's context was made for (kept on it under a symbol: Apollo copies contexts). */
+  const callerOf = (context: object): GatewayContext =>
+    (context as { [CALLER]?: GatewayContext })[CALLER] ?? { headers: {}, principal: ANONYMOUS_PRINCIPAL, client: NO_CLIENT };
   return new ApolloServer<SubgraphContext>({
     // The subgraph's schema, its operations run compiled (./compiled-executor.ts).
     gateway: compiledSubgraphGateway(instance.schema, sdl),
     includeStacktraceInErrorResponses: false,
+    // Its gateway sends text: a hash names nothing here.
+    persistedQueries: false,
     // Explicit, so NODE_ENV does not change the API: the schema is public to the gateway and to tools.
     introspection: true,
     // Federated tracing is for Apollo's managed platform; this gateway does not read it. No landing page
@@ -152,13 +211,32 @@ function subgraphApollo(
       ApolloServerPluginInlineTraceDisabled(),
       ApolloServerPluginLandingPageDisabled(),
       ApolloServerPluginCacheControlDisabled(),
-      // Every operation is judged again here, whole: a field its principal may not use refuses it.
+      // The pipeline's checks: the intake guard, authorization whole (a field its principal may not use
+      // refuses it), and the audit line of every mutation field.
       {
         async requestDidStart() {
+          let resolved: ResolvedOperation | undefined;
           return {
-            async didResolveOperation({ document, operationName, contextValue, request }) {
-              const refused = authorizer.refusal(document, operationName, principalOfContext(contextValue), request.variables);
-              if (refused) throw refused;
+            async didResolveOperation(request) {
+              resolved = {
+                schema: request.schema,
+                document: request.document,
+                operation: request.operation,
+                operationName: request.request.operationName,
+                source: request.source,
+                variables: request.request.variables,
+                context: callerOf(request.contextValue),
+              };
+              resolvePolicies(pipeline.checks, resolved, request.response.http.headers);
+            },
+            async willSendResponse({ response }) {
+              if (!resolved || response.body.kind !== 'single') return;
+              const { data, errors } = response.body.singleResult;
+              answerPolicies(
+                pipeline.checks,
+                { ...(data !== undefined ? { data } : {}), ...(errors ? { errors } : {}), headers: response.http.headers },
+                resolved,
+              );
             },
           };
         },
@@ -171,4 +249,19 @@ function subgraphApollo(
       return { message: 'Internal server error', ...(formatted.path ? { path: formatted.path } : {}), extensions: { code: 'INTERNAL_SERVER_ERROR' } };
     },
   });
+}
+
+const NO_CLIENT = { name: null, version: null };
+
+/** A request's `variables` as Apollo Server reads them: an object, or JSON text of one (GET); null otherwise. */
+function variablesOf(value: unknown): Record<string, unknown> | null {
+  let parsed = value;
+  if (typeof value === 'string') {
+    try {
+      parsed = JSON.parse(value) as unknown;
+    } catch {
+      return null;
+    }
+  }
+  return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : null;
 }

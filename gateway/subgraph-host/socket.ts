@@ -1,16 +1,17 @@
 import type { Server, IncomingMessage } from 'node:http';
-import { GraphQLError, parse, type DocumentNode, type FormattedExecutionResult } from 'graphql';
+import { GraphQLError, type FormattedExecutionResult } from 'graphql';
 import type { SubscribePayload } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { HttpConfig } from '../http/config.js';
 import type { SubscriptionsConfig } from '../subscriptions/config.js';
-import { DEMO_PRINCIPAL, PRINCIPAL_HEADER, subscriptionBody, type Principal, type PrincipalSigner } from '../../platform/principal.js';
+import { PRINCIPAL_HEADER, subscriptionBody, type Principal, type PrincipalSigner } from '../../platform/principal.js';
 import type { SubgraphInstance } from '../../platform/subgraph.js';
-import { gatewayContextFrom } from '../execution/context.js';
+import { gatewayContextFrom, type GatewayContext } from '../execution/context.js';
+import { resolvePolicies } from '../execution/operation-policy.js';
+import type { Pipeline } from '../execution/pipeline.js';
 import { serializeSubgraphError } from '../execution/subgraph-errors.js';
 import type { Authenticator } from '../security/auth.js';
-import type { Authorizer } from '../security/authorization.js';
 import { CloseCode } from '../subscriptions/close-codes.js';
 import { credentialHeadersOf } from '../subscriptions/ws-server.js';
 
@@ -20,17 +21,18 @@ export interface SubgraphSocketOptions {
   instance: SubgraphInstance;
   auth: Authenticator;
   signer: PrincipalSigner | null;
-  authorizer: Authorizer;
+  /** The subgraph's operation pipeline (gateway/execution/pipeline.ts): its intake and checks run on every operation. */
+  pipeline: Pipeline;
   onInternalError: (error: unknown) => void;
 }
 
 /**
  * graphql-transport-ws at a subgraph server's /graphql, for its gateway's subscriptions. An operation acts
- * for the principal the gateway signed into it (with a secret), else for the connection's credential; it is
- * judged by this subgraph's own SDL before it runs.
+ * for the principal the gateway signed into it (with a secret), else for the connection's credential; it
+ * passes the subgraph's operation pipeline (the limits, validation, authorization by its own SDL) before it runs.
  */
 export function attachSubgraphSocket(server: Server, options: SubgraphSocketOptions): { close(): Promise<void> } {
-  const { config, instance, auth, signer, authorizer, onInternalError } = options;
+  const { config, instance, auth, signer, pipeline, onInternalError } = options;
   const module = { name: options.subgraph };
   const connections = new WeakMap<object, Principal>();
   /** Whom an operation on a socket acts for: what the gateway signed into it, or (no secret) the connection's credential. */
@@ -69,19 +71,42 @@ export function attachSubgraphSocket(server: Server, options: SubgraphSocketOpti
           ];
         }
         operations.set(payload, principal);
-        let document: DocumentNode;
+        // The subgraph's pipeline, as on its HTTP door: the limits, validation, then its checks (the intake
+        // guard, authorization by this subgraph's own SDL) before anything runs.
+        const taken = pipeline.intake({
+          door: 'subgraph-ws',
+          params: { query: payload.query },
+          variables: payload.variables,
+          operationName: payload.operationName,
+          principal,
+          clientName: undefined,
+        });
+        if (!taken.ok) return [taken.error];
+        const { document, source } = taken.intake;
+        const validated = pipeline.validate(instance.schema, document, payload.operationName);
+        if ('errors' in validated) return validated.errors;
+        const context: GatewayContext = { ...gatewayContextFrom(ctx.extra.request.headers, principal), intake: taken.intake };
+        const resolved = {
+          schema: instance.schema,
+          document,
+          operation: validated.operation,
+          operationName: payload.operationName,
+          source,
+          variables: payload.variables ?? undefined,
+          context,
+        };
         try {
-          document = parse(payload.query);
+          resolvePolicies(pipeline.checks, resolved, { set: () => undefined });
         } catch (error) {
-          return [error instanceof GraphQLError ? error : new GraphQLError(String(error))];
+          return [error instanceof GraphQLError ? error : new GraphQLError(String(error), { extensions: { code: 'INTERNAL_SERVER_ERROR' } })];
         }
-        const refused = authorizer.refusal(document, payload.operationName, principal, payload.variables);
-        if (refused) return [refused];
-        return;
+        return { schema: instance.schema, document, operationName: payload.operationName, variableValues: payload.variables ?? {} };
       },
       // One context per operation: subscription resolvers renew its time and loaders per event.
       context: (ctx, _id, payload) => {
-        const principal = operations.get(payload) ?? operationPrincipal(ctx, payload) ?? DEMO_PRINCIPAL;
+        // onSubscribe took every operation in, with its principal, before graphql-ws asks for its context.
+        const principal = operations.get(payload);
+        if (!principal) throw new Error('an operation on a subgraph socket that its onSubscribe did not take in');
         return instance.context({ headers: gatewayContextFrom(ctx.extra.request.headers, principal).headers, principal }) as Record<string, unknown>;
       },
       onNext: (_ctx, _id, _payload, _args, result): FormattedExecutionResult | void => {

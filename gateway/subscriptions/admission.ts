@@ -1,67 +1,69 @@
-import { getOperationAST, GraphQLError, OperationTypeNode, validate, type DocumentNode, type GraphQLSchema } from 'graphql';
+import { GraphQLError, OperationTypeNode, type DocumentNode, type GraphQLSchema } from 'graphql';
 import type { GatewayContext } from '../execution/context.js';
-import type { UsageRecorder } from '../governance/usage.js';
 import { clientMessage } from '../execution/bounded-errors.js';
-import { MAX_ERRORS, operationNotFound } from '../execution/graphql-errors.js';
-import type { Authorizer } from '../security/authorization.js';
-import { operationCost, rateLimitedError, type RateLimiter } from '../security/rate-limit.js';
+import { MAX_ERRORS } from '../execution/graphql-errors.js';
+import { answerPolicies, resolvePolicies } from '../execution/operation-policy.js';
+import type { Pipeline } from '../execution/pipeline.js';
 
 /*
- * What every streaming transport (graphql-ws, Server-Sent Events, Apollo's multipart subscriptions) checks
- * before an operation runs, after the request limits: valid against the served schema, one operation
- * selected, the same authorization as a query over HTTP, and a subscription charged to the rate limit as it
- * starts. One function, so no transport can skip a rule.
+ * What every streaming transport (graphql-ws, Server-Sent Events, Apollo's multipart subscriptions) does
+ * with an operation its door took in (document resolution and the limits, gateway/execution/pipeline.ts):
+ * the pipeline's validation against the served schema, then, for a subscription, the pipeline's checks
+ * (authorization, the rate charge of its full cost, usage) as it starts. A query or mutation on a stream
+ * is judged by authorization first (a refusal answers before the stream starts) and runs every check in
+ * its execution (Apollo Server's plugin), once. One function, so no transport can skip a step.
  */
 
 export interface OperationGate {
   /** The schema served now (a reload swaps it). */
   schema: () => GraphQLSchema;
-  authorizer: Authorizer;
-  rateLimiter: RateLimiter;
-  /** Field usage (gateway/governance/usage.ts): subscriptions are counted as they start. */
-  usage: UsageRecorder | null;
+  pipeline: Pipeline;
 }
 
 export interface OperationRequest {
+  /** The operation's context: its `intake` is what its door took in. */
   context: GatewayContext;
-  /** The document as sent (field usage keys its coordinates by it). */
-  text: string;
-  document: DocumentNode;
   operationName: string | null | undefined;
   variables: Record<string, unknown> | null | undefined;
+  /** Receives the rate charge's `RateLimit-*` headers (an HTTP stream sends them). */
+  headers?: { set(name: string, value: string): void };
 }
 
 export type Admission =
-  { errors: GraphQLError[] } | { document: DocumentNode; operationName: string | null | undefined; variables: Record<string, unknown>; subscription: boolean };
+  | { errors: GraphQLError[] }
+  | { document: DocumentNode; text: string; operationName: string | null | undefined; variables: Record<string, unknown>; subscription: boolean };
 
 export function admitOperation(gate: OperationGate, request: OperationRequest): Admission {
-  const { document, operationName, variables, context } = request;
-  const principal = context.principal;
-  const invalid = validate(gate.schema(), document, undefined, { maxErrors: MAX_ERRORS });
-  if (invalid.length > 0) return { errors: invalid.map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED')) };
-  const operation = getOperationAST(document, operationName);
-  if (!operation) return { errors: [operationNotFound(operationName)] };
-  // The same authorization as over HTTP, before the operation is planned or a stream opened.
-  const verdict = gate.authorizer.judge(document, operationName, principal, variables ?? undefined);
-  if (verdict && 'refused' in verdict) return { errors: [verdict.refused] };
+  const { operationName, variables, context } = request;
+  const intake = context.intake;
+  if (!intake) throw new Error('an operation reached a stream without passing its door (gateway/execution/pipeline.ts)');
+  const schema = gate.schema();
+  const validated = gate.pipeline.validate(schema, intake.document, operationName);
+  if ('errors' in validated) return { errors: validated.errors.slice(0, MAX_ERRORS).map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED')) };
+  const { operation } = validated;
   const subscription = operation.operation === OperationTypeNode.SUBSCRIPTION;
-  if (subscription) {
-    const decision = gate.rateLimiter.take(principal, operationCost(document, operationName, variables ?? undefined));
-    if (!decision.allowed) return { errors: [rateLimitedError(principal, decision)] };
-    // Queries and mutations are counted by the operation policies as they run (gateway/execution/operation-policy.ts).
-    gate.usage?.record({ ...context.client, principal }, request.text, document, operationName, variables);
+  const resolved = { schema, document: intake.document, operation, operationName, source: intake.source, variables: variables ?? undefined, context };
+  // A subscription passes every check as it starts. A query or mutation is judged by authorization here, so
+  // a refusal is the stream's status rather than an event; its execution runs every check (once) as it runs.
+  const policies = subscription ? gate.pipeline.checks : [gate.pipeline.authorization];
+  const headers = request.headers ?? { set: () => undefined };
+  try {
+    resolvePolicies(policies, resolved, headers);
+  } catch (error) {
+    const errors = [error instanceof GraphQLError ? error : new GraphQLError(String(error), { extensions: { code: 'INTERNAL_SERVER_ERROR' } })];
+    // A refused attempt is answered, and the audit trail records a refused mutation as any other door does.
+    answerPolicies(gate.pipeline.checks, { errors: errors.map((e) => e.toJSON()), headers }, resolved);
+    return { errors };
   }
-  return { document, operationName, variables: variables ?? {}, subscription };
+  return { document: intake.document, text: intake.source, operationName, variables: variables ?? {}, subscription };
 }
 
-function coded(error: unknown, code: string): GraphQLError {
-  if (error instanceof GraphQLError) {
-    return new GraphQLError(clientMessage(error.message, error), {
-      nodes: error.nodes,
-      source: error.source,
-      positions: error.positions,
-      extensions: { ...error.extensions, code },
-    });
-  }
-  return new GraphQLError(clientMessage(String(error), error), { extensions: { code } });
+function coded(error: GraphQLError, code: string): GraphQLError {
+  if (error.extensions['code'] !== undefined) return error;
+  return new GraphQLError(clientMessage(error.message, error), {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    extensions: { ...error.extensions, code },
+  });
 }

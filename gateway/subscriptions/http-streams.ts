@@ -1,10 +1,9 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { getOperationAST, GraphQLError, OperationTypeNode, type DocumentNode, type ExecutionResult } from 'graphql';
+import { getOperationAST, GraphQLError, OperationTypeNode, type ExecutionResult } from 'graphql';
 import { isEventCursor } from '../../platform/event-hub.js';
 import { statusOf } from '../../platform/errors.js';
-import { principalKey, gatewayContextFrom } from '../execution/context.js';
-import type { Principal } from '../../platform/principal.js';
+import { principalKey, type GatewayContext } from '../execution/context.js';
 import { admitOperation, type OperationGate } from './admission.js';
 import { cursorOf, SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
 import type { SocketExecution } from './ws-server.js';
@@ -81,13 +80,16 @@ export class HttpStreams {
     return multipart && subscription ? 'multipart' : null;
   }
 
-  /** Starts one streamed operation (the reply hijacked), or answers why it cannot start. */
+  /**
+   * Starts one streamed operation (the reply hijacked), or answers why it cannot start. `context` carries
+   * what the route took in (gateway/execution/pipeline.ts: document resolution and the limits).
+   */
   async serve(
     request: FastifyRequest,
     reply: FastifyReply,
     protocol: StreamProtocol,
-    operation: { document: DocumentNode; query: string; operationName: string | null; variables: Record<string, unknown> | null },
-    principal: Principal,
+    context: GatewayContext,
+    operation: { query: string; operationName: string | null; variables: Record<string, unknown> | null },
   ): Promise<FastifyReply> {
     const lastEventId = protocol === 'sse' ? request.headers['last-event-id'] : undefined;
     if (lastEventId !== undefined && (typeof lastEventId !== 'string' || !isEventCursor(lastEventId))) {
@@ -95,18 +97,22 @@ export class HttpStreams {
         new GraphQLError('Last-Event-ID must be the cursor of an event this stream sent (its `id`: decimal digits)', { extensions: { code: 'BAD_REQUEST' } }),
       ]);
     }
-    const context = gatewayContextFrom(request.headers, principal);
+    const { principal } = context;
     // A GET changes nothing (a page of another site can make a browser send one): mutations are POSTed.
-    if (request.method === 'GET' && getOperationAST(operation.document, operation.operationName)?.operation === OperationTypeNode.MUTATION) {
+    if (
+      request.method === 'GET' &&
+      context.intake &&
+      getOperationAST(context.intake.document, operation.operationName)?.operation === OperationTypeNode.MUTATION
+    ) {
       void reply.header('allow', 'POST');
       return refuseWith(reply, [new GraphQLError('A mutation is sent with POST, not GET', { extensions: { code: 'METHOD_NOT_ALLOWED' } })]);
     }
+    if (context.intake) context.intake = { ...context.intake, door: protocol };
     const admitted = admitOperation(this.options.gate, {
       context,
-      text: operation.query,
-      document: operation.document,
       operationName: operation.operationName,
       variables: operation.variables,
+      headers: { set: (name, value) => void reply.header(name, value) },
     });
     if ('errors' in admitted) return refuseWith(reply, admitted.errors);
     const key = principalKey(principal);
@@ -145,7 +151,7 @@ export class HttpStreams {
         }
         source = result;
       } else {
-        const result = await this.options.execute(operation.query, admitted.variables, admitted.operationName ?? undefined, context);
+        const result = await this.options.execute(admitted.text, admitted.variables, admitted.operationName ?? undefined, context);
         source = Symbol.asyncIterator in result ? result : once(result);
       }
     } catch (error) {

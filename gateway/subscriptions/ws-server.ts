@@ -1,17 +1,15 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { GraphQLError, print, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { GraphQLError, type ExecutionResult, type GraphQLSchema } from 'graphql';
 
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Authenticator } from '../security/auth.js';
-import type { Authorizer } from '../security/authorization.js';
 import type { BrowserOrigins } from '../security/cors.js';
-import type { RateLimiter } from '../security/rate-limit.js';
-import type { UsageRecorder } from '../governance/usage.js';
 import type { Principal } from '../../platform/principal.js';
 import { gatewayContextFrom, type GatewayContext } from '../execution/context.js';
-import type { Limiter } from '../security/limits.js';
+import type { Pipeline } from '../execution/pipeline.js';
+import { rateLimitedError, type RateLimiter } from '../security/rate-limit.js';
 import { admitOperation } from './admission.js';
 import { CloseCode } from './close-codes.js';
 import { SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
@@ -22,13 +20,12 @@ export interface WsOptions {
   /** The schema served now (a reload swaps it). */
   schema: () => GraphQLSchema;
   auth: Authenticator;
-  authorizer: Authorizer;
   /** A WebSocket opened by a page of another site whose origin is not allowed is refused (403). */
   browserOrigins: BrowserOrigins;
-  /** Subscriptions are charged as they start (queries and mutations on the socket by the operation policies). */
+  /** The operation pipeline every operation on a socket runs (gateway/execution/pipeline.ts). */
+  pipeline: Pipeline;
+  /** Takes each subscribe message's first token as it arrives (the pipeline's rate step charges the rest). */
   rateLimiter: RateLimiter;
-  /** Subscriptions are counted for field usage as they start (queries and mutations by the operation policies). */
-  usage: UsageRecorder | null;
   subscriptions: SubscriptionExecutor;
   /**
    * Runs queries and mutations sent over the socket through the gateway: one result, or (deferred
@@ -42,8 +39,6 @@ export interface WsOptions {
   /** Bytes that may wait in one socket's send buffer before it is closed as a slow consumer. */
   maxBufferedBytes: number;
   maxPayloadBytes: number;
-  /** The request limits every document is checked against before it is validated. */
-  limiter: Limiter;
   /** Operations one connection may have open at once; more are refused with an `error`, the connection kept. */
   maxSubscriptions: number;
 }
@@ -99,6 +94,8 @@ export function attachGraphQLWebSocket(options: WsOptions): {
   };
   options.server.on('upgrade', onUpgrade);
 
+  /** The context of each operation, made as its door took it in (graphql-ws hands `context` the same payload). */
+  const contexts = new WeakMap<object, GatewayContext>();
   /** The principal each connection authenticated as (connection_init). */
   const principals = new WeakMap<object, Principal>();
   /** When each connection's credential expires (JWTs), in ms since the epoch. */
@@ -153,26 +150,38 @@ export function attachGraphQLWebSocket(options: WsOptions): {
             ),
           ];
         }
-        const checked = options.limiter.check(payload.query, payload.variables, payload.operationName);
-        if ('error' in checked) return [checked.error];
+        // The operation pipeline (gateway/execution/pipeline.ts), as on every door: document resolution
+        // (APQ, trusted documents, the safelist), the request limits, then validation and, for a
+        // subscription, its checks as it starts; a query or mutation runs them in its execution.
         const context = gatewayContextFrom(ctx.extra.request.headers, principals.get(ctx) ?? unauthenticated());
-        const admitted = admitOperation(options, {
-          context,
-          text: payload.query,
-          document: checked.document,
-          operationName: payload.operationName,
+        // Each subscribe message pays its first token as it arrives, as an HTTP request does at the edge:
+        // a refusal at any step still costs one, and the operation's rate step charges the rest.
+        const decision = options.rateLimiter.take(context.principal, 1);
+        if (!decision.allowed) return [rateLimitedError(context.principal, decision)];
+        if (!decision.unlimited) context.prepaid = 1;
+        const taken = options.pipeline.intake({
+          door: 'graphql-ws',
+          params: payload,
           variables: payload.variables,
+          operationName: payload.operationName,
+          principal: context.principal,
+          clientName: context.client.name ?? undefined,
         });
+        if (!taken.ok) return [taken.error];
+        context.intake = taken.intake;
+        const admitted = admitOperation(options, { context, operationName: payload.operationName, variables: payload.variables });
         if ('errors' in admitted) return admitted.errors;
+        contexts.set(payload, context);
         return { schema: options.schema(), document: admitted.document, operationName: payload.operationName, variableValues: payload.variables };
       },
-      context: (ctx): WsContext => ({
-        gateway: gatewayContextFrom(ctx.extra.request.headers, principals.get(ctx) ?? unauthenticated()),
+      context: (ctx, _id, payload): WsContext => ({
+        gateway: contexts.get(payload) ?? gatewayContextFrom(ctx.extra.request.headers, principals.get(ctx) ?? unauthenticated()),
         socket: ctx.extra.socket,
       }),
       execute: async (args) => {
         const ctx = args.contextValue as WsContext;
-        return options.execute(print(args.document), args.variableValues ?? {}, args.operationName ?? undefined, ctx.gateway);
+        // The text the door took in: the execution's intake guard checks it is the one judged.
+        return options.execute(ctx.gateway.intake?.source ?? '', args.variableValues ?? {}, args.operationName ?? undefined, ctx.gateway);
       },
       subscribe: async (args) => {
         const ctx = args.contextValue as WsContext;
