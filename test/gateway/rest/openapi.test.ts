@@ -1,3 +1,4 @@
+import { parse } from 'graphql';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -5,6 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { openApiPath } from '../../../gateway/rest/openapi.js';
 import { registerRestRoutes } from '../../../gateway/rest/engine.js';
+import { createPipeline, graphqlValidation } from '../../../gateway/execution/pipeline.js';
 import { DEMO_PRINCIPAL } from '../../../platform/principal.js';
 import { defineRoute } from '../../../platform/rest.js';
 import { subgraphs } from '../../../subgraphs/registry.js';
@@ -290,14 +292,31 @@ describe('answers outside their documented schema', () => {
       result: (d) => ({ count: String(d.n) }),
       response: z.strictObject({ count: z.number() }),
     });
-    registerRestRoutes(app, '/t', [route], async () => ({ data: { n: 3 } }), { checkAnswers: true });
+    registerRestRoutes(app, '/t', [route], async () => ({ data: { n: 3 } }), { pipeline: parsingPipeline(), checkAnswers: true });
     const res = await app.inject({ method: 'GET', url: '/t/drift' });
     expect(res.statusCode).toBe(500);
     const unchecked = actingAsDemo(Fastify({ logger: false }));
-    registerRestRoutes(unchecked, '/t', [route], async () => ({ data: { n: 3 } }), { checkAnswers: false });
+    registerRestRoutes(unchecked, '/t', [route], async () => ({ data: { n: 3 } }), { pipeline: parsingPipeline(), checkAnswers: false });
     expect((await unchecked.inject({ method: 'GET', url: '/t/drift' })).json()).toEqual({ count: '3' });
   });
 });
+
+/** A pipeline whose intake only parses (this suite's operation `{ n }` is no field of the supergraph). */
+function parsingPipeline() {
+  const notApplied = { notApplied: 'a bare app of this suite' };
+  return createPipeline(
+    {
+      documents: notApplied,
+      limits: { check: (query) => ({ document: parse(query) }) },
+      validation: graphqlValidation(),
+      authorization: {},
+      rate: notApplied,
+      audit: notApplied,
+      usage: notApplied,
+    },
+    [],
+  );
+}
 
 /** A bare fastify app whose requests act for the demo principal, as the gateway's authentication would make them. */
 function actingAsDemo(app: FastifyInstance): FastifyInstance {

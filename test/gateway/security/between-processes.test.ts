@@ -105,7 +105,7 @@ describe('a subgraph server reached past the gateway', () => {
           complete: () => resolve('complete'),
         });
       });
-    const query = 'subscription { quantumRunCompleted { runId } }';
+    const query = 'subscription { quantumRunCompleted { cursor } }';
     const unsigned = await first({ query });
     expect(JSON.stringify(unsigned)).toContain('UNAUTHENTICATED');
     const signedFor = (p: Principal) => ({

@@ -30,10 +30,15 @@ describe('the token bucket', () => {
     now += 500;
     expect(limiter.take(a, 1).allowed).toBe(true);
     expect(limiter.take(a, 1).allowed).toBe(false);
-    // A heavy operation needs a full bucket: 2 s of refill from empty.
-    expect(limiter.take(a, 20)).toMatchObject({ allowed: false, retryAfter: 2 });
+    // A heavy operation waits for its cost to refill: 2 s from empty for the whole bucket.
+    expect(limiter.take(a, 4)).toMatchObject({ allowed: false, retryAfter: 2 });
     now += 2000;
-    expect(limiter.take(a, 20)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(limiter.take(a, 4)).toMatchObject({ allowed: true, remaining: 0 });
+    // One that costs more than the bucket holds is never taken (the rate charge refuses it first).
+    expect(() => limiter.take(a, 20)).toThrow(/more than the bucket holds/);
+    // One identity, one bucket: another credential of the same principal (other scopes) shares it.
+    expect(limiter.take({ ...a, scopes: ['fleet:read', 'rental:read'] }, 1)).toMatchObject({ allowed: false });
+    expect(limiter.take({ ...a, tenant: 'other' }, 1)).toMatchObject({ allowed: true });
     for (let i = 0; i < 1000; i++) expect(limiter.take(DEMO_PRINCIPAL, 20).allowed).toBe(true);
   });
 
