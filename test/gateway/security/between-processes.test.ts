@@ -71,6 +71,23 @@ describe('a subgraph server reached past the gateway', () => {
     expect(await allowed.json()).toEqual({ data: { quantumRuns: { totalCount: 0 } } });
   });
 
+  it("runs its part of the pipeline on a signed call: the request limits (twice the gateway's) before validation and authorization", async () => {
+    // 40 aliases: over a subgraph server's 30 (the gateway's 15, twice), whatever the principal may read.
+    const deep = `{ ${Array.from({ length: 40 }, (_, i) => `a${i}: __typename`).join(' ')} quantumRuns { totalCount } }`;
+    const body = JSON.stringify({ query: deep });
+    const refused = await post(optimization, body, { [PRINCIPAL_HEADER]: signer.sign(runner, call(optimization, body)) });
+    expect(refused.status).toBe(400);
+    const answer = (await refused.json()) as { code: string; detail: string };
+    expect(answer.code).toBe('ALIAS_LIMIT_EXCEEDED');
+    expect(answer.detail).toContain('the limit is 30');
+    // Not a body a subgraph takes (no operation text): 400, nothing run.
+    const none = JSON.stringify({ extensions: { persistedQuery: { version: 1, sha256Hash: 'a'.repeat(64) } } });
+    expect((await post(optimization, none, { [PRINCIPAL_HEADER]: signer.sign(runner, call(optimization, none)) })).status).toBe(400);
+    // The same principal, within the limits: it runs.
+    const fine = JSON.stringify({ query: '{ quantumRuns { edges { node { id } } } }' });
+    expect((await post(optimization, fine, { [PRINCIPAL_HEADER]: signer.sign(runner, call(optimization, fine)) })).status).toBe(200);
+  });
+
   it('a captured header runs nothing else: another body, another subgraph, after 30 s, or with another secret', async () => {
     const body = JSON.stringify({ query: '{ quantumRuns { totalCount } }' });
     const header = signer.sign(runner, call(optimization, body));
