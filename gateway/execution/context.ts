@@ -65,6 +65,8 @@ declare module 'fastify' {
     principal: Principal | null;
     /** Rate-limit tokens the request paid at the edge, for its first operation (gateway/security/rate-limit.ts). */
     prepaid: number;
+    /** When the request's credential expires (a JWT's `exp`, ms since the epoch); null: it does not. */
+    credentialExpiresAt: number | null;
   }
 }
 

@@ -29,6 +29,7 @@ export function registerEdgeGuard(app: FastifyInstance, { routes, auth, browserO
   registerBrowserRules(app, browserOrigins);
   app.decorateRequest('principal', null);
   app.decorateRequest('prepaid', 0);
+  app.decorateRequest('credentialExpiresAt', null);
   app.addHook('onRequest', async (request, reply) => {
     if (routes.isPublic(request)) {
       request.principal = auth.publicPrincipal;
@@ -40,6 +41,8 @@ export function registerEdgeGuard(app: FastifyInstance, { routes, auth, browserO
     }
     const principal = result.principal;
     request.principal = principal;
+    // A stream the request opens ends when its credential does (gateway/subscriptions/http-streams.ts).
+    if (result.expiresAt !== undefined) request.credentialExpiresAt = result.expiresAt;
     const requires = request.routeOptions.config.requires;
     if (requires && !hasScope(principal, requires)) {
       return refuse(reply, request, 'FORBIDDEN', `Principal ${principal.id} may not use ${pathOf(request.url)}: it needs ${requires} (or ops:admin)`);

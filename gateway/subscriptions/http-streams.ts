@@ -164,6 +164,26 @@ export class HttpStreams {
     void reply.hijack();
     const writer = protocol === 'sse' ? sseWriter(response, headers) : multipartWriter(response, headers);
     const heartbeat = setInterval(() => writer.heartbeat(), this.options.heartbeatMs);
+    // A stream opened with a credential that ends (a JWT) ends with it, as a WebSocket does: a last error
+    // saying why, then the stream's end. The client opens another with a fresh token and resumes.
+    const expiresAt = request.credentialExpiresAt;
+    const expiry =
+      expiresAt === null
+        ? undefined
+        : setTimeout(
+            () => {
+              if (done) return;
+              writer.failed([
+                {
+                  message: 'The credential of this stream expired: open it again with a fresh one and resume from the last cursor',
+                  extensions: { code: 'UNAUTHENTICATED' },
+                },
+              ]);
+              finish(false);
+            },
+            Math.max(0, expiresAt - Date.now()),
+          );
+    expiry?.unref();
     let done = false;
     const entry: Open = { response, end: () => finish(false) };
     this.open.add(entry);
@@ -171,6 +191,7 @@ export class HttpStreams {
       if (done) return;
       done = true;
       clearInterval(heartbeat);
+      clearTimeout(expiry);
       this.open.delete(entry);
       release();
       void source.return?.();
@@ -224,6 +245,8 @@ function jsonOf(result: unknown): string {
 
 interface Writer {
   next(result: unknown, cursor: string | null): void;
+  /** A last error that ends the operation (its credential expired), before `end`. */
+  failed(errors: readonly { message: string; extensions: { code: string } }[]): void;
   heartbeat(): void;
   end(): void;
 }
@@ -234,6 +257,7 @@ function sseWriter(response: ServerResponse, headers: Record<string, unknown>): 
   response.write(':\n\n');
   return {
     next: (result, cursor) => response.write(`${cursor !== null ? `id: ${cursor}\n` : ''}event: next\ndata: ${jsonOf(result)}\n\n`),
+    failed: (errors) => response.write(`event: next\ndata: ${JSON.stringify({ errors })}\n\n`),
     heartbeat: () => response.write(':\n\n'),
     end: () => response.end('event: complete\ndata:\n\n'),
   };
@@ -246,6 +270,8 @@ function multipartWriter(response: ServerResponse, headers: Record<string, unkno
   const part = (json: string) => response.write(`\r\ncontent-type: application/json; charset=utf-8\r\n\r\n${json}\r\n--${BOUNDARY}`);
   return {
     next: (result) => part(`{"payload":${jsonOf(result)}}`),
+    // A transport-level error, as Apollo Router sends one: no payload, the errors beside it.
+    failed: (errors) => part(JSON.stringify({ payload: null, errors })),
     heartbeat: () => part('{}'),
     end: () => response.end('--\r\n'),
   };

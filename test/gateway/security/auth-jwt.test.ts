@@ -142,6 +142,28 @@ describe('bearer JWTs verified against a JWKS', () => {
     expect((await within(again.closed, 'the expired token to be refused')).code).toBe(4401);
   });
 
+  it("a stream over HTTP (SSE, multipart) ends at its JWT's exp with a last error saying why, as a WebSocket closes", async () => {
+    const exp = now() + 3;
+    const token = await mint({}, { exp });
+    const open = (accept: string) =>
+      fetch(`${url}/graphql`, {
+        method: 'POST',
+        headers: { ...bearer(token), 'content-type': 'application/json', accept },
+        body: JSON.stringify({ query: 'subscription { fleetSummaryChanged { total } }' }),
+      });
+    const streams = await Promise.all([open('text/event-stream'), open('multipart/mixed;subscriptionSpec="1.0", application/json')]);
+    const bodies = await within(Promise.all(streams.map((res) => res.text())), 'both streams to end when their token expires');
+    // Ended at exp, not before it (exp has a one-second resolution), each with its protocol's last error.
+    expect(Date.now()).toBeGreaterThanOrEqual(exp * 1000);
+    expect(bodies[0]).toMatch(
+      /event: next\ndata: \{"errors":\[\{"message":"The credential of this stream expired[^\n]*"UNAUTHENTICATED"[^\n]*\n\nevent: complete/,
+    );
+    expect(bodies[1]).toMatch(/\{"payload":null,"errors":\[\{"message":"The credential of this stream expired[^\n]*"UNAUTHENTICATED"/);
+    expect(bodies[1]!.trimEnd().endsWith('--graphql--')).toBe(true);
+    // The expired token opens nothing more.
+    expect((await open('text/event-stream')).status).toBe(401);
+  });
+
   it('a token naming a reserved principal or tenant is 401', async () => {
     for (const claims of [{ sub: 'sandbox' }, { sub: 'operator-1' }, { tenant: 'demo' }, { tenant: 'operators' }]) {
       const jwt = new SignJWT({ tenant: 'tenant-jwt', scope: 'fleet:read', ...claims })
