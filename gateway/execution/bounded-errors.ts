@@ -25,10 +25,19 @@ function isEngineFault(error: unknown): boolean {
 
 const TOO_DEEP = 'The request is nested too deeply to be processed';
 
-/** A client error's message as a caller may see it: no engine internals, no long value echoed whole. */
+/**
+ * graphql-js's suggestions ("Did you mean "fleetSummary"?", "...; Did you mean the enum value "X"?"): they
+ * name fields, types and values of the schema, which only a caller that may introspect should learn.
+ */
+const SUGGESTION = /;? Did you mean [^\n]*\?$/;
+
+/**
+ * A client error's message as a caller may see it: no engine internals, no long value echoed whole, and no
+ * suggestion of schema names (introspection, with `schema:read`, is the way to read the schema).
+ */
 export function clientMessage(message: string, error: unknown): string {
   if (isEngineFault(error) || /Maximum call stack size exceeded/.test(message)) return TOO_DEEP;
-  return message.replace(LONG_QUOTED, (_match, value: string) => `"${value.slice(0, MAX_QUOTED)}..." (${value.length} characters)`);
+  return message.replace(SUGGESTION, '').replace(LONG_QUOTED, (_match, value: string) => `"${value.slice(0, MAX_QUOTED)}..." (${value.length} characters)`);
 }
 
 /**

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../gateway/config.js';
 import { gql } from '../../support/http.js';
+import { Collector, wsClient } from '../../support/ws.js';
 import { startTestServer } from '../../support/server.js';
 
 /*
@@ -70,6 +71,27 @@ describe('operational doors with credentials configured', () => {
     const typename = await gql(url, '{ __typename fleetSummary { total } }', {}, { 'x-api-key': PARTNER });
     expect(typename.errors).toBeUndefined();
     expect(typename.data?.['__typename']).toBe('Query');
+  });
+
+  it('errors suggest no schema names ("Did you mean"), over HTTP and on a socket', async () => {
+    const typo = await gql(url, '{ fleetSumary { total } }', {}, { 'x-api-key': PARTNER });
+    expect(typo.status).toBe(400);
+    expect(typo.errors?.[0]?.message).toBe('Cannot query field "fleetSumary" on type "Query".');
+    const enumTypo = await gql(
+      url,
+      'mutation($p: ProblemKind!) { startQuantumRun(input: { problem: $p, size: 4 }) { id } }',
+      { p: 'REGULAR3_MAXCU' },
+      { 'x-api-key': OPERATOR },
+    );
+    expect(enumTypo.status).toBe(400);
+    expect(enumTypo.errors?.[0]?.message).not.toContain('Did you mean');
+    expect(enumTypo.errors?.[0]?.message).toContain('REGULAR3_MAXCU');
+    const ws = wsClient(url, { 'x-api-key': PARTNER });
+    const collector = new Collector(ws.client, 'subscription { fleetSummaryChange { total } }');
+    await collector.until((c) => c.error !== undefined, undefined, 'the socket to refuse the typo');
+    await ws.dispose();
+    expect(JSON.stringify(collector.error)).toContain('Cannot query field');
+    expect(JSON.stringify(collector.error)).not.toContain('Did you mean');
   });
 });
 
