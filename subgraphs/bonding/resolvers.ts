@@ -76,7 +76,7 @@ export const bondingResolvers: Resolvers = {
       return withTiming(rec, started);
     },
     bondingOverview: async (_, __, ctx) => ({
-      ...(await ctx.bonding.store.overview()),
+      ...(await ctx.bonding.store.overview(viewerOf(ctx.principal))),
       keySource: KEY_SOURCE,
       tickMs: ctx.bonding.store.options.tickMs,
       simulatedSecondsPerTick: ctx.bonding.store.options.simSecondsPerTick,

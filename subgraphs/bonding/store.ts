@@ -138,9 +138,12 @@ export class BondingStore {
     return res.rows;
   }
 
-  async overview(): Promise<Overview> {
+  /** Open sessions by state: the viewer's tenant's (every tenant's for an operator), never another's count. */
+  async overview(viewer: Viewer): Promise<Overview> {
+    const params: unknown[] = [];
     const res = await this.db.query<{ state: SessionState; n: number }>(
-      `SELECT state, count(*) AS n FROM bonding_sessions WHERE state <> 'closed' GROUP BY state`,
+      `SELECT state, count(*) AS n FROM bonding_sessions WHERE state <> 'closed' AND ${ownedBy(viewer, 'tenant', params, USER_COLUMNS)} GROUP BY state`,
+      params,
     );
     const by = Object.fromEntries(res.rows.map((r) => [r.state, r.n])) as Partial<Record<SessionState, number>>;
     return {

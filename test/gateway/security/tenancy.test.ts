@@ -180,6 +180,11 @@ describe.each(setups)('tenants see and change only their own ($name)', ({ backen
       ['app-a', 'ok'],
     ]);
     expect(JSON.stringify(audit)).not.toContain(own.data!['generateQuantumKey'].key);
+    // The overview counts the caller's tenant only (an operator's, every tenant's): B learns nothing of A's.
+    const open = async (key: string) => (await gql(url, '{ bondingOverview { openSessions } }', {}, as(key))).data?.['bondingOverview'].openSessions as number;
+    expect(await open(B)).toBe(0);
+    expect(await open(A)).toBeGreaterThanOrEqual(1);
+    expect(await open(OPS)).toBeGreaterThanOrEqual(await open(A));
     // B cannot close it; A can.
     expect((await rest(url, 'POST', `/bonding/api/bonding/close?session_id=${id}`, undefined, as(B))).status).toBe(404);
     expect((await rest(url, 'POST', `/bonding/api/bonding/close?session_id=${id}`, undefined, as(A))).body['state']).toBe('closed');
