@@ -1,4 +1,4 @@
-import { ConfigError, parseConfig, platformConfig, type ConfigValues } from '../platform/config.js';
+import { ConfigError, isDemoMode, isLoopbackHost, parseConfig, platformConfig, type ConfigValues } from '../platform/config.js';
 import { subgraphConfigs } from '../subgraphs/config.js';
 import { executionConfig } from './execution/config.js';
 import { governanceConfig } from './governance/config.js';
@@ -50,7 +50,15 @@ export type Config = ConfigValues<typeof shape>;
 
 /** Parses the environment; a bad value throws a ConfigError naming the variable. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  return parseConfig(CONFIG_SECTIONS, shape, env);
+  const config = parseConfig(CONFIG_SECTIONS, shape, env);
+  // Demo mode is chosen, not fallen into: beyond loopback, empty credential variables are a mistake unless
+  // the setting says otherwise.
+  if (isDemoMode(config) && !isLoopbackHost(config.HOST) && !config.DEMO_MODE_BEYOND_LOOPBACK) {
+    throw new ConfigError([
+      `HOST: ${config.HOST} is not loopback and no credential is configured, so every caller would act as the demo principal (every scope, ops:admin included). Set API_KEYS, API_KEYS_FILE or AUTH_JWKS_URL; or HOST=127.0.0.1; or DEMO_MODE_BEYOND_LOOPBACK=true to serve demo mode to the network on purpose`,
+    ]);
+  }
+  return config;
 }
 
 /** The environment's config, or exit 2 with the message naming each bad variable. */

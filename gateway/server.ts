@@ -1,5 +1,5 @@
 import { readFileSync, unwatchFile, watchFile } from 'node:fs';
-import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { GraphQLSchema } from 'graphql';
 import { systemClock, type Clock } from '../platform/clock.js';
 import { ConfigError, isDemoMode } from '../platform/config.js';
@@ -40,7 +40,8 @@ import { createAuthenticator, type Authenticator } from './security/auth.js';
 import { BrowserOrigins } from './security/cors.js';
 import { registerEdgeGuard } from './security/edge-guard.js';
 import { requestLimitsOf } from './security/limits.js';
-import { RateLimiter, rateLimitPolicy } from './security/rate-limit.js';
+import { RateLimiter, rateHeaders, rateLimitPolicy } from './security/rate-limit.js';
+import { refuse } from './http/problem.js';
 import { SubscriptionExecutor } from './subscriptions/executor.js';
 import { inProcessUpstream } from './subscriptions/in-process-upstream.js';
 import { remoteUpstream } from './subscriptions/remote-upstream.js';
@@ -202,6 +203,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     local: byName,
     apiKey,
     callerIsOperator: (request) => callerIsOperator(auth, request),
+    demoMode: isDemoMode(config),
+    admit: healthProbeAdmission(),
     database: () => runtime?.db.kind ?? null,
     relay: () => runtime?.relay ?? null,
     websocket: () => late.ws ?? NO_SOCKETS,
@@ -253,6 +256,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
 
   const url = await listenOrClose(http, config);
+  if (isDemoMode(config)) {
+    app.log.warn(
+      `demo mode on ${config.HOST}: no credential is configured (API_KEYS, API_KEYS_FILE, AUTH_JWKS_URL), so every caller acts as the demo principal, holding every scope`,
+    );
+  }
   warmUp.start((name, error) => app.log.warn({ err: error, task: name }, 'warm-up task failed; it is made on first use'));
   return {
     app,
@@ -364,6 +372,22 @@ async function callerIsOperator(auth: Authenticator, request: FastifyRequest): P
   if (request.headers['x-api-key'] === undefined && request.headers.authorization === undefined) return false;
   const result = await auth.authenticate(request.headers);
   return 'principal' in result && isOperator(result.principal);
+}
+
+/** Health probes one client address may send a second, and at once: a flood of them is answered 429. */
+const HEALTH_PROBES_PER_S = 20;
+const HEALTH_PROBES_BURST = 40;
+
+/** The admission of the public health probes: a token bucket per client address. */
+function healthProbeAdmission(): (request: FastifyRequest, reply: FastifyReply) => Promise<boolean> {
+  const probes = new RateLimiter({ perSecond: HEALTH_PROBES_PER_S, burst: HEALTH_PROBES_BURST });
+  return async (request, reply) => {
+    const decision = probes.take({ id: request.ip, tenant: 'health-probes', scopes: [] }, 1);
+    if (decision.allowed) return true;
+    for (const [name, value] of rateHeaders(decision)) void reply.header(name, value);
+    await refuse(reply, request, 'RATE_LIMITED', `Too many health probes from ${request.ip}: at most ${HEALTH_PROBES_PER_S} a second`);
+    return false;
+  };
 }
 
 const NO_SOCKETS = { connections: () => 0, operations: () => 0, slowConsumerCloses: () => 0 };

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { configSection, intFrom, logLevels, type ConfigValues } from '../../platform/config.js';
+import { boolFrom, configSection, intFrom, logLevels, type ConfigValues } from '../../platform/config.js';
 
 /** The gateway's http room's section of the configuration: the HTTP servers of the gateway and of subgraph servers (docs/operations.md, generated from it). */
 export const httpConfig = configSection(
@@ -13,6 +13,9 @@ export const httpConfig = configSection(
       .min(1)
       .default('127.0.0.1')
       .describe('interface to bind; demo mode has no auth, so the default stays on loopback (use `0.0.0.0` in a container)'),
+    DEMO_MODE_BEYOND_LOOPBACK: boolFrom('DEMO_MODE_BEYOND_LOOPBACK', 'false').describe(
+      'serve demo mode (no `API_KEYS`, `API_KEYS_FILE` or `AUTH_JWKS_URL`: every caller is one principal holding every scope, `ops:admin` included) on a `HOST` other than loopback; without it such a start stops, naming the choices',
+    ),
     LOG_LEVEL: z.enum(logLevels).default('info').describe('`fatal` `error` `warn` `info` `debug` `trace` `silent`'),
     BODY_LIMIT_BYTES: intFrom('BODY_LIMIT_BYTES', 1024, 64 * 1024 * 1024)
       .default(1024 * 1024)

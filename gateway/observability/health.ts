@@ -33,6 +33,10 @@ export interface GatewayHealthOptions {
   websocket(): { connections(): number; slowConsumerCloses(): number };
   /** The supergraph served: its hash, when it was loaded, how many reloads, the last failed one. */
   supergraph(): { hash: string; loadedAt: string; reloads: number; lastFailure: { at: string; error: string } | null };
+  /** Whether the gateway runs in demo mode (no credential configured): the report says so. */
+  demoMode: boolean;
+  /** Whether a probe is answered; false when it was refused (answered already, 429). */
+  admit(request: FastifyRequest, reply: FastifyReply): Promise<boolean>;
   /** Work after listening that changes no answer (gateway/http/warm-up.ts); absent: none. */
   warmUp?: () => { done: boolean; pending: string[]; ms: number | null };
 }
@@ -46,19 +50,23 @@ export interface GatewayHealthOptions {
 export function registerGatewayHealth(app: FastifyInstance, options: GatewayHealthOptions): void {
   const startedAt = Date.now();
   const uptime = () => Math.round((Date.now() - startedAt) / 1000);
+  // The backends are probed at most once per HEALTH_CHECK_CACHE_MS, however many probes arrive: every
+  // caller in that window shares one round of checks (`checked_at` says when it ran).
+  let round: { at: number; checks: Promise<Backends> } | null = null;
+  const backends = (): Promise<Backends> => {
+    const now = Date.now();
+    if (round && now - round.at < HEALTH_CHECK_CACHE_MS) return round.checks;
+    const checks = probeBackends(options);
+    round = { at: now, checks };
+    return checks;
+  };
   const health = async (request: FastifyRequest, reply: FastifyReply) => {
+    // Public, so limited per client address by the composition root: a flood of probes is answered 429.
+    if (!(await options.admit(request, reply))) return reply;
     const operator = await options.callerIsOperator(request);
-    const checks = await Promise.all(
-      options.names.map(async (name) => {
-        const url = options.remoteUrls.get(name);
-        const instance = options.local.get(name);
-        const ready = url ? await remoteReady(url, options.apiKey) : instance ? await readyWithin(() => instance.ready()) : false;
-        return [name, url && operator ? { ready, url } : { ready }] as const;
-      }),
-    );
+    const { checkedAt, subgraphs, eventBus } = await backends();
+    const checks = subgraphs.map(([name, c]) => [name, c.url && operator ? { ready: c.ready, url: c.url } : { ready: c.ready }] as const);
     const ready = checks.every(([, c]) => c.ready);
-    const relay = options.relay();
-    const eventBus = relay ? await eventBusHealth(relay) : null;
     const ws = options.websocket();
     // A foreign stream does not make the process unready (it serves, its events wait in the outbox), but
     // it is degraded: nothing reaches the bus until an operator acts.
@@ -66,6 +74,9 @@ export function registerGatewayHealth(app: FastifyInstance, options: GatewayHeal
       status: ready && eventBus?.status !== 'degraded' ? 'ok' : 'degraded',
       ready,
       uptime_s: uptime(),
+      // Demo mode: no credential configured, every caller is one principal holding every scope.
+      demo_mode: options.demoMode,
+      checked_at: checkedAt,
       database: options.database(),
       subgraphs: Object.fromEntries(checks),
       websocket: { connections: ws.connections(), slow_consumer_closes: ws.slowConsumerCloses() },
@@ -77,6 +88,30 @@ export function registerGatewayHealth(app: FastifyInstance, options: GatewayHeal
   app.get('/health', { config: { public: true }, exposeHeadRoute: true }, health);
   app.get('/health/ready', { config: { public: true }, exposeHeadRoute: true }, health);
   app.get('/health/live', { config: { public: true }, exposeHeadRoute: true }, async () => ({ status: 'ok', uptime_s: uptime() }));
+}
+
+/** How long one round of backend checks answers every probe (ms). */
+const HEALTH_CHECK_CACHE_MS = 250;
+
+interface Backends {
+  checkedAt: string;
+  subgraphs: ReadonlyArray<readonly [string, { ready: boolean; url?: string }]>;
+  eventBus: Awaited<ReturnType<typeof eventBusHealth>> | null;
+}
+
+/** One round of backend checks: each subgraph's readiness and the event bus's state. */
+async function probeBackends(options: GatewayHealthOptions): Promise<Backends> {
+  const checkedAt = new Date().toISOString();
+  const subgraphs = await Promise.all(
+    options.names.map(async (name) => {
+      const url = options.remoteUrls.get(name);
+      const instance = options.local.get(name);
+      const ready = url ? await remoteReady(url, options.apiKey) : instance ? await readyWithin(() => instance.ready()) : false;
+      return [name, url ? { ready, url } : { ready }] as const;
+    }),
+  );
+  const relay = options.relay();
+  return { checkedAt, subgraphs, eventBus: relay ? await eventBusHealth(relay) : null };
 }
 
 /** A subgraph server's probes: ready when its own subgraph is. */

@@ -27,6 +27,15 @@ describe('configuration', () => {
     expect(config.DATABASE_URL).toBeUndefined();
   });
 
+  it('demo mode is chosen, not fallen into: beyond loopback without a credential the start stops, naming the choices', () => {
+    expect(() => loadConfig({ HOST: '0.0.0.0' })).toThrow(
+      /HOST: 0\.0\.0\.0 is not loopback and no credential is configured.*API_KEYS.*HOST=127\.0\.0\.1.*DEMO_MODE_BEYOND_LOOPBACK=true/,
+    );
+    expect(loadConfig({ HOST: '0.0.0.0', DEMO_MODE_BEYOND_LOOPBACK: 'true' }).HOST).toBe('0.0.0.0');
+    expect(loadConfig({ HOST: '0.0.0.0', API_KEYS: 'operator-key-00000001' }).HOST).toBe('0.0.0.0');
+    for (const host of ['127.0.0.1', 'localhost', '::1']) expect(loadConfig({ HOST: host }).HOST).toBe(host);
+  });
+
   it('parses keys and numbers', () => {
     const config = loadConfig({ PORT: '8080', API_KEYS: ' alpha-key-1 , beta-key-22 ,', QUOTE_TTL_SECONDS: '90' });
     expect(config.PORT).toBe(8080);
@@ -109,7 +118,7 @@ describe('configuration', () => {
     ]);
     const names = CONFIG_SECTIONS.flatMap((section) => Object.keys(section.shape));
     expect(new Set(names).size).toBe(names.length);
-    expect(names.length).toBe(88);
+    expect(names.length).toBe(89);
     for (const section of CONFIG_SECTIONS) for (const [name, schema] of Object.entries(section.shape)) expect(schema.description, name).toBeTruthy();
     expect(readFileSync(CONFIGURATION_DOC, 'utf8')).toBe(withConfigurationTable(readFileSync(CONFIGURATION_DOC, 'utf8')));
     // A variable declared twice is a programming error, found at the first start.

@@ -101,6 +101,27 @@ describe('operational doors in demo mode', () => {
     ({ url } = await startTestServer({}));
   });
 
+  it('/health says demo mode is on, probes the backends once per 250 ms however many ask, and answers a flood of probes 429', async () => {
+    const first = (await (await fetch(`${url}/health`)).json()) as { demo_mode: boolean; checked_at: string };
+    expect(first.demo_mode).toBe(true);
+    // Thirty probes at once: one round of backend checks answers them all.
+    const many = await Promise.all(
+      Array.from({ length: 30 }, () => fetch(`${url}/health`).then(async (r) => ({ status: r.status, body: (await r.json()) as { checked_at?: string } }))),
+    );
+    const rounds = new Set(many.filter((m) => m.status === 200).map((m) => m.body.checked_at));
+    expect(rounds.size).toBeLessThanOrEqual(2);
+    // Past a client address's burst (40, and 20 a second), probes are refused without probing anything.
+    let limited: Response | null = null;
+    for (let i = 0; i < 120 && !limited; i++) {
+      const res = await fetch(`${url}/health/ready`);
+      if (res.status === 429) limited = res;
+      else await res.arrayBuffer();
+    }
+    expect(limited?.status).toBe(429);
+    expect(((await limited!.json()) as { code: string }).code).toBe('RATE_LIMITED');
+    expect(Number(limited!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+  });
+
   it('keeps introspection and /metrics open (the demo principal holds every scope)', async () => {
     const res = await gql(url, INTROSPECTION);
     expect(res.errors).toBeUndefined();
