@@ -12,7 +12,9 @@ export const httpConfig = configSection(
       .trim()
       .min(1)
       .default('127.0.0.1')
-      .describe('interface to bind; demo mode has no auth, so the default stays on loopback (use `0.0.0.0` in a container)'),
+      .describe(
+        'interface to bind (`0.0.0.0` in a container); demo mode has no auth, so the default stays on loopback, and beyond it a start without a credential stops unless `DEMO_MODE_BEYOND_LOOPBACK=true`',
+      ),
     DEMO_MODE_BEYOND_LOOPBACK: boolFrom('DEMO_MODE_BEYOND_LOOPBACK', 'false').describe(
       'serve demo mode (no `API_KEYS`, `API_KEYS_FILE` or `AUTH_JWKS_URL`: every caller is one principal holding every scope, `ops:admin` included) on a `HOST` other than loopback; without it such a start stops, naming the choices',
     ),
