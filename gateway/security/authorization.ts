@@ -1,4 +1,5 @@
 import {
+  isAbstractType,
   OperationTypeNode,
   buildASTSchema,
   GraphQLError,
@@ -10,6 +11,7 @@ import {
   type DirectiveNode,
   type DocumentNode,
   type FieldNode,
+  type GraphQLNamedType,
   type OperationDefinitionNode,
   type GraphQLSchema,
 } from 'graphql';
@@ -46,6 +48,36 @@ export interface Requirement {
   authenticated: boolean;
   /** Alternatives, each a set of scopes that must all be held; null when no scope is named. */
   scopes: string[][] | null;
+  /** A field that must declare a requirement and declares none: nobody may use it (default deny). */
+  undeclared?: true;
+}
+
+/** What a root field that declares nothing requires: no one may run it, operators included. */
+const UNDECLARED: Requirement = { authenticated: true, scopes: [], undeclared: true };
+
+/**
+ * Federation's own root fields of a subgraph server (`_entities`, `_service`): declared by the federation
+ * library, not the SDL, and served to its gateway's signed calls only (gateway/subgraph-host/caller.ts).
+ */
+const FEDERATION_RULES: ReadonlyMap<string, Requirement> = new Map([
+  ['Query._entities', { authenticated: false, scopes: null }],
+  ['Query._service', { authenticated: false, scopes: null }],
+]);
+
+const ROOT_TYPES = new Set(['Query', 'Mutation', 'Subscription']);
+
+/**
+ * The root fields an SDL defines that declare no requirement: `npm run compose` refuses them, and so does
+ * building an authorizer (a supergraph loaded or reloaded from a file that was not composed here).
+ */
+function undeclaredRootFields(sdl: string, rules: ReadonlyMap<string, Requirement>): string[] {
+  const missing: string[] = [];
+  for (const def of parse(sdl).definitions) {
+    if (def.kind !== Kind.OBJECT_TYPE_DEFINITION && def.kind !== Kind.OBJECT_TYPE_EXTENSION) continue;
+    if (!ROOT_TYPES.has(def.name.value)) continue;
+    for (const field of def.fields ?? []) if (!rules.has(`${def.name.value}.${field.name.value}`)) missing.push(`${def.name.value}.${field.name.value}`);
+  }
+  return missing;
 }
 
 interface Denial {
@@ -131,6 +163,7 @@ export function withoutSecurityDirectives(supergraphSdl: string): string {
 }
 
 export function satisfies(principal: Principal, requirement: Requirement): boolean {
+  if (requirement.undeclared) return false;
   if (isOperator(principal)) return true;
   if (requirement.authenticated && principal.id === ANONYMOUS_PRINCIPAL.id) return false;
   if (!requirement.scopes) return true;
@@ -138,6 +171,7 @@ export function satisfies(principal: Principal, requirement: Requirement): boole
 }
 
 function describeRequirement(r: Requirement): string {
+  if (r.undeclared) return 'a requirement its subgraph never declared (refused to everyone)';
   if (!r.scopes) return 'a credential';
   return r.scopes.map((all) => (all.length === 0 ? 'nothing' : all.join(' and '))).join(', or ');
 }
@@ -190,19 +224,49 @@ export const INTROSPECTION_RULES: ReadonlyMap<string, Requirement> = new Map([
  */
 export function createAuthorizer(supergraphSdl: string, options: { schema?: GraphQLSchema } = {}): Authorizer {
   const rules = securityRules(supergraphSdl);
+  const undeclared = undeclaredRootFields(supergraphSdl, rules);
+  if (undeclared.length > 0) {
+    throw new Error(
+      `every root field declares who may use it (@requiresScopes, @authenticated; @requiresScopes(scopes: [[]]) for a public one), and these declare nothing: ${undeclared.join(', ')}`,
+    );
+  }
   for (const [coordinate, requirement] of INTROSPECTION_RULES) rules.set(coordinate, requirement);
+  if (options.schema) for (const [coordinate, requirement] of FEDERATION_RULES) rules.set(coordinate, requirement);
   const plannerSdl = withoutSecurityDirectives(supergraphSdl);
   const schema: GraphQLSchema = options.schema ?? buildASTSchema(parse(plannerSdl), { assumeValidSDL: true });
+
+  /**
+   * What a field that runs requires. A field selected on an interface or union is judged by every concrete
+   * type it may resolve on (the strictest of their rules); a root field that declares nothing is refused to
+   * everyone (a supergraph whose root field declares nothing does not load, so this is the last guard).
+   */
+  const requirementOf = (field: { coordinate: string; parent: GraphQLNamedType; node: FieldNode }): Requirement | undefined => {
+    const name = field.node.name.value;
+    const own = rules.get(field.coordinate);
+    if (own) return own;
+    if (isAbstractType(field.parent)) {
+      const concrete = schema
+        .getPossibleTypes(field.parent)
+        .map((type) => rules.get(`${type.name}.${name}`))
+        .filter((r): r is Requirement => r !== undefined);
+      if (concrete.length === 0) return undefined;
+      return concrete.length === 1 ? concrete[0] : strictest(concrete);
+    }
+    if (ROOT_TYPES.has(field.parent.name) && !name.startsWith('__')) return UNDECLARED;
+    return undefined;
+  };
 
   /** The fields of the operation that runs that `principal` may not use, fragments followed, conditions resolved. */
   const deniedIn = (document: DocumentNode, operation: OperationDefinitionNode, principal: Principal, variables: Variables): Denial[] => {
     // Collected for every caller, operators too: a document too large to judge is refused whoever sends it.
     const fields = collectRunFields(schema, document, operation, variables);
-    if (isOperator(principal)) return [];
+    // An operator holds every scope: only a field that declares nothing is refused to it.
+    const operator = isOperator(principal);
     const found: Denial[] = [];
     for (const field of fields) {
-      const requirement = rules.get(field.coordinate);
-      if (requirement && !satisfies(principal, requirement)) found.push({ coordinate: field.coordinate, path: [...field.path], requirement, node: field.node });
+      const requirement = requirementOf(field);
+      if (!requirement || (operator && !requirement.undeclared)) continue;
+      if (!satisfies(principal, requirement)) found.push({ coordinate: field.coordinate, path: [...field.path], requirement, node: field.node });
     }
     return found;
   };
@@ -276,6 +340,20 @@ export function createAuthorizer(supergraphSdl: string, options: { schema?: Grap
       return [...new Set(names)].sort();
     },
   };
+}
+
+/**
+ * Every one of several requirements at once (a field of an interface, judged by each type that implements
+ * it): each alternative of the result holds one alternative of each.
+ */
+function strictest(requirements: readonly Requirement[]): Requirement {
+  if (requirements.some((r) => r.undeclared)) return UNDECLARED;
+  let scopes: string[][] | null = null;
+  for (const r of requirements) {
+    if (!r.scopes) continue;
+    scopes = scopes === null ? r.scopes.map((all) => [...all]) : scopes.flatMap((held) => r.scopes!.map((all) => [...new Set([...held, ...all])]));
+  }
+  return { authenticated: requirements.some((r) => r.authenticated), scopes };
 }
 
 /** What a principal holds, as judgements are keyed by it (kept per principal object: one per credential or token). */

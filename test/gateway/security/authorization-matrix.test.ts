@@ -94,6 +94,34 @@ describe('default deny, declared in the SDLs', () => {
     expect(undeclaredFields(subgraphs.map((m) => ({ name: m.name, sdl: readSubgraphSdl(m.name) })))).toEqual([]);
   });
 
+  it('deny by default at run time too: a supergraph whose root field declares nothing does not load; a root field without a rule is refused to everyone; an interface field is judged by every type that implements it', () => {
+    const scoped = (scope: string) => `@requiresScopes(scopes: [["${scope}"]])`;
+    // A file not composed here (a reload) cannot bring in an undeclared root field.
+    expect(() => createAuthorizer(`type Query { a: Int ${scoped('fleet:read')} b: Int }`)).toThrow(/these declare nothing: Query\.b/);
+    // The schema served has a root field the rules know nothing of: nobody runs it, operators included.
+    const sdl = `type Query { a: Int ${scoped('fleet:read')} node: Node @requiresScopes(scopes: [[]]) }
+      interface Node { id: ID! }
+      type Open implements Node { id: ID! }
+      type Secret implements Node { id: ID! ${scoped('features:read')} }`;
+    const served = buildASTSchema(parse(`${sdl.replace(/@requiresScopes\(scopes: \[\[[^\]]*\]\]\)/g, '')} extend type Query { b: Int }`));
+    const judge = createAuthorizer(sdl, { schema: served });
+    const reader: Principal = { id: 'r', tenant: 't', scopes: ['fleet:read'] };
+    const operator: Principal = { id: 'operator-1', tenant: 'operators', scopes: ['ops:admin'] };
+    for (const who of [reader, operator]) {
+      const denied = judge.denials(parse('{ b }'), who);
+      expect(
+        denied.map((d) => d.coordinate),
+        who.id,
+      ).toEqual(['Query.b']);
+      expect(judge.check(parse('{ b }'), who)?.message, who.id).toContain('never declared');
+    }
+    expect(judge.denials(parse('{ a }'), reader)).toEqual([]);
+    // `Node.id` may resolve on Secret: it needs what Secret.id needs.
+    expect(judge.denials(parse('{ node { id } }'), reader).map((d) => d.coordinate)).toEqual(['Node.id']);
+    expect(judge.denials(parse('{ node { id } }'), { ...reader, scopes: ['features:read'] })).toEqual([]);
+    expect(judge.denials(parse('{ node { ... on Open { id } } }'), reader)).toEqual([]);
+  });
+
   it('the scopes table of docs/operations.md is the one generated from the SDLs (npm run compose)', () => {
     expect(readFileSync(OPERATIONS_DOC, 'utf8')).toBe(withScopesTable(readFileSync(OPERATIONS_DOC, 'utf8'), composed));
     expect(readFileSync(OPERATIONS_DOC, 'utf8')).toContain('`Machine.utilizationFeatures`');
