@@ -1,4 +1,4 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * Who a request acts for. Every credential the gateway accepts resolves to one: an API key's entry, a
@@ -84,6 +84,8 @@ export interface SignedCall {
   path: string;
   /** The request body as sent (for a subscription: `subscriptionBody` of its payload). */
   body: string;
+  /** The `Idempotency-Key` the call carries, if any: a change retried under another key is another call. */
+  idempotencyKey?: string | undefined;
 }
 
 /** The text a graphql-ws subscribe message is signed over: its query, variables and operation name. */
@@ -91,18 +93,27 @@ export const subscriptionBody = (payload: { query: string; variables?: unknown; 
   JSON.stringify([payload.query, payload.variables ?? null, payload.operationName ?? null]);
 
 const callDigest = (call: SignedCall) =>
-  createHash('sha256').update(`${call.subgraph}\n${call.method}\n${call.path}\n`, 'utf8').update(call.body, 'utf8').digest('base64url');
+  createHash('sha256')
+    .update(`${call.subgraph}\n${call.method}\n${call.path}\n${call.idempotencyKey ?? ''}\n`, 'utf8')
+    .update(call.body, 'utf8')
+    .digest('base64url');
 
 /**
  * Signs principals for subgraph servers and checks them there: HMAC-SHA256 over the principal, the subgraph
- * called, a digest of the call (method, path, body) and an expiry 30 s away. A header cannot be made without
- * the secret, and a captured one runs nothing else: not another document, not other variables, not on
- * another subgraph, not after half a minute. The gateway and its subgraph processes share the secret
+ * called, a digest of the call (method, path, `Idempotency-Key`, body), an expiry 30 s away and a nonce. A
+ * header cannot be made without the secret, and a captured one runs nothing else: not another document, not
+ * other variables or another idempotency key, not on another subgraph, not after half a minute, and not a
+ * second time (the process that accepted it keeps its nonce until it expires). The gateway and its subgraph processes share the secret
  * (PRINCIPAL_SECRET). Without one there is no signer: subgraphs in the gateway's process receive the
  * principal itself, and subgraph servers (on loopback only) authenticate the gateway's own credential.
  */
 export class PrincipalSigner {
   private readonly key: Buffer;
+  /**
+   * The nonces of the headers accepted and not yet expired, with their expiry, oldest first: a header is
+   * accepted once (per process), so a captured one cannot be replayed even within its 30 s.
+   */
+  private readonly accepted = new Map<string, number>();
 
   private constructor(secret: string) {
     this.key = Buffer.from(secret, 'utf8');
@@ -121,6 +132,7 @@ export class PrincipalSigner {
         sub: call.subgraph,
         dig: callDigest(call),
         exp: now + HEADER_TTL_MS,
+        nonce: randomBytes(12).toString('base64url'),
       }),
     );
     return `${body}.${this.mac(body)}`;
@@ -134,15 +146,22 @@ export class PrincipalSigner {
     const expected = Buffer.from(this.mac(body), 'utf8');
     const given = Buffer.from(mac, 'utf8');
     if (expected.length !== given.length || !timingSafeEqual(expected, given)) return null;
-    let claims: { id?: unknown; tenant?: unknown; scopes?: unknown; sub?: unknown; dig?: unknown; exp?: unknown };
+    let claims: { id?: unknown; tenant?: unknown; scopes?: unknown; sub?: unknown; dig?: unknown; exp?: unknown; nonce?: unknown };
     try {
       claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as typeof claims;
     } catch {
       return null;
     }
-    const { id, tenant, scopes, sub, dig, exp } = claims;
-    if (typeof id !== 'string' || typeof tenant !== 'string' || !Array.isArray(scopes)) return null;
+    const { id, tenant, scopes, sub, dig, exp, nonce } = claims;
+    if (typeof id !== 'string' || typeof tenant !== 'string' || !Array.isArray(scopes) || typeof nonce !== 'string') return null;
     if (sub !== call.subgraph || dig !== callDigest(call) || typeof exp !== 'number' || exp < now || exp > now + HEADER_TTL_MS + 5_000) return null;
+    // Once only: the nonces of accepted headers are kept until they expire.
+    for (const [kept, expires] of this.accepted) {
+      if (expires >= now) break;
+      this.accepted.delete(kept);
+    }
+    if (this.accepted.has(nonce)) return null;
+    this.accepted.set(nonce, exp);
     return { id, tenant, scopes: scopes.filter((s): s is Scope => typeof s === 'string' && isScope(s)) };
   }
 

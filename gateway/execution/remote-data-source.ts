@@ -95,7 +95,13 @@ export class RemoteDataSource implements GraphQLDataSource<GatewayContext> {
     headers['x-request-id'] = incoming['x-request-id'] ?? randomUUID();
     if (this.options.signer) {
       const principal = fromClient ? options.context.principal : SYSTEM_PRINCIPAL;
-      headers[PRINCIPAL_HEADER] = this.options.signer.sign(principal, { subgraph: this.service, method: 'POST', path: this.path, body });
+      headers[PRINCIPAL_HEADER] = this.options.signer.sign(principal, {
+        subgraph: this.service,
+        method: 'POST',
+        path: this.path,
+        body,
+        idempotencyKey: headers['idempotency-key'],
+      });
     }
     if (this.options.apiKey) headers['x-api-key'] = this.options.apiKey;
     // The trace goes on to the subgraph server (a no-op unless tracing is on).

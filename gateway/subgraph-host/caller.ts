@@ -42,7 +42,14 @@ export function registerSignedCaller(
   });
   app.addHook('preHandler', async (request, reply) => {
     if (!signer || request.principal) return;
-    const call = { subgraph, method: request.method, path: request.url, body: request.rawBody };
+    const idempotencyKey = request.headers['idempotency-key'];
+    const call = {
+      subgraph,
+      method: request.method,
+      path: request.url,
+      body: request.rawBody,
+      idempotencyKey: Array.isArray(idempotencyKey) ? idempotencyKey.join(',') : idempotencyKey,
+    };
     const signed = signer.verify(request.headers[PRINCIPAL_HEADER] as string | undefined, call);
     if (signed) {
       request.principal = signed;

@@ -88,7 +88,7 @@ describe('a subgraph server reached past the gateway', () => {
     expect((await post(optimization, fine, { [PRINCIPAL_HEADER]: signer.sign(runner, call(optimization, fine)) })).status).toBe(200);
   });
 
-  it('a captured header runs nothing else: another body, another subgraph, after 30 s, or with another secret', async () => {
+  it('a captured header runs nothing else: another body, another idempotency key, another subgraph, after 30 s, with another secret, or a second time', async () => {
     const body = JSON.stringify({ query: '{ quantumRuns { totalCount } }' });
     const header = signer.sign(runner, call(optimization, body));
     // The same header with a mutation in the body.
@@ -105,8 +105,15 @@ describe('a subgraph server reached past the gateway', () => {
     // Another deployment's secret.
     const forged = PrincipalSigner.from('y'.repeat(40))!.sign(runner, call(optimization, body));
     expect((await post(optimization, body, { [PRINCIPAL_HEADER]: forged })).status).toBe(401);
-    // The header as signed, with the body it was signed for: it runs.
+    // The header as signed, with the body it was signed for: it runs, once. Sent again within its 30 s it is
+    // refused: the subgraph server keeps the nonce of every header it accepted until it expires.
     expect((await post(optimization, body, { [PRINCIPAL_HEADER]: header })).status).toBe(200);
+    expect((await post(optimization, body, { [PRINCIPAL_HEADER]: header })).status).toBe(401);
+    // The Idempotency-Key is under the signature: the same call under another key is another call.
+    const keyed = signer.sign(runner, { ...call(optimization, body), idempotencyKey: 'change-0001' });
+    expect((await post(optimization, body, { [PRINCIPAL_HEADER]: keyed, 'idempotency-key': 'change-0002' })).status).toBe(401);
+    expect((await post(optimization, body, { [PRINCIPAL_HEADER]: keyed })).status).toBe(401);
+    expect((await post(optimization, body, { [PRINCIPAL_HEADER]: keyed, 'idempotency-key': 'change-0001' })).status).toBe(200);
   });
 
   it('a WebSocket subscription needs its own signature, and is judged by the SDL', async () => {
