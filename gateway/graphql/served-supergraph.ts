@@ -110,7 +110,11 @@ export class ServedSupergraph {
       return { ok: false, error: message };
     }
     this.parts = next;
-    const subscriptionsEnded = this.subscriptions.reload(built);
+    // Live subscriptions are judged again by the new rules: those no longer allowed end, saying why.
+    const authorizer = next.authorizer;
+    const subscriptionsEnded = this.subscriptions.reload(built, ({ document, operationName, variables, principal }) =>
+      authorizer.refusal(document, operationName, principal, variables),
+    );
     Object.assign(this.state, { hash, loadedAt: new Date().toISOString(), reloads: this.state.reloads + 1, lastFailure: null });
     return { ok: true, hash, unchanged: false, subscriptionsEnded };
   }

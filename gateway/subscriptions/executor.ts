@@ -8,6 +8,7 @@ import { Channel } from '../../platform/channel.js';
 import { checkCustomScalars } from '../../platform/scalars.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
 import { principalKey, type GatewayContext } from '../execution/context.js';
+import type { Principal } from '../../platform/principal.js';
 import { isLoss, RESUME_AFTER, resumable, takeCursor } from './resumable.js';
 
 /** A subgraph's answer to a subscription operation: an event stream, or errors instead of one. */
@@ -135,13 +136,24 @@ export class SubscriptionExecutor {
    * stream whose operation is still valid goes on as it is; the others end with an error naming what the
    * new supergraph no longer has. Returns how many ended.
    */
-  reload(built: PlanningParts): number {
+  reload(built: PlanningParts, authorize?: (operation: StreamOperation) => GraphQLError | null): number {
     this.built = built;
     this.plans = new Map();
     let ended = 0;
     for (const stream of [...this.streams]) {
       const invalid = validate(built.schema, stream.document);
-      if (invalid.length === 0) continue;
+      if (invalid.length === 0) {
+        // Valid still: judged again by the new supergraph's rules, for the principal it was opened for.
+        const refused = authorize?.(stream.operation);
+        if (!refused) continue;
+        ended++;
+        stream.endWith(
+          new GraphQLError(`The supergraph was reloaded and this subscription is no longer allowed: ${refused.message}`, {
+            extensions: { ...refused.extensions },
+          }),
+        );
+        continue;
+      }
       ended++;
       stream.endWith(
         new GraphQLError(
@@ -323,6 +335,14 @@ export class SubscriptionExecutor {
   }
 }
 
+/** A live subscription as a reload judges it again. */
+export interface StreamOperation {
+  document: DocumentNode;
+  operationName: string | undefined;
+  variables: Record<string, unknown>;
+  principal: Principal;
+}
+
 interface SharedStreamArgs {
   executor: SubscriptionExecutor;
   /** The operation as the client sent it: a reload checks it against the new schema. */
@@ -394,6 +414,16 @@ class SharedStream {
   /** The operation as the client sent it (before it was made resumable). */
   get document(): DocumentNode {
     return this.args.clientDocument;
+  }
+
+  /** The operation, its variables and the principal it runs for (a reload judges it again). */
+  get operation(): StreamOperation {
+    return {
+      document: this.args.clientDocument,
+      operationName: this.args.operationName,
+      variables: this.args.variables,
+      principal: this.args.context.principal,
+    };
   }
 
   /** Ends the stream with one last result: this error. */

@@ -161,3 +161,53 @@ describe('reloading the supergraph', () => {
     expect((await health()).last_reload_failed).toBeUndefined();
   });
 });
+
+describe('a reload judges live subscriptions again, and holds the supergraph to default deny', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'reload-rules-'));
+  const file = join(dir, 'supergraph.graphql');
+  const READER = 'reload-fleet-reader-key-01';
+  let server: TestServer;
+  /** fleetSummaryChanged needs rental:read instead of fleet:read. */
+  const stricter = composeSubgraphs(
+    subgraphNames.map((name) => {
+      const sdl = readSubgraphSdl(name);
+      if (name !== 'rental') return { name, sdl };
+      return { name, sdl: sdl.replace(/(fleetSummaryChanged\(after: ID\): FleetSummaryEvent! @requiresScopes\(scopes: \[\[)"fleet:read"/, '$1"rental:read"') };
+    }),
+  );
+  beforeAll(async () => {
+    expect(stricter).not.toBe(original);
+    writeFileSync(file, original);
+    const keys = join(dir, 'keys.json');
+    writeFileSync(keys, JSON.stringify([{ key: READER, principal: 'fleet-reader', tenant: 'reload', scopes: ['fleet:read'] }]));
+    server = await startTestServer({ env: { SUPERGRAPH_FILE: file, API_KEYS_FILE: keys, API_KEYS: 'reload-operator-key-00001' } });
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('a live subscription its principal may no longer run ends with FORBIDDEN naming why; an undeclared root field is refused', async () => {
+    const socket = wsClient(server.url, { 'x-api-key': READER });
+    const [fleet] = await server.live.opened(() => [new Collector(socket.client, 'subscription { fleetSummaryChanged { cursor } }')], {
+      subscriptions: 1,
+      streams: 1,
+    });
+    writeFileSync(file, stricter);
+    const result = server.reloadSupergraph();
+    expect(result).toMatchObject({ ok: true, subscriptionsEnded: 1 });
+    await fleet.until((c) => c.completed || c.error !== undefined || c.results.some((r) => r.errors), undefined, 'the subscription to end');
+    const last = fleet.results.at(-1);
+    expect(last?.errors?.[0]?.extensions?.['code']).toBe('FORBIDDEN');
+    expect(last?.errors?.[0]?.message).toMatch(/no longer allowed.*rental:read/);
+    await socket.dispose();
+    // A supergraph whose root field declares nothing is not served: the one before stays.
+    writeFileSync(
+      file,
+      stricter.replace(
+        /(fleetSummaryChanged\(after: ID\): FleetSummaryEvent! @join__field\(graph: RENTAL\)) @requiresScopes\(scopes: \[\["rental:read"\]\]\)/,
+        '$1',
+      ),
+    );
+    const refused = server.reloadSupergraph();
+    expect(refused.ok).toBe(false);
+    expect(!refused.ok && refused.error).toMatch(/declare nothing: Subscription\.fleetSummaryChanged/);
+  });
+});
