@@ -37,6 +37,12 @@ async function main(): Promise<void> {
   // SIGHUP serves the supergraph file anew and reads TRUSTED_DOCUMENTS_DIR again; what does not load leaves
   // what was served, and says so in the log (and /health, for the supergraph).
   process.on('SIGHUP', () => {
+    if (config.API_KEYS_FILE) {
+      void server.reloadKeys().then((keys) => {
+        if (!keys.ok) server.app.log.error(`API_KEYS_FILE not reloaded, the keys before are still served: ${keys.error}`);
+        else server.app.log.info(`API_KEYS_FILE reloaded: ${keys.keys} keys; ${keys.ended} connections and streams of keys gone ended`);
+      });
+    }
     const supergraph = server.reloadSupergraph();
     if (!supergraph.ok) server.app.log.error(`supergraph not reloaded, the previous one is still served: ${supergraph.error}`);
     else if (!supergraph.unchanged)

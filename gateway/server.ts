@@ -90,6 +90,11 @@ export interface RunningServer {
    * the documents served before stay, and the error names the file and operation.
    */
   reloadDocuments(): { ok: true; clients: number } | { ok: false; error: string };
+  /**
+   * Reads API_KEYS_FILE again (`SIGHUP`), checked whole first (on a failure the keys before stay), then ends
+   * every open WebSocket and HTTP stream whose key is gone: how many.
+   */
+  reloadKeys(): Promise<{ ok: true; keys: number; ended: number } | { ok: false; error: string }>;
   close(): Promise<void>;
 }
 
@@ -232,6 +237,18 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   });
   closers.add(() => socket.close());
   late.ws = socket;
+  // Every open WebSocket and HTTP stream has its credential checked again every AUTH_RECHECK_S (and after a
+  // keys file reload): a key removed, a token whose signing key left the JWKS, ends them.
+  const recheckCredentials = async () => {
+    if (!auth.enabled) return 0;
+    const [sockets, streamed] = await Promise.all([socket.recheck(), streams.recheck(auth)]);
+    return sockets + streamed;
+  };
+  const recheckTimer = setInterval(() => {
+    recheckCredentials().catch((error: unknown) => app.log.warn({ err: error }, 'credential recheck failed'));
+  }, config.AUTH_RECHECK_S * 1000);
+  recheckTimer.unref();
+  closers.add(() => clearInterval(recheckTimer));
 
   const reloadSupergraph = (): ReloadResult => {
     let sdl: string;
@@ -273,6 +290,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     routes: () => http.routes.list(),
     pipeline,
     reloadSupergraph,
+    reloadKeys: async () => {
+      const result = auth.reloadKeys();
+      if (!result.ok) return result;
+      return { ...result, ended: await recheckCredentials() };
+    },
     reloadDocuments: () => {
       if (!config.TRUSTED_DOCUMENTS_DIR) return { ok: false, error: 'TRUSTED_DOCUMENTS_DIR is not set: there is no folder to read' };
       try {

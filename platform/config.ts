@@ -189,6 +189,11 @@ export const platformConfig = configSection(
       .min(1)
       .optional()
       .describe("the claim listing a token's scopes (a space-separated string or an array); unset: `scope`, then `scp`"),
+    AUTH_RECHECK_S: intFrom('AUTH_RECHECK_S', 1, 3600)
+      .default(60)
+      .describe(
+        "seconds between checks of every open WebSocket and HTTP stream's credential (and the most the identity provider's JWKS is kept): a key gone from `API_KEYS_FILE` or a token whose signing key left the JWKS ends them",
+      ),
     PRINCIPAL_SECRET: z
       .string()
       .min(32, 'PRINCIPAL_SECRET must be at least 32 characters')

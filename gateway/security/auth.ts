@@ -26,6 +26,11 @@ export interface Authenticator {
    * and all must name the same principal.
    */
   authenticate(headers: CredentialHeaders): Promise<Authentication>;
+  /**
+   * Reads API_KEYS_FILE again (SIGHUP): the whole file checked before any key changes; on a failure the keys
+   * before stay and the error names the file and entry.
+   */
+  reloadKeys(): { ok: true; keys: number } | { ok: false; error: string };
 }
 
 interface CredentialHeaders {
@@ -100,10 +105,15 @@ const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'E
  * identity provider's JWKS (fetched and cached by `createRemoteJWKSet`, refetched for an unknown `kid`).
  */
 export function createAuthenticator(
-  config: Pick<PlatformConfig, 'API_KEYS' | 'API_KEYS_FILE' | 'AUTH_JWKS_URL' | 'AUTH_ISSUER' | 'AUTH_AUDIENCE' | 'AUTH_TENANT_CLAIM' | 'AUTH_SCOPES_CLAIM'>,
+  config: Pick<
+    PlatformConfig,
+    'API_KEYS' | 'API_KEYS_FILE' | 'AUTH_JWKS_URL' | 'AUTH_ISSUER' | 'AUTH_AUDIENCE' | 'AUTH_TENANT_CLAIM' | 'AUTH_SCOPES_CLAIM' | 'AUTH_RECHECK_S'
+  >,
 ): Authenticator {
-  const keys = [...operatorKeys(config.API_KEYS), ...(config.API_KEYS_FILE ? readKeyFile(config.API_KEYS_FILE) : [])];
-  const jwks = config.AUTH_JWKS_URL ? createRemoteJWKSet(new URL(config.AUTH_JWKS_URL)) : null;
+  let keys = [...operatorKeys(config.API_KEYS), ...(config.API_KEYS_FILE ? readKeyFile(config.API_KEYS_FILE) : [])];
+  // The JWKS is kept no longer than the recheck interval: a signing key the provider removed stops
+  // verifying tokens (and the open connections' recheck ends theirs) within that time.
+  const jwks = config.AUTH_JWKS_URL ? createRemoteJWKSet(new URL(config.AUTH_JWKS_URL), { cacheMaxAge: config.AUTH_RECHECK_S * 1000 }) : null;
   const enabled = !isDemoMode(config);
 
   const byKey = (key: string): Principal | null => {
@@ -141,6 +151,16 @@ export function createAuthenticator(
   return {
     enabled,
     acceptsJwt: jwks !== null,
+    reloadKeys() {
+      if (!config.API_KEYS_FILE) return { ok: false, error: 'API_KEYS_FILE is not set: there is no file to read' };
+      try {
+        const read = readKeyFile(config.API_KEYS_FILE);
+        keys = [...operatorKeys(config.API_KEYS), ...read];
+        return { ok: true, keys: read.length };
+      } catch (error) {
+        return { ok: false, error: error instanceof Error ? error.message : String(error) };
+      }
+    },
     publicPrincipal: enabled ? ANONYMOUS_PRINCIPAL : DEMO_PRINCIPAL,
     async authenticate(headers) {
       if (!enabled) return { principal: DEMO_PRINCIPAL };

@@ -4,6 +4,8 @@ import { getOperationAST, GraphQLError, OperationTypeNode, type ExecutionResult 
 import { isEventCursor } from '../../platform/event-hub.js';
 import { statusOf } from '../../platform/errors.js';
 import { principalKey, type GatewayContext } from '../execution/context.js';
+import { samePrincipal, type Principal } from '../../platform/principal.js';
+import type { Authenticator } from '../security/auth.js';
 import { admitOperation, type OperationGate } from './admission.js';
 import { cursorOf, SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
 import type { SocketExecution } from './ws-server.js';
@@ -42,6 +44,11 @@ export interface HttpStreamsOptions {
 interface Open {
   response: ServerResponse;
   end(): void;
+  /** The credential the stream was opened with, and whom it named (checked again by `recheck`). */
+  credentials: { 'x-api-key'?: string | string[] | undefined; authorization?: string | undefined };
+  principal: Principal;
+  /** Ends the stream with a last error saying why (its credential is no longer valid). */
+  revoke(reason: string): void;
 }
 
 const BOUNDARY = 'graphql';
@@ -185,7 +192,17 @@ export class HttpStreams {
           );
     expiry?.unref();
     let done = false;
-    const entry: Open = { response, end: () => finish(false) };
+    const entry: Open = {
+      response,
+      end: () => finish(false),
+      credentials: { 'x-api-key': request.headers['x-api-key'], authorization: request.headers.authorization },
+      principal,
+      revoke: (reason) => {
+        if (done) return;
+        writer.failed([{ message: `The credential of this stream is no longer valid (${reason}): open it again with a valid one`, extensions: { code: 'UNAUTHENTICATED' } }]);
+        finish(false);
+      },
+    };
     this.open.add(entry);
     const finish = (slow: boolean) => {
       if (done) return;
@@ -220,6 +237,23 @@ export class HttpStreams {
       if (!(error instanceof SlowSubscriberError)) request.log.error({ err: error }, 'event stream failed');
     });
     return reply;
+  }
+
+  /**
+   * Authenticates every open stream's credential again (a key gone from the keys file, a token whose signing
+   * key left the JWKS): one that no longer names its principal ends with a last UNAUTHENTICATED error.
+   */
+  async recheck(auth: Authenticator): Promise<number> {
+    let ended = 0;
+    await Promise.all(
+      [...this.open].map(async (open) => {
+        const result = await auth.authenticate(open.credentials);
+        if ('principal' in result && samePrincipal(result.principal, open.principal)) return;
+        ended++;
+        open.revoke('refused' in result ? result.refused : 'it names another principal');
+      }),
+    );
+    return ended;
   }
 
   /** Ends every open stream (shutdown): clients reconnect elsewhere and resume from their last cursor. */

@@ -6,7 +6,7 @@ import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Authenticator } from '../security/auth.js';
 import type { BrowserOrigins } from '../security/cors.js';
-import type { Principal } from '../../platform/principal.js';
+import { samePrincipal, type Principal } from '../../platform/principal.js';
 import { gatewayContextFrom, type GatewayContext } from '../execution/context.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import { rateLimitedError, type RateLimiter } from '../security/rate-limit.js';
@@ -66,6 +66,11 @@ interface WsContext {
  */
 export function attachGraphQLWebSocket(options: WsOptions): {
   close(): Promise<void>;
+  /**
+   * Authenticates every open connection's credential again (a key gone from the keys file, a token whose
+   * signing key left the JWKS): one that no longer names its principal is closed 4401. Resolves to how many.
+   */
+  recheck(): Promise<number>;
   connections(): number;
   /** Operations open on all connections (subscriptions, and queries or mutations in flight). */
   operations(): number;
@@ -80,6 +85,8 @@ export function attachGraphQLWebSocket(options: WsOptions): {
     slowConsumerCloses++;
     socket.close(CloseCode.SlowConsumer, 'Slow consumer: events overflowed its buffer; resubscribe with your last cursor');
   };
+  /** The credential each connection presented in connection_init, checked again by `recheck`. */
+  const credentials = new WeakMap<object, ReturnType<typeof credentialHeadersOf>>();
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     const path = (request.url ?? '').split('?')[0];
     if (path !== options.path) {
@@ -108,9 +115,11 @@ export function attachGraphQLWebSocket(options: WsOptions): {
       schema: () => options.schema(),
       connectionInitWaitTimeout: options.connectionInitTimeoutMs,
       onConnect: async (ctx) => {
-        const result = await options.auth.authenticate(credentialHeadersOf(ctx.connectionParams));
+        const presented = credentialHeadersOf(ctx.connectionParams);
+        const result = await options.auth.authenticate(presented);
         if ('principal' in result) {
           principals.set(ctx, result.principal);
+          credentials.set(ctx, presented);
           open.add(ctx);
           // A credential that ends (a JWT) ends the connection with it: closed at `exp`, whatever is open.
           if (result.expiresAt !== undefined) {
@@ -208,6 +217,24 @@ export function attachGraphQLWebSocket(options: WsOptions): {
       return n;
     },
     slowConsumerCloses: () => slowConsumerCloses,
+    async recheck() {
+      let closed = 0;
+      await Promise.all(
+        [...open].map(async (ctx) => {
+          const principal = principals.get(ctx);
+          const presented = credentials.get(ctx);
+          if (!principal || !presented) return;
+          const result = await options.auth.authenticate(presented);
+          if ('principal' in result && samePrincipal(result.principal, principal)) return;
+          const socket = (ctx as unknown as { extra: { socket: WebSocket } }).extra.socket;
+          if (socket.readyState !== socket.OPEN) return;
+          closed++;
+          const reason = 'refused' in result ? result.refused : 'it names another principal';
+          socket.close(CloseCode.Unauthorized, `Unauthorized: the credential is no longer valid (${reason}); reconnect with a valid one`.slice(0, 120));
+        }),
+      );
+      return closed;
+    },
     async close() {
       options.server.off('upgrade', onUpgrade);
       // graphql-ws sends 1001 to every client and waits for each to close; a peer that never answers
