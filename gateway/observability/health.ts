@@ -50,15 +50,14 @@ export interface GatewayHealthOptions {
 export function registerGatewayHealth(app: FastifyInstance, options: GatewayHealthOptions): void {
   const startedAt = Date.now();
   const uptime = () => Math.round((Date.now() - startedAt) / 1000);
-  // The backends are probed at most once per HEALTH_CHECK_CACHE_MS, however many probes arrive: every
-  // caller in that window shares one round of checks (`checked_at` says when it ran).
+  // The backends are checked at most once per HEALTH_CHECK_CACHE_MS, one round at a time, however many
+  // probes arrive: every probe in that window shares the round (`checked_at` says when it started).
   let round: { at: number; checks: Promise<Backends> } | null = null;
   const backends = (): Promise<Backends> => {
     const now = Date.now();
     if (round && now - round.at < HEALTH_CHECK_CACHE_MS) return round.checks;
-    const checks = probeBackends(options);
-    round = { at: now, checks };
-    return checks;
+    round = { at: now, checks: probeBackends(options) };
+    return round.checks;
   };
   const health = async (request: FastifyRequest, reply: FastifyReply) => {
     // Public, so limited per client address by the composition root: a flood of probes is answered 429.
@@ -90,7 +89,7 @@ export function registerGatewayHealth(app: FastifyInstance, options: GatewayHeal
   app.get('/health/live', { config: { public: true }, exposeHeadRoute: true }, async () => ({ status: 'ok', uptime_s: uptime() }));
 }
 
-/** How long one round of backend checks answers every probe (ms). */
+/** How long one round of backend checks answers every probe (ms): a probe sees a state at most this old. */
 const HEALTH_CHECK_CACHE_MS = 250;
 
 interface Backends {

@@ -199,7 +199,9 @@ export class HttpStreams {
       principal,
       revoke: (reason) => {
         if (done) return;
-        writer.failed([{ message: `The credential of this stream is no longer valid (${reason}): open it again with a valid one`, extensions: { code: 'UNAUTHENTICATED' } }]);
+        writer.failed([
+          { message: `The credential of this stream is no longer valid (${reason}): open it again with a valid one`, extensions: { code: 'UNAUTHENTICATED' } },
+        ]);
         finish(false);
       },
     };

@@ -72,8 +72,8 @@ describe('a key removed from API_KEYS_FILE', () => {
     expect(body).toContain('no longer valid (invalid API key)');
     // The key runs nothing more; the other principal's subscription goes on.
     expect((await gql(server.url, '{ fleetSummary { total } }', {}, { 'x-api-key': GONE })).status).toBe(401);
-    expect(keptLive!.error).toBeUndefined();
-    expect(keptLive!.completed).toBe(false);
+    expect(keptLive.error).toBeUndefined();
+    expect(keptLive.completed).toBe(false);
     await gone.dispose();
     await kept.dispose();
   });
@@ -129,7 +129,7 @@ describe('a token whose signing key left the JWKS', () => {
     expect(closed.code).toBe(4401);
     expect(await within(stream.body, 'the rotated token to end its stream')).toMatch(/"code":"UNAUTHENTICATED"[\s\S]*event: complete/);
     expect((await gql(server.url, '{ fleetSummary { total } }', {}, { authorization: rotated })).status).toBe(401);
-    expect(live!.error).toBeUndefined();
+    expect(live.error).toBeUndefined();
     expect((await gql(server.url, '{ fleetSummary { total } }', {}, { authorization: current })).status).toBe(200);
     await socket.dispose();
     await stays.dispose();

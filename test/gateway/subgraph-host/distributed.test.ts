@@ -6,7 +6,7 @@ import { subgraphs } from '../../../subgraphs/registry.js';
 import { gql, hoursFromNow, rest } from '../../support/http.js';
 import { travelFeatures } from '../../support/prediction.js';
 import { dropSchema, startTestServer, TEST_DATABASE_URL, type TestServer } from '../../support/server.js';
-import { until } from '../../support/wait.js';
+import { until, waitFor } from '../../support/wait.js';
 import { Collector, wsClient } from '../../support/ws.js';
 import { startGatewayProcess, stopProcess, type GatewayProcess } from '../../support/process.js';
 
@@ -78,8 +78,11 @@ describe('distributed mode: a subgraph that is down', () => {
     // The open subscription ends with the same error, so the client knows to resume.
     await live.until((l) => l.results.some((x) => x.errors?.[0]?.extensions?.['code'] === 'UPSTREAM_UNAVAILABLE') || l.completed);
     expect(live.results.at(-1)?.errors?.[0]?.extensions?.['code']).toBe('UPSTREAM_UNAVAILABLE');
-    const health = await rest(server.url, 'GET', '/health');
-    expect(health.status).toBe(503);
+    // /health answers from a round of checks at most 250 ms old.
+    const health = await waitFor(async () => {
+      const res = await rest(server.url, 'GET', '/health');
+      return res.status === 503 ? res : null;
+    }, 'health to report rental down');
     expect(health.body).toMatchObject({ status: 'degraded', ready: false, subgraphs: { rental: { ready: false } } });
 
     // The same port again: the gateway needs no restart.
@@ -90,6 +93,7 @@ describe('distributed mode: a subgraph that is down', () => {
     server.live.watchHub(again.runtime.events);
     try {
       expect((await rest(server.url, 'GET', '/rental/fleet/summary')).body).toMatchObject({ total: 15 });
+      await until(async () => (await rest(server.url, 'GET', '/health')).status === 200, 'health to report rental back');
       expect((await rest(server.url, 'GET', '/health')).body).toMatchObject({ status: 'ok', ready: true });
       const resumed = await server.live.opened(
         () => new Collector<{ fleetSummaryChanged: { reserved: number } }>(c.client, 'subscription { fleetSummaryChanged { reserved } }'),
@@ -200,6 +204,7 @@ describe('distributed mode: the prediction subgraph down', () => {
     expect(down.errors![0]).toMatchObject({ path: ['booking', 'deliveryForecast'], extensions: { code: 'UPSTREAM_UNAVAILABLE' } });
     expect((await rest(server.url, 'POST', '/prediction/predict/travel_time', travelFeatures)).status).toBe(502);
     expect((await rest(server.url, 'GET', '/rental/fleet/summary')).status).toBe(200);
+    await until(async () => (await rest(server.url, 'GET', '/health')).status === 503, 'health to report prediction down');
     const health = await rest(server.url, 'GET', '/health');
     expect(health.body).toMatchObject({ status: 'degraded', subgraphs: { rental: { ready: true }, prediction: { ready: false } } });
 

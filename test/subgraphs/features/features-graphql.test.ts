@@ -6,6 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { gql, hoursFromNow, rest } from '../../support/http.js';
 import { startFeaturesServer } from '../../support/features.js';
 import { backends, targets } from '../../support/server.js';
+import { until } from '../../support/wait.js';
 import { SYSTEM_PRINCIPAL } from '../../../platform/principal.js';
 
 // A label-set frame's size is unknown until it runs, so the gateway assumes its documented maximum, 100,000 rows
@@ -134,6 +135,8 @@ describe.each(backends)('distributed mode: the features subgraph down (%s)', (ba
     });
     expect(restCall.status).toBe(502);
     expect(restCall.body).toMatchObject({ code: 'UPSTREAM_UNAVAILABLE' });
+    // /health answers from a round of checks at most 250 ms old.
+    await until(async () => (await rest(server.url, 'GET', '/health')).status === 503, 'health to report features down');
     const health = await rest(server.url, 'GET', '/health');
     expect(health.body).toMatchObject({ status: 'degraded', subgraphs: { features: { ready: false } } });
   }, 120_000);

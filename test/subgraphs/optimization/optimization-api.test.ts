@@ -317,6 +317,8 @@ describe('distributed mode: the optimization subgraph down', () => {
     expect(q.errors![0]).toMatchObject({ path: ['vesselFleet'], extensions: { code: 'UPSTREAM_UNAVAILABLE' } });
     const m = await startRun(server.url, { problem: 'REGULAR3_MAXCUT', size: 8 });
     expect(m.errors![0]!.extensions!['code']).toBe('UPSTREAM_UNAVAILABLE');
+    // /health answers from a round of checks at most 250 ms old.
+    await until(async () => (await rest(server.url, 'GET', '/health')).status === 503, 'health to report optimization down');
     const health = await rest(server.url, 'GET', '/health');
     expect(health.body).toMatchObject({ status: 'degraded', subgraphs: { optimization: { ready: false }, rental: { ready: true } } });
   });
