@@ -108,10 +108,12 @@ describe('the remote data source', () => {
       'idempotency-key': 'idem-1',
       'x-api-key': 'gateway-key',
     });
-    // The signature holds for exactly this call, and for no other body.
+    // The signature holds for exactly this call (its Idempotency-Key included), for no other body, and once.
     const signed = call!.headers[PRINCIPAL_HEADER] as string;
-    expect(signer.verify(signed, { subgraph: 'rental', method: 'POST', path: '/graphql', body: call!.body })).toEqual(PRINCIPAL);
-    expect(signer.verify(signed, { subgraph: 'rental', method: 'POST', path: '/graphql', body: `${call!.body} ` })).toBeNull();
+    expect(signer.verify(signed, { subgraph: 'rental', method: 'POST', path: '/graphql', body: `${call!.body} `, idempotencyKey: 'idem-1' })).toBeNull();
+    expect(signer.verify(signed, { subgraph: 'rental', method: 'POST', path: '/graphql', body: call!.body })).toBeNull();
+    expect(signer.verify(signed, { subgraph: 'rental', method: 'POST', path: '/graphql', body: call!.body, idempotencyKey: 'idem-1' })).toEqual(PRINCIPAL);
+    expect(signer.verify(signed, { subgraph: 'rental', method: 'POST', path: '/graphql', body: call!.body, idempotencyKey: 'idem-1' })).toBeNull();
     // The subgraph's Cache-Control restricts the operation's policy.
     expect(restricted).toEqual([{ maxAge: 30, scope: 'PUBLIC' }]);
   });
