@@ -63,7 +63,10 @@ export function registerGatewayHealth(app: FastifyInstance, options: GatewayHeal
     // Public, so limited per client address by the composition root: a flood of probes is answered 429.
     if (!(await options.admit(request, reply))) return reply;
     const operator = await options.callerIsOperator(request);
-    const { checkedAt, subgraphs, eventBus } = await backends();
+    const { checkedAt, subgraphs } = await backends();
+    // The event bus's state is the relay's own, in this process: read for every probe.
+    const relay = options.relay();
+    const eventBus = relay ? await eventBusHealth(relay) : null;
     const checks = subgraphs.map(([name, c]) => [name, c.url && operator ? { ready: c.ready, url: c.url } : { ready: c.ready }] as const);
     const ready = checks.every(([, c]) => c.ready);
     const ws = options.websocket();
@@ -95,10 +98,9 @@ const HEALTH_CHECK_CACHE_MS = 250;
 interface Backends {
   checkedAt: string;
   subgraphs: ReadonlyArray<readonly [string, { ready: boolean; url?: string }]>;
-  eventBus: Awaited<ReturnType<typeof eventBusHealth>> | null;
 }
 
-/** One round of backend checks: each subgraph's readiness and the event bus's state. */
+/** One round of backend checks: each subgraph's readiness (its database, or its server). */
 async function probeBackends(options: GatewayHealthOptions): Promise<Backends> {
   const checkedAt = new Date().toISOString();
   const subgraphs = await Promise.all(
@@ -109,8 +111,7 @@ async function probeBackends(options: GatewayHealthOptions): Promise<Backends> {
       return [name, url ? { ready, url } : { ready }] as const;
     }),
   );
-  const relay = options.relay();
-  return { checkedAt, subgraphs, eventBus: relay ? await eventBusHealth(relay) : null };
+  return { checkedAt, subgraphs };
 }
 
 /** A subgraph server's probes: ready when its own subgraph is. */

@@ -13,7 +13,7 @@ import { openDatabase, type Database } from '../../../platform/db.js';
 import { gql, hoursFromNow, rest } from '../../support/http.js';
 import { dropSchema, modes, startTestServer, TEST_DATABASE_URL, type Mode, type TestServer } from '../../support/server.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
-import { until } from '../../support/wait.js';
+import { until, waitFor } from '../../support/wait.js';
 
 /** Starting servers (migrations, models, composition) takes tens of seconds on a loaded machine. */
 const START_TIMEOUT_MS = 180_000;
@@ -74,8 +74,11 @@ async function expectOutage(server: TestServer, secrets: readonly string[]): Pro
   expect(mixed.data).toEqual({ predictionModels: { __typename: 'PredictionModels' }, machine: null });
   expect(mixed.errors).toEqual([expect.objectContaining({ path: ['machine'], extensions: expect.objectContaining({ code: 'SERVICE_UNAVAILABLE' }) })]);
 
-  const health = await rest(server.url, 'GET', '/health');
-  expect(health.status).toBe(503);
+  // /health answers from a round of checks at most 250 ms old: it says so within that.
+  const health = await waitFor(async () => {
+    const res = await rest(server.url, 'GET', '/health');
+    return res.status === 503 ? res : null;
+  }, 'health to report the outage');
   expect(health.body).toMatchObject({ status: 'degraded', ready: false, subgraphs: { rental: { ready: false }, prediction: { ready: true } } });
   expect((await rest(server.url, 'GET', '/health/ready')).status).toBe(503);
   const live = await rest(server.url, 'GET', '/health/live');

@@ -391,6 +391,8 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
     expect(q.data).toEqual({ fleetSummary: { total: 15 }, currentBondingSession: null });
     expect(q.errors).toHaveLength(1);
     expect(q.errors![0]).toMatchObject({ path: ['currentBondingSession'], extensions: { code: 'UPSTREAM_UNAVAILABLE' } });
+    // /health answers from a round of checks at most 250 ms old.
+    await until(async () => (await rest(url, 'GET', '/health')).status === 503, 'health to report bonding down');
     const health = await rest(url, 'GET', '/health');
     expect(health.body).toMatchObject({ status: 'degraded', subgraphs: { rental: { ready: true }, bonding: { ready: false } } });
   });
