@@ -28,9 +28,6 @@ import type { OperationPolicy } from './operation-policy.js';
 export const PIPELINE_STEPS = ['documents', 'limits', 'validation', 'authorization', 'rate', 'audit', 'usage'] as const;
 type StepName = (typeof PIPELINE_STEPS)[number];
 
-/** How an operation came in (each door runs the whole pipeline; the door matrix test walks them all). */
-type Door = 'http' | 'graphql-ws' | 'sse' | 'multipart' | 'rest' | 'subgraph-http' | 'subgraph-ws';
-
 /** What a request names its operation by, as sent. */
 interface NamedDocument {
   query?: unknown;
@@ -40,7 +37,6 @@ interface NamedDocument {
 }
 
 interface IntakeRequest {
-  door: Door;
   params: NamedDocument;
   variables: Readonly<Record<string, unknown>> | null | undefined;
   operationName: string | null | undefined;
@@ -97,7 +93,6 @@ export interface PipelineSteps {
 
 /** An operation past the document step and the limits: the text it runs and its parsed document. */
 export interface Intake {
-  readonly door: Door;
   readonly source: string;
   readonly document: DocumentNode;
   /** The request named its document by a hash or an id (a GET of it is cacheable). */
@@ -170,7 +165,7 @@ export function createPipeline(steps: PipelineSteps, before: readonly OperationP
       if ('error' in checked) return refusalOf(checked.error);
       return {
         ok: true,
-        intake: { door: request.door, source: query, document: checked.document, byId, variables: request.variables, operationName: request.operationName },
+        intake: { source: query, document: checked.document, byId, variables: request.variables, operationName: request.operationName },
       };
     },
     validate(schema, document, operationName) {

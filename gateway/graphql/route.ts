@@ -64,7 +64,6 @@ export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQL
     // Variables that are not an object (or not JSON text over GET): Apollo Server answers 400 before it parses.
     if (!sent) return;
     const taken = pipeline.intake({
-      door: 'http',
       params: raw.params,
       variables: sent.variables,
       operationName: sent.operationName,

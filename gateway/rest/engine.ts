@@ -118,7 +118,6 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
       if ('problem' in input) return sendProblem(reply, { ...input.problem, instance });
       const variables = omitUndefined(route.variables(input.value));
       const taken = options.pipeline.intake({
-        door: 'rest',
         params: { query: route.operation },
         variables,
         operationName: undefined,

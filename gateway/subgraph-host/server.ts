@@ -136,7 +136,6 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
     }
     const variables = variablesOf(body['variables']);
     const taken = pipeline.intake({
-      door: 'subgraph-http',
       params: { query: body['query'] },
       variables,
       operationName: typeof body['operationName'] === 'string' ? body['operationName'] : null,

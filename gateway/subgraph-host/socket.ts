@@ -74,7 +74,6 @@ export function attachSubgraphSocket(server: Server, options: SubgraphSocketOpti
         // The subgraph's pipeline, as on its HTTP door: the limits, validation, then its checks (the intake
         // guard, authorization by this subgraph's own SDL) before anything runs.
         const taken = pipeline.intake({
-          door: 'subgraph-ws',
           params: { query: payload.query },
           variables: payload.variables,
           operationName: payload.operationName,

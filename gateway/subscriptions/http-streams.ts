@@ -114,7 +114,6 @@ export class HttpStreams {
       void reply.header('allow', 'POST');
       return refuseWith(reply, [new GraphQLError('A mutation is sent with POST, not GET', { extensions: { code: 'METHOD_NOT_ALLOWED' } })]);
     }
-    if (context.intake) context.intake = { ...context.intake, door: protocol };
     const admitted = admitOperation(this.options.gate, {
       context,
       operationName: operation.operationName,

@@ -169,7 +169,6 @@ export function attachGraphQLWebSocket(options: WsOptions): {
         if (!decision.allowed) return [rateLimitedError(context.principal, decision)];
         if (!decision.unlimited) context.prepaid = 1;
         const taken = options.pipeline.intake({
-          door: 'graphql-ws',
           params: payload,
           variables: payload.variables,
           operationName: payload.operationName,
