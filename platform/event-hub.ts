@@ -3,7 +3,7 @@ import { Channel } from './channel.js';
 import { GraphQLError } from 'graphql';
 import { domainError } from './errors.js';
 import { outboxHorizon } from './outbox-retention.js';
-import { OUTBOX_CHANNEL, type Audience } from './outbox.js';
+import { audienceOf, OUTBOX_CHANNEL, type Audience } from './outbox.js';
 import { mayView, type Viewer } from './ownership.js';
 
 /** One stored event; `id` is its cursor (a decimal string: bigint ids do not fit a JS number forever). */
@@ -12,17 +12,20 @@ export interface StoredEvent<P = unknown> {
   topic: string;
   key: string | null;
   payload: P;
-  /** Who may receive it (platform/outbox.ts); null: every subscriber. */
-  audience: Exclude<Audience, 'everyone'> | null;
+  /** Who may receive it (platform/outbox.ts, read by `audienceOf`); null: no tenant, operators only. */
+  audience: Audience | null;
 }
 
 /**
  * The event as `viewer` may receive it: whole (fleet-wide, its own, or an operator), with the owner's
- * private fields null (another owner's event that every subscriber sees), or not at all (null).
+ * private fields null (another owner's event that every subscriber sees), or not at all (null). An event
+ * that declares no audience reaches operators only.
  */
 function eventSeenBy<P>(event: StoredEvent<P>, viewer: Viewer): StoredEvent<P> | null {
   const audience = event.audience;
-  if (!audience || mayView(viewer, audience.owner, audience.grain)) return event;
+  if (viewer.all || audience === 'everyone') return event;
+  if (audience === null) return null;
+  if (mayView(viewer, audience.owner, audience.grain)) return event;
   if (!audience.private) return null;
   const payload = { ...(event.payload as Record<string, unknown>) };
   for (const field of audience.private) if (field in payload) payload[field] = null;
@@ -69,6 +72,10 @@ export interface EventLog {
   horizon(topic: string, position: bigint): Promise<bigint>;
 }
 
+type StoredRow = Omit<StoredEvent, 'audience'> & { audience: unknown };
+
+const storedEventOf = (row: StoredRow): StoredEvent => ({ ...row, audience: audienceOf(row.audience) });
+
 /** The outbox table itself: NOTIFY wakes the hub, from any instance writing to the same database. */
 export function outboxLog(db: Database): EventLog {
   return {
@@ -77,20 +84,20 @@ export function outboxLog(db: Database): EventLog {
       return BigInt(res.rows[0]?.max ?? '0');
     },
     async after(position, limit) {
-      const res = await db.query<StoredEvent>('SELECT id::text AS id, topic, key, payload, audience FROM outbox WHERE id > $1 ORDER BY outbox.id LIMIT $2', [
+      const res = await db.query<StoredRow>('SELECT id::text AS id, topic, key, payload, audience FROM outbox WHERE id > $1 ORDER BY outbox.id LIMIT $2', [
         position.toString(),
         limit,
       ]);
-      return res.rows;
+      return res.rows.map(storedEventOf);
     },
     async topic(topic, after, upTo, keys, limit) {
-      const res = await db.query<StoredEvent>(
+      const res = await db.query<StoredRow>(
         `SELECT id::text AS id, topic, key, payload, audience FROM outbox
          WHERE topic = $1 AND id > $2 AND id <= $3 AND ($4::text[] IS NULL OR key = ANY($4))
          ORDER BY outbox.id LIMIT $5`,
         [topic, after.toString(), upTo.toString(), keys ? [...keys] : null, limit],
       );
-      return res.rows;
+      return res.rows.map(storedEventOf);
     },
     watch: (wake) => db.listen(OUTBOX_CHANNEL, () => wake()),
     horizon: (topic) => outboxHorizon(db, topic),

@@ -26,7 +26,10 @@ import { OUTBOX_CHANNEL } from './outbox.js';
 export const OUTBOX_ID_HEADER = 'Ops-Outbox-Id';
 /** The identity of the database an event was relayed from (platform/migrations/005_database_identity.sql). */
 export const LINEAGE_HEADER = 'Ops-Lineage';
-/** The event's audience (platform/outbox.ts) as JSON; absent for fleet-wide events. */
+/**
+ * The event's audience (platform/outbox.ts) as JSON, "everyone" included. A message without it (one
+ * relayed before audiences were explicit) reaches no tenant.
+ */
 export const AUDIENCE_HEADER = 'Ops-Audience';
 
 export interface EventRelayOptions {

@@ -2,6 +2,7 @@ import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { EventLog, StoredEvent } from './event-hub.js';
 import { AUDIENCE_HEADER, OUTBOX_ID_HEADER } from './event-relay.js';
+import { audienceOf } from './outbox.js';
 
 /*
  * The event log read from the JetStream stream the outbox is relayed to (platform/event-relay.ts), so a
@@ -219,7 +220,16 @@ export class JetStreamLog implements EventLog {
       topic: subject.slice(this.stream.length + 1),
       key: key ? key : null,
       payload: JSON.parse(this.decoder.decode(data)) as unknown,
-      audience: audience ? (JSON.parse(audience) as StoredEvent['audience']) : null,
+      audience: audience ? audienceOf(parsedJson(audience)) : null,
     };
+  }
+}
+
+/** A header's JSON, or undefined when it is not JSON (such an audience reaches no tenant). */
+function parsedJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
   }
 }

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import type { Queryable } from './db.js';
 import type { Grain, Owner } from './ownership.js';
 
@@ -10,12 +11,30 @@ const OUTBOX_LOCK = 7_231_004_117;
 /**
  * Who may receive an event, declared by whoever writes it (the event hub applies it to every subscriber,
  * live and on replay; operators receive everything):
- * - `everyone`: fleet-wide state (positions, summaries, materializations);
+ * - `everyone`: fleet-wide state (positions, summaries, materializations), stored as the JSON string
+ *   "everyone": an explicit marker, never an absence;
  * - an owner without `private`: the owner's alone (at its grain);
  * - an owner with `private`: every subscriber receives it, those payload fields null for all but the owner
  *   (a machine's status names the quote that reserved it only to that quote's tenant).
  */
 export type Audience = 'everyone' | { readonly owner: Owner; readonly grain: Grain; readonly private?: readonly string[] };
+
+const OwnedAudience = z.object({
+  owner: z.object({ tenant: z.string(), principal: z.string() }),
+  grain: z.enum(['tenant', 'principal']),
+  private: z.array(z.string()).optional(),
+});
+
+/**
+ * The audience a stored event declares, read from its row or its stream header; null when it declares
+ * none or something unrecognized. An event with no audience reaches no tenant (only operators): rows
+ * from before audiences were explicit that no migration could place (platform/migrations/007) stay there.
+ */
+export function audienceOf(stored: unknown): Audience | null {
+  if (stored === 'everyone') return 'everyone';
+  const owned = OwnedAudience.safeParse(stored);
+  return owned.success ? owned.data : null;
+}
 
 export interface OutboxEvent<P = unknown> {
   topic: string;
@@ -50,7 +69,7 @@ export async function appendEvents(tx: Queryable, events: readonly OutboxEvent[]
      FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (topic text, key text, payload jsonb, audience jsonb)) WITH ORDINALITY AS e(topic, key, payload, audience, n)
      ORDER BY e.n
      RETURNING id::text AS id`,
-    [JSON.stringify(events.map((e) => ({ topic: e.topic, key: e.key ?? null, payload: e.payload, audience: e.audience === 'everyone' ? null : e.audience })))],
+    [JSON.stringify(events.map((e) => ({ topic: e.topic, key: e.key ?? null, payload: e.payload, audience: e.audience })))],
   );
   const ids = res.rows.map((r) => r.id);
   await tx.query('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, ids[ids.length - 1]]);

@@ -3,10 +3,13 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../platform/db.js';
 import { EventHub, outboxLog, type StoredEvent } from '../../platform/event-hub.js';
-import { SYSTEM_VIEWER } from '../../platform/ownership.js';
+import { SYSTEM_VIEWER, type Viewer } from '../../platform/ownership.js';
 import { appendEvents } from '../../platform/outbox.js';
 import { migrate } from '../../platform/migrate.js';
 import { fileURLToPath } from 'node:url';
+import { copyFileSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { TEST_DATABASE_URL } from '../support/server.js';
 import { within } from '../support/wait.js';
 
@@ -77,7 +80,9 @@ describe('outbox event hub', () => {
   it("a replay longer than the stream bound is read page by page at the consumer's pace, never overflowing", async () => {
     const start = (await db.query<{ max: string }>('SELECT max(id)::text AS max FROM outbox')).rows[0]!.max;
     // 12,000 events in one statement: more than the stream's 10,000-event bound.
-    await db.query(`INSERT INTO outbox (topic, key, payload) SELECT 'bulk', 'k', jsonb_build_object('i', g) FROM generate_series(1, 12000) AS g`);
+    await db.query(
+      `INSERT INTO outbox (topic, key, payload, audience) SELECT 'bulk', 'k', jsonb_build_object('i', g), '"everyone"' FROM generate_series(1, 12000) AS g`,
+    );
     await hub.wake();
     const replay = hub.stream<{ i: number }>('bulk', { viewer: SYSTEM_VIEWER, after: start, maxQueued: 1000 });
     const got = await take(replay, 12_000);
@@ -220,6 +225,76 @@ describe('outbox event hub when the database fails', () => {
       await db.close();
       await admin.query(`DROP SCHEMA ${schema} CASCADE`);
       await admin.end();
+    }
+  });
+});
+
+describe('event audiences', () => {
+  const rentalMigrations = fileURLToPath(new URL('../../subgraphs/rental/migrations/', import.meta.url));
+  /** A copy of `dir`'s migrations up to (excluding) `before`: the schema as an older release left it. */
+  const olderRelease = (owner: string, dir: string, before: string) => {
+    const copy = mkdtempSync(join(tmpdir(), `${owner}-migrations-`));
+    for (const file of readdirSync(dir).filter((f) => f < before)) copyFileSync(join(dir, file), join(copy, file));
+    return { owner, dir: copy };
+  };
+  const tenantViewer = (tenant: string) => ({ all: false as const, owner: { tenant, principal: `${tenant}-user` } });
+
+  it('"everyone" is explicit; an event without an audience reaches operators only; old rows are placed by topic or withheld', async () => {
+    const db = await openDatabase({ url: undefined, dataDir: undefined });
+    // An outbox written while a missing audience meant "everyone".
+    await migrate(db, [olderRelease('platform', platformMigrations[0]!.dir, '007'), olderRelease('rental', rentalMigrations, '009')]);
+    const owned = { owner: { tenant: 'acme', principal: 'acme-user' }, grain: 'tenant' };
+    await db.query(
+      `INSERT INTO outbox (topic, key, payload, audience) VALUES
+         ('rental.fleet_summary', NULL, '{"n":1}', NULL),
+         ('rental.machine_status', 'EQ-001', '{"n":2}', NULL),
+         ('rental.booking', 'BK-1', '{"n":3}', $1::jsonb),
+         ('legacy.unplaced', NULL, '{"n":4}', NULL)`,
+      [JSON.stringify(owned)],
+    );
+    await migrate(db, [...platformMigrations, { owner: 'rental', dir: rentalMigrations }]);
+    const audiences = await db.query<{ n: number; audience: unknown }>(`SELECT (payload->>'n')::int AS n, audience FROM outbox ORDER BY id`);
+    expect(audiences.rows).toEqual([
+      { n: 1, audience: 'everyone' },
+      { n: 2, audience: 'everyone' },
+      { n: 3, audience: owned },
+      { n: 4, audience: null },
+    ]);
+    // New rows must say whose they are: the database refuses one that does not.
+    await expect(db.query(`INSERT INTO outbox (topic, payload) VALUES ('t', '{}')`)).rejects.toThrow(/outbox_audience_declared/);
+    await db.transaction((tx) => appendEvents(tx, [{ audience: 'everyone', topic: 'rental.fleet_summary', payload: { n: 5 } }]));
+    expect((await db.query<{ audience: unknown }>(`SELECT audience FROM outbox WHERE payload->>'n' = '5'`)).rows[0]!.audience).toBe('everyone');
+
+    const hub = new EventHub(db, { pollMs: 60_000 });
+    await hub.start();
+    const topics = ['rental.fleet_summary', 'rental.machine_status', 'rental.booking', 'legacy.unplaced'];
+    let mark = 100;
+    /** What `viewer` receives replaying every topic from the start: read up to a fleet-wide mark written after. */
+    const seen = async (viewer: Viewer) => {
+      const replays = topics.map((topic) => hub.stream<{ n: number }>(topic, { viewer, after: '0' }));
+      const end = ++mark;
+      await db.transaction((tx) =>
+        appendEvents(
+          tx,
+          topics.map((topic) => ({ audience: 'everyone' as const, topic, payload: { n: end } })),
+        ),
+      );
+      await hub.wake();
+      const out: number[] = [];
+      for (const replay of replays) {
+        for (let e = await replay.next(); !e.done && e.value.payload.n !== end; e = await replay.next())
+          if (e.value.payload.n < 100) out.push(e.value.payload.n);
+        await replay.return!();
+      }
+      return out.sort();
+    };
+    try {
+      expect(await seen(SYSTEM_VIEWER)).toEqual([1, 2, 3, 4, 5]);
+      expect(await seen(tenantViewer('acme'))).toEqual([1, 2, 3, 5]);
+      expect(await seen(tenantViewer('globex'))).toEqual([1, 2, 5]);
+    } finally {
+      await hub.close();
+      await db.close();
     }
   });
 });

@@ -1,7 +1,7 @@
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EventRelay, OUTBOX_ID_HEADER } from '../../platform/event-relay.js';
+import { AUDIENCE_HEADER, EventRelay, OUTBOX_ID_HEADER } from '../../platform/event-relay.js';
 import { databaseIdentity } from '../../platform/lineage.js';
 import { appendEvents } from '../../platform/outbox.js';
 import { hoursFromNow, rest } from '../support/http.js';
@@ -32,6 +32,7 @@ interface Relayed {
   subject: string;
   outboxId: string;
   payload: unknown;
+  audience: unknown;
 }
 
 async function streamContents(jsm: JetStreamManager): Promise<Relayed[]> {
@@ -39,7 +40,8 @@ async function streamContents(jsm: JetStreamManager): Promise<Relayed[]> {
   const out: Relayed[] = [];
   for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
     const m = await jsm.streams.getMessage(STREAM, { seq });
-    if (m) out.push({ seq, subject: m.subject, outboxId: m.header.get(OUTBOX_ID_HEADER), payload: m.json() });
+    if (m)
+      out.push({ seq, subject: m.subject, outboxId: m.header.get(OUTBOX_ID_HEADER), payload: m.json(), audience: JSON.parse(m.header.get(AUDIENCE_HEADER)) });
   }
   return out;
 }
@@ -62,7 +64,11 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
       ).status,
     ).toBe(200);
   const outbox = async () =>
-    (await server.db.query<{ id: string; topic: string; payload: unknown }>('SELECT id::text AS id, topic, payload FROM outbox ORDER BY outbox.id')).rows;
+    (
+      await server.db.query<{ id: string; topic: string; payload: unknown; audience: unknown }>(
+        'SELECT id::text AS id, topic, payload, audience FROM outbox ORDER BY outbox.id',
+      )
+    ).rows;
 
   beforeAll(async () => {
     nats = await TestNats.start();
@@ -78,14 +84,15 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
     await nats?.close();
   });
 
-  it('puts every outbox event in the stream once, in outbox order, with its id, topic and payload', async () => {
+  it('puts every outbox event in the stream once, in outbox order, with its id, topic, payload and audience ("everyone" explicit)', async () => {
     await quote('EQ-001');
     await quote('EQ-002');
     await relay.drained();
     const rows = await outbox();
     expect(rows.length).toBeGreaterThan(2);
     const relayed = await streamContents(jsm);
-    expect(relayed.map((r) => [r.outboxId, r.subject, r.payload])).toEqual(rows.map((r) => [r.id, `${STREAM}.${r.topic}`, r.payload]));
+    expect(relayed.map((r) => [r.outboxId, r.subject, r.payload, r.audience])).toEqual(rows.map((r) => [r.id, `${STREAM}.${r.topic}`, r.payload, r.audience]));
+    expect(relayed.filter((r) => r.audience === 'everyone').length).toBeGreaterThan(0);
     const info = await jsm.streams.info(STREAM);
     expect(info.config.subjects).toEqual([`${STREAM}.>`]);
     expect(info.config.max_age).toBe(7 * 86_400 * 1e9);

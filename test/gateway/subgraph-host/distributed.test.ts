@@ -28,8 +28,8 @@ describe('distributed mode: a long resume', () => {
     expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-004'))).status).toBe(200);
     // 3,000 more fleet events, copies of the real one, as if the fleet had been busy while the client was away.
     await db.query(
-      `INSERT INTO outbox (topic, key, payload)
-       SELECT topic, key, payload FROM outbox, generate_series(1, 3000) WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'rental.fleet_summary')`,
+      `INSERT INTO outbox (topic, key, payload, audience)
+       SELECT topic, key, payload, audience FROM outbox, generate_series(1, 3000) WHERE id = (SELECT max(id) FROM outbox WHERE topic = 'rental.fleet_summary')`,
     );
     await server.events.wake();
     const c = wsClient(server.url);
