@@ -12,6 +12,7 @@ import type { EventHub } from '../platform/event-hub.js';
 import type { EventRelay } from '../platform/event-relay.js';
 import { restoreMessage } from '../platform/lineage.js';
 import { isOperator, PrincipalSigner } from '../platform/principal.js';
+import { SubgraphTrust, UntrustedSubgraph } from '../platform/subgraph-trust.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../platform/runtime.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/supergraph-file.js';
@@ -120,9 +121,10 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const runtime = await startLocalSubgraphs(config, local, options.clock ?? systemClock, app.log, options.database);
   if (runtime) closers.add(() => runtime.close());
   const byName: ReadonlyMap<string, SubgraphInstance> = runtime?.instances ?? new Map();
-  const apiKey = config.API_KEYS[0];
-  // The caller's principal travels to subgraph servers signed with the secret they share.
+  // The caller's principal travels to subgraph servers signed with the secret they share: the only
+  // credential they are sent. A server that answers a call nobody signed is not routed to.
   const signer = PrincipalSigner.from(config.PRINCIPAL_SECRET);
+  const trust = subgraphTrust(remoteUrls, app.log);
   const auth = createAuthenticator(config);
 
   // Sources are read at scrape time; the WebSocket server and subscriptions are attached last.
@@ -140,14 +142,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const { authorizer, limiter, cachePolicies } = served;
   const supergraphSdl = served.plannerSdl;
   const rateLimiter = new RateLimiter({ perSecond: config.RATE_LIMIT_PER_S, burst: config.RATE_LIMIT_BURST });
-  const federated = createFederatedGateway({ config, supergraphSdl, modules, remoteUrls, local: byName, apiKey, signer, metrics, log: app.log });
+  const federated = createFederatedGateway({ config, supergraphSdl, modules, remoteUrls, local: byName, signer, trust, metrics, log: app.log });
   closers.add(() => federated.close());
   late.fetchCache = federated.fetchCache;
   const { subscriptions, close: closeUpstreams } = subscriptionExecutor(config, {
     remoteUrls,
     local: byName,
-    apiKey,
     signer,
+    trust,
     supergraphSdl,
     federated,
     log: app.log,
@@ -206,7 +208,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     names: modules.map((m) => m.name),
     remoteUrls,
     local: byName,
-    apiKey,
+    trust,
     callerIsOperator: (request) => callerIsOperator(auth, request),
     demoMode: isDemoMode(config),
     admit: healthProbeAdmission(),
@@ -380,12 +382,27 @@ function remoteSubgraphs(config: Config, modules: readonly SubgraphModule[]): Re
   if (unknown.length > 0) {
     throw new ConfigError([`SUBGRAPH_URLS: no subgraph named ${unknown.join(', ')} (known: ${modules.map((m) => m.name).join(', ')})`]);
   }
-  if (remoteUrls.size > 0 && !config.PRINCIPAL_SECRET && (config.API_KEYS_FILE || config.AUTH_JWKS_URL)) {
+  if (remoteUrls.size > 0 && !config.PRINCIPAL_SECRET) {
     throw new ConfigError([
-      'PRINCIPAL_SECRET: needed with SUBGRAPH_URLS when API_KEYS_FILE or AUTH_JWKS_URL is set, so that subgraph servers can check whom a request acts for',
+      'PRINCIPAL_SECRET: needed with SUBGRAPH_URLS: the gateway signs whom each call acts for, and subgraph servers serve only signed calls (the same 32+ characters in every process; e.g. PRINCIPAL_SECRET=$(openssl rand -base64 32))',
     ]);
   }
   return remoteUrls;
+}
+
+/**
+ * Which subgraph servers refuse a call nobody signed (platform/subgraph-trust.ts), asked at start without
+ * holding it up; a server that answers one is logged as an error and not routed to until it refuses.
+ */
+function subgraphTrust(remoteUrls: ReadonlyMap<string, string>, log: FastifyBaseLogger): SubgraphTrust {
+  const trust = new SubgraphTrust(remoteUrls, {
+    onVerdict: (subgraph, verdict) => {
+      if (verdict === 'accepts-unsigned') log.error({ subgraph }, new UntrustedSubgraph(subgraph, verdict).message);
+      else if (verdict === 'refuses-unsigned') log.info({ subgraph }, `subgraph ${subgraph} refuses unsigned calls: routed to`);
+    },
+  });
+  if (remoteUrls.size > 0) void trust.checkAll();
+  return trust;
 }
 
 /** Whether a public route's request presents an operator's credential (a wrong one is simply not one). */
@@ -453,15 +470,15 @@ function subscriptionExecutor(
   parts: {
     remoteUrls: ReadonlyMap<string, string>;
     local: ReadonlyMap<string, SubgraphInstance>;
-    apiKey: string | undefined;
     signer: PrincipalSigner | null;
+    trust: SubgraphTrust;
     supergraphSdl: string;
     federated: FederatedGateway;
     log: FastifyBaseLogger;
   },
 ): { subscriptions: SubscriptionExecutor; close: () => Promise<void> } {
-  const { remoteUrls, apiKey, signer, log } = parts;
-  const remote = remoteUpstream(remoteUrls, { apiKey, signer, keepAliveMs: config.WS_KEEPALIVE_MS, maxQueued: config.WS_MAX_QUEUED_EVENTS });
+  const { remoteUrls, signer, trust, log } = parts;
+  const remote = remoteUpstream(remoteUrls, { signer, trust, keepAliveMs: config.WS_KEEPALIVE_MS, maxQueued: config.WS_MAX_QUEUED_EVENTS });
   const inProcess = inProcessUpstream(parts.local, (error) => log.error({ err: error }, 'subgraph fault'));
   const subscriptions = new SubscriptionExecutor({
     supergraphSdl: parts.supergraphSdl,

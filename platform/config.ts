@@ -199,7 +199,7 @@ export const platformConfig = configSection(
       .min(32, 'PRINCIPAL_SECRET must be at least 32 characters')
       .optional()
       .describe(
-        "32+ characters shared by the gateway and its subgraph servers; signs the caller's principal for each call ([Between processes](#auth)); with it a subgraph server serves only signed calls. Needed by the gateway in distributed mode with `API_KEYS_FILE` or JWTs, and by a subgraph server with any credential configured unless it listens on loopback",
+        "32+ characters shared by the gateway and its subgraph servers; signs the caller's principal for each call ([Between processes](#auth)), the only credential a subgraph server is sent or reads. Required by every subgraph server and by a gateway with `SUBGRAPH_URLS` (demo mode included)",
       ),
     EVENT_REPLAY_MEMORY: intFrom('EVENT_REPLAY_MEMORY', 0, 1_000_000)
       .default(10_000)

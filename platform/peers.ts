@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { execute, parse, type DocumentNode, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import { PRINCIPAL_HEADER, SYSTEM_PRINCIPAL, type Principal, type PrincipalSigner } from './principal.js';
+import type { SubgraphTrust } from './subgraph-trust.js';
 
 /**
  * How one subgraph asks another for an answer (rental asks prediction for the travel forecast of a truck
@@ -33,10 +34,10 @@ export interface PeerOptions {
   local: () => ReadonlyMap<string, LocalPeer>;
   /** Peers served by other processes: name -> GraphQL URL. */
   urls: Readonly<Record<string, string>>;
-  /** Sent as `x-api-key` to remote peers. */
-  apiKey?: string | undefined;
-  /** Signs the system's principal for remote peers (their servers check it as the gateway's). */
+  /** Signs the system's principal for remote peers (their servers check it as the gateway's): the only credential sent. */
   signer: PrincipalSigner | null;
+  /** Which remote peers refuse unsigned calls: no other is asked. */
+  trust: SubgraphTrust;
   timeoutMs: number;
   /**
    * After a failure, the peer counts as away for this long: calls fail at once instead of each waiting
@@ -67,6 +68,9 @@ export function createPeers(options: PeerOptions): Peers {
     });
 
   const remote = async (peer: string, url: string, document: string, variables: Record<string, unknown>): Promise<ExecutionResult> => {
+    const signer = options.signer;
+    if (!signer) throw new Error('calls to it cannot be signed without PRINCIPAL_SECRET');
+    await options.trust.routable(peer);
     const requestId = randomUUID();
     const sent = JSON.stringify({ query: document, variables });
     const target = new URL(url);
@@ -77,8 +81,7 @@ export function createPeers(options: PeerOptions): Peers {
         'content-type': 'application/json',
         accept: 'application/json',
         'x-request-id': requestId,
-        ...(options.signer ? { [PRINCIPAL_HEADER]: options.signer.sign(SYSTEM_PRINCIPAL, call) } : {}),
-        ...(options.apiKey ? { 'x-api-key': options.apiKey } : {}),
+        [PRINCIPAL_HEADER]: signer.sign(SYSTEM_PRINCIPAL, call),
       },
       body: sent,
       signal: AbortSignal.timeout(options.timeoutMs),

@@ -9,6 +9,7 @@ import { pruneOutbox } from './outbox-retention.js';
 import { periodic } from './periodic.js';
 import { migrate } from './migrate.js';
 import { createPeers } from './peers.js';
+import { SubgraphTrust } from './subgraph-trust.js';
 import { PrincipalSigner } from './principal.js';
 import type { SubgraphInstance, SubgraphModule } from './subgraph.js';
 
@@ -66,8 +67,8 @@ export async function startSubgraphRuntime(args: {
   const peers = createPeers({
     local: () => instances,
     urls: config.SUBGRAPH_URLS,
-    apiKey: config.API_KEYS[0],
     signer: PrincipalSigner.from(config.PRINCIPAL_SECRET),
+    trust: new SubgraphTrust(new Map(Object.entries(config.SUBGRAPH_URLS))),
     timeoutMs: config.PEER_TIMEOUT_MS,
   });
   let relay: EventRelay | null = null;

@@ -1,6 +1,7 @@
 import { ApolloGateway, type GraphQLDataSource } from '@apollo/gateway';
 import type { FastifyBaseLogger } from 'fastify';
 import type { PrincipalSigner } from '../../platform/principal.js';
+import type { SubgraphTrust } from '../../platform/subgraph-trust.js';
 import { checkCustomScalars } from '../../platform/scalars.js';
 import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
@@ -22,9 +23,10 @@ export interface FederatedGatewayOptions {
   remoteUrls: ReadonlyMap<string, string>;
   /** Subgraphs running in this process, by name. */
   local: ReadonlyMap<string, SubgraphInstance>;
-  /** The key the gateway presents to subgraph servers, and the signer of the principal it acts for. */
-  apiKey: string | undefined;
+  /** Signs the principal a call acts for (the only credential subgraph servers are sent); with remote subgraphs. */
   signer: PrincipalSigner | null;
+  /** Which subgraph servers refuse unsigned calls: no other is routed to. */
+  trust: SubgraphTrust;
   metrics: GatewayMetrics;
   log: FastifyBaseLogger;
 }
@@ -58,10 +60,11 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
   const sourceOf = (name: string): GraphQLDataSource<GatewayContext> => {
     const url = remoteUrls.get(name);
     if (url) {
+      if (!options.signer) throw new Error(`subgraph ${name} runs remotely, and calls to it cannot be signed without PRINCIPAL_SECRET`);
       return new RemoteDataSource(name, url, {
         timeoutMs: config.SUBGRAPH_TIMEOUT_MS,
-        apiKey: options.apiKey,
         signer: options.signer,
+        trust: options.trust,
         onFailure: (error) => log.warn({ subgraph: name, reason: String(error) }, 'subgraph unavailable'),
       });
     }

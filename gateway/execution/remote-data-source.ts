@@ -5,6 +5,7 @@ import { STATUS_CODES } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { Pool, type Dispatcher } from 'undici';
 import { PRINCIPAL_HEADER, SYSTEM_PRINCIPAL, type PrincipalSigner } from '../../platform/principal.js';
+import type { SubgraphTrust } from '../../platform/subgraph-trust.js';
 import { parseCacheControlHeader } from './apollo-seam.js';
 import { FORWARDED_HEADERS, type GatewayContext } from './context.js';
 import { unavailableErrors } from './subgraph-errors.js';
@@ -13,17 +14,20 @@ import { injectTrace } from '../observability/tracing.js';
 export interface RemoteDataSourceOptions {
   /** A call not answered whole this long after it was made is given up (the subgraph counts as unavailable). */
   timeoutMs: number;
-  apiKey: string | undefined;
-  signer: PrincipalSigner | null;
+  /** Signs the caller's principal over each call: the only credential a subgraph server is sent. */
+  signer: PrincipalSigner;
+  /** Whether the subgraph server refuses unsigned calls: one that does not is never called. */
+  trust: SubgraphTrust;
   onFailure: (error: unknown) => void;
 }
 
 /**
  * Calls a subgraph that runs as its own server (distributed mode). The same headers travel as in process;
- * the subgraph is called with the gateway's own key (client credentials stop at the gateway) and the
- * caller's principal signed over this very call. A subgraph that cannot be reached, times out or fails
- * without a GraphQL answer becomes UPSTREAM_UNAVAILABLE on the fields it owns, and the rest of the query
- * still resolves.
+ * no credential does (client credentials stop at the gateway, and the gateway sends none of its own): the
+ * caller's principal signed over this very call is all a subgraph server is sent. A server that answered
+ * an unsigned call (platform/subgraph-trust.ts) is not called. A subgraph that cannot be reached, is not
+ * trusted, times out or fails without a GraphQL answer becomes UPSTREAM_UNAVAILABLE on the fields it owns,
+ * and the rest of the query still resolves.
  *
  * It answers what `@apollo/gateway`'s RemoteGraphQLDataSource answers (the same request body, a JSON or
  * GraphQL-response body read as the answer, a non-2xx status an error unless it carries GraphQL errors, the
@@ -60,6 +64,7 @@ export class RemoteDataSource implements GraphQLDataSource<GatewayContext> {
     const { http, ...sent } = request;
     const body = JSON.stringify(sent);
     try {
+      await this.options.trust.routable(this.service);
       const answer = await this.send(this.headersFor(options, http?.headers, body), body);
       const read = readBody(answer);
       if (answer.status < 200 || answer.status > 299) {
@@ -80,11 +85,15 @@ export class RemoteDataSource implements GraphQLDataSource<GatewayContext> {
   /**
    * What travels with the call: the caller's own (usage traces ask subgraphs for theirs), the forwarded
    * request headers, a request id, the caller's principal signed over this call (health checks act as the
-   * system), the gateway's key and the trace context.
+   * system) and the trace context.
    */
   private headersFor(options: GraphQLDataSourceProcessOptions<GatewayContext>, given: Iterable<[string, string]> | undefined, body: string) {
     const headers: Record<string, string> = {};
     if (given) for (const [name, value] of given) headers[name.toLowerCase()] = value;
+    // No credential leaves the gateway, whatever a plugin put in the request.
+    delete headers['authorization'];
+    delete headers['x-api-key'];
+    delete headers['cookie'];
     headers['content-type'] = 'application/json';
     const fromClient = 'incomingRequestContext' in options;
     const incoming = fromClient ? options.context.headers : {};
@@ -93,17 +102,14 @@ export class RemoteDataSource implements GraphQLDataSource<GatewayContext> {
       if (value !== undefined) headers[name] = value;
     }
     headers['x-request-id'] = incoming['x-request-id'] ?? randomUUID();
-    if (this.options.signer) {
-      const principal = fromClient ? options.context.principal : SYSTEM_PRINCIPAL;
-      headers[PRINCIPAL_HEADER] = this.options.signer.sign(principal, {
-        subgraph: this.service,
-        method: 'POST',
-        path: this.path,
-        body,
-        idempotencyKey: headers['idempotency-key'],
-      });
-    }
-    if (this.options.apiKey) headers['x-api-key'] = this.options.apiKey;
+    const principal = fromClient ? options.context.principal : SYSTEM_PRINCIPAL;
+    headers[PRINCIPAL_HEADER] = this.options.signer.sign(principal, {
+      subgraph: this.service,
+      method: 'POST',
+      path: this.path,
+      body,
+      idempotencyKey: headers['idempotency-key'],
+    });
     // The trace goes on to the subgraph server (a no-op unless tracing is on).
     injectTrace({ set: (name, value) => (headers[name.toLowerCase()] = value) });
     return headers;

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { EventRelay } from '../../platform/event-relay.js';
 import { withDeadline } from '../../platform/deadline.js';
 import type { SubgraphInstance } from '../../platform/subgraph.js';
+import type { SubgraphTrust } from '../../platform/subgraph-trust.js';
 
 /*
  * Probe paths, open without a key (declared public on their routes): `/health` (the full report; 503 when
@@ -24,8 +25,8 @@ export interface GatewayHealthOptions {
   remoteUrls: ReadonlyMap<string, string>;
   /** Subgraphs running in this process, by name. */
   local: ReadonlyMap<string, SubgraphInstance>;
-  /** The key the gateway presents to subgraph servers. */
-  apiKey: string | undefined;
+  /** Whether each subgraph server refuses unsigned calls (one that does not is not routed to, so not ready). */
+  trust: SubgraphTrust;
   /** Whether the request presents an operator's credential (then subgraph server URLs are shown). */
   callerIsOperator(request: FastifyRequest): Promise<boolean>;
   database(): string | null;
@@ -67,7 +68,10 @@ export function registerGatewayHealth(app: FastifyInstance, options: GatewayHeal
     // The event bus's state is the relay's own, in this process: read for every probe.
     const relay = options.relay();
     const eventBus = relay ? await eventBusHealth(relay) : null;
-    const checks = subgraphs.map(([name, c]) => [name, c.url && operator ? { ready: c.ready, url: c.url } : { ready: c.ready }] as const);
+    // An operator sees where each subgraph server is and whether it refuses unsigned calls.
+    const checks = subgraphs.map(
+      ([name, c]) => [name, c.url && operator ? { ready: c.ready, url: c.url, refuses_unsigned: c.refusesUnsigned } : { ready: c.ready }] as const,
+    );
     const ready = checks.every(([, c]) => c.ready);
     const ws = options.websocket();
     // A foreign stream does not make the process unready (it serves, its events wait in the outbox), but
@@ -97,18 +101,25 @@ const HEALTH_CHECK_CACHE_MS = 250;
 
 interface Backends {
   checkedAt: string;
-  subgraphs: ReadonlyArray<readonly [string, { ready: boolean; url?: string }]>;
+  subgraphs: ReadonlyArray<readonly [string, { ready: boolean; url?: string; refusesUnsigned?: boolean | null }]>;
 }
 
-/** One round of backend checks: each subgraph's readiness (its database, or its server). */
+/**
+ * One round of backend checks: each subgraph's readiness (its database, or its server: ready, and refusing
+ * a call nobody signed, since the gateway routes to no other).
+ */
 async function probeBackends(options: GatewayHealthOptions): Promise<Backends> {
   const checkedAt = new Date().toISOString();
   const subgraphs = await Promise.all(
     options.names.map(async (name) => {
       const url = options.remoteUrls.get(name);
+      if (url) {
+        const [serves, verdict] = await Promise.all([remoteReady(url), options.trust.current(name)]);
+        const refusesUnsigned = verdict === 'unreachable' ? null : verdict === 'refuses-unsigned';
+        return [name, { ready: serves && refusesUnsigned === true, url, refusesUnsigned }] as const;
+      }
       const instance = options.local.get(name);
-      const ready = url ? await remoteReady(url, options.apiKey) : instance ? await readyWithin(() => instance.ready()) : false;
-      return [name, url ? { ready, url } : { ready }] as const;
+      return [name, { ready: instance ? await readyWithin(() => instance.ready()) : false }] as const;
     }),
   );
   return { checkedAt, subgraphs };
@@ -140,12 +151,9 @@ async function eventBusHealth(relay: EventRelay) {
 }
 
 /** A subgraph server's readiness, from its /health (unreachable or slow: not ready). */
-async function remoteReady(graphqlUrl: string, apiKey: string | undefined): Promise<boolean> {
+async function remoteReady(graphqlUrl: string): Promise<boolean> {
   try {
-    const res = await fetch(new URL('/health', graphqlUrl), {
-      signal: AbortSignal.timeout(READY_CHECK_TIMEOUT_MS),
-      ...(apiKey ? { headers: { 'x-api-key': apiKey } } : {}),
-    });
+    const res = await fetch(new URL('/health', graphqlUrl), { signal: AbortSignal.timeout(READY_CHECK_TIMEOUT_MS) });
     const body = (await res.json()) as { ready?: unknown };
     return res.ok && body.ready === true;
   } catch {

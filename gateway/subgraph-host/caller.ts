@@ -1,20 +1,19 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { PRINCIPAL_HEADER, type PrincipalSigner } from '../../platform/principal.js';
+import { PRINCIPAL_HEADER, type Principal, type PrincipalSigner } from '../../platform/principal.js';
 import { problem, sendProblem } from '../http/problem.js';
 import type { RouteTable } from '../http/route-table.js';
-import type { Authenticator } from '../security/auth.js';
 
 /**
- * Whom a subgraph server's HTTP request acts for. With PRINCIPAL_SECRET, only what the gateway signed for
- * this very call (this subgraph, this method, path and body, within 30 s): anything else is 401, `_service`,
- * `_entities` and introspection included. Without one (a loopback-only server, checked at start), the
- * request's own credential.
+ * Whom a subgraph server's HTTP request acts for: only what the gateway signed for this very call (this
+ * subgraph, this method, path, `Idempotency-Key` and body, within 30 s, once). Anything else is 401,
+ * `_service`, `_entities` and introspection included, whatever credential it carries: a subgraph server
+ * reads no client credential. Public routes (the probes) act for the public principal.
  */
 export function registerSignedCaller(
   app: FastifyInstance,
-  options: { subgraph: string; routes: RouteTable; auth: Authenticator; signer: PrincipalSigner | null },
+  options: { subgraph: string; routes: RouteTable; publicPrincipal: Principal; signer: PrincipalSigner },
 ): void {
-  const { subgraph, routes, auth, signer } = options;
+  const { subgraph, routes, publicPrincipal, signer } = options;
   app.decorateRequest('principal', null);
   const unsigned = (reply: FastifyReply, url: string) =>
     sendProblem(
@@ -23,25 +22,16 @@ export function registerSignedCaller(
     );
   app.addHook('onRequest', async (request, reply) => {
     if (routes.isPublic(request)) {
-      request.principal = auth.publicPrincipal;
+      request.principal = publicPrincipal;
       return;
     }
-    if (signer) {
-      // Checked against the body once it is read (preHandler); a call without a signature stops here.
-      if (typeof request.headers[PRINCIPAL_HEADER] === 'string') return;
-      await unsigned(reply, request.url);
-      return reply;
-    }
-    const result = await auth.authenticate(request.headers);
-    if ('principal' in result) {
-      request.principal = result.principal;
-      return;
-    }
-    await sendProblem(reply, problem('UNAUTHENTICATED', `Missing or invalid credential (${result.refused})`, { instance: request.url }));
+    // Checked against the body once it is read (preHandler); a call without a signature stops here.
+    if (typeof request.headers[PRINCIPAL_HEADER] === 'string') return;
+    await unsigned(reply, request.url);
     return reply;
   });
   app.addHook('preHandler', async (request, reply) => {
-    if (!signer || request.principal) return;
+    if (request.principal) return;
     const idempotencyKey = request.headers['idempotency-key'];
     const call = {
       subgraph,

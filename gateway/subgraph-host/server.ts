@@ -7,7 +7,7 @@ import {
 import fastifyApollo, { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { systemClock, type Clock } from '../../platform/clock.js';
-import { ConfigError, isDemoMode, isLoopbackHost, type PlatformConfig } from '../../platform/config.js';
+import { ConfigError, type PlatformConfig } from '../../platform/config.js';
 import type { ExecutionConfig } from '../execution/config.js';
 import { setCompiledSubgraphExecution } from '../execution/in-process-data-source.js';
 import type { HttpConfig } from '../http/config.js';
@@ -28,7 +28,6 @@ import { createHttpApp, listenOrClose } from '../http/app.js';
 import { WarmUp } from '../http/warm-up.js';
 import { assertPortFree } from '../http/port.js';
 import { registerSubgraphHealth } from '../observability/health.js';
-import { createAuthenticator } from '../security/auth.js';
 import { createAuthorizer, wholeAuthorizationPolicy } from '../security/authorization.js';
 import { registerSignedCaller } from './caller.js';
 import { compiledSubgraphGateway } from './compiled-executor.js';
@@ -66,11 +65,12 @@ export type SubgraphServerConfig = PlatformConfig &
 
 export async function startSubgraphServer(options: { config: SubgraphServerConfig; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
   const { config, module } = options;
-  // Without a secret a subgraph server would act for whatever credential reaches it: with credentials
-  // configured that is only safe where nothing but this machine can reach it.
-  if (!isDemoMode(config) && !config.PRINCIPAL_SECRET && !isLoopbackHost(config.HOST)) {
+  // A subgraph server serves only what its gateway signed: without the secret it could check nothing, and
+  // acting for whatever credential reaches its port is what a hostile caller would want.
+  const signer = PrincipalSigner.from(config.PRINCIPAL_SECRET);
+  if (!signer) {
     throw new ConfigError([
-      `PRINCIPAL_SECRET: needed for a subgraph server listening on ${config.HOST} while credentials are configured (API_KEYS, API_KEYS_FILE or AUTH_JWKS_URL); without it the server acts for any credential that reaches its port. Set PRINCIPAL_SECRET (the gateway's), or listen on loopback only (HOST=127.0.0.1)`,
+      `PRINCIPAL_SECRET: needed by a subgraph server, which serves only calls its gateway signed (set the gateway's PRINCIPAL_SECRET, 32+ characters, in both; e.g. PRINCIPAL_SECRET=$(openssl rand -base64 32))`,
     ]);
   }
   const http = createHttpApp(config);
@@ -90,8 +90,6 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
       app.log.warn(`subgraph ${module.name} asks ${peer}, which SUBGRAPH_URLS does not name: it answers with its fallback (see docs/rental.md)`);
     }
   }
-  const auth = createAuthenticator(config);
-  const signer = PrincipalSigner.from(config.PRINCIPAL_SECRET);
   // The same requirements as the gateway's, read from this subgraph's own SDL and judged by the same code.
   const sdl = readSubgraphSdl(module.name);
   const authorizer = createAuthorizer(sdl, { schema: instance.schema });
@@ -123,7 +121,7 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
   }
   closers.add(() => apollo.stop());
 
-  registerSignedCaller(app, { subgraph: module.name, routes, auth, signer });
+  registerSignedCaller(app, { subgraph: module.name, routes, publicPrincipal: ANONYMOUS_PRINCIPAL, signer });
   // The pipeline's intake (the limits) on the GraphQL route, known by fastify's match, once the caller is.
   const intakes = new WeakMap<FastifyRequest, Intake>();
   app.addHook('preHandler', async (request, reply) => {
@@ -165,7 +163,7 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
   registerSubgraphHealth(app, module.name, instance, runtime.db.kind);
 
   await app.ready();
-  const socket = attachSubgraphSocket(app.server, { config, subgraph: module.name, instance, auth, signer, pipeline, onInternalError });
+  const socket = attachSubgraphSocket(app.server, { config, subgraph: module.name, instance, signer, pipeline, onInternalError });
   closers.add(() => app.close());
   closers.add(() => socket.close());
   const url = await listenOrClose(http, config);

@@ -11,16 +11,12 @@ import { gatewayContextFrom, type GatewayContext } from '../execution/context.js
 import { resolvePolicies } from '../execution/operation-policy.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import { serializeSubgraphError } from '../execution/subgraph-errors.js';
-import type { Authenticator } from '../security/auth.js';
-import { CloseCode } from '../subscriptions/close-codes.js';
-import { credentialHeadersOf } from '../subscriptions/ws-server.js';
 
 export interface SubgraphSocketOptions {
   config: Pick<HttpConfig & SubscriptionsConfig, 'BODY_LIMIT_BYTES' | 'WS_CONNECTION_INIT_TIMEOUT_MS' | 'WS_KEEPALIVE_MS'>;
   subgraph: string;
   instance: SubgraphInstance;
-  auth: Authenticator;
-  signer: PrincipalSigner | null;
+  signer: PrincipalSigner;
   /** The subgraph's operation pipeline (gateway/execution/pipeline.ts): its intake and checks run on every operation. */
   pipeline: Pipeline;
   onInternalError: (error: unknown) => void;
@@ -28,16 +24,15 @@ export interface SubgraphSocketOptions {
 
 /**
  * graphql-transport-ws at a subgraph server's /graphql, for its gateway's subscriptions. An operation acts
- * for the principal the gateway signed into it (with a secret), else for the connection's credential; it
- * passes the subgraph's operation pipeline (the limits, validation, authorization by its own SDL) before it runs.
+ * for the principal the gateway signed into it, and for nothing else (a connection's own credential is not
+ * read); it passes the subgraph's operation pipeline (the limits, validation, authorization by its own SDL)
+ * before it runs.
  */
 export function attachSubgraphSocket(server: Server, options: SubgraphSocketOptions): { close(): Promise<void> } {
-  const { config, instance, auth, signer, pipeline, onInternalError } = options;
+  const { config, instance, signer, pipeline, onInternalError } = options;
   const module = { name: options.subgraph };
-  const connections = new WeakMap<object, Principal>();
-  /** Whom an operation on a socket acts for: what the gateway signed into it, or (no secret) the connection's credential. */
-  const operationPrincipal = (ctx: object, payload: SubscribePayload): Principal | null => {
-    if (!signer) return connections.get(ctx) ?? null;
+  /** Whom an operation on a socket acts for: what the gateway signed into it. */
+  const operationPrincipal = (payload: SubscribePayload): Principal | null => {
     const header = payload.extensions?.[PRINCIPAL_HEADER];
     const call = { subgraph: module.name, method: 'SUBSCRIBE', path: '/graphql', body: subscriptionBody(payload) };
     return signer.verify(typeof header === 'string' ? header : undefined, call);
@@ -48,21 +43,12 @@ export function attachSubgraphSocket(server: Server, options: SubgraphSocketOpti
     {
       schema: instance.schema,
       connectionInitWaitTimeout: config.WS_CONNECTION_INIT_TIMEOUT_MS,
-      onConnect: async (ctx) => {
-        // With a secret every operation carries its own signed principal: the connection needs none.
-        if (signer) return true;
-        const result = await auth.authenticate(credentialHeadersOf(ctx.connectionParams));
-        if ('principal' in result) {
-          connections.set(ctx, result.principal);
-          return true;
-        }
-        ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized');
-        return false;
-      },
-      // An operation acts for the principal the gateway signed into it (with a secret), else for the
-      // connection's; it is judged by this subgraph's own SDL before it runs.
+      // Every operation carries its own signed principal: the connection needs none.
+      onConnect: () => true,
+      // An operation acts for the principal the gateway signed into it; it is judged by this subgraph's own
+      // SDL before it runs.
       onSubscribe: (ctx, _id, payload) => {
-        const principal = operationPrincipal(ctx, payload);
+        const principal = operationPrincipal(payload);
         if (!principal) {
           return [
             new GraphQLError(`Missing or invalid ${PRINCIPAL_HEADER}: this subgraph serves only operations its gateway signed for it`, {

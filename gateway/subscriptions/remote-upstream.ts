@@ -6,12 +6,14 @@ import { Channel } from '../../platform/channel.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
 import { PRINCIPAL_HEADER, subscriptionBody, type PrincipalSigner } from '../../platform/principal.js';
 import { upstreamUnavailable } from '../execution/subgraph-errors.js';
+import type { SubgraphTrust } from '../../platform/subgraph-trust.js';
 import type { UpstreamOpener, UpstreamResult } from './executor.js';
 
 export interface RemoteUpstreamOptions {
-  apiKey: string | undefined;
-  /** Signs each subscription's principal for the subgraph (in the subscribe message's extensions). */
+  /** Signs each subscription's principal for the subgraph (in the subscribe message's extensions): the only credential sent. */
   signer: PrincipalSigner | null;
+  /** Which subgraph servers refuse unsigned calls: no other is subscribed to. */
+  trust: SubgraphTrust;
   /** Ping interval; a subgraph that does not answer a ping within as long counts as lost. */
   keepAliveMs: number;
   /** Results that may wait in the gateway for one upstream subscription. @default 1000 */
@@ -67,7 +69,6 @@ export function remoteUpstream(urls: ReadonlyMap<string, string>, options: Remot
         lazyCloseTimeout,
         keepAlive: options.keepAliveMs,
         retryAttempts: 0,
-        ...(options.apiKey ? { connectionParams: { 'x-api-key': options.apiKey } } : {}),
         on: {
           connected: (socket) => {
             connection.socket = socket as WebSocket;
@@ -98,7 +99,13 @@ export function remoteUpstream(urls: ReadonlyMap<string, string>, options: Remot
 
   const open: UpstreamOpener = async (service, request, context, { exclusive }): Promise<UpstreamResult> => {
     const url = urls.get(service);
-    if (!url) return { errors: [upstreamUnavailable(service)] };
+    const signer = options.signer;
+    if (!url || !signer) return { errors: [upstreamUnavailable(service)] };
+    try {
+      await options.trust.routable(service);
+    } catch {
+      return { errors: [upstreamUnavailable(service)] };
+    }
     let connection: Connection;
     if (exclusive) {
       connection = connect(url, 0);
@@ -147,10 +154,7 @@ export function remoteUpstream(urls: ReadonlyMap<string, string>, options: Remot
     const requestId = context.headers['x-request-id'] ?? randomUUID();
     const payload = { query: request.query, variables: request.variables, ...(request.operationName ? { operationName: request.operationName } : {}) };
     const call = { subgraph: service, method: 'SUBSCRIBE', path: '/graphql', body: subscriptionBody(payload) };
-    unsubscribe = connection.client.subscribe(
-      { ...payload, ...(options.signer ? { extensions: { [PRINCIPAL_HEADER]: options.signer.sign(context.principal, call), requestId } } : {}) },
-      sink,
-    );
+    unsubscribe = connection.client.subscribe({ ...payload, extensions: { [PRINCIPAL_HEADER]: signer.sign(context.principal, call), requestId } }, sink);
     const stream: AsyncIterableIterator<ExecutionResult> = {
       async next() {
         const item = await channel.next();

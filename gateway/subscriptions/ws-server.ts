@@ -287,7 +287,7 @@ function guardSlowConsumer(
 }
 
 /** The connection_init payload's credentials as the headers an HTTP request would carry them in. */
-export function credentialHeadersOf(params: Record<string, unknown> | undefined): { 'x-api-key'?: string; authorization?: string } {
+function credentialHeadersOf(params: Record<string, unknown> | undefined): { 'x-api-key'?: string; authorization?: string } {
   const headers: { 'x-api-key'?: string; authorization?: string } = {};
   for (const [key, value] of Object.entries(params ?? {})) {
     const name = key.toLowerCase();

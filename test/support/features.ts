@@ -33,6 +33,8 @@ export async function startFeaturesServer(options: { backend: Backend; mode: Mod
     FEATURES_DATA_DIR: ':memory:',
     LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'silent',
     ...(schema ? { DATABASE_URL: TEST_DATABASE_URL!, DATABASE_SCHEMA: schema } : {}),
+    // Distributed: the gateway and its subgraph server share a secret (signed calls only).
+    ...(options.mode === 'distributed' ? { PRINCIPAL_SECRET: randomBytes(24).toString('base64url') } : {}),
     ...options.env,
   };
   const { features } = await import('../../subgraphs/features/index.js');

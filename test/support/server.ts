@@ -13,6 +13,7 @@ import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.j
 import { subgraphs as allSubgraphs } from '../../subgraphs/registry.js';
 import { until } from './wait.js';
 import type { AuditSink } from '../../gateway/security/audit.js';
+import { DEMO_PRINCIPAL, PRINCIPAL_HEADER, PrincipalSigner, type Principal } from '../../platform/principal.js';
 
 export type Backend = 'pglite' | 'postgres';
 
@@ -148,6 +149,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     FEATURES_DATA_DIR: ':memory:',
     LOG_LEVEL: process.env['TEST_LOG_LEVEL'] ?? 'silent',
     ...(backend === 'postgres' ? { DATABASE_URL: TEST_DATABASE_URL, DATABASE_SCHEMA: schema } : {}),
+    // Distributed: the gateway and its subgraph servers share a secret of their own (signed calls only).
+    ...(options.mode === 'distributed' ? { PRINCIPAL_SECRET: randomBytes(24).toString('base64url') } : {}),
     ...options.env,
   };
   const clock = options.clock ? { clock: options.clock } : {};
@@ -229,4 +232,16 @@ export async function dropSchema(schema: string): Promise<void> {
   await client.connect();
   await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
   await client.end();
+}
+
+/**
+ * POSTs a GraphQL body to one of a distributed test server's subgraph servers, signed as its gateway signs
+ * (a subgraph server serves nothing else), acting for `principal` (demo mode's by default).
+ */
+export function signedSubgraphCall(server: TestServer, subgraph: string, body: string, principal: Principal = DEMO_PRINCIPAL): Promise<Response> {
+  const url = server.subgraphServers.get(subgraph)?.graphqlUrl;
+  const signer = PrincipalSigner.from(server.subgraphEnvs.get(subgraph)?.['PRINCIPAL_SECRET']);
+  if (!url || !signer) throw new Error(`no subgraph server ${subgraph} with a PRINCIPAL_SECRET`);
+  const header = signer.sign(principal, { subgraph, method: 'POST', path: new URL(url).pathname, body });
+  return fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', [PRINCIPAL_HEADER]: header }, body });
 }

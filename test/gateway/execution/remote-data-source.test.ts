@@ -6,12 +6,13 @@ import { INCOMING_OPERATION } from '../../../gateway/execution/apollo-seam.js';
 import type { GatewayContext } from '../../../gateway/execution/context.js';
 import { RemoteDataSource } from '../../../gateway/execution/remote-data-source.js';
 import { PRINCIPAL_HEADER, PrincipalSigner, type Principal } from '../../../platform/principal.js';
+import { SubgraphTrust } from '../../../platform/subgraph-trust.js';
 import { until } from '../../support/wait.js';
 
 /*
  * The data source that calls subgraph servers, against a real HTTP server on loopback that answers as the
- * test tells it: what a call carries (body, forwarded headers, the gateway's key, the principal signed over
- * that very call), what becomes of each kind of answer, and calls given up at their deadline, including
+ * test tells it (refusing calls nobody signed, as a subgraph server does): what a call carries (body,
+ * forwarded headers, the principal signed over that very call, no credential), what becomes of each kind of answer, and calls given up at their deadline, including
  * calls still waiting for one of the pool's 64 connections.
  */
 
@@ -31,6 +32,7 @@ let server: Server;
 let url: string;
 let behaviour: Behaviour;
 let received: Received[];
+let unsignedCalls = 0;
 const held: ServerResponse[] = [];
 
 beforeAll(async () => {
@@ -38,6 +40,12 @@ beforeAll(async () => {
     const chunks: Buffer[] = [];
     request.on('data', (c: Buffer) => chunks.push(c));
     request.on('end', () => {
+      // A call nobody signed (the data source's trust check) is refused, as a subgraph server refuses it.
+      if (request.headers[PRINCIPAL_HEADER] === undefined) {
+        unsignedCalls++;
+        response.writeHead(401, { 'content-type': 'application/json' }).end('{"errors":[{"message":"unsigned"}]}');
+        return;
+      }
       const seen: Received = { headers: request.headers, body: Buffer.concat(chunks).toString('utf8'), closedEarly: false };
       received.push(seen);
       response.on('close', () => {
@@ -70,7 +78,8 @@ function json(status: number, body: unknown, headers: Record<string, string> = {
 
 function source(timeoutMs = 5_000) {
   const failures: unknown[] = [];
-  const data = new RemoteDataSource('rental', url, { timeoutMs, apiKey: 'gateway-key', signer, onFailure: (error) => failures.push(error) });
+  const trust = new SubgraphTrust(new Map([['rental', url]]));
+  const data = new RemoteDataSource('rental', url, { timeoutMs, signer, trust, onFailure: (error) => failures.push(error) });
   return { data, failures };
 }
 
@@ -90,7 +99,7 @@ function operation(restricted: { maxAge: number; scope?: string }[] = []): Graph
 }
 
 describe('the remote data source', () => {
-  it('sends the operation as @apollo/gateway does, with the forwarded headers, its key and the principal signed over the call', async () => {
+  it('sends the operation as @apollo/gateway does, with the forwarded headers and the principal signed over the call, and no credential', async () => {
     const { data, failures } = source();
     const restricted: { maxAge: number; scope?: string }[] = [];
     behaviour = json(200, { data: { bookings: [{ id: 'b1', status: 'CONFIRMED' }] } }, { 'cache-control': 'max-age=30, public' });
@@ -99,6 +108,8 @@ describe('the remote data source', () => {
 
     expect(answer).toEqual({ data: { bookings: [{ id: 'b1', status: 'CONFIRMED' }] } });
     expect(failures).toEqual([]);
+    // Asked once whether it refuses a call nobody signed, then called signed.
+    expect(unsignedCalls).toBe(1);
     expect(received).toHaveLength(1);
     const [call] = received;
     expect(call!.body).toBe(JSON.stringify({ query: QUERY, variables: { first: 2 }, operationName: 'Ledger' }));
@@ -106,8 +117,9 @@ describe('the remote data source', () => {
       'content-type': 'application/json',
       'x-request-id': 'req-1',
       'idempotency-key': 'idem-1',
-      'x-api-key': 'gateway-key',
     });
+    expect(call!.headers['x-api-key']).toBeUndefined();
+    expect(call!.headers['authorization']).toBeUndefined();
     // The signature holds for exactly this call (its Idempotency-Key included), for no other body, and once.
     const signed = call!.headers[PRINCIPAL_HEADER] as string;
     expect(signer.verify(signed, { subgraph: 'rental', method: 'POST', path: '/graphql', body: `${call!.body} `, idempotencyKey: 'idem-1' })).toBeNull();
@@ -199,21 +211,56 @@ describe('the remote data source', () => {
     await data.close();
   });
 
+  it('a server that answers a call nobody signed is never sent one: unavailable, until it refuses such calls', async () => {
+    let refuses = false;
+    const signedCalls: string[] = [];
+    const open = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        if (request.headers[PRINCIPAL_HEADER] !== undefined) signedCalls.push(String(request.headers['x-request-id']));
+        else if (refuses) return void response.writeHead(401).end();
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{"data":{"__typename":"Query"}}');
+      });
+    });
+    await new Promise<void>((resolve) => open.listen(0, '127.0.0.1', resolve));
+    const target = `http://127.0.0.1:${(open.address() as AddressInfo).port}/graphql`;
+    const failures: unknown[] = [];
+    const verdicts: string[] = [];
+    const trust = new SubgraphTrust(new Map([['rental', target]]), { onVerdict: (_s, v) => verdicts.push(v) });
+    const data = new RemoteDataSource('rental', target, { timeoutMs: 5_000, signer, trust, onFailure: (error) => failures.push(error) });
+    try {
+      expect(await data.process(operation())).toMatchObject({ errors: [{ extensions: { code: 'UPSTREAM_UNAVAILABLE' } }] });
+      expect(await data.process(operation())).toMatchObject({ errors: [{ extensions: { code: 'UPSTREAM_UNAVAILABLE' } }] });
+      expect(signedCalls).toEqual([]);
+      expect(String(failures[0])).toMatch(/answered a call nobody signed/);
+      // Fixed: the next call asks again and goes through.
+      refuses = true;
+      expect(await data.process(operation())).toEqual({ data: { __typename: 'Query' } });
+      expect(signedCalls).toEqual(['req-1']);
+      expect(verdicts).toEqual(['accepts-unsigned', 'refuses-unsigned']);
+    } finally {
+      await data.close();
+      open.closeAllConnections();
+      await new Promise<void>((resolve) => open.close(() => resolve()));
+    }
+  });
+
   it('a subgraph that cannot be reached is unavailable at once', async () => {
     const closed = createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const port = (closed.address() as AddressInfo).port;
     await new Promise<void>((resolve) => closed.close(() => resolve()));
     const failures: unknown[] = [];
-    const data = new RemoteDataSource('rental', `http://127.0.0.1:${port}/graphql`, {
+    const target = `http://127.0.0.1:${port}/graphql`;
+    const data = new RemoteDataSource('rental', target, {
       timeoutMs: 60_000,
-      apiKey: undefined,
-      signer: null,
+      signer,
+      trust: new SubgraphTrust(new Map([['rental', target]])),
       onFailure: (error) => failures.push(error),
     });
     const answer = await data.process(operation());
     expect(answer).toMatchObject({ errors: [{ extensions: { code: 'UPSTREAM_UNAVAILABLE' } }] });
-    expect(String(failures[0])).toMatch(/ECONNREFUSED/);
+    expect(String(failures[0])).toMatch(/did not answer whether it refuses unsigned calls/);
     await data.close();
   });
 });

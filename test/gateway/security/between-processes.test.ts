@@ -5,12 +5,16 @@ import { join } from 'node:path';
 import { createClient } from 'graphql-ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { startServer } from '../../../gateway/server.js';
 import { startSubgraphServer } from '../../../gateway/subgraph-host/server.js';
 import { loadConfig } from '../../../gateway/config.js';
 import { PRINCIPAL_HEADER, PrincipalSigner, subscriptionBody, type Principal } from '../../../platform/principal.js';
 import { subgraphs } from '../../../subgraphs/registry.js';
 import { gql } from '../../support/http.js';
 import { startTestServer, type TestServer } from '../../support/server.js';
+import { until } from '../../support/wait.js';
 
 /*
  * Defence in depth between processes: with PRINCIPAL_SECRET, a subgraph server serves only calls its
@@ -162,10 +166,82 @@ describe('a subgraph server reached past the gateway', () => {
   });
 });
 
-describe('a subgraph server with credentials and no PRINCIPAL_SECRET', () => {
+describe('without PRINCIPAL_SECRET', () => {
   const module = subgraphs.find((m) => m.name === 'prediction')!;
-  it('refuses to start unless it listens on loopback only, saying why', async () => {
-    const config = loadConfig({ API_KEYS: OPERATOR, HOST: '0.0.0.0', PORT: '0', DATA_DIR: ':memory:', FEATURES_DATA_DIR: ':memory:', LOG_LEVEL: 'silent' });
-    await expect(startSubgraphServer({ config, module })).rejects.toThrow(/PRINCIPAL_SECRET: needed for a subgraph server listening on 0\.0\.0\.0/);
+  const base = { PORT: '0', DATA_DIR: ':memory:', FEATURES_DATA_DIR: ':memory:', LOG_LEVEL: 'silent' };
+  it('a subgraph server refuses to start, on any interface, with credentials or in demo mode, saying why', async () => {
+    for (const env of [
+      { ...base, API_KEYS: OPERATOR, HOST: '0.0.0.0' },
+      { ...base, API_KEYS: OPERATOR, HOST: '127.0.0.1' },
+      { ...base, HOST: '127.0.0.1' },
+    ]) {
+      await expect(startSubgraphServer({ config: loadConfig(env), module })).rejects.toThrow(
+        /PRINCIPAL_SECRET: needed by a subgraph server, which serves only calls its gateway signed/,
+      );
+    }
+  });
+  it('a gateway with SUBGRAPH_URLS refuses to start, with credentials or in demo mode', async () => {
+    for (const env of [
+      { ...base, HOST: '127.0.0.1', API_KEYS: OPERATOR },
+      { ...base, HOST: '127.0.0.1' },
+    ]) {
+      await expect(startServer({ config: loadConfig({ ...env, SUBGRAPH_URLS: 'prediction=http://127.0.0.1:9/graphql' }) })).rejects.toThrow(
+        /PRINCIPAL_SECRET: needed with SUBGRAPH_URLS/,
+      );
+    }
+  });
+});
+
+describe('a subgraph server that answers calls nobody signed', () => {
+  /** A server at the prediction subgraph's URL that answers everything, and what it was sent. */
+  let open: Server;
+  let received: { signed: boolean; credential: boolean }[];
+  let refuses: boolean;
+  let server: TestServer;
+  beforeAll(async () => {
+    received = [];
+    refuses = false;
+    open = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        const signed = request.headers[PRINCIPAL_HEADER] !== undefined;
+        received.push({ signed, credential: request.headers['x-api-key'] !== undefined || request.headers.authorization !== undefined });
+        if (!signed && refuses) return void response.writeHead(401, { 'content-type': 'application/json' }).end('{}');
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{"data":{"__typename":"Query"}}');
+      });
+    });
+    await new Promise<void>((resolve) => open.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(open.address() as AddressInfo).port}/graphql`;
+    server = await startTestServer({ env: { API_KEYS: OPERATOR, PRINCIPAL_SECRET: SECRET, SUBGRAPH_URLS: `prediction=${url}` } });
+  });
+  afterAll(async () => {
+    await server?.close();
+    open?.closeAllConnections();
+    await new Promise<void>((resolve) => open?.close(() => resolve()));
+  });
+
+  it('is checked at start, is not ready in /health, and is never routed to: no signed call, no credential reaches it', async () => {
+    type Health = { ready: boolean; subgraphs: Record<string, Record<string, unknown>> };
+    const health = async (key?: string) => (await (await fetch(`${server.url}/health`, key ? { headers: { 'x-api-key': key } } : {})).json()) as Health;
+    await until(
+      async () => (await health(OPERATOR)).subgraphs['prediction']!['refuses_unsigned'] === false,
+      'the start check to find it answering unsigned calls',
+    );
+    const operator = await health(OPERATOR);
+    expect(operator.ready).toBe(false);
+    expect(operator.subgraphs['prediction']).toMatchObject({ ready: false, refuses_unsigned: false });
+    expect(operator.subgraphs['rental']).toEqual({ ready: true });
+    // A partner sees only that it is not ready.
+    expect((await health()).subgraphs['prediction']).toEqual({ ready: false });
+    const res = await gql(server.url, '{ predictionModels { __typename } }', {}, { 'x-api-key': OPERATOR });
+    expect(res.errors?.[0]?.extensions?.['code']).toBe('UPSTREAM_UNAVAILABLE');
+    expect(received.length).toBeGreaterThan(0);
+    expect(received.filter((r) => r.signed || r.credential)).toEqual([]);
+    // Once it refuses them, it is routed to again at its next call.
+    refuses = true;
+    await until(async () => (await health(OPERATOR)).subgraphs['prediction']!['refuses_unsigned'] === true, 'the next check to find it refusing');
+    await gql(server.url, '{ predictionModels { __typename } }', {}, { 'x-api-key': OPERATOR });
+    expect(received.filter((r) => r.signed).length).toBeGreaterThan(0);
+    expect(received.filter((r) => r.credential)).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setCompiledSubgraphExecution, subgraphExecutionCounts } from '../../../gateway/execution/in-process-data-source.js';
 import { gql, hoursFromNow } from '../../support/http.js';
-import { startTestServer, type TestServer } from '../../support/server.js';
+import { signedSubgraphCall, startTestServer, type TestServer } from '../../support/server.js';
 
 /*
  * A subgraph server runs its callers' documents compiled by graphql-jit, as the gateway runs a subgraph in
@@ -10,10 +10,8 @@ import { startTestServer, type TestServer } from '../../support/server.js';
  */
 describe('a subgraph server executes compiled', () => {
   let server: TestServer;
-  let rental: string;
   beforeAll(async () => {
     server = await startTestServer({ mode: 'distributed' });
-    rental = server.subgraphServers.get('rental')!.graphqlUrl;
     // Two bookings through the gateway, so the ledger has rows, machines and bills to answer.
     for (const [machineIds, locationId] of [
       [['EQ-002', 'EQ-006'], 'LOC-004'],
@@ -34,7 +32,7 @@ describe('a subgraph server executes compiled', () => {
   });
 
   const call = async (query: string, variables?: Record<string, unknown>) => {
-    const res = await fetch(rental, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }) });
+    const res = await signedSubgraphCall(server, 'rental', JSON.stringify({ query, variables }));
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
 

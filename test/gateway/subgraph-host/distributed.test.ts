@@ -5,10 +5,13 @@ import { loadConfig } from '../../../gateway/config.js';
 import { subgraphs } from '../../../subgraphs/registry.js';
 import { gql, hoursFromNow, rest } from '../../support/http.js';
 import { travelFeatures } from '../../support/prediction.js';
-import { dropSchema, startTestServer, TEST_DATABASE_URL, type TestServer } from '../../support/server.js';
+import { dropSchema, signedSubgraphCall, startTestServer, TEST_DATABASE_URL, type TestServer } from '../../support/server.js';
 import { until, waitFor } from '../../support/wait.js';
 import { Collector, wsClient } from '../../support/ws.js';
 import { startGatewayProcess, stopProcess, type GatewayProcess } from '../../support/process.js';
+
+/** The secret a test server's processes share: a subgraph server started again needs it to serve the gateway. */
+const secretOf = (server: TestServer) => server.subgraphEnvs.values().next().value!['PRINCIPAL_SECRET'];
 
 const rental = subgraphs.find((m) => m.name === 'rental')!;
 
@@ -87,7 +90,7 @@ describe('distributed mode: a subgraph that is down', () => {
 
     // The same port again: the gateway needs no restart.
     const again = await startSubgraphServer({
-      config: loadConfig({ PORT: port, HOST: '127.0.0.1', DATA_DIR: ':memory:', LOG_LEVEL: 'silent' }),
+      config: loadConfig({ PORT: port, HOST: '127.0.0.1', DATA_DIR: ':memory:', LOG_LEVEL: 'silent', PRINCIPAL_SECRET: secretOf(server) }),
       module: rental,
     });
     server.live.watchHub(again.runtime.events);
@@ -138,14 +141,15 @@ describe('distributed mode: a subgraph restarted under live subscriptions', () =
     const again = await startSubgraphServer({ config: loadConfig(env), module: rental });
     try {
       // An event made on the subgraph directly, likely before the gateway has reopened its streams.
-      const direct = await fetch(again.graphqlUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
+      // Signed as the gateway signs (a subgraph server serves nothing else); the same port as before.
+      const direct = await signedSubgraphCall(
+        server,
+        'rental',
+        JSON.stringify({
           query: 'mutation($input: CreateQuoteInput!) { createQuote(input: $input) { id } }',
           variables: { input: { machineIds: ['EQ-002'], locationId: 'LOC-001', startTime: hoursFromNow(4), durationHours: 2 } },
         }),
-      });
+      );
       expect(((await direct.json()) as { errors?: unknown }).errors).toBeUndefined();
       await until(async () => server.subscriptions.resumed >= resumedBefore + 2, 'both streams reopened');
       expect((await rest(server.url, 'POST', '/rental/pricing/quote', quoteBody('EQ-003'))).status).toBe(200);
@@ -263,7 +267,7 @@ describe('distributed mode: tracking while prediction cannot answer', () => {
 
     // Prediction back on the same port: rental's tracker forecasts the run again and publishes the update.
     const again = await startSubgraphServer({
-      config: loadConfig({ PORT: port, HOST: '127.0.0.1', DATA_DIR: ':memory:', LOG_LEVEL: 'silent' }),
+      config: loadConfig({ PORT: port, HOST: '127.0.0.1', DATA_DIR: ':memory:', LOG_LEVEL: 'silent', PRINCIPAL_SECRET: secretOf(server) }),
       module: subgraphs.find((m) => m.name === 'prediction')!,
     });
     try {

@@ -51,6 +51,7 @@ async function startTarget(
     HOST: '127.0.0.1',
     DATA_DIR: ':memory:',
     LOG_LEVEL: 'silent',
+    PRINCIPAL_SECRET: randomBytes(24).toString('base64url'),
     ...(backend === 'postgres' ? { DATABASE_URL: TEST_DATABASE_URL!, DATABASE_SCHEMA: schema } : {}),
     ...env,
   };
