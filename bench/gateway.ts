@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -5,6 +6,7 @@ import { argv, env } from 'node:process';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { withoutSecurityDirectives } from '../gateway/security/authorization.js';
+import { PRINCIPAL_HEADER, PrincipalSigner, SYSTEM_PRINCIPAL } from '../platform/principal.js';
 import { subgraphNames } from '../schema/subgraphs.js';
 import type { LoadResult } from './gateway/load.js';
 import {
@@ -41,6 +43,9 @@ import { hiveGatewayArgs } from './peers/hive.js';
  * Router's Rust query planner (`--hive-router-runtime`), all on the checked-in
  * supergraph (pointed at this run's subgraph ports); beside them the project's one-process server
  * (`npm start`) on PGlite and on PostgreSQL. The load generator (autocannon) is a process of its own.
+ * The subgraph servers serve only calls signed with PRINCIPAL_SECRET (one of this run's own, given to every
+ * server): the peers sign theirs with the project's PrincipalSigner (bench/peers), so every gateway compared
+ * pays the same signing work per call.
  *
  * Every workload is first checked: each gateway must answer its operations with the same data. Then each
  * target is warmed up, and the rounds interleave the targets, in turn forwards and backwards (A B C,
@@ -92,11 +97,8 @@ const WORKLOADS = ['federated', 'shallow', 'federated-unshared', 'shallow-unshar
 const UNSHARED_WORKLOADS: readonly string[] = ['federated-unshared', 'shallow-unshared'];
 /** This project's gateway with nothing shared between requests: no collapsing of identical fetches, no fetch cache. */
 const PROJECT_UNSHARED_ENV = { GATEWAY_COLLAPSE_FETCHES: 'false', GATEWAY_FETCH_CACHE_MB: '0' };
-/** Hive Gateway's configuration with nothing shared: its HTTP transport's deduplication of identical subgraph requests in flight off. */
-const HIVE_UNSHARED_CONFIG = `export const gatewayConfig = {
-  transportEntries: { '*.http': { options: { deduplicateInflightRequests: false } } },
-};
-`;
+/** Hive Gateway with nothing shared (bench/peers/hive.config.ts): its HTTP transport's deduplication of identical subgraph requests in flight off. */
+const HIVE_UNSHARED_ENV = { HIVE_DEDUPLICATE_INFLIGHT_REQUESTS: 'false' };
 type WorkloadName = (typeof WORKLOADS)[number];
 
 function parseOptions(args: string[]): Options {
@@ -167,14 +169,27 @@ export default async function gatewayBench(): Promise<void> {
       cpSync(template, dir, { recursive: true });
       return dir;
     };
-    const baseEnv = serverEnv();
+    // The subgraph servers serve only calls signed with PRINCIPAL_SECRET: one secret of this run's own for every
+    // server, the peers included (they sign with the project's PrincipalSigner, bench/peers).
+    const principalSecret = randomBytes(24).toString('base64url');
+    const baseEnv = serverEnv(principalSecret);
+    const signer = PrincipalSigner.from(principalSecret)!;
     const database = (name: string): Record<string, string> =>
       postgres ? { DATABASE_URL: postgres.url, DATABASE_SCHEMA: postgres.schema } : { DATA_DIR: copyOfTemplate(name) };
     const logDir = join(tmp, 'logs');
     mkdirSync(logDir);
-    const start = async (name: string, args: string[], extra: Record<string, string>, cwd = root) => {
+    const start = async (name: string, args: string[], extra: Record<string, string>, cwd = root, probeHeaders?: (body: string) => Record<string, string>) => {
       const port = extra['PORT'] ? Number(extra['PORT']) : await freePort();
-      const server = await startServer({ name, args, env: { ...baseEnv, ...extra, PORT: String(port) }, port, cwd, logDir, startTimeoutMs: 240_000 });
+      const server = await startServer({
+        name,
+        args,
+        env: { ...baseEnv, ...extra, PORT: String(port) },
+        port,
+        cwd,
+        logDir,
+        startTimeoutMs: 240_000,
+        ...(probeHeaders ? { probeHeaders } : {}),
+      });
       servers.push(server);
       return server;
     };
@@ -189,6 +204,9 @@ export default async function gatewayBench(): Promise<void> {
         `subgraph-${name}`,
         [...(subgraphProfile ? ['--cpu-prof', `--cpu-prof-dir=${join(subgraphProfile, name)}`] : []), '--import', 'tsx', 'gateway/subgraph-main.ts', name],
         { ...database(`subgraph-${name}`), ...extra },
+        root,
+        // Its readiness request is signed too, as the system's (a probe).
+        (body) => ({ [PRINCIPAL_HEADER]: signer.sign(SYSTEM_PRINCIPAL, { subgraph: name, method: 'POST', path: '/graphql', body }) }),
       );
     const first = subgraphNames.filter((name) => name !== 'rental');
     const firstServers = await Promise.all(first.map((name) => startSubgraph(name)));
@@ -221,8 +239,6 @@ export default async function gatewayBench(): Promise<void> {
       cwd?: string;
     };
     const unsharedWanted = !options.only || UNSHARED_WORKLOADS.some((w) => options.only!.has(w));
-    const hiveUnsharedConfig = join(tmp, 'hive-unshared.config.mjs');
-    writeFileSync(hiveUnsharedConfig, HIVE_UNSHARED_CONFIG);
     const peerSpecs = async (): Promise<Spec[]> => {
       const hivePort = await freePort();
       const hiveRustPort = await freePort();
@@ -240,7 +256,7 @@ export default async function gatewayBench(): Promise<void> {
           key: 'hive',
           label: 'Hive Gateway',
           args: hiveGatewayArgs(supergraphFile, hivePort),
-          env: { PORT: String(hivePort) },
+          env: { PORT: String(hivePort), SUBGRAPH_URLS: urls },
           remoteSubgraphs: true,
           project: false,
         },
@@ -248,7 +264,7 @@ export default async function gatewayBench(): Promise<void> {
           key: 'hive-rust',
           label: 'Hive Gateway, Rust planner',
           args: hiveGatewayArgs(supergraphFile, hiveRustPort, { rustPlanner: true }),
-          env: { PORT: String(hiveRustPort) },
+          env: { PORT: String(hiveRustPort), SUBGRAPH_URLS: urls },
           remoteSubgraphs: true,
           project: false,
         },
@@ -257,8 +273,8 @@ export default async function gatewayBench(): Promise<void> {
               {
                 key: 'hive-rust-unshared',
                 label: 'Hive Gateway, Rust planner, nothing shared',
-                args: hiveGatewayArgs(supergraphFile, hiveRustUnsharedPort, { rustPlanner: true, configPath: hiveUnsharedConfig }),
-                env: { PORT: String(hiveRustUnsharedPort) },
+                args: hiveGatewayArgs(supergraphFile, hiveRustUnsharedPort, { rustPlanner: true }),
+                env: { PORT: String(hiveRustUnsharedPort), SUBGRAPH_URLS: urls, ...HIVE_UNSHARED_ENV },
                 remoteSubgraphs: true,
                 project: false,
                 unshared: true,
@@ -584,12 +600,22 @@ function poolOf(index: number): string[] {
   return Array.from({ length: POOL_PER_TARGET }, (_, k) => machineId(POOL_FIRST_MACHINE + index * POOL_PER_TARGET + k));
 }
 
-/** The environment of every server: as `npm start` runs, with the project's own settings left at their defaults. */
-function serverEnv(): Record<string, string> {
+/**
+ * The environment of every server: as `npm start` runs, with the project's own settings left at their defaults,
+ * and this run's PRINCIPAL_SECRET, shared by the subgraph servers and every gateway that calls them.
+ */
+function serverEnv(principalSecret: string): Record<string, string> {
   const setting =
     /^(PORT|HOST|DATA_DIR|DATABASE_|QUOTE_|API_KEYS|LOG_LEVEL|BODY_LIMIT|BONDING_|FEATURES_|REDIS_URL|FLEET_|OPTIMIZATION_|SUBGRAPH_|PEER_|TRACKING_|WS_|HTTP_|GRAPHQL_|SUPERGRAPH_)/;
   const base = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined && !setting.test(e[0])));
-  return { ...base, NODE_ENV: env['NODE_ENV'] ?? 'production', HOST: '127.0.0.1', LOG_LEVEL: 'warn', APOLLO_TELEMETRY_DISABLED: 'true' };
+  return {
+    ...base,
+    NODE_ENV: env['NODE_ENV'] ?? 'production',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    APOLLO_TELEMETRY_DISABLED: 'true',
+    PRINCIPAL_SECRET: principalSecret,
+  };
 }
 
 /** The database server runs on this machine (its processes can be measured here). */

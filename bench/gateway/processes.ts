@@ -26,6 +26,8 @@ export interface StartOptions {
   logDir: string;
   /** How long the server may take to answer its first GraphQL request. */
   startTimeoutMs: number;
+  /** Headers for the readiness request, given its body: a subgraph server answers only a signed one. */
+  probeHeaders?: (body: string) => Record<string, string>;
 }
 
 /** Starts a server process and waits until `POST /graphql { __typename }` answers 200. */
@@ -44,7 +46,7 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
   const deadline = Date.now() + options.startTimeoutMs;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`${options.name} exited with ${child.exitCode} while starting; see ${log}:\n${tail(log)}`);
-    if (await answersGraphql(url)) return server;
+    if (await answersGraphql(url, options.probeHeaders)) return server;
     if (Date.now() > deadline) {
       await stopServer(server);
       throw new Error(`${options.name} did not answer within ${options.startTimeoutMs} ms; see ${log}:\n${tail(log)}`);
@@ -53,12 +55,13 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
   }
 }
 
-async function answersGraphql(url: string): Promise<boolean> {
+async function answersGraphql(url: string, probeHeaders?: (body: string) => Record<string, string>): Promise<boolean> {
+  const body = '{"query":"{ __typename }"}';
   try {
     const res = await fetch(`${url}/graphql`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: '{"query":"{ __typename }"}',
+      headers: { 'content-type': 'application/json', ...probeHeaders?.(body) },
+      body,
       signal: AbortSignal.timeout(2000),
     });
     await res.arrayBuffer();

@@ -10,7 +10,8 @@ const PEERS_DIR = fileURLToPath(new URL('.', import.meta.url));
 /*
  * The Hive Gateway peers of `npm run bench -- gateway`: The Guild's own CLI, `hive-gateway supergraph
  * <file>`, with its defaults (one process: `--fork` defaults to 1), given only the supergraph file (the
- * benchmark's copy, with this run's subgraph URLs), the host and the port; and the same with
+ * benchmark's copy, with this run's subgraph URLs), the host, the port and bench/peers/hive.config.ts (which
+ * signs each subgraph call, as the subgraph servers require); and the same with
  * `--hive-router-runtime`: Hive Router's Rust query planner (`@graphql-hive/router-runtime`, a native
  * addon installed from npm) in place of the default JavaScript runtime. Both live in a package of their
  * own, installed (`npm ci` in bench/peers) the first time a benchmark needs them, so `npm ci` at the root
@@ -24,7 +25,10 @@ export function ensurePeersInstalled(): void {
   execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: PEERS_DIR, stdio: 'inherit' });
 }
 
-export function hiveGatewayArgs(supergraphFile: string, port: number, options: { rustPlanner?: boolean; configPath?: string } = {}): string[] {
+/** Hive Gateway's configuration: signs the subgraph calls; its environment is described there. */
+const HIVE_CONFIG = join(PEERS_DIR, 'hive.config.ts');
+
+export function hiveGatewayArgs(supergraphFile: string, port: number, options: { rustPlanner?: boolean } = {}): string[] {
   ensurePeersInstalled();
   const pkg = createRequire(join(PEERS_DIR, 'package.json')).resolve('@graphql-hive/gateway/package.json');
   return [
@@ -36,6 +40,7 @@ export function hiveGatewayArgs(supergraphFile: string, port: number, options: {
     '--port',
     String(port),
     ...(options.rustPlanner ? ['--hive-router-runtime'] : []),
-    ...(options.configPath ? ['--config-path', options.configPath] : []),
+    '--config-path',
+    HIVE_CONFIG,
   ];
 }
