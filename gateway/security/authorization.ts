@@ -14,6 +14,10 @@ import {
   type GraphQLNamedType,
   type OperationDefinitionNode,
   type GraphQLSchema,
+  type FieldDefinitionNode,
+  type ObjectTypeDefinitionNode,
+  type ObjectTypeExtensionNode,
+  type TypeNode,
 } from 'graphql';
 import type { ApolloGateway } from '@apollo/gateway';
 import { ANONYMOUS_PRINCIPAL, isOperator, type Principal } from '../../platform/principal.js';
@@ -80,6 +84,63 @@ function undeclaredRootFields(sdl: string, rules: ReadonlyMap<string, Requiremen
   return missing;
 }
 
+/**
+ * The fields a subgraph adds to an entity another subgraph serves (`Machine.utilizationFeatures`, which
+ * features resolves on a machine it is only handed through `_entities`) that declare no requirement, read
+ * from the supergraph's join directives: the second half of compose's check (schema/compose.ts,
+ * `undeclaredFields`), run again on a supergraph loaded or reloaded from a file. A graph serves a type when
+ * it returns it from a field of its own; key fields and `@external` ones read nothing.
+ */
+function undeclaredEntityFields(sdl: string, rules: ReadonlyMap<string, Requirement>): string[] {
+  const objects = parse(sdl).definitions.filter(
+    (d): d is ObjectTypeDefinitionNode | ObjectTypeExtensionNode => d.kind === Kind.OBJECT_TYPE_DEFINITION || d.kind === Kind.OBJECT_TYPE_EXTENSION,
+  );
+  const argOf = (d: ConstDirectiveNode, name: string) => constValue(d, name);
+  /** Per type, the graphs that declare it and the key each gives (null: no key). */
+  const typeGraphs = new Map<string, Map<string, string | null>>();
+  for (const type of objects) {
+    const graphs = typeGraphs.get(type.name.value) ?? new Map<string, string | null>();
+    for (const d of type.directives ?? []) {
+      if (d.name.value !== 'join__type') continue;
+      const key = argOf(d, 'key');
+      graphs.set(String(argOf(d, 'graph')), typeof key === 'string' ? key : (graphs.get(String(argOf(d, 'graph'))) ?? null));
+    }
+    typeGraphs.set(type.name.value, graphs);
+  }
+  /** The graphs that resolve a field: its `@join__field` graphs (not external), else every graph of its type. */
+  const resolvers = (type: string, field: FieldDefinitionNode): string[] => {
+    const joins = (field.directives ?? []).filter((d) => d.name.value === 'join__field');
+    if (joins.length === 0) return [...(typeGraphs.get(type)?.keys() ?? [])];
+    return joins.filter((d) => argOf(d, 'external') !== true && argOf(d, 'graph') !== undefined).map((d) => String(argOf(d, 'graph')));
+  };
+  const returned = new Map<string, Set<string>>();
+  for (const type of objects)
+    for (const field of type.fields ?? []) {
+      const named = namedTypeOf(field.type);
+      if (named === type.name.value) continue;
+      for (const graph of resolvers(type.name.value, field)) returned.set(graph, (returned.get(graph) ?? new Set()).add(named));
+    }
+  const missing: string[] = [];
+  for (const type of objects) {
+    const graphs = typeGraphs.get(type.name.value)!;
+    if (ROOT_TYPES.has(type.name.value) || graphs.size < 2) continue;
+    for (const field of type.fields ?? []) {
+      const coordinate = `${type.name.value}.${field.name.value}`;
+      if (rules.has(coordinate)) continue;
+      for (const graph of resolvers(type.name.value, field)) {
+        const key = graphs.get(graph);
+        const reference = key !== null && key !== undefined && !returned.get(graph)?.has(type.name.value);
+        if (reference && !key.split(/[\s{}]+/).includes(field.name.value)) missing.push(coordinate);
+      }
+    }
+  }
+  return [...new Set(missing)];
+}
+
+function namedTypeOf(type: TypeNode): string {
+  return type.kind === Kind.NAMED_TYPE ? type.name.value : namedTypeOf(type.type);
+}
+
 interface Denial {
   /** `Type.field` */
   coordinate: string;
@@ -130,6 +191,7 @@ function constValue(node: ConstDirectiveNode | DirectiveNode, name: string): unk
   const read = (v: typeof arg.value): unknown => {
     if (v.kind === Kind.LIST) return v.values.map(read);
     if (v.kind === Kind.STRING || v.kind === Kind.ENUM) return v.value;
+    if (v.kind === Kind.BOOLEAN) return v.value;
     return null;
   };
   return read(arg.value);
@@ -224,10 +286,10 @@ export const INTROSPECTION_RULES: ReadonlyMap<string, Requirement> = new Map([
  */
 export function createAuthorizer(supergraphSdl: string, options: { schema?: GraphQLSchema } = {}): Authorizer {
   const rules = securityRules(supergraphSdl);
-  const undeclared = undeclaredRootFields(supergraphSdl, rules);
+  const undeclared = [...undeclaredRootFields(supergraphSdl, rules), ...undeclaredEntityFields(supergraphSdl, rules)];
   if (undeclared.length > 0) {
     throw new Error(
-      `every root field declares who may use it (@requiresScopes, @authenticated; @requiresScopes(scopes: [[]]) for a public one), and these declare nothing: ${undeclared.join(', ')}`,
+      `every root field, and every field a subgraph adds to an entity another serves, declares who may use it (@requiresScopes, @authenticated; @requiresScopes(scopes: [[]]) for a public one), and these declare nothing: ${undeclared.join(', ')}`,
     );
   }
   for (const [coordinate, requirement] of INTROSPECTION_RULES) rules.set(coordinate, requirement);

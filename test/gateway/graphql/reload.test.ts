@@ -184,7 +184,7 @@ describe('a reload judges live subscriptions again, and holds the supergraph to 
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('a live subscription its principal may no longer run ends with FORBIDDEN naming why; an undeclared root field is refused', async () => {
+  it('a live subscription its principal may no longer run ends with FORBIDDEN naming why; an undeclared root or entity field is refused', async () => {
     const socket = wsClient(server.url, { 'x-api-key': READER });
     const [fleet] = await server.live.opened(() => [new Collector(socket.client, 'subscription { fleetSummaryChanged { cursor } }')], {
       subscriptions: 1,
@@ -209,5 +209,11 @@ describe('a reload judges live subscriptions again, and holds the supergraph to 
     const refused = server.reloadSupergraph();
     expect(refused.ok).toBe(false);
     expect(!refused.ok && refused.error).toMatch(/declare nothing: Subscription\.fleetSummaryChanged/);
+    // So is one where a field a subgraph adds to another's entity declares nothing (compose's check, again).
+    const entityField = '@join__field(graph: FEATURES) @requiresScopes(scopes: [["features:read"]])';
+    expect(stricter).toContain(entityField);
+    writeFileSync(file, stricter.replace(entityField, '@join__field(graph: FEATURES)'));
+    const refusedEntity = server.reloadSupergraph();
+    expect(!refusedEntity.ok && refusedEntity.error).toMatch(/declare nothing: Machine\.utilizationFeatures$/);
   });
 });
