@@ -84,6 +84,8 @@ export function createPeers(options: PeerOptions): Peers {
         [PRINCIPAL_HEADER]: signer.sign(SYSTEM_PRINCIPAL, call),
       },
       body: sent,
+      // The signed header goes to the peer's own URL only, never on to where a redirect points.
+      redirect: 'error',
       signal: AbortSignal.timeout(options.timeoutMs),
     });
     const body = (await response.json()) as ExecutionResult;

@@ -6,6 +6,12 @@
  * (not routed to: the call would fail anyway). A trusted verdict holds for `maxAgeMs` and is then asked
  * again in the background; any other is asked again before each use. One question per server at a time.
  */
+/*
+ * A check for mistakes (a subgraph server started without PRINCIPAL_SECRET, an older release, a wrong URL),
+ * not a proof: a server that refuses this call and serves others unsigned is not found by it. What such a
+ * server could gain is bounded anyway: the gateway sends it no credential, only a principal signed for one
+ * call, once, for 30 s.
+ */
 export type TrustVerdict = 'refuses-unsigned' | 'accepts-unsigned' | 'unreachable';
 
 export class UntrustedSubgraph extends Error {
@@ -92,7 +98,13 @@ export class SubgraphTrust {
       const before = this.held.get(subgraph)?.verdict;
       this.held.set(subgraph, { verdict, at: this.now() });
       this.asking.delete(subgraph);
-      if (verdict !== before) this.options.onVerdict?.(subgraph, verdict);
+      if (verdict !== before) {
+        try {
+          this.options.onVerdict?.(subgraph, verdict);
+        } catch {
+          // Told, not asked: a listener's failure changes no verdict.
+        }
+      }
       return verdict;
     });
     this.asking.set(subgraph, asked);
@@ -107,13 +119,15 @@ async function unsignedCallVerdict(url: string, timeoutMs: number): Promise<Trus
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json' },
       body: JSON.stringify({ query: '{ __typename }' }),
+      // A redirect is no answer from the subgraph server itself.
+      redirect: 'manual',
       signal: AbortSignal.timeout(timeoutMs),
     });
     await res.arrayBuffer().catch(() => undefined);
     if (res.status === 401 || res.status === 403) return 'refuses-unsigned';
-    // An answer (data, or a GraphQL error about the request) means it read a call nobody signed; a server
-    // that fails (5xx) or serves no GraphQL there (404) says nothing about signatures.
+    // An answer (data, or a GraphQL error about the request) means it read a call nobody signed.
     if (res.ok || res.status === 400) return 'accepts-unsigned';
+    // Redirected (3xx), failing (5xx), or no GraphQL there (404): nothing said about signatures.
     return 'unreachable';
   } catch {
     return 'unreachable';

@@ -14,7 +14,8 @@ const REQUIREMENTS = new Set(['requiresScopes', 'authenticated']);
  * who may use it (`@requiresScopes`, `@authenticated`, or `@requiresScopes(scopes: [[]])`, the explicit
  * public marker). Those are every root field, and every field a subgraph adds to an entity another
  * subgraph serves (a reference it is only handed through `_entities`, such as `Machine.utilizationFeatures`
- * in features): such a field reads that subgraph's own store, beside whatever authorized the parent.
+ * in features, or one an `@interfaceObject` adds to another subgraph's entity interface): such a field reads
+ * that subgraph's own store, beside whatever authorized the parent.
  * Key fields and `@external` fields read nothing. Returns `subgraph: Type.field` for each one that does not.
  */
 export function undeclaredFields(subgraphs: readonly { name: string; sdl: string }[]): string[] {
@@ -30,9 +31,13 @@ export function undeclaredFields(subgraphs: readonly { name: string; sdl: string
         const fields = d.arguments?.find((a) => a.name.value === 'fields')?.value;
         return fields?.kind === Kind.STRING ? fields.value.split(/[\s{}]+/).filter(Boolean) : [];
       });
+  // Where each type is defined: as an object, or as an interface (an entity interface another subgraph
+  // stands for with an `@interfaceObject`).
   const definedIn = new Map<string, Set<string>>();
   for (const { name, document } of parsed)
-    for (const type of objects(document)) definedIn.set(type.name.value, (definedIn.get(type.name.value) ?? new Set()).add(name));
+    for (const type of document.definitions)
+      if (type.kind === Kind.OBJECT_TYPE_DEFINITION || type.kind === Kind.OBJECT_TYPE_EXTENSION || type.kind === Kind.INTERFACE_TYPE_DEFINITION)
+        definedIn.set(type.name.value, (definedIn.get(type.name.value) ?? new Set()).add(name));
   const missing: string[] = [];
   for (const { name, document } of parsed) {
     const types = objects(document);
@@ -41,7 +46,8 @@ export function undeclaredFields(subgraphs: readonly { name: string; sdl: string
     for (const type of types) {
       const root = ROOTS.has(type.name.value);
       const keys = keysOf(type);
-      const reference = keys.length > 0 && (definedIn.get(type.name.value)?.size ?? 0) > 1 && !returned.has(type.name.value);
+      const interfaceObject = (type.directives ?? []).some((d) => d.name.value === 'interfaceObject');
+      const reference = keys.length > 0 && (definedIn.get(type.name.value)?.size ?? 0) > 1 && (interfaceObject || !returned.has(type.name.value));
       if (!root && !reference) continue;
       for (const field of type.fields ?? []) {
         const directives = (field.directives ?? []).map((d) => d.name.value);

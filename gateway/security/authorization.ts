@@ -15,6 +15,7 @@ import {
   type OperationDefinitionNode,
   type GraphQLSchema,
   type FieldDefinitionNode,
+  type InterfaceTypeDefinitionNode,
   type ObjectTypeDefinitionNode,
   type ObjectTypeExtensionNode,
   type TypeNode,
@@ -92,44 +93,71 @@ function undeclaredRootFields(sdl: string, rules: ReadonlyMap<string, Requiremen
  * it returns it from a field of its own; key fields and `@external` ones read nothing.
  */
 function undeclaredEntityFields(sdl: string, rules: ReadonlyMap<string, Requirement>): string[] {
-  const objects = parse(sdl).definitions.filter(
-    (d): d is ObjectTypeDefinitionNode | ObjectTypeExtensionNode => d.kind === Kind.OBJECT_TYPE_DEFINITION || d.kind === Kind.OBJECT_TYPE_EXTENSION,
+  const document = parse(sdl);
+  // The check reads the join spec's directives by their own names: a supergraph that renames them is refused.
+  const renamedJoin = document.definitions.some(
+    (d) =>
+      d.kind === Kind.SCHEMA_DEFINITION &&
+      (d.directives ?? []).some((l) => l.name.value === 'link' && String(constValue(l, 'url')).includes('/join/') && constValue(l, 'as') !== undefined),
   );
-  const argOf = (d: ConstDirectiveNode, name: string) => constValue(d, name);
-  /** Per type, the graphs that declare it and the key each gives (null: no key). */
-  const typeGraphs = new Map<string, Map<string, string | null>>();
+  if (renamedJoin) return ['(the join spec is linked under another name: its entity fields cannot be checked)'];
+  const objects = document.definitions.filter(
+    (d): d is ObjectTypeDefinitionNode | ObjectTypeExtensionNode | InterfaceTypeDefinitionNode =>
+      d.kind === Kind.OBJECT_TYPE_DEFINITION || d.kind === Kind.OBJECT_TYPE_EXTENSION || d.kind === Kind.INTERFACE_TYPE_DEFINITION,
+  );
+  /** Per type, the graphs that declare it: the key each gives (null: none), and whether it is that graph's interface object. */
+  const typeGraphs = new Map<string, Map<string, { key: string | null; interfaceObject: boolean }>>();
   for (const type of objects) {
-    const graphs = typeGraphs.get(type.name.value) ?? new Map<string, string | null>();
+    const graphs = typeGraphs.get(type.name.value) ?? new Map<string, { key: string | null; interfaceObject: boolean }>();
     for (const d of type.directives ?? []) {
       if (d.name.value !== 'join__type') continue;
-      const key = argOf(d, 'key');
-      graphs.set(String(argOf(d, 'graph')), typeof key === 'string' ? key : (graphs.get(String(argOf(d, 'graph'))) ?? null));
+      const graph = String(constValue(d, 'graph'));
+      const key = constValue(d, 'key');
+      const before = graphs.get(graph);
+      graphs.set(graph, {
+        key: [before?.key, typeof key === 'string' ? key : null].filter((k): k is string => typeof k === 'string').join(' ') || null,
+        interfaceObject: before?.interfaceObject === true || constValue(d, 'isInterfaceObject') === true,
+      });
     }
     typeGraphs.set(type.name.value, graphs);
   }
   /** The graphs that resolve a field: its `@join__field` graphs (not external), else every graph of its type. */
-  const resolvers = (type: string, field: FieldDefinitionNode): string[] => {
+  const resolvers = (type: string, field: FieldDefinitionNode): string[] | 'unnamed' => {
     const joins = (field.directives ?? []).filter((d) => d.name.value === 'join__field');
     if (joins.length === 0) return [...(typeGraphs.get(type)?.keys() ?? [])];
-    return joins.filter((d) => argOf(d, 'external') !== true && argOf(d, 'graph') !== undefined).map((d) => String(argOf(d, 'graph')));
+    // A `@join__field` naming no graph (composition writes one for a field an interface object adds to the
+    // types implementing its interface): resolved by a graph this check cannot name, so it must declare.
+    if (joins.some((d) => constValue(d, 'graph') === undefined)) return 'unnamed';
+    return joins.filter((d) => constValue(d, 'external') !== true).map((d) => String(constValue(d, 'graph')));
   };
   const returned = new Map<string, Set<string>>();
   for (const type of objects)
     for (const field of type.fields ?? []) {
       const named = namedTypeOf(field.type);
-      if (named === type.name.value) continue;
-      for (const graph of resolvers(type.name.value, field)) returned.set(graph, (returned.get(graph) ?? new Set()).add(named));
+      const graphs = resolvers(type.name.value, field);
+      if (named === type.name.value || graphs === 'unnamed') continue;
+      for (const graph of graphs) returned.set(graph, (returned.get(graph) ?? new Set()).add(named));
     }
   const missing: string[] = [];
   for (const type of objects) {
     const graphs = typeGraphs.get(type.name.value)!;
-    if (ROOT_TYPES.has(type.name.value) || graphs.size < 2) continue;
+    if (ROOT_TYPES.has(type.name.value)) continue;
     for (const field of type.fields ?? []) {
       const coordinate = `${type.name.value}.${field.name.value}`;
-      if (rules.has(coordinate)) continue;
-      for (const graph of resolvers(type.name.value, field)) {
-        const key = graphs.get(graph);
-        const reference = key !== null && key !== undefined && !returned.get(graph)?.has(type.name.value);
+      // An interface's field declares on itself (the rules hold object fields: they judge concrete types).
+      if (rules.has(coordinate) || (field.directives ?? []).some((d) => SECURITY.has(d.name.value))) continue;
+      const resolvedBy = resolvers(type.name.value, field);
+      if (resolvedBy === 'unnamed') {
+        missing.push(coordinate);
+        continue;
+      }
+      if (graphs.size < 2) continue;
+      for (const graph of resolvedBy) {
+        const declared = graphs.get(graph);
+        const key = declared?.key ?? null;
+        // A reference: an entity this graph is handed (through `_entities`) and does not return itself, or an
+        // interface object (it stands for another graph's interface).
+        const reference = key !== null && (declared!.interfaceObject || !returned.get(graph)?.has(type.name.value));
         if (reference && !key.split(/[\s{}]+/).includes(field.name.value)) missing.push(coordinate);
       }
     }

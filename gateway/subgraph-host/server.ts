@@ -50,11 +50,6 @@ export interface RunningSubgraphServer {
   close(): Promise<void>;
 }
 
-/**
- * One subgraph as its own server (distributed mode): GraphQL over HTTP and graphql-transport-ws at
- * /graphql for the gateway, and /health. It migrates and owns its tables as in the one-process mode;
- * with API_KEYS set it wants a key as the gateway does (the gateway sends its own).
- */
 /** What a subgraph server reads: platform's section, the HTTP and WebSocket settings and how subgraphs execute; the subgraph its own slice of the rest. */
 export type SubgraphServerConfig = PlatformConfig &
   HttpConfig &
@@ -63,6 +58,11 @@ export type SubgraphServerConfig = PlatformConfig &
   RequestLimitsConfig &
   Readonly<Record<string, unknown>>;
 
+/**
+ * One subgraph as its own server (distributed mode): GraphQL over HTTP and graphql-transport-ws at
+ * /graphql for its gateway, and /health. It migrates and owns its tables as in the one-process mode, and
+ * serves only calls its gateway signed with PRINCIPAL_SECRET, which it needs to start.
+ */
 export async function startSubgraphServer(options: { config: SubgraphServerConfig; module: SubgraphModule; clock?: Clock }): Promise<RunningSubgraphServer> {
   const { config, module } = options;
   // A subgraph server serves only what its gateway signed: without the secret it could check nothing, and

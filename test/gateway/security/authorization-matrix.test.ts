@@ -5,6 +5,7 @@ import { buildASTSchema, getNamedType, isObjectType, parse, type GraphQLField } 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthorizer, satisfies, withoutSecurityDirectives } from '../../../gateway/security/authorization.js';
 import { SCOPES, type Principal, type Scope } from '../../../platform/principal.js';
+import { composeServices } from '@apollo/composition';
 import { undeclaredFields } from '../../../schema/compose.js';
 import { readCheckedInSupergraph } from '../../../schema/supergraph-file.js';
 import { OPERATIONS_DOC, withScopesTable } from '../../../tools/scopes-table.js';
@@ -92,6 +93,40 @@ describe('default deny, declared in the SDLs', () => {
     const fixed = { name: 'adds', sdl: `${base('b: Int @requiresScopes(scopes: [[]])')} type Thing @key(fields: "id") { id: ID! price: Int @authenticated }` };
     expect(undeclaredFields([owner, fixed])).toEqual([]);
     expect(undeclaredFields(subgraphs.map((m) => ({ name: m.name, sdl: readSubgraphSdl(m.name) })))).toEqual([]);
+  });
+
+  it("at run time too, a supergraph whose field added to another subgraph's entity declares nothing does not load, through an interface object as well", () => {
+    const link = 'extend schema @link(url: "https://specs.apollo.dev/federation/v2.5", import: ["@key", "@requiresScopes", "@interfaceObject", "@external"])';
+    const compose = (adds: string) => {
+      const result = composeServices([
+        {
+          name: 'owner',
+          url: 'http://127.0.0.1:1/graphql',
+          typeDefs: parse(`${link}
+            type Query { things: [Thing!]! @requiresScopes(scopes: [[]]) media: [Media!]! @requiresScopes(scopes: [[]]) }
+            type Thing @key(fields: "id") { id: ID! name: String }
+            interface Media @key(fields: "id") { id: ID! title: String }
+            type Book implements Media @key(fields: "id") { id: ID! title: String }`),
+        },
+        { name: 'adds', url: 'http://127.0.0.1:2/graphql', typeDefs: parse(`${link} ${adds}`) },
+      ]);
+      if (result.errors) throw new Error(result.errors.map((e) => e.message).join('; '));
+      return result.supergraphSdl;
+    };
+    const declared = '@requiresScopes(scopes: [["features:read"]])';
+    expect(() => createAuthorizer(compose(`type Thing @key(fields: "id") { id: ID! price: Int ${declared} }`))).not.toThrow();
+    expect(() => createAuthorizer(compose('type Thing @key(fields: "id") { id: ID! price: Int }'))).toThrow(/declare nothing: Thing\.price$/);
+    expect(() => createAuthorizer(compose(`type Media @key(fields: "id") @interfaceObject { id: ID! reviews: Int ${declared} }`))).not.toThrow();
+    expect(() => createAuthorizer(compose('type Media @key(fields: "id") @interfaceObject { id: ID! reviews: Int }'))).toThrow(
+      /declare nothing: .*Media\.reviews/,
+    );
+    // Composition names it as well.
+    expect(
+      undeclaredFields([
+        { name: 'owner', sdl: 'interface Media @key(fields: "id") { id: ID! }' },
+        { name: 'adds', sdl: 'type Media @key(fields: "id") @interfaceObject { id: ID! reviews: Int }' },
+      ]),
+    ).toEqual(['adds: Media.reviews']);
   });
 
   it('deny by default at run time too: a supergraph whose root field declares nothing does not load; a root field without a rule is refused to everyone; an interface field is judged by every type that implements it', () => {
