@@ -11,6 +11,7 @@ import { gatewayContextFrom, type GatewayContext } from '../execution/context.js
 import { resolvePolicies } from '../execution/operation-policy.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import { serializeSubgraphError } from '../execution/subgraph-errors.js';
+import { CloseCode } from '../subscriptions/close-codes.js';
 
 export interface SubgraphSocketOptions {
   config: Pick<HttpConfig & SubscriptionsConfig, 'BODY_LIMIT_BYTES' | 'WS_CONNECTION_INIT_TIMEOUT_MS' | 'WS_KEEPALIVE_MS'>;
@@ -38,13 +39,25 @@ export function attachSubgraphSocket(server: Server, options: SubgraphSocketOpti
     return signer.verify(typeof header === 'string' ? header : undefined, call);
   };
   const operations = new WeakMap<SubscribePayload, Principal>();
+  /** Sockets that carried an operation their gateway signed. */
+  const signedSockets = new WeakSet<WebSocket>();
   const wss = new WebSocketServer({ server, path: '/graphql', maxPayload: config.BODY_LIMIT_BYTES });
   const disposer = useServer<Record<string, unknown> | undefined, { socket: WebSocket; request: IncomingMessage }>(
     {
       schema: instance.schema,
       connectionInitWaitTimeout: config.WS_CONNECTION_INIT_TIMEOUT_MS,
-      // Every operation carries its own signed principal: the connection needs none.
-      onConnect: () => true,
+      // Every operation carries its own signed principal: the connection needs none. A socket that has
+      // carried no signed operation within the connection-init timeout is its gateway's no more than an
+      // idle stranger's: it is closed.
+      onConnect: (ctx) => {
+        const socket = ctx.extra.socket;
+        const timer = setTimeout(() => {
+          if (!signedSockets.has(socket)) socket.close(CloseCode.Unauthorized, 'Unauthorized: no signed operation');
+        }, config.WS_CONNECTION_INIT_TIMEOUT_MS);
+        timer.unref();
+        socket.once('close', () => clearTimeout(timer));
+        return true;
+      },
       // An operation acts for the principal the gateway signed into it; it is judged by this subgraph's own
       // SDL before it runs.
       onSubscribe: (ctx, _id, payload) => {
@@ -57,6 +70,7 @@ export function attachSubgraphSocket(server: Server, options: SubgraphSocketOpti
           ];
         }
         operations.set(payload, principal);
+        signedSockets.add(ctx.extra.socket);
         // The subgraph's pipeline, as on its HTTP door: the limits, validation, then its checks (the intake
         // guard, authorization by this subgraph's own SDL) before anything runs.
         const taken = pipeline.intake({

@@ -154,6 +154,18 @@ describe('a subgraph server reached past the gateway', () => {
     await client.dispose();
   });
 
+  it('a socket that carries no signed operation is closed (4401) once the connection-init timeout passes', async () => {
+    const socket = new WebSocket(optimization.replace('http', 'ws'), 'graphql-transport-ws');
+    const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+      socket.once('close', (code, reason) => resolve({ code, reason: String(reason) })),
+    );
+    const acked = new Promise<void>((resolve) => socket.once('message', () => resolve()));
+    await new Promise<void>((resolve, reject) => socket.once('open', resolve).once('error', reject));
+    socket.send(JSON.stringify({ type: 'connection_init' }));
+    await acked;
+    expect(await closed).toEqual({ code: 4401, reason: 'Unauthorized: no signed operation' });
+  });
+
   it('the gateway itself still serves every subgraph (its calls are signed), and /health names URLs to operators only', async () => {
     const res = await gql(server.url, '{ fleetSummary { total } }', {}, { 'x-api-key': FLEET });
     expect(res.errors).toBeUndefined();
