@@ -124,7 +124,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   // The caller's principal travels to subgraph servers signed with the secret they share: the only
   // credential they are sent. A server that answers a call nobody signed is not routed to.
   const signer = PrincipalSigner.from(config.PRINCIPAL_SECRET);
-  const trust = subgraphTrust(remoteUrls, app.log);
+  const trust = subgraphTrust(remoteUrls, config.SUBGRAPH_TIMEOUT_MS, app.log);
   const auth = createAuthenticator(config);
 
   // Sources are read at scrape time; the WebSocket server and subscriptions are attached last.
@@ -394,8 +394,10 @@ function remoteSubgraphs(config: Config, modules: readonly SubgraphModule[]): Re
  * Which subgraph servers refuse a call nobody signed (platform/subgraph-trust.ts), asked at start without
  * holding it up; a server that answers one is logged as an error and not routed to until it refuses.
  */
-function subgraphTrust(remoteUrls: ReadonlyMap<string, string>, log: FastifyBaseLogger): SubgraphTrust {
+function subgraphTrust(remoteUrls: ReadonlyMap<string, string>, timeoutMs: number, log: FastifyBaseLogger): SubgraphTrust {
+  // The question waits as long as a call would (SUBGRAPH_TIMEOUT_MS): a busy server is not an untrusted one.
   const trust = new SubgraphTrust(remoteUrls, {
+    timeoutMs,
     onVerdict: (subgraph, verdict) => {
       if (verdict === 'accepts-unsigned') log.error({ subgraph }, new UntrustedSubgraph(subgraph, verdict).message);
       else if (verdict === 'refuses-unsigned') log.info({ subgraph }, `subgraph ${subgraph} refuses unsigned calls: routed to`);

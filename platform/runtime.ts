@@ -68,7 +68,7 @@ export async function startSubgraphRuntime(args: {
     local: () => instances,
     urls: config.SUBGRAPH_URLS,
     signer: PrincipalSigner.from(config.PRINCIPAL_SECRET),
-    trust: new SubgraphTrust(new Map(Object.entries(config.SUBGRAPH_URLS))),
+    trust: new SubgraphTrust(new Map(Object.entries(config.SUBGRAPH_URLS)), { timeoutMs: config.PEER_TIMEOUT_MS }),
     timeoutMs: config.PEER_TIMEOUT_MS,
   });
   let relay: EventRelay | null = null;

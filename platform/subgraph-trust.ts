@@ -31,7 +31,7 @@ export class UntrustedSubgraph extends Error {
 export interface SubgraphTrustOptions {
   /** How long a verdict holds before it is asked again. @default 30000 */
   maxAgeMs?: number;
-  /** How long the unsigned call may take before the server counts as unreachable. @default 2000 */
+  /** How long the unsigned call may take before the server counts as unreachable (as long as a call may). @default 2000 */
   timeoutMs?: number;
   /** Told of every verdict that differs from the one before (the first included). */
   onVerdict?: (subgraph: string, verdict: TrustVerdict) => void;

@@ -114,8 +114,9 @@ async function probeBackends(options: GatewayHealthOptions): Promise<Backends> {
     options.names.map(async (name) => {
       const url = options.remoteUrls.get(name);
       if (url) {
-        const [serves, verdict] = await Promise.all([remoteReady(url), options.trust.current(name)]);
-        const refusesUnsigned = verdict === 'unreachable' ? null : verdict === 'refuses-unsigned';
+        const verdict = withDeadline(options.trust.current(name), READY_CHECK_TIMEOUT_MS, () => new Error('late')).catch(() => 'unreachable' as const);
+        const [serves, trusted] = await Promise.all([remoteReady(url), verdict]);
+        const refusesUnsigned = trusted === 'unreachable' ? null : trusted === 'refuses-unsigned';
         return [name, { ready: serves && refusesUnsigned === true, url, refusesUnsigned }] as const;
       }
       const instance = options.local.get(name);
