@@ -1,4 +1,6 @@
 // @ts-check
+// First: a Node outside package.json `engines` stops with what to do (imports are evaluated in order).
+import './node-check.mjs';
 import { buildServer, serverModule, serverStale } from './build.mjs';
 
 /*
