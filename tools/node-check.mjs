@@ -15,12 +15,12 @@ const accepted = nodeInRange(process.versions.node, String(engines.node));
 if (!accepted) {
   console.error(
     `ops-supergraph needs Node ${engines.node} (Node ${LTS} LTS is the one it is built and tested on); this is Node ${process.version}. ` +
-      `Install Node ${LTS} (https://nodejs.org/en/download, or a version manager: \`nvm install ${LTS}\`, \`fnm use ${LTS}\`; README, "Which Node").`,
+      `Install Node ${LTS} (https://nodejs.org/en/download, or a version manager: \`nvm install ${LTS}\`, \`fnm use ${LTS}\`; docs/operations.md, "Which Node").`,
   );
   process.exit(1);
 }
 if (major < 22) {
   console.error(
-    `ops-supergraph: Node ${process.version} is past its end of life (2026-04-30): it runs, but Node ${LTS} LTS is the supported runtime (README, "Which Node").`,
+    `ops-supergraph: Node ${process.version} is past its end of life (2026-04-30): it runs, but Node ${LTS} LTS is the supported runtime (docs/operations.md, "Which Node").`,
   );
 }
