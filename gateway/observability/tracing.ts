@@ -31,7 +31,7 @@ export function tracingConfigured(env: Record<string, string | undefined> = proc
  * load here, only when tracing is on (a tenth of a second of every start otherwise, docs/performance.md).
  */
 export async function startTracing(serviceName: string, given?: SpanExporter): Promise<{ flush(): Promise<void>; shutdown(): Promise<void> }> {
-  const [{ OTLPTraceExporter }, { Resource }, { BatchSpanProcessor }, { NodeTracerProvider }] = await Promise.all([
+  const [{ OTLPTraceExporter }, { resourceFromAttributes }, { BatchSpanProcessor }, { NodeTracerProvider }] = await Promise.all([
     import('@opentelemetry/exporter-trace-otlp-http'),
     import('@opentelemetry/resources'),
     import('@opentelemetry/sdk-trace-base'),
@@ -40,7 +40,7 @@ export async function startTracing(serviceName: string, given?: SpanExporter): P
   const exporter = given ?? new OTLPTraceExporter();
   const name = process.env['OTEL_SERVICE_NAME'] || serviceName;
   const installed = new NodeTracerProvider({
-    resource: new Resource({ 'service.name': name }),
+    resource: resourceFromAttributes({ 'service.name': name }),
     spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: 500 })],
   });
   installed.register();
