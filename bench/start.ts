@@ -21,7 +21,8 @@ import { median } from './support/stats.js';
  *
  * `--baseline DIR`: another checkout of this project (with its node_modules, as `npm ci` left it) started
  * the same way in each run, the two trees in turn (which goes first alternates), so the ratios come from
- * one run on the same machine state.
+ * one run on the same machine state. `--node BIN_DIR`: this tree started also with the Node in BIN_DIR
+ * (`$(.ci/node-lts)`: Node 24), in turn with the one running the benchmark.
  */
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -31,12 +32,22 @@ interface Timing {
   healthy: number;
 }
 
-async function startOnce(tree: string, dataDir: string, tmp: string): Promise<Timing> {
+async function startOnce(tree: string, dataDir: string, tmp: string, nodeBin: string | null): Promise<Timing> {
   const port = await freePort();
   const started = performance.now();
   const child = spawn('npm', ['start', '--silent'], {
     cwd: tree,
-    env: { ...env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, TMPDIR: tmp, LOG_LEVEL: 'warn', NODE_ENV: 'production' },
+    env: {
+      ...env,
+      ...(nodeBin ? { PATH: `${nodeBin}:${env['PATH'] ?? ''}` } : {}),
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATA_DIR: dataDir,
+      TMPDIR: tmp,
+      NODE_COMPILE_CACHE: join(tmp, 'compile-cache'),
+      LOG_LEVEL: 'warn',
+      NODE_ENV: 'production',
+    },
     stdio: ['ignore', 'ignore', 'pipe'],
     detached: true,
   });
@@ -70,6 +81,16 @@ async function startOnce(tree: string, dataDir: string, tmp: string): Promise<Ti
       process.kill(-child.pid!, 'SIGTERM');
       await gone;
     }
+    // npm exits before the server it started has: wait for the whole process group, so no start overlaps
+    // the last one's shutdown (and nothing still writes its directories).
+    for (;;) {
+      try {
+        process.kill(-child.pid!, 0);
+      } catch {
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
   }
 }
 
@@ -78,14 +99,18 @@ interface Starts {
   second: Timing[];
 }
 
-/** A fresh start and a second one of `tree`, on directories of their own. */
-async function startPair(tree: string, into: Starts): Promise<void> {
+/**
+ * A fresh start and a second one of `tree`, on directories of their own, the module compile cache (Node
+ * 22.1+, NODE_COMPILE_CACHE) among them: the fresh one starts without it, as after `npm ci`; the second
+ * has what the fresh one left.
+ */
+async function startPair(tree: string, into: Starts, nodeBin: string | null): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'ops-supergraph-bench-start-'));
   const dataDir = join(dir, 'data');
   const tmp = mkdtempSync(join(dir, 'tmp-'));
   try {
-    into.fresh.push(await startOnce(tree, dataDir, tmp));
-    into.second.push(await startOnce(tree, dataDir, tmp));
+    into.fresh.push(await startOnce(tree, dataDir, tmp, nodeBin));
+    into.second.push(await startOnce(tree, dataDir, tmp, nodeBin));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -98,12 +123,18 @@ export default async function run(): Promise<void> {
   const b = argv.indexOf('--baseline');
   const baseline = b >= 0 ? resolve(argv[b + 1] ?? '') : null;
   if (baseline && !existsSync(join(baseline, 'node_modules'))) throw new Error(`--baseline ${baseline}: no node_modules there (run npm ci in it first)`);
-  const trees = [{ name: 'this tree', dir: root, starts: { fresh: [], second: [] } as Starts }];
-  if (baseline) trees.push({ name: `baseline (${baseline})`, dir: baseline, starts: { fresh: [], second: [] } });
+  const n = argv.indexOf('--node');
+  const otherNode = n >= 0 ? resolve(argv[n + 1] ?? '') : null;
+  if (otherNode && !existsSync(join(otherNode, 'node'))) throw new Error(`--node ${otherNode}: no node binary there (a bin directory)`);
+  const trees: { name: string; dir: string; nodeBin: string | null; starts: Starts }[] = [
+    { name: `this tree, Node ${process.version}`, dir: root, nodeBin: null, starts: { fresh: [], second: [] } },
+  ];
+  if (baseline) trees.push({ name: `baseline (${baseline})`, dir: baseline, nodeBin: null, starts: { fresh: [], second: [] } });
+  if (otherNode) trees.push({ name: `this tree, the Node in ${otherNode}`, dir: root, nodeBin: otherNode, starts: { fresh: [], second: [] } });
   for (let r = 0; r < runs; r++) {
     const order = r % 2 === 0 ? trees : [...trees].reverse();
     for (const tree of order) {
-      await startPair(tree.dir, tree.starts);
+      await startPair(tree.dir, tree.starts, tree.nodeBin);
       const { fresh, second } = tree.starts;
       console.log(
         `run ${r + 1} of ${runs}, ${tree.name}: fresh ${fresh.at(-1)!.healthy.toFixed(0)} ms (listening ${fresh.at(-1)!.listening.toFixed(0)}), second ${second.at(-1)!.healthy.toFixed(0)} ms (listening ${second.at(-1)!.listening.toFixed(0)})`,

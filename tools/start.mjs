@@ -19,8 +19,9 @@ if (serverStale()) {
   );
 }
 process.setSourceMapsEnabled(true);
-// Node 22.1+ keeps V8's compiled code of every module loaded on disk (.build/compile-cache): a second start
-// reads it instead of compiling the server and its packages again. Node 20 has no such cache and skips it.
+// Node 22.1+ keeps V8's compiled code of every module loaded on disk (.build/compile-cache, or
+// NODE_COMPILE_CACHE): a second start reads it instead of compiling the server and its packages again.
+// Node 20 has no such cache and skips it.
 const { enableCompileCache } = /** @type {{ enableCompileCache?: (dir: string) => unknown }} */ (await import('node:module')).default;
-enableCompileCache?.(fileURLToPath(new URL('../.build/compile-cache', import.meta.url)));
+enableCompileCache?.(process.env['NODE_COMPILE_CACHE'] || fileURLToPath(new URL('../.build/compile-cache', import.meta.url)));
 await import(serverModule(entry));
