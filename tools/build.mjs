@@ -1,5 +1,8 @@
 // @ts-check
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { readFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -14,6 +17,10 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
  *   DATA_DIR starts as a copy of it (platform/pglite-cluster.ts) instead of running initdb, 3 s of a fresh
  *   start. Nothing of this install's data is in it: migrations, keys and the database's identity are made in
  *   each data directory at its first start.
+ * - the API reference page's renderer (RapiDoc, MIT): its prebuilt bundle, taken from the npm registry's
+ *   tarball of one pinned version whose integrity is checked, into .build/api-reference/. Only that file: the
+ *   package's own dependencies (a parser chain with native tree-sitter builds and an install-analytics
+ *   package) build RapiDoc from source and are never installed.
  *
  * A module's `import.meta.url` is kept its source file's URL in the bundle, so every file found beside a
  * module (migrations, models, the schema, the dashboard) is found as under tsx.
@@ -134,12 +141,72 @@ export async function buildCluster() {
   return true;
 }
 
+/** The renderer /docs serves: one version, its registry tarball's integrity pinned (npm view rapidoc@9.3.8 dist.integrity). */
+const RAPIDOC = {
+  version: '9.3.8',
+  integrity: 'sha512-eCYEbr1Xr8OJZvVCw8SXl9zBCRoLJbhNGuG5IZTHq/RWAOq/O4MafUCuFEyZHsrhLrlUcGZMa64pyhpib8fQKQ==',
+};
+const API_REFERENCE_DIR = join(root, '.build', 'api-reference');
+
+/**
+ * Puts RapiDoc's prebuilt bundle (and its licence) in .build/api-reference/, unless this version is there:
+ * `npm pack` fetches the tarball from the registry (or npm's cache) without installing anything, its
+ * integrity is checked, and the two files are taken out of it. Throws saying what to do when it cannot.
+ */
+export function buildApiReference() {
+  const marker = join(API_REFERENCE_DIR, 'rapidoc.json');
+  if (existsSync(marker) && JSON.parse(readFileSync(marker, 'utf8')).version === RAPIDOC.version) return false;
+  const work = mkdtempSync(join(tmpdir(), 'ops-supergraph-rapidoc-'));
+  const staging = `${API_REFERENCE_DIR}.tmp-${process.pid}`;
+  try {
+    try {
+      execFileSync('npm', ['pack', `rapidoc@${RAPIDOC.version}`, '--loglevel=error', '--pack-destination', work], { stdio: ['ignore', 'ignore', 'pipe'] });
+    } catch (error) {
+      const said = error instanceof Error && 'stderr' in error ? String(error.stderr).split('\n') : [];
+      const reason =
+        said.find((line) => /npm error (code|errno|request|network)/.test(line))?.replace(/^npm error /, '') ??
+        (error instanceof Error ? error.message : String(error));
+      throw new Error(`rapidoc@${RAPIDOC.version} could not be fetched from the npm registry or npm's cache (${reason}): run \`npm run build\` with network`, {
+        cause: error,
+      });
+    }
+    const tarball = join(work, `rapidoc-${RAPIDOC.version}.tgz`);
+    const integrity = `sha512-${createHash('sha512').update(readFileSync(tarball)).digest('base64')}`;
+    if (integrity !== RAPIDOC.integrity)
+      throw new Error(`rapidoc@${RAPIDOC.version}: the tarball's integrity is ${integrity}, not the pinned ${RAPIDOC.integrity}`);
+    execFileSync('tar', ['xzf', tarball, '-C', work, 'package/dist/rapidoc-min.js', 'package/dist/rapidoc-min.js.LICENSE.txt', 'package/LICENSE.txt']);
+    rmSync(staging, { recursive: true, force: true });
+    mkdirSync(staging, { recursive: true });
+    copyFileSync(join(work, 'package/dist/rapidoc-min.js'), join(staging, 'rapidoc-min.js'));
+    copyFileSync(join(work, 'package/LICENSE.txt'), join(staging, 'LICENSE.txt'));
+    // The licences of what the bundle contains.
+    copyFileSync(join(work, 'package/dist/rapidoc-min.js.LICENSE.txt'), join(staging, 'rapidoc-min.js.LICENSE.txt'));
+    writeFileSync(join(staging, 'rapidoc.json'), JSON.stringify(RAPIDOC));
+    rmSync(API_REFERENCE_DIR, { recursive: true, force: true });
+    renameSync(staging, API_REFERENCE_DIR);
+    return true;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const started = performance.now();
   const files = await buildServer();
   const server = performance.now();
   const made = await buildCluster();
+  const cluster = performance.now();
+  /** @type {string} */
+  let reference;
+  try {
+    reference = buildApiReference() ? `fetched in ${(performance.now() - cluster).toFixed(0)} ms` : 'already there';
+  } catch (error) {
+    // Everything else serves without it; /docs says what is missing.
+    reference = 'missing';
+    console.warn(`API reference renderer not built: ${error instanceof Error ? error.message : String(error)}`);
+  }
   console.log(
-    `server compiled from ${files} files in ${(server - started).toFixed(0)} ms; PGlite cluster ${made ? `made in ${(performance.now() - server).toFixed(0)} ms` : 'already made'} (.build/)`,
+    `server compiled from ${files} files in ${(server - started).toFixed(0)} ms; PGlite cluster ${made ? `made in ${(cluster - server).toFixed(0)} ms` : 'already made'}; API reference renderer ${reference} (.build/)`,
   );
 }
