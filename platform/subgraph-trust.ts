@@ -71,15 +71,23 @@ export class SubgraphTrust {
   }
 
   /**
+   * Whether a trusted verdict is held (stale ones too, asked again in the background): the check a call
+   * makes first, with no promise when the answer is yes.
+   */
+  trusted(subgraph: string): boolean {
+    const held = this.held.get(subgraph);
+    if (held?.verdict !== 'refuses-unsigned') return false;
+    if (this.now() - held.at >= this.maxAgeMs) void this.ask(subgraph);
+    return true;
+  }
+
+  /**
    * The subgraph's verdict for a call now: a trusted one held for less than `maxAgeMs` at once (a stale
    * one too, while it is asked again in the background); any other is asked again first, so a server
    * that starts refusing unsigned calls is routed to from its next call.
    */
   async current(subgraph: string): Promise<TrustVerdict> {
-    const held = this.held.get(subgraph);
-    if (held?.verdict !== 'refuses-unsigned') return this.ask(subgraph);
-    if (this.now() - held.at >= this.maxAgeMs) void this.ask(subgraph);
-    return held.verdict;
+    return this.trusted(subgraph) ? 'refuses-unsigned' : this.ask(subgraph);
   }
 
   /** Resolves when `subgraph` may be routed to (`current` is trusted); throws UntrustedSubgraph otherwise. */

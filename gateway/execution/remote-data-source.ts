@@ -64,7 +64,7 @@ export class RemoteDataSource implements GraphQLDataSource<GatewayContext> {
     const { http, ...sent } = request;
     const body = JSON.stringify(sent);
     try {
-      await this.options.trust.routable(this.service);
+      if (!this.options.trust.trusted(this.service)) await this.options.trust.routable(this.service);
       const answer = await this.send(this.headersFor(options, http?.headers, body), body);
       const read = readBody(answer);
       if (answer.status < 200 || answer.status > 299) {

@@ -33,6 +33,16 @@ export interface Authenticator {
   reloadKeys(): { ok: true; keys: number } | { ok: false; error: string };
 }
 
+/**
+ * Why a credential presented earlier no longer stands for `principal` (refused now, or naming someone
+ * else), or null while it does: the check an open socket or stream is given again (AUTH_RECHECK_S, SIGHUP).
+ */
+export async function revocationOf(auth: Authenticator, presented: CredentialHeaders, principal: Principal): Promise<string | null> {
+  const result = await auth.authenticate(presented);
+  if ('refused' in result) return result.refused;
+  return samePrincipal(result.principal, principal) ? null : 'it names another principal';
+}
+
 interface CredentialHeaders {
   'x-api-key'?: string | string[] | undefined;
   authorization?: string | undefined;

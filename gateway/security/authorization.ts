@@ -75,9 +75,9 @@ const ROOT_TYPES = new Set(['Query', 'Mutation', 'Subscription']);
  * The root fields an SDL defines that declare no requirement: `npm run compose` refuses them, and so does
  * building an authorizer (a supergraph loaded or reloaded from a file that was not composed here).
  */
-function undeclaredRootFields(sdl: string, rules: ReadonlyMap<string, Requirement>): string[] {
+function undeclaredRootFields(document: DocumentNode, rules: ReadonlyMap<string, Requirement>): string[] {
   const missing: string[] = [];
-  for (const def of parse(sdl).definitions) {
+  for (const def of document.definitions) {
     if (def.kind !== Kind.OBJECT_TYPE_DEFINITION && def.kind !== Kind.OBJECT_TYPE_EXTENSION) continue;
     if (!ROOT_TYPES.has(def.name.value)) continue;
     for (const field of def.fields ?? []) if (!rules.has(`${def.name.value}.${field.name.value}`)) missing.push(`${def.name.value}.${field.name.value}`);
@@ -92,8 +92,7 @@ function undeclaredRootFields(sdl: string, rules: ReadonlyMap<string, Requiremen
  * `undeclaredFields`), run again on a supergraph loaded or reloaded from a file. A graph serves a type when
  * it returns it from a field of its own; key fields and `@external` ones read nothing.
  */
-function undeclaredEntityFields(sdl: string, rules: ReadonlyMap<string, Requirement>): string[] {
-  const document = parse(sdl);
+function undeclaredEntityFields(document: DocumentNode, rules: ReadonlyMap<string, Requirement>): string[] {
   // The check reads the join spec's directives by their own names: a supergraph that renames them is refused.
   const renamedJoin = document.definitions.some(
     (d) =>
@@ -226,9 +225,9 @@ function constValue(node: ConstDirectiveNode | DirectiveNode, name: string): unk
 }
 
 /** The requirements declared in a supergraph, by `Type.field`. */
-export function securityRules(supergraphSdl: string): Map<string, Requirement> {
+export function securityRules(supergraph: string | DocumentNode): Map<string, Requirement> {
   const rules = new Map<string, Requirement>();
-  for (const def of parse(supergraphSdl).definitions) {
+  for (const def of (typeof supergraph === 'string' ? parse(supergraph) : supergraph).definitions) {
     if (def.kind !== Kind.OBJECT_TYPE_DEFINITION && def.kind !== Kind.OBJECT_TYPE_EXTENSION) continue;
     for (const field of def.fields ?? []) {
       const directives = field.directives ?? [];
@@ -243,13 +242,16 @@ export function securityRules(supergraphSdl: string): Map<string, Requirement> {
 
 /** The supergraph without the SECURITY features (their links, definitions and uses), for `@apollo/gateway`. */
 export function withoutSecurityDirectives(supergraphSdl: string): string {
+  return print(withoutSecurity(parse(supergraphSdl)));
+}
+
+function withoutSecurity(document: DocumentNode): DocumentNode {
   const securityLink = (d: DirectiveNode) => d.name.value === 'link' && [...SECURITY].some((name) => String(constValue(d, 'url')).includes(`/${name}/`));
-  const stripped = visit(parse(supergraphSdl), {
+  return visit(document, {
     Directive: (node) => (SECURITY.has(node.name.value) || securityLink(node) ? null : undefined),
     DirectiveDefinition: (node) => (SECURITY.has(node.name.value) ? null : undefined),
     ScalarTypeDefinition: (node) => (node.name.value.startsWith('requiresScopes__') ? null : undefined),
   });
-  return print(stripped);
 }
 
 export function satisfies(principal: Principal, requirement: Requirement): boolean {
@@ -313,8 +315,10 @@ export const INTROSPECTION_RULES: ReadonlyMap<string, Requirement> = new Map([
  * the authorizer share the verdict cache and the rules kept in this closure, hence one function.
  */
 export function createAuthorizer(supergraphSdl: string, options: { schema?: GraphQLSchema } = {}): Authorizer {
-  const rules = securityRules(supergraphSdl);
-  const undeclared = [...undeclaredRootFields(supergraphSdl, rules), ...undeclaredEntityFields(supergraphSdl, rules)];
+  // Parsed once: the rules, both checks and the planners' copy are read from this one document.
+  const document = parse(supergraphSdl);
+  const rules = securityRules(document);
+  const undeclared = [...undeclaredRootFields(document, rules), ...undeclaredEntityFields(document, rules)];
   if (undeclared.length > 0) {
     throw new Error(
       `every root field, and every field a subgraph adds to an entity another serves, declares who may use it (@requiresScopes, @authenticated; @requiresScopes(scopes: [[]]) for a public one), and these declare nothing: ${undeclared.join(', ')}`,
@@ -322,8 +326,9 @@ export function createAuthorizer(supergraphSdl: string, options: { schema?: Grap
   }
   for (const [coordinate, requirement] of INTROSPECTION_RULES) rules.set(coordinate, requirement);
   if (options.schema) for (const [coordinate, requirement] of FEDERATION_RULES) rules.set(coordinate, requirement);
-  const plannerSdl = withoutSecurityDirectives(supergraphSdl);
-  const schema: GraphQLSchema = options.schema ?? buildASTSchema(parse(plannerSdl), { assumeValidSDL: true });
+  const plannerDocument = withoutSecurity(document);
+  const plannerSdl = print(plannerDocument);
+  const schema: GraphQLSchema = options.schema ?? buildASTSchema(plannerDocument, { assumeValidSDL: true });
 
   /**
    * What a field that runs requires. A field selected on an interface or union is judged by every concrete

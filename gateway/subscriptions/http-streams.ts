@@ -4,8 +4,8 @@ import { getOperationAST, GraphQLError, OperationTypeNode, type ExecutionResult 
 import { isEventCursor } from '../../platform/event-hub.js';
 import { statusOf } from '../../platform/errors.js';
 import { principalKey, type GatewayContext } from '../execution/context.js';
-import { samePrincipal, type Principal } from '../../platform/principal.js';
-import type { Authenticator } from '../security/auth.js';
+import type { Principal } from '../../platform/principal.js';
+import { revocationOf, type Authenticator } from '../security/auth.js';
 import { admitOperation, type OperationGate } from './admission.js';
 import { cursorOf, SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
 import type { SocketExecution } from './ws-server.js';
@@ -248,10 +248,10 @@ export class HttpStreams {
     let ended = 0;
     await Promise.all(
       [...this.open].map(async (open) => {
-        const result = await auth.authenticate(open.credentials);
-        if ('principal' in result && samePrincipal(result.principal, open.principal)) return;
+        const reason = await revocationOf(auth, open.credentials, open.principal);
+        if (reason === null) return;
         ended++;
-        open.revoke('refused' in result ? result.refused : 'it names another principal');
+        open.revoke(reason);
       }),
     );
     return ended;

@@ -4,9 +4,9 @@ import { GraphQLError, type ExecutionResult, type GraphQLSchema } from 'graphql'
 
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { Authenticator } from '../security/auth.js';
+import { revocationOf, type Authenticator } from '../security/auth.js';
 import type { BrowserOrigins } from '../security/cors.js';
-import { samePrincipal, type Principal } from '../../platform/principal.js';
+import type { Principal } from '../../platform/principal.js';
 import { gatewayContextFrom, type GatewayContext } from '../execution/context.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import { rateLimitedError, type RateLimiter } from '../security/rate-limit.js';
@@ -223,12 +223,11 @@ export function attachGraphQLWebSocket(options: WsOptions): {
           const principal = principals.get(ctx);
           const presented = credentials.get(ctx);
           if (!principal || !presented) return;
-          const result = await options.auth.authenticate(presented);
-          if ('principal' in result && samePrincipal(result.principal, principal)) return;
+          const reason = await revocationOf(options.auth, presented, principal);
+          if (reason === null) return;
           const socket = (ctx as unknown as { extra: { socket: WebSocket } }).extra.socket;
           if (socket.readyState !== socket.OPEN) return;
           closed++;
-          const reason = 'refused' in result ? result.refused : 'it names another principal';
           socket.close(CloseCode.Unauthorized, `Unauthorized: the credential is no longer valid (${reason}); reconnect with a valid one`.slice(0, 120));
         }),
       );
