@@ -1,10 +1,9 @@
-// Production mode is settled first (graphql-js reads NODE_ENV as it loads), and the subgraphs' modules load
-// before every other: measured with `npm run bench -- gateway --baseline`, the distributed gateway used
-// 1.11-1.13x the CPU per federated query when they loaded after the gateway's own modules, and 1.00x when
-// first, as before the rooms (docs/performance.md). Why the order matters is not yet understood.
+// Production mode is settled first (graphql-js reads NODE_ENV as it loads). What loads before main() runs
+// is only what reads the configuration and opens the database: the embedded database opens on its own
+// thread (platform/pglite-thread.ts) while everything else loads.
 import './http/production-mode.js';
-import { subgraphs } from '../subgraphs/registry.js';
-import { openRuntimeDatabase } from '../platform/runtime.js';
+import { subgraphNames } from '../schema/subgraphs.js';
+import { openRuntimeDatabase } from '../platform/db.js';
 import { assertPortFree } from './http/port.js';
 import { configOrExit } from './config.js';
 import { closeOnSignal, exitOnStartFailure, productionModeUnlessSet } from './http/process.js';
@@ -16,10 +15,15 @@ async function main(): Promise<void> {
   await assertPortFree(config.HOST, config.PORT);
   // Before anything loads graphql-js (the dashboard's module reaches the error catalogue).
   productionModeUnlessSet();
-  // The database opens while the server's modules load (PGlite reads its files meanwhile): unless every
+  // The database opens while the server's modules load (PGlite on its own thread meanwhile): unless every
   // subgraph is served elsewhere (SUBGRAPH_URLS), the start needs it. A failure is reported where it is used.
-  const database = subgraphs.some((m) => !(m.name in config.SUBGRAPH_URLS)) ? openRuntimeDatabase(config) : undefined;
+  const database = subgraphNames.some((name) => !(name in config.SUBGRAPH_URLS)) ? openRuntimeDatabase(config) : undefined;
   database?.catch(() => undefined);
+  // The subgraphs' modules load before the gateway's own: measured with `npm run bench -- gateway --baseline`,
+  // the distributed gateway used 1.11-1.13x the CPU per federated query when they loaded after the gateway's
+  // modules, and 1.00x when first, as before the rooms (docs/performance.md). Why the order matters is not
+  // yet understood.
+  await import('../subgraphs/registry.js');
   // `npm ci` builds the dashboard (the package's prepare script); an install that skipped scripts has it built here.
   const { buildDashboard, dashboardBuilt } = await import('./http/dashboard.js');
   if (!dashboardBuilt()) {

@@ -1,9 +1,10 @@
-import { PGlite } from '@electric-sql/pglite';
 import type { Client, CustomTypesConfig, Pool, PoolClient } from 'pg';
 import { lockDataDir } from './data-dir-lock.js';
 import { classifyDatabaseError, connectivityFailure, DatabaseUnavailableError, guarded, redactDatabaseUrl } from './db-errors.js';
+import type { PlatformConfig } from './config.js';
 import type { QueryResult } from './query-result.js';
 import { seedFromCluster } from './pglite-cluster.js';
+import { PgliteThread } from './pglite-thread.js';
 import { ReadCache } from './read-cache.js';
 import { StartupError } from './startup-error.js';
 
@@ -67,6 +68,17 @@ export interface DatabaseOptions {
   readCache?: boolean;
 }
 
+/** Opens the database the subgraphs run on: DATABASE_URL, or PGlite under DATA_DIR (in memory for `:memory:`). */
+export function openRuntimeDatabase(config: PlatformConfig): Promise<Database> {
+  return openDatabase({
+    url: config.DATABASE_URL,
+    dataDir: config.DATA_DIR === ':memory:' ? undefined : config.DATA_DIR,
+    schema: config.DATABASE_SCHEMA,
+    queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
+    readCache: config.EMBEDDED_READ_CACHE,
+  });
+}
+
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   return options.url ? openPostgres(options.url, options) : openPglite(options.dataDir, options.readCache ?? true);
 }
@@ -88,25 +100,24 @@ function parseInt8(text: string): number {
 }
 
 /**
- * The embedded database. A data directory has one writer: its lock is taken before PGlite opens it and
- * released after PGlite has closed it. Every call fails as DatabaseUnavailableError once PGlite is closed.
+ * The embedded database, on a thread of its own (platform/pglite-thread.ts). A data directory has one
+ * writer: its lock is taken before PGlite opens it and released after PGlite has closed it. Every call
+ * fails as DatabaseUnavailableError once PGlite is closed, or its thread stopped.
  */
 async function openPglite(dataDir: string | undefined, readCache: boolean): Promise<Database> {
   const lock = dataDir ? await lockDataDir(dataDir) : null;
-  const options = { parsers: { [INT8_OID]: parseInt8 } };
-  let db: PGlite;
+  let db: PgliteThread;
   try {
     if (dataDir) seedFromCluster(dataDir);
-    db = dataDir ? new PGlite(dataDir, options) : new PGlite(options);
-    await db.waitReady;
+    db = await PgliteThread.open(dataDir);
   } catch (error) {
     lock?.release();
     throw error;
   }
-  const toResult = <R>(res: { rows: R[]; affectedRows?: number }): QueryResult<R> => ({
+  const toResult = <R>(res: { rows: R[]; affectedRows: number }): QueryResult<R> => ({
     rows: res.rows,
     // PGlite reports affectedRows 0 for a SELECT, and no rows for an UPDATE without RETURNING.
-    rowCount: Math.max(res.rows.length, res.affectedRows ?? 0),
+    rowCount: Math.max(res.rows.length, res.affectedRows),
   });
   const cache = readCache ? new ReadCache() : null;
   /** Runs a statement that may change the data: nothing read before it, or while it ran, is kept. */
@@ -139,10 +150,10 @@ async function openPglite(dataDir: string | undefined, readCache: boolean): Prom
     transaction<T>(fn: (tx: Queryable) => Promise<T>) {
       return writing(() =>
         guarded(() =>
-          db.transaction(async (tx) =>
+          db.transaction((query) =>
             fn({
               async query<R>(sql: string, params?: readonly unknown[]) {
-                return toResult(await guarded(() => tx.query<R>(sql, params ? [...params] : undefined)));
+                return toResult(await guarded(() => query<R>(sql, params ? [...params] : undefined)));
               },
             }),
           ),
@@ -159,7 +170,7 @@ async function openPglite(dataDir: string | undefined, readCache: boolean): Prom
     },
     async close() {
       try {
-        if (!db.closed) await db.close();
+        await db.close();
       } finally {
         lock?.release();
       }

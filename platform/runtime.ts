@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type { Clock } from './clock.js';
 import { isDemoMode, sliceOf, type PlatformConfig } from './config.js';
-import { openDatabase, type Database } from './db.js';
+import { openRuntimeDatabase, type Database } from './db.js';
 import { EventHub } from './event-hub.js';
 import type { EventRelay } from './event-relay.js';
 import { databaseIdentity } from './lineage.js';
@@ -23,17 +23,6 @@ export interface SubgraphRuntime {
   relay: EventRelay | null;
   instances: ReadonlyMap<string, SubgraphInstance>;
   close(): Promise<void>;
-}
-
-/** Opens the database the subgraphs run on: DATABASE_URL, or PGlite under DATA_DIR (in memory for `:memory:`). */
-export function openRuntimeDatabase(config: PlatformConfig): Promise<Database> {
-  return openDatabase({
-    url: config.DATABASE_URL,
-    dataDir: config.DATA_DIR === ':memory:' ? undefined : config.DATA_DIR,
-    schema: config.DATABASE_SCHEMA,
-    queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
-    readCache: config.EMBEDDED_READ_CACHE,
-  });
 }
 
 /**

@@ -1,0 +1,169 @@
+import module from 'node:module';
+import { Worker } from 'node:worker_threads';
+
+/** What PGlite answers a statement with, as it crosses from the database's thread. */
+interface RawResult<R> {
+  rows: R[];
+  affectedRows: number;
+}
+
+interface SerializedError {
+  name: string;
+  message: string;
+  fields: Record<string, string | number | boolean | null>;
+}
+
+type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: SerializedError };
+type Message = Reply | { notify: string; payload: string } | { ready: true } | { ready: false; error: SerializedError };
+
+/** The message every call fails with once the database is closed (platform/db-errors.ts reads it as an outage). */
+const CLOSED = 'PGlite is closed';
+
+/** An error of the database's thread, as the error classification reads it: class name, message, SQLSTATE and fields. */
+function revive(error: SerializedError): Error {
+  const Class = { RangeError, TypeError, SyntaxError }[error.name] ?? Error;
+  const revived = new Class(error.message);
+  if (revived.name !== error.name) Object.defineProperty(revived, 'name', { value: error.name, configurable: true, writable: true });
+  return Object.assign(revived, error.fields);
+}
+
+/**
+ * PGlite on a thread of its own (platform/pglite-worker.mjs), called as PGlite is: the server's thread
+ * builds and serves while the database opens and runs statements. Parameters and rows cross by structured
+ * clone (strings, numbers, BigInt, Date, Uint8Array, JSON objects). The thread keeps the process alive
+ * only while a call is waiting on it.
+ */
+export class PgliteThread {
+  #worker: Worker;
+  #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  #lastId = 0;
+  #closed = false;
+  #stopped: Error | null = null;
+  #listeners = new Map<string, Set<(payload: string) => void>>();
+
+  private constructor(worker: Worker) {
+    this.#worker = worker;
+    worker.on('message', (message: Message) => {
+      if ('notify' in message) {
+        for (const handler of this.#listeners.get(message.notify) ?? []) handler(message.payload);
+      } else if ('id' in message) {
+        const call = this.#pending.get(message.id);
+        if (!call) return;
+        this.#pending.delete(message.id);
+        if (this.#pending.size === 0) worker.unref();
+        if (message.ok) call.resolve(message.value);
+        else call.reject(revive(message.error));
+      }
+    });
+    const stop = (reason: Error) => {
+      this.#closed = true;
+      this.#stopped ??= reason;
+      for (const call of this.#pending.values()) call.reject(reason);
+      this.#pending.clear();
+    };
+    worker.on('error', (error) => stop(new Error(`${CLOSED}: the embedded database's thread stopped (${error.message})`, { cause: error })));
+    worker.on('exit', (code) => stop(new Error(`${CLOSED}: the embedded database's thread exited (${code})`)));
+  }
+
+  /** Starts the thread and opens PGlite on `dataDir` (in memory without one); rejects as PGlite would. */
+  static async open(dataDir: string | undefined): Promise<PgliteThread> {
+    const compileCache = (module as { getCompileCacheDir?: () => string | undefined }).getCompileCacheDir?.();
+    const worker = new Worker(new URL('./pglite-worker.mjs', import.meta.url), {
+      workerData: { dataDir, compileCache },
+      // The thread loads PGlite and nothing else: no loader or profiler flags of the process.
+      execArgv: [],
+    });
+    let onMessage: (message: Message) => void = () => undefined;
+    let onError: (error: Error) => void = () => undefined;
+    let onExit: (code: number) => void = () => undefined;
+    const ready = await new Promise<Message>((resolve, reject) => {
+      onMessage = resolve;
+      onError = reject;
+      onExit = (code) => reject(new Error(`the embedded database's thread exited (${code}) before it opened`));
+      worker.once('message', onMessage).once('error', onError).once('exit', onExit);
+    })
+      .catch(async (error: unknown) => {
+        await worker.terminate();
+        throw error;
+      })
+      .finally(() => worker.off('message', onMessage).off('error', onError).off('exit', onExit));
+    if (!('ready' in ready) || !ready.ready) {
+      await worker.terminate();
+      throw 'error' in ready ? revive(ready.error) : new Error('the embedded database did not open');
+    }
+    worker.unref();
+    return new PgliteThread(worker);
+  }
+
+  /** True once closed, or once the thread stopped; every call then fails. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  #call<T>(message: Record<string, unknown>): Promise<T> {
+    if (this.#closed) return Promise.reject(this.#stopped ?? new Error(CLOSED));
+    const id = ++this.#lastId;
+    return new Promise<T>((resolve, reject) => {
+      this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      if (this.#pending.size === 1) this.#worker.ref();
+      this.#worker.postMessage({ ...message, id });
+    });
+  }
+
+  query<R>(sql: string, params?: unknown[], tx?: number): Promise<RawResult<R>> {
+    return this.#call({ op: 'query', sql, params, tx });
+  }
+
+  exec(sql: string): Promise<void> {
+    return this.#call({ op: 'exec', sql });
+  }
+
+  /** Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it throws (its error rethrown). */
+  async transaction<T>(fn: (query: <R>(sql: string, params?: unknown[]) => Promise<RawResult<R>>) => Promise<T>): Promise<T> {
+    const tx = await this.#call<number>({ op: 'begin' });
+    let result: T;
+    try {
+      result = await fn((sql, params) => this.query(sql, params, tx));
+    } catch (error) {
+      await this.#call({ op: 'end', tx, commit: false }).catch(() => undefined);
+      throw error;
+    }
+    await this.#call({ op: 'end', tx, commit: true });
+    return result;
+  }
+
+  /** Subscribes to NOTIFY on `channel`; resolves to the function that unsubscribes. */
+  async listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>> {
+    let handlers = this.#listeners.get(channel);
+    if (!handlers) {
+      handlers = new Set();
+      this.#listeners.set(channel, handlers);
+    }
+    handlers.add(onPayload);
+    try {
+      await this.#call({ op: 'listen', channel });
+    } catch (error) {
+      handlers.delete(onPayload);
+      throw error;
+    }
+    return async () => {
+      handlers.delete(onPayload);
+      if (handlers.size === 0 && this.#listeners.get(channel) === handlers) {
+        this.#listeners.delete(channel);
+        await this.#call({ op: 'unlisten', channel });
+      }
+    };
+  }
+
+  /** Closes PGlite (its files written) and ends the thread. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    try {
+      await this.#call({ op: 'close' });
+    } finally {
+      this.#closed = true;
+      this.#stopped = null;
+      await this.#worker.terminate();
+    }
+  }
+}
