@@ -18,6 +18,7 @@ import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { readCheckedInSupergraph } from '../schema/supergraph-file.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { createFederatedGateway, type FederatedGateway } from './execution/federated-gateway.js';
+import { loadGraphQLJit } from './execution/in-process-data-source.js';
 import { startGraphQLServer } from './graphql/apollo.js';
 import { DocumentRegistry, documentStep } from './graphql/documents.js';
 import { ServedSupergraph, type ReloadResult } from './graphql/served-supergraph.js';
@@ -202,6 +203,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const rest = registerRest(app, { modules, execute: graphql.execute, authorizer, pipeline, keysRequired: auth.enabled });
   warmUp.add('openapi', rest.openApiDocument);
   warmUp.add('subscription planner', () => subscriptions.warm());
+  warmUp.add('graphql-jit', () => void loadGraphQLJit());
   for (const [name, instance] of byName) if (instance.warmUp) warmUp.add(`subgraph ${name}`, () => instance.warmUp!());
   registerUsageRoute(app, { usage, schema: servedSchema, retentionMs: config.USAGE_RETENTION_DAYS * 86_400_000, supergraphSdl: () => served.sdl });
   registerGatewayHealth(app, {

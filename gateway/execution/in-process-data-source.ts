@@ -2,7 +2,7 @@ import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo
 import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { tracer, tracingEnabled } from '../observability/tracing.js';
 import { execute, parse, validate, type DocumentNode, type ExecutionResult, type GraphQLError, type GraphQLSchema } from 'graphql';
-import { compileQuery, isCompiledQuery, type CompiledQuery } from 'graphql-jit';
+import type { CompiledQuery } from 'graphql-jit';
 import { SYSTEM_PRINCIPAL } from '../../platform/principal.js';
 import type { SubgraphInstance } from '../../platform/subgraph.js';
 import type { GatewayContext } from './context.js';
@@ -75,7 +75,7 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
     const incoming = 'incomingRequestContext' in options;
     const headers = incoming ? options.context.headers : {};
     const principal = incoming ? options.context.principal : SYSTEM_PRINCIPAL;
-    const prepared = this.prepare(query);
+    const prepared = this.documents.get(query) ?? (await this.prepare(query));
     if ('errors' in prepared) {
       return { errors: prepared.errors.map((e) => ({ ...e.toJSON(), extensions: { ...e.extensions, code: 'GRAPHQL_VALIDATION_FAILED' } })) };
     }
@@ -107,27 +107,34 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
     return response;
   }
 
-  private prepare(query: string): Prepared {
-    let prepared = this.documents.get(query);
-    if (!prepared) {
-      const document = parse(query);
-      const errors = validate(this.subgraph.schema, document);
-      if (errors.length > 0) prepared = { errors };
-      else {
-        prepared = { document, compiled: compiledOrNull(this.subgraph.schema, document) };
-      }
-      if (this.documents.size >= MAX_CACHED_DOCUMENTS) this.documents.delete(this.documents.keys().next().value!);
-      this.documents.set(query, prepared);
-    }
+  private async prepare(query: string): Promise<Prepared> {
+    const document = parse(query);
+    const errors = validate(this.subgraph.schema, document);
+    const prepared: Prepared = errors.length > 0 ? { errors } : { document, compiled: await compiledOrNull(this.subgraph.schema, document) };
+    if (this.documents.size >= MAX_CACHED_DOCUMENTS) this.documents.delete(this.documents.keys().next().value!);
+    this.documents.set(query, prepared);
     return prepared;
   }
+}
+
+type GraphQLJit = typeof import('graphql-jit');
+let jit: GraphQLJit | null = null;
+let jitLoading: Promise<GraphQLJit> | null = null;
+
+/**
+ * Loads graphql-jit (once). The server's start does not wait for it: it is loaded right after the port
+ * listens (a warm-up task), or by the first document compiled, whichever comes first.
+ */
+export function loadGraphQLJit(): Promise<GraphQLJit> {
+  return (jitLoading ??= import('graphql-jit').then((module) => (jit = module)));
 }
 
 /**
  * The document compiled by graphql-jit, or null when it declines (graphql-js then executes it). A subgraph
  * server compiles its callers' documents the same way (gateway/subgraph-host/compiled-executor.ts).
  */
-export function compiledOrNull(schema: GraphQLSchema, document: DocumentNode, operationName?: string): CompiledQuery | null {
+export async function compiledOrNull(schema: GraphQLSchema, document: DocumentNode, operationName?: string): Promise<CompiledQuery | null> {
+  const { compileQuery, isCompiledQuery } = jit ?? (await loadGraphQLJit());
   try {
     const compiled = compileQuery(schema, document, operationName);
     return isCompiledQuery(compiled) ? compiled : null;

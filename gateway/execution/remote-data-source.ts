@@ -3,13 +3,17 @@ import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { GraphQLError, parse, type GraphQLFormattedError } from 'graphql';
 import { STATUS_CODES } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { Pool, type Dispatcher } from 'undici';
+import { createRequire } from 'node:module';
+import type { Dispatcher, Pool } from 'undici';
 import { PRINCIPAL_HEADER, SYSTEM_PRINCIPAL, type PrincipalSigner } from '../../platform/principal.js';
 import type { SubgraphTrust } from '../../platform/subgraph-trust.js';
 import { parseCacheControlHeader } from './apollo-seam.js';
 import { FORWARDED_HEADERS, type GatewayContext } from './context.js';
 import { unavailableErrors } from './subgraph-errors.js';
 import { injectTrace } from '../observability/tracing.js';
+
+/** undici loads with the first subgraph served elsewhere: a gateway whose subgraphs all run in process does not pay for it. */
+const require = createRequire(import.meta.url);
 
 export interface RemoteDataSourceOptions {
   /** A call not answered whole this long after it was made is given up (the subgraph counts as unavailable). */
@@ -48,7 +52,8 @@ export class RemoteDataSource implements GraphQLDataSource<GatewayContext> {
     private readonly options: RemoteDataSourceOptions,
   ) {
     const target = new URL(url);
-    this.pool = new Pool(target.origin, { connections: 64, keepAliveTimeout: 30_000 });
+    const { Pool: UndiciPool } = require('undici') as typeof import('undici');
+    this.pool = new UndiciPool(target.origin, { connections: 64, keepAliveTimeout: 30_000 });
     this.path = `${target.pathname}${target.search}`;
     this.calls = new CallDeadlines(options.timeoutMs, (ms) => new Error(`subgraph ${service} did not answer within ${ms} ms`));
   }

@@ -14,13 +14,13 @@ import { compiledOrNull, compiledSubgraphExecution, subgraphExecutionCounts } fr
 
 export function compiledSubgraphGateway(schema: GraphQLSchema, sdl: string): GatewayInterface {
   const compiledByDocument = new WeakMap<DocumentNode, Map<string, CompiledQuery | null>>();
-  const compiledFor = (document: DocumentNode, operation: OperationDefinitionNode, operationName: string | null): CompiledQuery | null => {
+  const compiledFor = async (document: DocumentNode, operation: OperationDefinitionNode, operationName: string | null): Promise<CompiledQuery | null> => {
     let byOperation = compiledByDocument.get(document);
     if (!byOperation) compiledByDocument.set(document, (byOperation = new Map<string, CompiledQuery | null>()));
     const key = operationName ?? '';
     let compiled = byOperation.get(key);
     if (compiled === undefined) {
-      compiled = interpretedOnly(operation) ? null : compiledOrNull(schema, document, operationName ?? undefined);
+      compiled = interpretedOnly(operation) ? null : await compiledOrNull(schema, document, operationName ?? undefined);
       byOperation.set(key, compiled);
     }
     return compiled;
@@ -28,7 +28,7 @@ export function compiledSubgraphGateway(schema: GraphQLSchema, sdl: string): Gat
   const executor: GatewayExecutor = async (request) => {
     const { document, operation, operationName, context } = request;
     const variables = request.request.variables ?? {};
-    const compiled = compiledSubgraphExecution() ? compiledFor(document, operation, operationName) : null;
+    const compiled = compiledSubgraphExecution() ? await compiledFor(document, operation, operationName) : null;
     const interpreted = () => execute({ schema, document, operationName, variableValues: variables, contextValue: context });
     if (!compiled) {
       subgraphExecutionCounts.interpreted += 1;
