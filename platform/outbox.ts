@@ -62,16 +62,20 @@ export async function lockCommitOrder(tx: Queryable): Promise<void> {
  */
 export async function appendEvents(tx: Queryable, events: readonly OutboxEvent[]): Promise<string[]> {
   if (events.length === 0) return [];
-  await lockCommitOrder(tx);
+  // One statement, one round trip: the lock (`lockCommitOrder`'s, taken before any id is drawn: the rows
+  // are made from the lock's row), the rows in the order given, and the notification of the last id.
   const res = await tx.query<{ id: string }>(
-    `INSERT INTO outbox (topic, key, payload, audience)
-     SELECT e.topic, e.key, e.payload, e.audience
-     FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (topic text, key text, payload jsonb, audience jsonb)) WITH ORDINALITY AS e(topic, key, payload, audience, n)
-     ORDER BY e.n
-     RETURNING id::text AS id`,
-    [JSON.stringify(events.map((e) => ({ topic: e.topic, key: e.key ?? null, payload: e.payload, audience: e.audience })))],
+    `WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1) AS held),
+     appended AS (
+       INSERT INTO outbox (topic, key, payload, audience)
+       SELECT e.topic, e.key, e.payload, e.audience
+       FROM locked, ROWS FROM (jsonb_to_recordset($2::jsonb) AS (topic text, key text, payload jsonb, audience jsonb)) WITH ORDINALITY AS e(topic, key, payload, audience, n)
+       ORDER BY e.n
+       RETURNING id
+     ),
+     notified AS MATERIALIZED (SELECT pg_notify($3, max(id)::text) FROM appended)
+     SELECT appended.id::text AS id FROM appended, notified ORDER BY appended.id`,
+    [OUTBOX_LOCK, JSON.stringify(events.map((e) => ({ topic: e.topic, key: e.key ?? null, payload: e.payload, audience: e.audience }))), OUTBOX_CHANNEL],
   );
-  const ids = res.rows.map((r) => r.id);
-  await tx.query('SELECT pg_notify($1, $2)', [OUTBOX_CHANNEL, ids[ids.length - 1]]);
-  return ids;
+  return res.rows.map((r) => r.id);
 }

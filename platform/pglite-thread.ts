@@ -37,6 +37,7 @@ export class PgliteThread {
   #worker: Worker;
   #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   #lastId = 0;
+  #lastTransaction = 0;
   #closed = false;
   #stopped: Error | null = null;
   #listeners = new Map<string, Set<(payload: string) => void>>();
@@ -118,13 +119,25 @@ export class PgliteThread {
     return this.#call({ op: 'exec', sql });
   }
 
-  /** Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it throws (its error rethrown). */
+  /**
+   * Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it throws (its error rethrown).
+   * BEGIN is not waited for: the first statement goes with it and fails as BEGIN did.
+   */
   async transaction<T>(fn: (query: <R>(sql: string, params?: unknown[]) => Promise<RawResult<R>>) => Promise<T>): Promise<T> {
-    const tx = await this.#call<number>({ op: 'begin' });
+    const tx = ++this.#lastTransaction;
+    const began = this.#call<void>({ op: 'begin', tx });
+    began.catch(() => undefined);
     let result: T;
     try {
       result = await fn((sql, params) => this.query(sql, params, tx));
+      await began;
     } catch (error) {
+      // A transaction that did not begin has nothing to roll back; its own error is the one that says why.
+      const beginError = await began.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      if (beginError) throw beginError;
       await this.#call({ op: 'end', tx, commit: false }).catch(() => undefined);
       throw error;
     }

@@ -66,36 +66,42 @@ try {
 }
 
 /**
- * Open transactions by id: the handle PGlite gave, and how to end it (resolve: COMMIT; reject: ROLLBACK).
- * @type {Map<number, { tx: import('@electric-sql/pglite').Transaction | null; end: (commit: boolean) => void; done: Promise<unknown> }>}
+ * @typedef {object} OpenTransaction
+ * @property {Promise<import('@electric-sql/pglite').Transaction>} opened PGlite's handle, once BEGIN ran
+ * @property {(commit: boolean) => void} end resolves (COMMIT) or rejects (ROLLBACK) what PGlite waits on
+ * @property {Promise<unknown>} done settles when PGlite has committed or rolled back
+ */
+/**
+ * Open transactions by the id their caller gave in `begin`. The caller sends its statements without
+ * waiting for `begin`'s answer (one round trip less per transaction): each waits here until BEGIN ran, and
+ * fails as BEGIN did when it could not run.
+ * @type {Map<number, OpenTransaction>}
  */
 const transactions = new Map();
-let lastTransaction = 0;
 /** A rollback asked for: what the transaction's function "throws" so that PGlite rolls back. */
 const ROLLBACK = Symbol('rollback');
 /** Channels listened to, with the function that stops listening. @type {Map<string, Promise<() => Promise<void>>>} */
 const channels = new Map();
 
-async function begin() {
-  const txId = ++lastTransaction;
-  /** @type {(value?: unknown) => void} */
+/** Starts transaction `txId` (synchronously registered, so that statements sent after it find it). @param {number} txId */
+function begin(txId) {
+  if (transactions.has(txId)) throw new Error(`transaction ${txId} is already open`);
+  /** @type {(tx: import('@electric-sql/pglite').Transaction) => void} */
   let began = () => undefined;
-  const open = new Promise((resolve) => (began = resolve));
+  /** @type {Promise<import('@electric-sql/pglite').Transaction>} */
+  const began$ = new Promise((resolve) => (began = resolve));
   /** @type {(commit: boolean) => void} */
   let end = () => undefined;
   const ended = new Promise((resolve, reject) => (end = (commit) => (commit ? resolve(undefined) : reject(ROLLBACK))));
-  /** @type {{ tx: import('@electric-sql/pglite').Transaction | null; end: (commit: boolean) => void; done: Promise<unknown> }} */
-  const record = { tx: null, end, done: Promise.resolve() };
-  record.done = db.transaction(async (tx) => {
-    record.tx = tx;
-    transactions.set(txId, record);
-    began();
+  const done = db.transaction(async (tx) => {
+    began(tx);
     await ended;
   });
-  // A transaction that cannot begin (a closed database) settles `done` before it opens.
-  await Promise.race([open, record.done]);
-  if (!transactions.has(txId)) await record.done;
-  return txId;
+  // A transaction that cannot begin (a closed database) settles `done` first: its statements fail alike.
+  const opened = Promise.race([began$, done.then(() => Promise.reject(new Error('the transaction ended before it began')))]);
+  opened.catch(() => undefined);
+  transactions.set(txId, { opened, end, done });
+  return opened.then(() => undefined);
 }
 
 /** @param {number} txId @param {boolean} commit */
@@ -135,15 +141,16 @@ async function unlisten(channel) {
 async function handle(message) {
   switch (message.op) {
     case 'query': {
-      const on = message.tx === undefined ? db : transactions.get(message.tx)?.tx;
-      if (!on) throw new Error(`no open transaction ${message.tx}`);
-      return result(await on.query(message.sql, message.params));
+      if (message.tx === undefined) return result(await db.query(message.sql, message.params));
+      const open = transactions.get(message.tx);
+      if (!open) throw new Error(`no open transaction ${message.tx}`);
+      return result(await (await open.opened).query(message.sql, message.params));
     }
     case 'exec':
       await db.exec(message.sql);
       return undefined;
     case 'begin':
-      return begin();
+      return begin(message.tx);
     case 'end':
       return finish(message.tx, message.commit);
     case 'listen':
