@@ -133,9 +133,10 @@ export class PgliteThread {
       await began;
     } catch (error) {
       // A transaction that did not begin has nothing to roll back; its own error is the one that says why.
+      // (#call rejects with Errors only: revived from the thread, or the closed database's.)
       const beginError = await began.then(
         () => null,
-        (e: unknown) => e,
+        (e: unknown) => e as Error,
       );
       if (beginError) throw beginError;
       await this.#call({ op: 'end', tx, commit: false }).catch(() => undefined);
