@@ -3,6 +3,7 @@
 import './node-check.mjs';
 import { fileURLToPath } from 'node:url';
 import { buildServer, serverModule, serverStale } from './build.mjs';
+import { missingPackage, missingPackageMessage } from '../platform/missing-package.mjs';
 
 /*
  * `npm start` (`main`) and `npm run subgraph` (`subgraph`): the compiled server (tools/build.mjs), compiled
@@ -30,4 +31,11 @@ process.setSourceMapsEnabled(true);
 // Node 20 has no such cache and skips it.
 const { enableCompileCache } = /** @type {{ enableCompileCache?: (dir: string) => unknown }} */ (await import('node:module')).default;
 enableCompileCache?.(process.env['NODE_COMPILE_CACHE'] || fileURLToPath(new URL('../.build/compile-cache', import.meta.url)));
-await import(serverModule(entry));
+try {
+  await import(serverModule(entry));
+} catch (error) {
+  const name = missingPackage(error);
+  if (!name) throw error;
+  console.error(`ops-supergraph cannot start: ${missingPackageMessage(name)}`);
+  process.exit(1);
+}

@@ -2,6 +2,7 @@ import { exit } from 'node:process';
 import { ConfigError } from '../../platform/config.js';
 import { connectivityFailure, DatabaseUnavailableError } from '../../platform/db-errors.js';
 import { StartupError } from '../../platform/startup-error.js';
+import { missingPackage, missingPackageMessage } from '../../platform/missing-package.mjs';
 
 /**
  * Server processes run with NODE_ENV=production unless told otherwise, set before graphql-js is loaded:
@@ -51,6 +52,11 @@ export function exitOnStartFailure(error: unknown, what: string): never {
   if (error instanceof ConfigError) {
     console.error(error.message);
     exit(2);
+  }
+  const missing = missingPackage(error);
+  if (missing) {
+    console.error(`${what} cannot start: ${missingPackageMessage(missing)}`);
+    exit(1);
   }
   console.error(error);
   exit(1);

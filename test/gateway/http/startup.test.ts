@@ -1,8 +1,8 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LOCK_FILE, type LockRecord } from '../../../platform/data-dir-lock.js';
 import { hoursFromNow, rest } from '../../support/http.js';
@@ -99,6 +99,30 @@ describe.concurrent('a start that cannot go on says why in one line and exits no
       const p = startProcess('gateway/main.ts', { PORT: String(busy), DATA_DIR: dir });
       expect(await failedStart(p)).toBe(`ops-supergraph cannot start: PORT ${busy} is in use on 127.0.0.1`);
       expect(existsSync(dir)).toBe(false);
+    },
+    PROCESS_TIMEOUT_MS,
+  );
+
+  it(
+    'a package missing from node_modules is named with what to do, no stack trace (npm start)',
+    async () => {
+      // The package is taken away by a resolve hook of this test's own: Node then reports it as not
+      // installed, exactly as when node_modules lacks it.
+      const dir = tempDir();
+      const hooks = join(dir, 'hooks.mjs');
+      writeFileSync(
+        hooks,
+        `export async function resolve(specifier, context, next) { return next(specifier === 'dataloader' ? 'dataloader-not-installed' : specifier, context); }\n`,
+      );
+      const register = join(dir, 'register.mjs');
+      writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`);
+      const p = startProcess('tools/start.mjs', { PORT: '0', DATA_DIR: join(dir, 'data'), NODE_OPTIONS: `--import ${pathToFileURL(register).href}` });
+      expect(await p.exited).toBe(1);
+      expect(p.stderr()).not.toMatch(/^\s+at /m);
+      // On Node 20 a line before it says that Node is past its end of life.
+      expect(p.stderr().trim().split('\n').at(-1)).toBe(
+        "ops-supergraph cannot start: the package 'dataloader-not-installed' is not installed (node_modules is missing or incomplete): run `npm ci` in the project's directory, with network or npm's cache",
+      );
     },
     PROCESS_TIMEOUT_MS,
   );
