@@ -82,6 +82,7 @@ const DRIVER_MESSAGES: readonly [RegExp, string][] = [
   [/is not queryable/, 'connection lost'],
   [/^Cannot use a pool after calling end on the pool/, 'the connection pool is closed'],
   [/^PGlite is closed/, 'the embedded database is closed'],
+  [/^PGlite is closing/, 'the embedded database is closing'],
 ];
 
 /**

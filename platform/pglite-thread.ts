@@ -21,7 +21,8 @@ const CLOSED = 'PGlite is closed';
 
 /** An error of the database's thread, as the error classification reads it: class name, message, SQLSTATE and fields. */
 function revive(error: SerializedError): Error {
-  const Class = { RangeError, TypeError, SyntaxError }[error.name] ?? Error;
+  const classes: Record<string, ErrorConstructor> = { RangeError, TypeError, SyntaxError };
+  const Class = Object.hasOwn(classes, error.name) ? classes[error.name]! : Error;
   const revived = new Class(error.message);
   if (revived.name !== error.name) Object.defineProperty(revived, 'name', { value: error.name, configurable: true, writable: true });
   return Object.assign(revived, error.fields);
@@ -38,8 +39,10 @@ export class PgliteThread {
   #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   #lastId = 0;
   #lastTransaction = 0;
+  /** Set when close() begins or the thread stops: from then on every call fails at once. */
   #closed = false;
   #stopped: Error | null = null;
+  #closing: Promise<void> | null = null;
   #listeners = new Map<string, Set<(payload: string) => void>>();
 
   private constructor(worker: Worker) {
@@ -57,6 +60,8 @@ export class PgliteThread {
       }
     });
     const stop = (reason: Error) => {
+      // A thread ended by close() stopped as asked: later calls say the database is closed, not that it crashed.
+      if (this.#closing) reason = new Error(CLOSED);
       this.#closed = true;
       this.#stopped ??= reason;
       for (const call of this.#pending.values()) call.reject(reason);
@@ -70,6 +75,7 @@ export class PgliteThread {
   static async open(dataDir: string | undefined): Promise<PgliteThread> {
     const compileCache = (module as { getCompileCacheDir?: () => string | undefined }).getCompileCacheDir?.();
     const worker = new Worker(new URL('./pglite-worker.mjs', import.meta.url), {
+      // The thread's own modules (PGlite) use the process's compile cache too: it is turned on per thread.
       workerData: { dataDir, compileCache },
       // The thread loads PGlite and nothing else: no loader or profiler flags of the process.
       execArgv: [],
@@ -107,7 +113,14 @@ export class PgliteThread {
     return new Promise<T>((resolve, reject) => {
       this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
       if (this.#pending.size === 1) this.#worker.ref();
-      this.#worker.postMessage({ ...message, id });
+      try {
+        this.#worker.postMessage({ ...message, id });
+      } catch (error) {
+        // A parameter structured clone cannot copy (a function, a Proxy): refused here, nothing sent.
+        this.#pending.delete(id);
+        if (this.#pending.size === 0) this.#worker.unref();
+        reject(error instanceof Error ? error : new Error(String(error)));
+      }
     });
   }
 
@@ -124,6 +137,8 @@ export class PgliteThread {
    * BEGIN is not waited for: the first statement goes with it and fails as BEGIN did.
    */
   async transaction<T>(fn: (query: <R>(sql: string, params?: unknown[]) => Promise<RawResult<R>>) => Promise<T>): Promise<T> {
+    // A closed database runs nothing of `fn`, as a BEGIN that failed first would not.
+    if (this.#closed) throw this.#stopped ?? new Error(CLOSED);
     const tx = ++this.#lastTransaction;
     const began = this.#call<void>({ op: 'begin', tx });
     began.catch(() => undefined);
@@ -169,15 +184,19 @@ export class PgliteThread {
     };
   }
 
-  /** Closes PGlite (its files written) and ends the thread. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    try {
-      await this.#call({ op: 'close' });
-    } finally {
-      this.#closed = true;
-      this.#stopped = null;
-      await this.#worker.terminate();
-    }
+  /** Closes PGlite (its files written) and ends the thread; a second call waits for the first. */
+  close(): Promise<void> {
+    if (this.#closing) return this.#closing;
+    if (this.#closed) return Promise.resolve();
+    const id = ++this.#lastId;
+    const closed = new Promise<void>((resolve, reject) => {
+      this.#pending.set(id, { resolve: () => resolve(), reject });
+      this.#worker.ref();
+      this.#worker.postMessage({ op: 'close', id });
+    });
+    // Calls made from now on fail at once; those sent before run first (PGlite closes after them).
+    this.#closed = true;
+    this.#closing = closed.finally(() => this.#worker.terminate()).then(() => undefined);
+    return this.#closing;
   }
 }

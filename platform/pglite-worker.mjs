@@ -1,7 +1,7 @@
 // @ts-check
 /*
  * The embedded database's thread (platform/db.ts, `openPglite`). PGlite is PostgreSQL compiled to
- * WebAssembly and runs wherever it is called: on the server's thread it would start (about 0.3 s of
+ * WebAssembly and runs wherever it is called: on the server's thread it would start (about 0.35 s of
  * WebAssembly on an idle core) and answer every statement there. Here it runs beside that thread, so the
  * start loads and builds the server while the database opens, and statements run beside resolvers.
  *
@@ -13,13 +13,14 @@
  * A transaction is held open between `begin` and `end` (PGlite runs one at a time: every other statement
  * waits for it, as on one connection).
  */
-import { PGlite } from '@electric-sql/pglite';
-import { createRequire } from 'node:module';
+import module from 'node:module';
 import { parentPort, workerData } from 'node:worker_threads';
 
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
 const { dataDir, compileCache } = /** @type {{ dataDir?: string; compileCache?: string }} */ (workerData);
-if (compileCache) createRequire(import.meta.url)('node:module').enableCompileCache?.(compileCache);
+// The compile cache is per thread: turned on before PGlite's modules load (imported below, not statically).
+if (compileCache) /** @type {{ enableCompileCache?: (dir: string) => unknown }} */ (module).enableCompileCache?.(compileCache);
+const { PGlite } = await import('@electric-sql/pglite');
 
 /** Type oid of int8 (bigint, bigserial, count(*)). */
 const INT8_OID = 20;
@@ -41,7 +42,18 @@ function parseInt8(text) {
  * @param {unknown} error
  */
 function serialize(error) {
-  if (!(error instanceof Error)) return { name: 'Error', message: String(error), fields: {} };
+  if (!(error instanceof Error)) {
+    // Emscripten's ExitStatus (PostgreSQL exited), a thrown string: its name and fields kept where it has them.
+    const thrown = typeof error === 'object' && error !== null ? /** @type {Record<string, unknown>} */ (error) : {};
+    const name = typeof thrown['name'] === 'string' ? thrown['name'] : 'Error';
+    const message = typeof thrown['message'] === 'string' ? thrown['message'] : typeof error === 'string' ? error : (JSON.stringify(error) ?? String(error));
+    /** @type {Record<string, string | number | boolean | null>} */
+    const fields = {};
+    for (const [key, value] of Object.entries(thrown)) {
+      if (value === null || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') fields[key] = value;
+    }
+    return { name, message, fields };
+  }
   /** @type {Record<string, string | number | boolean | null>} */
   const fields = {};
   for (const [key, value] of Object.entries(error)) {
@@ -53,7 +65,7 @@ function serialize(error) {
 /** @param {{ rows: unknown[]; affectedRows?: number }} res */
 const result = (res) => ({ rows: res.rows, affectedRows: res.affectedRows ?? 0 });
 
-/** @type {PGlite} */
+/** @type {import('@electric-sql/pglite').PGlite} */
 let db;
 try {
   db = dataDir ? new PGlite(dataDir, { parsers: { [INT8_OID]: parseInt8 } }) : new PGlite({ parsers: { [INT8_OID]: parseInt8 } });
@@ -99,7 +111,8 @@ function begin(txId) {
   });
   // A transaction that cannot begin (a closed database) settles `done` first: its statements fail alike.
   const opened = Promise.race([began$, done.then(() => Promise.reject(new Error('the transaction ended before it began')))]);
-  opened.catch(() => undefined);
+  // One that did not begin gets no `end`: it is forgotten here.
+  opened.catch(() => transactions.delete(txId));
   transactions.set(txId, { opened, end, done });
   return opened.then(() => undefined);
 }
@@ -119,7 +132,9 @@ async function finish(txId, commit) {
 
 /** @param {string} channel */
 async function listen(channel) {
-  if (channels.has(channel)) return;
+  // A second listener waits for the first LISTEN, and fails as it did.
+  const listening = channels.get(channel);
+  if (listening) return void (await listening);
   const stop = db.listen(channel, (payload) => port.postMessage({ notify: channel, payload }));
   channels.set(channel, stop);
   try {

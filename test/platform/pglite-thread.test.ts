@@ -134,6 +134,33 @@ describe('the embedded database on a thread of its own (platform/pglite-thread.t
     await other.close();
   });
 
+  it('closes once when closed twice at once; calls made meanwhile fail as unavailable; a transaction then runs nothing', async () => {
+    const other = await openDatabase({ dataDir: undefined });
+    const before = other.query<{ one: number }>('SELECT 1 AS one');
+    const first = other.close();
+    const second = other.close();
+    const during = other.query('SELECT 2').catch((error: unknown) => error);
+    await Promise.all([first, second]);
+    // Sent before the close: answered first.
+    expect((await before).rows).toEqual([{ one: 1 }]);
+    expect(await during).toBeInstanceOf(DatabaseUnavailableError);
+    let ran = false;
+    const tx = await other
+      .transaction(async (t) => {
+        ran = true;
+        return t.query('SELECT 3');
+      })
+      .catch((error: unknown) => error);
+    expect(tx).toBeInstanceOf(DatabaseUnavailableError);
+    expect(ran).toBe(false);
+  });
+
+  it('refuses a parameter that cannot cross to the thread, and goes on serving', async () => {
+    const refused = await db.query('SELECT $1::text AS x', [() => 'a function']).catch((error: unknown) => error);
+    expect((refused as Error).name).toBe('DataCloneError');
+    expect((await db.query('SELECT $1::text AS x', ['after'])).rows).toEqual([{ x: 'after' }]);
+  });
+
   it('does not keep a process alive that has finished its work with the database open', () => {
     const dir = mkdtempSync(join(tmpdir(), 'pglite-thread-'));
     try {
