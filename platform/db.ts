@@ -3,6 +3,7 @@ import { lockDataDir } from './data-dir-lock.js';
 import { classifyDatabaseError, connectivityFailure, DatabaseUnavailableError, guarded, redactDatabaseUrl } from './db-errors.js';
 import type { PlatformConfig } from './config.js';
 import type { QueryResult } from './query-result.js';
+import { INT8_OID, parseInt8 } from './int8.mjs';
 import { seedFromCluster } from './pglite-cluster.js';
 import { PgliteThread } from './pglite-thread.js';
 import { ReadCache } from './read-cache.js';
@@ -81,22 +82,6 @@ export function openRuntimeDatabase(config: PlatformConfig): Promise<Database> {
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   return options.url ? openPostgres(options.url, options) : openPglite(options.dataDir, options.readCache ?? true);
-}
-
-/** Type oid of int8 (bigint, bigserial, count(*)). */
-const INT8_OID = 20;
-
-/**
- * Reads an int8 as a JS number on both drivers (pg would give a string; PGlite a number, or a BigInt
- * beyond 2^53). A value a number cannot hold exactly is refused, never rounded: read such columns as
- * text (`id::text`, as the outbox cursor does).
- */
-function parseInt8(text: string): number {
-  const value = Number(text);
-  if (!Number.isSafeInteger(value)) {
-    throw new RangeError(`int8 value ${text} is not a safe integer (beyond 2^53); select it as text`);
-  }
-  return value;
 }
 
 /**

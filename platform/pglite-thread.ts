@@ -109,6 +109,11 @@ export class PgliteThread {
 
   #call<T>(message: Record<string, unknown>): Promise<T> {
     if (this.#closed) return Promise.reject(this.#stopped ?? new Error(CLOSED));
+    return this.#send(message);
+  }
+
+  /** Sends `message` to the thread and resolves with its answer, whether closed or not (close() sends this way). */
+  #send<T>(message: Record<string, unknown>): Promise<T> {
     const id = ++this.#lastId;
     return new Promise<T>((resolve, reject) => {
       this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
@@ -188,12 +193,7 @@ export class PgliteThread {
   close(): Promise<void> {
     if (this.#closing) return this.#closing;
     if (this.#closed) return Promise.resolve();
-    const id = ++this.#lastId;
-    const closed = new Promise<void>((resolve, reject) => {
-      this.#pending.set(id, { resolve: () => resolve(), reject });
-      this.#worker.ref();
-      this.#worker.postMessage({ op: 'close', id });
-    });
+    const closed = this.#send<void>({ op: 'close' });
     // Calls made from now on fail at once; those sent before run first (PGlite closes after them).
     this.#closed = true;
     this.#closing = closed.finally(() => this.#worker.terminate()).then(() => undefined);

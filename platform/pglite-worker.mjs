@@ -5,8 +5,9 @@
  * WebAssembly on an idle core) and answer every statement there. Here it runs beside that thread, so the
  * start loads and builds the server while the database opens, and statements run beside resolvers.
  *
- * Plain JavaScript with no import of the project's own: the same file runs under the test runner (from
- * the TypeScript tree) and from the compiled server, which keeps its source files' URLs (tools/build.mjs).
+ * Plain JavaScript importing only plain JavaScript of the project's (the int8 rule, shared with the
+ * PostgreSQL driver): the same file runs under the test runner (from the TypeScript tree) and from the
+ * compiled server, which keeps its source files' URLs (tools/build.mjs).
  *
  * Messages in: `{ id, op, ... }` (query, exec, begin, end, listen, unlisten, close), each answered once
  * by `{ id, ok: true, value }` or `{ id, ok: false, error }`; NOTIFY payloads go out as `{ notify, payload }`.
@@ -15,6 +16,7 @@
  */
 import module from 'node:module';
 import { parentPort, workerData } from 'node:worker_threads';
+import { INT8_OID, parseInt8 } from './int8.mjs';
 
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
 const { dataDir, compileCache } = /** @type {{ dataDir?: string; compileCache?: string }} */ (workerData);
@@ -22,44 +24,29 @@ const { dataDir, compileCache } = /** @type {{ dataDir?: string; compileCache?: 
 if (compileCache) /** @type {{ enableCompileCache?: (dir: string) => unknown }} */ (module).enableCompileCache?.(compileCache);
 const { PGlite } = await import('@electric-sql/pglite');
 
-/** Type oid of int8 (bigint, bigserial, count(*)). */
-const INT8_OID = 20;
-
-/**
- * Reads an int8 as a JS number. A value a number cannot hold exactly is refused, never rounded: read such
- * columns as text (`id::text`, as the outbox cursor does).
- * @param {string} text
- */
-function parseInt8(text) {
-  const value = Number(text);
-  if (!Number.isSafeInteger(value)) throw new RangeError(`int8 value ${text} is not a safe integer (beyond 2^53); select it as text`);
-  return value;
-}
-
 /**
  * An error as it crosses to the server's thread: its class name, message and every field of plain value
  * (SQLSTATE `code`, `constraint`, `detail`, `routine`, ...), which is what the error classification reads.
  * @param {unknown} error
  */
 function serialize(error) {
-  if (!(error instanceof Error)) {
-    // Emscripten's ExitStatus (PostgreSQL exited), a thrown string: its name and fields kept where it has them.
-    const thrown = typeof error === 'object' && error !== null ? /** @type {Record<string, unknown>} */ (error) : {};
-    const name = typeof thrown['name'] === 'string' ? thrown['name'] : 'Error';
-    const message = typeof thrown['message'] === 'string' ? thrown['message'] : typeof error === 'string' ? error : (JSON.stringify(error) ?? String(error));
-    /** @type {Record<string, string | number | boolean | null>} */
-    const fields = {};
-    for (const [key, value] of Object.entries(thrown)) {
-      if (value === null || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') fields[key] = value;
-    }
-    return { name, message, fields };
-  }
+  // Besides Errors: Emscripten's ExitStatus (PostgreSQL exited), a thrown string.
+  const thrown = typeof error === 'object' && error !== null ? /** @type {Record<string, unknown>} */ (error) : {};
+  const name = error instanceof Error ? error.name : typeof thrown['name'] === 'string' ? thrown['name'] : 'Error';
+  const message =
+    error instanceof Error
+      ? error.message
+      : typeof thrown['message'] === 'string'
+        ? thrown['message']
+        : typeof error === 'string'
+          ? error
+          : (JSON.stringify(error) ?? String(error));
   /** @type {Record<string, string | number | boolean | null>} */
   const fields = {};
-  for (const [key, value] of Object.entries(error)) {
+  for (const [key, value] of Object.entries(thrown)) {
     if (value === null || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') fields[key] = value;
   }
-  return { name: error.name, message: error.message, fields };
+  return { name, message, fields };
 }
 
 /** @param {{ rows: unknown[]; affectedRows?: number }} res */
@@ -68,7 +55,8 @@ const result = (res) => ({ rows: res.rows, affectedRows: res.affectedRows ?? 0 }
 /** @type {import('@electric-sql/pglite').PGlite} */
 let db;
 try {
-  db = dataDir ? new PGlite(dataDir, { parsers: { [INT8_OID]: parseInt8 } }) : new PGlite({ parsers: { [INT8_OID]: parseInt8 } });
+  const options = { parsers: { [INT8_OID]: parseInt8 } };
+  db = dataDir ? new PGlite(dataDir, options) : new PGlite(options);
   await db.waitReady;
   port.postMessage({ ready: true });
 } catch (error) {

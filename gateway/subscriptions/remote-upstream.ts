@@ -101,7 +101,7 @@ export function remoteUpstream(urls: ReadonlyMap<string, string>, options: Remot
     const url = urls.get(service);
     const signer = options.signer;
     if (!url || !signer) return { errors: [upstreamUnavailable(service)] };
-    if (!options.trust.trusted(service) && (await options.trust.current(service)) !== 'refuses-unsigned') return { errors: [upstreamUnavailable(service)] };
+    if ((await options.trust.current(service)) !== 'refuses-unsigned') return { errors: [upstreamUnavailable(service)] };
     let connection: Connection;
     if (exclusive) {
       connection = connect(url, 0);
