@@ -98,6 +98,28 @@ export function sliceOf<S extends ConfigShape>(section: ConfigSection<S>, config
   return Object.fromEntries(Object.keys(section.shape).map((key) => [key, config[key]])) as ConfigValues<S>;
 }
 
+/**
+ * One section's values out of the configuration a part was given, checked as the part registers: every
+ * variable the section declares is there (an optional one may be unset), and the section's rules hold.
+ * A part given a configuration without its section (a hand-made object, another process's slice) stops
+ * the start with a ConfigError naming the part and the variables, instead of reading `undefined` later.
+ */
+export function sectionOf<S extends ConfigShape>(section: ConfigSection<S>, given: object, part: string): ConfigValues<S> {
+  const config = given as Readonly<Record<string, unknown>>;
+  const missing = Object.entries(section.shape)
+    .filter(([key, type]) => config[key] === undefined && !(type instanceof z.ZodOptional))
+    .map(([key]) => key);
+  if (missing.length > 0) {
+    throw new ConfigError([
+      `${part}: its configuration has no ${missing.join(', ')} (${section.owner}'s section, ${section.file}); pass the configuration loadConfig made`,
+    ]);
+  }
+  const values = sliceOf(section, config);
+  const problems = section.check?.(values) ?? [];
+  if (problems.length > 0) throw new ConfigError(problems.map((problem) => `${part}: ${problem}`));
+  return values;
+}
+
 /** platform/'s section: the database, the event log, credentials and principals, subgraph addresses. */
 export const platformConfig = configSection(
   'platform',

@@ -60,7 +60,7 @@ export const GATEWAY_ROOMS: Readonly<Record<string, Room>> = {
 export const GATEWAY_ENTRY_POINTS: Readonly<Record<string, string>> = {
   'gateway/main.ts': '`npm start`',
   'gateway/subgraph-main.ts': '`npm run subgraph -- <name>`',
-  'gateway/server.ts': 'startServer: the rooms composed, one list of closers',
+  'gateway/server.ts': "startServer: the gateway's parts, listed in order",
   'gateway/config.ts': "the gateway's configuration section, and every section merged (loadConfig)",
 };
 

@@ -73,6 +73,10 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
     throw new Error(`subgraph ${name} is in the supergraph but neither running here nor in SUBGRAPH_URLS`);
   };
   let update: ((supergraphSdl: string) => void) | null = null;
+  // @apollo/gateway otherwise exports usage metrics to Apollo and probes cloud metadata endpoints as it is
+  // made, and reads whether to only from this variable: the supergraph sends nothing off the machine
+  // unless an operator opts in (docs/operations.md, "Telemetry").
+  process.env['APOLLO_TELEMETRY_DISABLED'] ??= 'true';
   const gateway = new ApolloGateway({
     // A hook rather than the text: it hands over the function that serves another supergraph (reloads).
     supergraphSdl: async (hook) => {
@@ -93,6 +97,7 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
     queryPlannerConfig: { incrementalDelivery: { enableDefer: true } },
   });
   gateway.onSchemaLoadOrUpdate(({ apiSchema }) => checkCustomScalars(apiSchema));
+  registerFetchCacheGauges(metrics, fetchCache);
   skipRepeatedVariableValidation(gateway);
   return {
     gateway,
@@ -106,4 +111,29 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
       for (const source of dataSources.values()) if (source instanceof RemoteDataSource) await source.close();
     },
   };
+}
+
+/** The fetch cache's gauges: reads by result per subgraph, and the bytes it holds. */
+function registerFetchCacheGauges(metrics: GatewayMetrics, fetchCache: FetchCache): void {
+  metrics.gauge({
+    name: 'subgraph_fetch_cache_reads_total',
+    help: 'Pure subgraph reads answered from the gateway fetch cache (hit) or fetched (miss), since start',
+    labelNames: ['subgraph', 'result'],
+    collect: (gauge) => {
+      for (const [subgraph, n] of fetchCache.stats.hits) gauge.set({ subgraph, result: 'hit' }, n);
+      for (const [subgraph, n] of fetchCache.stats.misses) gauge.set({ subgraph, result: 'miss' }, n);
+    },
+  });
+  metrics.gauge({
+    name: 'subgraph_fetch_cache_bytes',
+    help: 'Memory held by the gateway fetch cache (keys and answers as text)',
+    collect: (gauge) => gauge.set(fetchCache.snapshot().bytes),
+  });
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The query planner and its data sources (made from the supergraph, gateway/graphql/supergraph.ts). */
+    federation: FederatedGateway;
+  }
 }

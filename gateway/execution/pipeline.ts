@@ -1,3 +1,5 @@
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { getOperationAST, GraphQLError, specifiedRules, validate, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
 import { statusOf, type ErrorCode } from '../../platform/errors.js';
 import type { Principal } from '../../platform/principal.js';
@@ -138,6 +140,21 @@ export function refusalOf(error: GraphQLError): Refusal {
   return { ok: false, code, status: statusOf(code), message: error.message, error };
 }
 
+export interface PipelinePluginOptions {
+  /** Each step of the pipeline, or why it does not apply in this process. */
+  steps: PipelineSteps;
+  /** What every execution does first, before the steps' checks. @default none */
+  before?: readonly OperationPolicy[];
+}
+
+/** The `pipeline` part: the operation pipeline every door runs (`app.pipeline`), made of the steps listed at the root. */
+export const pipelinePlugin = fp(
+  async (app: FastifyInstance, options: PipelinePluginOptions) => {
+    app.decorate('pipeline', createPipeline(options.steps, options.before ?? []));
+  },
+  { name: 'pipeline', fastify: '5.x' },
+);
+
 export function createPipeline(steps: PipelineSteps, before: readonly OperationPolicy[]): Pipeline {
   const { documents, limits, validation } = steps;
   const checks: OperationPolicy[] = [intakeGuardPolicy(), steps.authorization];
@@ -229,4 +246,11 @@ export function graphqlValidation(): ValidationStep {
       return errors;
     },
   };
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The operation pipeline every door runs. */
+    pipeline: Pipeline;
+  }
 }

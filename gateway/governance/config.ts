@@ -1,4 +1,4 @@
-import { boolFrom, configSection, intFrom } from '../../platform/config.js';
+import { boolFrom, configSection, intFrom, type ConfigValues } from '../../platform/config.js';
 
 /** The gateway's governance room's section of the configuration: field usage per client (docs/operations.md, generated from it). */
 export const governanceConfig = configSection('gateway/governance', 'gateway/governance/config.ts', {
@@ -14,3 +14,5 @@ export const governanceConfig = configSection('gateway/governance', 'gateway/gov
       "distinct client-operation pairs counted in memory between flushes; past it, a client's other operations count as `(other)` (memory stays bounded)",
     ),
 });
+
+export type GovernanceConfig = ConfigValues<typeof governanceConfig.shape>;

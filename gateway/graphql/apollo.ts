@@ -4,8 +4,8 @@ import {
   ApolloServerPluginSchemaReportingDisabled,
   ApolloServerPluginUsageReportingDisabled,
 } from '@apollo/server/plugin/disabled';
-import { fastifyApolloDrainPlugin } from '@as-integrations/fastify';
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from 'graphql';
 import type { GatewayContext } from '../execution/context.js';
 import { deferAccepting } from '../execution/defer.js';
@@ -14,14 +14,33 @@ import { formatGraphQLError } from '../execution/graphql-errors.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import { formatPayload, type IncrementalSlot } from '../execution/incremental.js';
 import { policyPlugin } from '../execution/operation-policy.js';
-import type { SecurityConfig } from '../security/config.js';
-import type { GraphQLConfig } from './config.js';
+import { sectionOf } from '../../platform/config.js';
+import { securityConfig, type SecurityConfig } from '../security/config.js';
+import { graphqlConfig, type GraphQLConfig } from './config.js';
 import { authorizingGateway, type Authorizer } from '../security/authorization.js';
 import type { OperationExecutor } from '../rest/engine.js';
 import type { SocketExecution } from '../subscriptions/ws-server.js';
 import type { ApolloGateway } from '@apollo/gateway';
 
-export interface GraphQLServerOptions {
+export interface GraphQLServerPluginOptions {
+  config: SecurityConfig & GraphQLConfig;
+}
+
+/**
+ * The `graphql-server` part: Apollo Server over the federated gateway (`app.graphql`), its executions
+ * running the pipeline's policies; stopped when the app closes.
+ */
+export const graphqlServerPlugin = fp(
+  async (app: FastifyInstance, options: GraphQLServerPluginOptions) => {
+    const config = { ...sectionOf(securityConfig, options.config, 'graphql-server'), ...sectionOf(graphqlConfig, options.config, 'graphql-server') };
+    const graphql = await startGraphQLServer({ app, config, gateway: app.federation.gateway, authorizer: app.supergraph.authorizer, pipeline: app.pipeline });
+    app.addHook('onClose', () => graphql.apollo.stop());
+    app.decorate('graphql', graphql);
+  },
+  { name: 'graphql-server', fastify: '5.x', dependencies: ['supergraph', 'pipeline'] },
+);
+
+interface GraphQLServerOptions {
   app: FastifyInstance;
   config: Pick<SecurityConfig, 'GRAPHQL_MAX_TOKENS'> & Pick<GraphQLConfig, 'GRAPHQL_DIRECT_EXECUTION'>;
   gateway: ApolloGateway;
@@ -56,7 +75,7 @@ export interface GraphQLServer {
  * the request's refusals, bounded variable errors, then the intake guard, authorization by the
  * supergraph's declarations, the rate charge, the audit trail and field usage.
  */
-export async function startGraphQLServer(options: GraphQLServerOptions): Promise<GraphQLServer> {
+async function startGraphQLServer(options: GraphQLServerOptions): Promise<GraphQLServer> {
   const { app } = options;
   const { policies } = options.pipeline;
   const formatError = (formatted: GraphQLFormattedError, error: unknown) => formatGraphQLError(formatted, error, app.log);
@@ -92,8 +111,8 @@ export async function startGraphQLServer(options: GraphQLServerOptions): Promise
     // For the same reason no usage or schema reports, whatever APOLLO_KEY says: GraphQL over POST runs
     // without Apollo's pipeline (gateway/execution/direct-execution.ts), and its answers are alike only
     // with Apollo's own plugins limited to those this server names (and its cache-control plugin).
+    // No drain plugin: the app's close waits for its connections before its onClose hooks stop this server.
     plugins: [
-      fastifyApolloDrainPlugin(app),
       ApolloServerPluginLandingPageDisabled(),
       ApolloServerPluginUsageReportingDisabled(),
       ApolloServerPluginSchemaReportingDisabled(),
@@ -138,4 +157,11 @@ export async function startGraphQLServer(options: GraphQLServerOptions): Promise
   };
 
   return { apollo, execute, direct: options.config.GRAPHQL_DIRECT_EXECUTION ? direct : null, executeOnSocket, formatDeferredErrors };
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Apollo Server over the federated gateway, and the executions that run without its pipeline. */
+    graphql: GraphQLServer;
+  }
 }

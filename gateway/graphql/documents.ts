@@ -1,11 +1,15 @@
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { GraphQLError, type GraphQLSchema } from 'graphql';
+import { ConfigError, isDemoMode, platformConfig, sectionOf, type PlatformConfig } from '../../platform/config.js';
+import type { SubgraphModule } from '../../platform/subgraph.js';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ErrorCode } from '../../platform/errors.js';
 import { refusalOf, type DocumentStep } from '../execution/pipeline.js';
 import { REST_CLIENT } from '../rest/engine.js';
 import { hasScope, isOperator, type Principal } from '../../platform/principal.js';
-import type { TrustedDocumentMode } from './config.js';
-import { parseManifest, readDocumentFolder, sha256Hex, type ClientEntry, type DocumentSet, type TrustedDocument } from './manifests.js';
+import { graphqlConfig, type GraphQLConfig, type TrustedDocumentMode } from './config.js';
+import { ManifestError, parseManifest, readDocumentFolder, sha256Hex, type ClientEntry, type DocumentSet, type TrustedDocument } from './manifests.js';
 
 /*
  * What a request on /graphql names as its operation, resolved to text before anything else looks at it:
@@ -296,4 +300,62 @@ export function documentStep(registry: DocumentRegistry): DocumentStep {
 
 function refused(status: number, code: ErrorCode, message: string): Resolution {
   return { ok: false, status, code, message };
+}
+
+export interface DocumentsPluginOptions {
+  config: PlatformConfig & GraphQLConfig;
+  /** The subgraphs whose REST routes' operations are registered under their own client. */
+  modules: readonly SubgraphModule[];
+  /** The schema clients see now: registered documents are checked against it. */
+  schema: () => GraphQLSchema;
+}
+
+/**
+ * The `documents` part: persisted queries and trusted documents (`app.documents`): the REST routes'
+ * operations under their own client, then the manifests of TRUSTED_DOCUMENTS_DIR. A manifest that does not
+ * load stops the start; `app.reloadDocuments` reads the folder again (`SIGHUP`).
+ */
+export const documentsPlugin = fp(
+  async (app: FastifyInstance, options: DocumentsPluginOptions) => {
+    const config = { ...sectionOf(platformConfig, options.config, 'documents'), ...sectionOf(graphqlConfig, options.config, 'documents') };
+    const mode = config.TRUSTED_DOCUMENTS ?? (isDemoMode(config) ? 'off' : 'allow');
+    const documents = new DocumentRegistry({ mode, apqBytes: config.APQ_CACHE_MB * 1024 * 1024, registry: app.metrics.registry });
+    documents.registerRest(
+      options.modules.flatMap((m) => m.routes.map((r) => ({ operation: r.operation }))),
+      options.schema(),
+    );
+    const dir = config.TRUSTED_DOCUMENTS_DIR;
+    if (dir) {
+      try {
+        documents.loadFolder(dir, options.schema());
+      } catch (error) {
+        throw new ConfigError([`TRUSTED_DOCUMENTS_DIR: ${error instanceof ManifestError ? error.message : String(error)}`]);
+      }
+    }
+    app.decorate('documents', documents);
+    app.decorate('reloadDocuments', (): DocumentsReload => {
+      if (!dir) return { ok: false, error: 'TRUSTED_DOCUMENTS_DIR is not set: there is no folder to read' };
+      try {
+        documents.loadFolder(dir, options.schema());
+        return { ok: true, clients: documents.clientCount };
+      } catch (error) {
+        return { ok: false, error: error instanceof Error ? error.message : String(error) };
+      }
+    });
+  },
+  { name: 'documents', fastify: '5.x', dependencies: ['metrics'] },
+);
+
+export type DocumentsReload = { ok: true; clients: number } | { ok: false; error: string };
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Persisted queries and trusted documents, by client. */
+    documents: DocumentRegistry;
+    /**
+     * Reads TRUSTED_DOCUMENTS_DIR again (`SIGHUP`): every manifest checked before any is served; on a
+     * failure the documents served before stay, and the error names the file and operation.
+     */
+    reloadDocuments(): DocumentsReload;
+  }
 }

@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import fastifyApollo from '@as-integrations/fastify';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import { getOperationAST, OperationTypeNode } from 'graphql';
 import { acceptsGraphQLResponse, graphQLAnswerType } from '../http/accept.js';
 import { GRAPHQL_PATH, onGraphQLRoute, refuse } from '../http/problem.js';
@@ -18,14 +19,21 @@ import type { DocumentParams } from './documents.js';
  * before Apollo validates or plans it, answers with deferred parts sent as multipart/mixed, and a
  * registered query sent by GET cacheable for as long as its fields' hints say.
  */
-export interface GraphQLRouteOptions {
+interface GraphQLRouteOptions {
   /** The operation pipeline (gateway/execution/pipeline.ts): document resolution and the limits run here. */
   pipeline: Pipeline;
   cachePolicies: CachePolicies;
   streams: HttpStreams;
 }
 
-export async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer, options: GraphQLRouteOptions): Promise<void> {
+/** The `graphql-route` part: /graphql over HTTP, its streams served by the HTTP streams part. */
+export const graphqlRoutePlugin = fp(
+  async (app: FastifyInstance) =>
+    registerGraphQLRoute(app, app.graphql, { pipeline: app.pipeline, cachePolicies: app.supergraph.cachePolicies, streams: app.httpStreams }),
+  { name: 'graphql-route', fastify: '5.x', dependencies: ['graphql-server', 'http-streams'] },
+);
+
+async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer, options: GraphQLRouteOptions): Promise<void> {
   const { pipeline } = options;
   // An Accept header that allows neither GraphQL type (a browser's text/html) is 406 before anything else
   // is looked at: /graphql serves no page. The hooks know the route by fastify's match (any spelling of

@@ -1,3 +1,6 @@
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+
 /*
  * Operations start one per event-loop turn. Without this, every request whose body completed in the same
  * poll phase starts its operation in that phase: eight clients sending large batches at once hold the loop
@@ -43,3 +46,20 @@ export class TurnGate {
     });
   }
 }
+
+/**
+ * The `admission` part: requests waiting for their turn, as a gauge (the gate itself belongs to the HTTP
+ * app, which waits on it before parsing a body: gateway/http/app.ts).
+ */
+export const admissionPlugin = fp(
+  async (app: FastifyInstance) => {
+    const gate = app.admission;
+    if (!gate) return;
+    app.metrics.gauge({
+      name: 'requests_waiting_for_turn',
+      help: 'Body parses and operations waiting for their turn of the event loop',
+      collect: (gauge) => gauge.set(gate.queued),
+    });
+  },
+  { name: 'admission', fastify: '5.x', dependencies: ['metrics'] },
+);

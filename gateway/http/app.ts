@@ -1,4 +1,5 @@
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
+import { TurnGate } from './admission.js';
 import { nameSpansByRoute, tracedServerFactory, tracingEnabled } from '../observability/tracing.js';
 import type { HttpConfig } from './config.js';
 import { answerClientError, frameworkProblem } from './errors.js';
@@ -16,21 +17,17 @@ import { RouteTable } from './route-table.js';
 
 export interface HttpAppOptions {
   /**
-   * Waited for before a JSON body is parsed (the gateway's turn of the event loop, gateway/http/admission.ts).
-   * @default none
+   * Body parses and operations wait for their turn of the event loop (gateway/http/admission.ts): the
+   * gateway's choice; a subgraph server serves its gateway's planned fetches as they come. @default false
    */
-  beforeParse?: () => Promise<void>;
+  admission?: boolean;
 }
 
-export interface HttpApp {
-  app: FastifyInstance;
-  /** Every route registered, by path: 405 with `Allow` for a known path, public routes (gateway/http/route-table.ts). */
-  routes: RouteTable;
-  /** What the server closes when it stops, last added first (Closers, below). */
-  closers: Closers;
-}
-
-export function createHttpApp(config: HttpConfig, options: HttpAppOptions = {}): HttpApp {
+/**
+ * The root instance every part registers on (as a fastify plugin), decorated with the route table
+ * (`routeTable`) and the turn gate (`admission`, null without one).
+ */
+export function createHttpApp(config: HttpConfig, options: HttpAppOptions = {}): FastifyInstance {
   const http = {
     headersTimeout: config.HTTP_HEADERS_TIMEOUT_MS,
     requestTimeout: config.HTTP_REQUEST_TIMEOUT_MS,
@@ -55,10 +52,16 @@ export function createHttpApp(config: HttpConfig, options: HttpAppOptions = {}):
     clientErrorHandler: answerClientError,
     // HEAD is declared per route (REST GETs, /health); Apollo's /graphql does not serve it.
     exposeHeadRoutes: false,
+    // A part takes as long as its start does (a database migrated, a subgraph's models or world loaded,
+    // each bounded by its own timeouts), not fastify's default of 10 s for a plugin to load.
+    pluginTimeout: 0,
   });
   // A body refused unread (413) is answered and the connection closed without a reset (gateway/http/linger.ts).
   lingerOnRefusedBodies(app);
   const routes = new RouteTable(app);
+  app.decorate('routeTable', routes);
+  const admission = options.admission ? new TurnGate() : null;
+  app.decorate('admission', admission);
   exposeRequestId(app);
   if (tracingEnabled()) nameSpansByRoute(app);
   app.setErrorHandler((error: FastifyError, request, reply) => {
@@ -77,7 +80,6 @@ export function createHttpApp(config: HttpConfig, options: HttpAppOptions = {}):
   app.removeContentTypeParser('text/plain');
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
-  const { beforeParse } = options;
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
     request.rawBody = text;
@@ -85,7 +87,7 @@ export function createHttpApp(config: HttpConfig, options: HttpAppOptions = {}):
       done(null, undefined);
       return;
     }
-    if (beforeParse) void beforeParse().then(() => parseJson(request, text, done));
+    if (admission) void admission.enter().then(() => parseJson(request, text, done));
     else void parseJson(request, text, done);
   });
   // Bodies are read as sent: a compressed body would be parsed as if it were plain JSON. Checked once the
@@ -97,53 +99,37 @@ export function createHttpApp(config: HttpConfig, options: HttpAppOptions = {}):
     await sendProblem(reply, problemAt(onGraphQLRoute(request), problem('UNSUPPORTED_MEDIA_TYPE', detail, { instance: request.url })));
     return reply;
   });
-  return { app, routes, closers: new Closers() };
+  return app;
 }
 
 /**
- * What a server closes when it stops, each once, the last added first (the socket servers before the
- * HTTP app, the app before the databases it reads). A close that fails does not keep the rest open: the
- * first failure is thrown once every closer has run.
+ * Loads every registered part, then listens on HOST:PORT and returns the base URL (`http://127.0.0.1:4000`).
+ * A part that fails to load, or a listen that fails, closes what was opened (every part's `onClose`) and
+ * throws: a listen failure as a one-line startup error naming the cause.
  */
-class Closers {
-  private readonly list: Array<() => unknown> = [];
-  private closing: Promise<void> | undefined;
-
-  add(close: () => unknown): void {
-    this.list.push(close);
-  }
-
-  close(): Promise<void> {
-    this.closing ??= (async () => {
-      let failure: { error: unknown } | undefined;
-      for (const close of this.list.reverse()) {
-        try {
-          await close();
-        } catch (error) {
-          failure ??= { error };
-        }
-      }
-      if (failure) throw failure.error;
-    })();
-    return this.closing;
-  }
-}
-
-/**
- * Listens on HOST:PORT and returns the base URL (`http://127.0.0.1:4000`); a listen that fails closes
- * what was opened and throws a one-line startup error naming the cause.
- */
-export async function listenOrClose(http: HttpApp, config: Pick<HttpConfig, 'HOST' | 'PORT'>): Promise<string> {
+export async function readyAndListen(app: FastifyInstance, config: Pick<HttpConfig, 'HOST' | 'PORT'>): Promise<string> {
   try {
-    const address = await http.app.listen({ port: config.PORT, host: config.HOST });
+    await app.ready();
+  } catch (error) {
+    await app.close().catch(() => undefined);
+    throw error;
+  }
+  try {
+    const address = await app.listen({ port: config.PORT, host: config.HOST });
     return address.replace('[::1]', '127.0.0.1');
   } catch (error) {
-    await http.closers.close().catch(() => undefined);
+    await app.close().catch(() => undefined);
     throw listenFailure(error, config.HOST, config.PORT);
   }
 }
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route registered, by path (gateway/http/route-table.ts). */
+    routeTable: RouteTable;
+    /** The turn of the event loop body parses and operations wait for; null where there is none. */
+    admission: TurnGate | null;
+  }
   interface FastifyRequest {
     /** The JSON body as received: the text a subgraph server's signature check covers. */
     rawBody: string;

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { problem, sendProblem } from './problem.js';
 
@@ -68,7 +69,12 @@ function filesUnder(dir: string): string[] {
  * the key itself. The files are read once at start (a few hundred KB). When the build is missing, `/` is
  * a 503 problem that says how to build it; the API is unaffected.
  */
-export function registerDashboard(app: FastifyInstance, dir = DASHBOARD_DIR): void {
+export const dashboardPlugin = fp(async (app: FastifyInstance, options: { dir?: string }) => registerDashboard(app, options.dir ?? DASHBOARD_DIR), {
+  name: 'dashboard',
+  fastify: '5.x',
+});
+
+function registerDashboard(app: FastifyInstance, dir: string): void {
   const route = { config: { public: true }, exposeHeadRoute: true } as const;
   if (!dashboardBuilt(dir)) {
     app.get('/', route, async (request, reply) =>

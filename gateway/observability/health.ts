@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import type { EventRelay } from '../../platform/event-relay.js';
 import { withDeadline } from '../../platform/deadline.js';
 import type { SubgraphInstance } from '../../platform/subgraph.js';
@@ -48,7 +49,12 @@ export interface GatewayHealthOptions {
  * shown to an operator's credential only. Liveness (`/health/live`): the process serves requests (a
  * database outage is not a reason to restart it).
  */
-export function registerGatewayHealth(app: FastifyInstance, options: GatewayHealthOptions): void {
+export const gatewayHealthPlugin = fp(async (app: FastifyInstance, options: GatewayHealthOptions) => registerGatewayHealth(app, options), {
+  name: 'health',
+  fastify: '5.x',
+});
+
+function registerGatewayHealth(app: FastifyInstance, options: GatewayHealthOptions): void {
   const startedAt = Date.now();
   const uptime = () => Math.round((Date.now() - startedAt) / 1000);
   // The backends are checked at most once per HEALTH_CHECK_CACHE_MS, one round at a time, however many
@@ -126,8 +132,14 @@ async function probeBackends(options: GatewayHealthOptions): Promise<Backends> {
   return { checkedAt, subgraphs };
 }
 
-/** A subgraph server's probes: ready when its own subgraph is. */
-export function registerSubgraphHealth(app: FastifyInstance, name: string, instance: SubgraphInstance, database: string): void {
+/** The `health` part of a subgraph server: its probes, ready when its own subgraph is. */
+export const subgraphHealthPlugin = fp(
+  async (app: FastifyInstance, options: { name: string; instance: SubgraphInstance; database: string }) =>
+    registerSubgraphHealth(app, options.name, options.instance, options.database),
+  { name: 'health', fastify: '5.x' },
+);
+
+function registerSubgraphHealth(app: FastifyInstance, name: string, instance: SubgraphInstance, database: string): void {
   const health = async (_request: unknown, reply: FastifyReply) => {
     const ready = await readyWithin(() => instance.ready());
     return reply.status(ready ? 200 : 503).send({ subgraph: name, ready, database });

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import type { Principal } from '../../platform/principal.js';
 import type { SubgraphModule } from '../../platform/subgraph.js';
 import type { Pipeline } from '../execution/pipeline.js';
@@ -12,21 +13,26 @@ export interface RestOptions {
   /** Runs a route's operation: the policies and executor of /graphql, without Apollo Server's pipeline (gateway/graphql/apollo.ts). */
   execute: OperationExecutor;
   authorizer: Authorizer;
-  /** The operation pipeline every route's operation passes (gateway/execution/pipeline.ts). */
-  pipeline: Pipeline;
-  /** Whether credentials are configured (the OpenAPI document then declares the key). */
-  keysRequired: boolean;
 }
 
 /**
- * The REST paths of every subgraph's route table, each a GraphQL operation run through the same execution,
- * authorization and limits; the OpenAPI document generated from the same tables and schemas, and a page
- * that renders it.
+ * The `rest` part: the REST paths of every subgraph's route table, each a GraphQL operation run through
+ * the same pipeline, execution, authorization and limits; the OpenAPI document generated from the same
+ * tables and schemas (built by the warm-up), and a page that renders it.
  */
-export function registerRest(app: FastifyInstance, options: RestOptions): { openApiDocument: () => unknown } {
+export const restPlugin = fp(
+  async (app: FastifyInstance, options: RestOptions) => {
+    const { openApiDocument } = registerRest(app, options, app.pipeline, app.auth.enabled);
+    app.warmUp.add('openapi', openApiDocument);
+  },
+  { name: 'rest', fastify: '5.x', dependencies: ['warm-up', 'edge-guard', 'pipeline'] },
+);
+
+/** The routes, the OpenAPI document (built once, on its first request or by the warm-up) and its page. */
+function registerRest(app: FastifyInstance, options: RestOptions, pipeline: Pipeline, keysRequired: boolean): { openApiDocument: () => unknown } {
   // Outside production every REST answer is checked against its documented schema (gateway/rest/engine.ts).
   const restOptions = {
-    pipeline: options.pipeline,
+    pipeline,
     checkAnswers: process.env['NODE_ENV'] !== 'production',
     authorize: (operation: string, principal: Principal) => options.authorizer.checkOperation(operation, principal),
   };
@@ -35,7 +41,7 @@ export function registerRest(app: FastifyInstance, options: RestOptions): { open
   let openApi: ReturnType<typeof buildOpenApiDocument> | null = null;
   const openApiDocument = () =>
     (openApi ??= buildOpenApiDocument(options.modules, {
-      keysRequired: options.keysRequired,
+      keysRequired,
       version: PACKAGE_VERSION,
       scopesOf: (operation) => options.authorizer.scopesOf(operation),
     }));

@@ -1,15 +1,48 @@
-import type { FastifyInstance } from 'fastify';
-import { hasScope } from '../../platform/principal.js';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { platformConfig, sectionOf, type PlatformConfig } from '../../platform/config.js';
+import { hasScope, isOperator } from '../../platform/principal.js';
 import { pathOf, refuse } from '../http/problem.js';
 import type { RouteTable } from '../http/route-table.js';
-import type { Authenticator } from './auth.js';
-import { registerBrowserRules, type BrowserOrigins } from './cors.js';
+import { createAuthenticator, type Authenticator } from './auth.js';
+import { securityConfig, type SecurityConfig } from './config.js';
+import { BrowserOrigins, registerBrowserRules } from './cors.js';
 import { RateLimiter, rateHeaders, rateLimitedError } from './rate-limit.js';
 
 /** The longest a rate-limited request waits for its 429. */
 const REFUSAL_PAUSE_MS = 1000;
 
-export interface EdgeGuardOptions {
+export interface EdgeGuardPluginOptions {
+  config: PlatformConfig & SecurityConfig;
+}
+
+/**
+ * The `edge-guard` part: the credentials (`app.auth`), the browser origins allowed (`app.browserOrigins`)
+ * and the rate limiter (`app.rateLimiter`), with the guard every request meets before its body is read.
+ */
+export const edgeGuardPlugin = fp(
+  async (app: FastifyInstance, options: EdgeGuardPluginOptions) => {
+    const config = { ...sectionOf(platformConfig, options.config, 'edge-guard'), ...sectionOf(securityConfig, options.config, 'edge-guard') };
+    const auth = createAuthenticator(config);
+    const browserOrigins = new BrowserOrigins(config.CORS_ORIGINS);
+    const rateLimiter = new RateLimiter({ perSecond: config.RATE_LIMIT_PER_S, burst: config.RATE_LIMIT_BURST });
+    app.decorate('auth', auth);
+    app.decorate('browserOrigins', browserOrigins);
+    app.decorate('rateLimiter', rateLimiter);
+    registerEdgeGuard(app, { routes: app.routeTable, auth, browserOrigins, rateLimiter });
+  },
+  { name: 'edge-guard', fastify: '5.x' },
+);
+
+/** Whether a public route's request presents an operator's credential (a wrong one is simply not one). */
+export async function callerIsOperator(auth: Authenticator, request: FastifyRequest): Promise<boolean> {
+  if (!auth.enabled) return isOperator(auth.publicPrincipal);
+  if (request.headers['x-api-key'] === undefined && request.headers.authorization === undefined) return false;
+  const result = await auth.authenticate(request.headers);
+  return 'principal' in result && isOperator(result.principal);
+}
+
+interface EdgeGuardOptions {
   routes: RouteTable;
   auth: Authenticator;
   browserOrigins: BrowserOrigins;
@@ -25,7 +58,7 @@ export interface EdgeGuardOptions {
  * rate-limit token is taken (gateway/security/rate-limit.ts): the first token of the request's operation,
  * which the operation pipeline's rate charge counts as paid.
  */
-export function registerEdgeGuard(app: FastifyInstance, { routes, auth, browserOrigins, rateLimiter }: EdgeGuardOptions): void {
+function registerEdgeGuard(app: FastifyInstance, { routes, auth, browserOrigins, rateLimiter }: EdgeGuardOptions): void {
   registerBrowserRules(app, browserOrigins);
   app.decorateRequest('principal', null);
   app.decorateRequest('prepaid', 0);
@@ -59,4 +92,15 @@ export function registerEdgeGuard(app: FastifyInstance, { routes, auth, browserO
     await new Promise((resolve) => setTimeout(resolve, Math.min(REFUSAL_PAUSE_MS, decision.retryAfter * 1000)));
     return refuse(reply, request, 'RATE_LIMITED', rateLimitedError(principal, decision).message);
   });
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every credential resolves to a principal here (gateway/security/auth.ts). */
+    auth: Authenticator;
+    /** The origins whose pages may call the gateway (gateway/security/cors.ts). */
+    browserOrigins: BrowserOrigins;
+    /** One token bucket per principal (gateway/security/rate-limit.ts). */
+    rateLimiter: RateLimiter;
+  }
 }

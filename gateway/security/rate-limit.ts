@@ -1,7 +1,9 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { GraphQLError, type DocumentNode } from 'graphql';
 import { DEMO_PRINCIPAL, type Principal } from '../../platform/principal.js';
 import type { OperationPolicy } from '../execution/operation-policy.js';
 import { conditionKey, operationOf, rootFields } from './operation-fields.js';
+import { refuse } from '../http/problem.js';
 
 /*
  * A token bucket per identity (tenant and principal id, per gateway process): RATE_LIMIT_BURST tokens,
@@ -169,5 +171,21 @@ export function rateLimitPolicy(limiter: RateLimiter): OperationPolicy {
       if (!decision.allowed) throw rateLimitedError(principal, decision);
       for (const [name, value] of rateHeaders(decision)) headers.set(name, value);
     },
+  };
+}
+
+/** Health probes one client address may send a second, and at once: a flood of them is answered 429. */
+const PROBES_PER_S = 20;
+const PROBES_BURST = 40;
+
+/** The admission of public probes: a token bucket per client address; a refused probe is answered 429 here. */
+export function probeAdmission(): (request: FastifyRequest, reply: FastifyReply) => Promise<boolean> {
+  const probes = new RateLimiter({ perSecond: PROBES_PER_S, burst: PROBES_BURST });
+  return async (request, reply) => {
+    const decision = probes.take({ id: request.ip, tenant: 'health-probes', scopes: [] }, 1);
+    if (decision.allowed) return true;
+    for (const [name, value] of rateHeaders(decision)) void reply.header(name, value);
+    await refuse(reply, request, 'RATE_LIMITED', `Too many health probes from ${request.ip}: at most ${PROBES_PER_S} a second`);
+    return false;
   };
 }

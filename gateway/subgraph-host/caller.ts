@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import fp from 'fastify-plugin';
 import { PRINCIPAL_HEADER, type Principal, type PrincipalSigner } from '../../platform/principal.js';
 import { problem, sendProblem } from '../http/problem.js';
 import type { RouteTable } from '../http/route-table.js';
@@ -9,7 +10,13 @@ import type { RouteTable } from '../http/route-table.js';
  * `_service`, `_entities` and introspection included, whatever credential it carries: a subgraph server
  * reads no client credential. Public routes (the probes) act for the public principal.
  */
-export function registerSignedCaller(
+export const signedCallerPlugin = fp(
+  async (app: FastifyInstance, options: { subgraph: string; publicPrincipal: Principal; signer: PrincipalSigner }) =>
+    registerSignedCaller(app, { ...options, routes: app.routeTable }),
+  { name: 'signed-caller', fastify: '5.x' },
+);
+
+function registerSignedCaller(
   app: FastifyInstance,
   options: { subgraph: string; routes: RouteTable; publicPrincipal: Principal; signer: PrincipalSigner },
 ): void {

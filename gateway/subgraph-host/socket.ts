@@ -1,4 +1,6 @@
 import type { Server, IncomingMessage } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { GraphQLError, type FormattedExecutionResult } from 'graphql';
 import type { SubscribePayload } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
@@ -12,6 +14,15 @@ import { resolvePolicies } from '../execution/operation-policy.js';
 import type { Pipeline } from '../execution/pipeline.js';
 import { serializeSubgraphError } from '../execution/subgraph-errors.js';
 import { CloseCode } from '../subscriptions/close-codes.js';
+
+/** The `subgraph-socket` part: the subgraph's graphql-transport-ws, closed before the server closes. */
+export const subgraphSocketPlugin = fp(
+  async (app: FastifyInstance, options: SubgraphSocketOptions) => {
+    const socket = attachSubgraphSocket(app.server, options);
+    app.addHook('preClose', () => socket.close());
+  },
+  { name: 'subgraph-socket', fastify: '5.x', dependencies: ['signed-caller'] },
+);
 
 export interface SubgraphSocketOptions {
   config: Pick<HttpConfig & SubscriptionsConfig, 'BODY_LIMIT_BYTES' | 'WS_CONNECTION_INIT_TIMEOUT_MS' | 'WS_KEEPALIVE_MS'>;
@@ -29,7 +40,7 @@ export interface SubgraphSocketOptions {
  * read); it passes the subgraph's operation pipeline (the limits, validation, authorization by its own SDL)
  * before it runs.
  */
-export function attachSubgraphSocket(server: Server, options: SubgraphSocketOptions): { close(): Promise<void> } {
+function attachSubgraphSocket(server: Server, options: SubgraphSocketOptions): { close(): Promise<void> } {
   const { config, instance, signer, pipeline, onInternalError } = options;
   const module = { name: options.subgraph };
   /** Whom an operation on a socket acts for: what the gateway signed into it. */

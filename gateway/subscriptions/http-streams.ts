@@ -1,5 +1,8 @@
 import type { ServerResponse } from 'node:http';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { sectionOf } from '../../platform/config.js';
+import { subscriptionsConfig, type SubscriptionsConfig } from './config.js';
 import { getOperationAST, GraphQLError, OperationTypeNode, type ExecutionResult } from 'graphql';
 import { isEventCursor } from '../../platform/event-hub.js';
 import { statusOf } from '../../platform/errors.js';
@@ -330,4 +333,49 @@ function once<T>(value: T): AsyncIterator<T> {
       return { done: false, value };
     },
   };
+}
+
+export interface HttpStreamsPluginOptions {
+  config: SubscriptionsConfig;
+  /** The schema served now, and what runs a query or mutation streamed (gateway/graphql/apollo.ts). */
+  schema: OperationGate['schema'];
+  execute: SocketExecution;
+}
+
+/**
+ * The `http-streams` part: subscriptions and operations streamed over HTTP (`app.httpStreams`), ended
+ * before the server closes (it waits for its connections), with their gauges.
+ */
+export const httpStreamsPlugin = fp(
+  async (app: FastifyInstance, options: HttpStreamsPluginOptions) => {
+    const config = sectionOf(subscriptionsConfig, options.config, 'http-streams');
+    const streams = new HttpStreams({
+      gate: { schema: options.schema, pipeline: app.pipeline },
+      subscriptions: app.subscriptions,
+      execute: options.execute,
+      maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
+      maxPerPrincipal: config.HTTP_MAX_STREAMS_PER_PRINCIPAL,
+      heartbeatMs: config.HTTP_STREAM_HEARTBEAT_MS,
+    });
+    app.addHook('preClose', async () => streams.close());
+    app.metrics.gauge({
+      name: 'http_streams_open',
+      help: 'Operations streamed over HTTP now (Server-Sent Events and multipart subscriptions)',
+      collect: (gauge) => gauge.set(streams.count),
+    });
+    app.metrics.gauge({
+      name: 'http_stream_slow_consumer_cuts_total',
+      help: 'HTTP streams cut because their client stopped reading (its buffer or event queue overflowed), since start',
+      collect: (gauge) => gauge.set(streams.slowConsumerCloses),
+    });
+    app.decorate('httpStreams', streams);
+  },
+  { name: 'http-streams', fastify: '5.x', dependencies: ['metrics', 'pipeline', 'supergraph'] },
+);
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Subscriptions and operations streamed over HTTP (SSE and multipart). */
+    httpStreams: HttpStreams;
+  }
 }

@@ -1,6 +1,10 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { GraphQLError, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { sectionOf } from '../../platform/config.js';
+import { subscriptionsConfig, type SubscriptionsConfig } from './config.js';
 
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -14,7 +18,7 @@ import { admitOperation } from './admission.js';
 import { CloseCode } from './close-codes.js';
 import { SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
 
-export interface WsOptions {
+interface WsOptions {
   server: Server;
   path: string;
   /** The schema served now (a reload swaps it). */
@@ -43,6 +47,19 @@ export interface WsOptions {
   maxSubscriptions: number;
 }
 
+export interface GraphQLWebSocket {
+  close(): Promise<void>;
+  /**
+   * Authenticates every open connection's credential again (a key gone from the keys file, a token whose
+   * signing key left the JWKS): one that no longer names its principal is closed 4401. Resolves to how many.
+   */
+  recheck(): Promise<number>;
+  connections(): number;
+  /** Operations open on all connections (subscriptions, and queries or mutations in flight). */
+  operations(): number;
+  slowConsumerCloses(): number;
+}
+
 /** Runs a query or mutation sent on a socket: one result, or the initial payload and the deferred ones after it. */
 export type SocketExecution = (
   query: string,
@@ -64,18 +81,7 @@ interface WsContext {
  * longer than most: graphql-ws takes its hooks as one options object (`useServer`), and each hook reads the
  * connection state kept in this closure (counts, slow-consumer closes, the socket per connection).
  */
-export function attachGraphQLWebSocket(options: WsOptions): {
-  close(): Promise<void>;
-  /**
-   * Authenticates every open connection's credential again (a key gone from the keys file, a token whose
-   * signing key left the JWKS): one that no longer names its principal is closed 4401. Resolves to how many.
-   */
-  recheck(): Promise<number>;
-  connections(): number;
-  /** Operations open on all connections (subscriptions, and queries or mutations in flight). */
-  operations(): number;
-  slowConsumerCloses(): number;
-} {
+function attachGraphQLWebSocket(options: WsOptions): GraphQLWebSocket {
   const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes });
   let slowConsumerCloses = 0;
   /** The graphql-ws contexts of open connections, whose `subscriptions` are their open operations. */
@@ -301,4 +307,57 @@ function credentialHeadersOf(params: Record<string, unknown> | undefined): { 'x-
 /** graphql-ws runs operations only on acknowledged connections, and every acknowledged one has a principal. */
 function unauthenticated(): never {
   throw new Error('an operation on a connection that did not authenticate');
+}
+
+export interface GraphQLWebSocketPluginOptions {
+  config: SubscriptionsConfig & { BODY_LIMIT_BYTES: number };
+  /** The schema served now, and what runs a query or mutation sent on a socket (gateway/graphql/apollo.ts). */
+  schema: () => GraphQLSchema;
+  execute: SocketExecution;
+}
+
+/**
+ * The `graphql-ws` part: graphql-transport-ws on the server's /graphql (`app.graphqlWs`), closed before
+ * the server closes (it waits for its connections), with its gauges.
+ */
+export const graphqlWsPlugin = fp(
+  async (app: FastifyInstance, options: GraphQLWebSocketPluginOptions) => {
+    const config = sectionOf(subscriptionsConfig, options.config, 'graphql-ws');
+    const socket = attachGraphQLWebSocket({
+      server: app.server,
+      path: '/graphql',
+      schema: options.schema,
+      auth: app.auth,
+      subscriptions: app.subscriptions,
+      execute: options.execute,
+      pipeline: app.pipeline,
+      rateLimiter: app.rateLimiter,
+      browserOrigins: app.browserOrigins,
+      connectionInitTimeoutMs: config.WS_CONNECTION_INIT_TIMEOUT_MS,
+      keepAliveMs: config.WS_KEEPALIVE_MS,
+      maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
+      maxPayloadBytes: options.config.BODY_LIMIT_BYTES,
+      maxSubscriptions: config.WS_MAX_SUBSCRIPTIONS,
+    });
+    app.addHook('preClose', () => socket.close());
+    const gauges: Array<[string, string, () => number]> = [
+      ['websocket_connections', 'Open graphql-ws connections', () => socket.connections()],
+      ['websocket_operations', 'Operations open on graphql-ws connections (subscriptions and operations in flight)', () => socket.operations()],
+      [
+        'websocket_slow_consumer_closes_total',
+        'Connections closed because events overflowed their buffer (4413), since start',
+        () => socket.slowConsumerCloses(),
+      ],
+    ];
+    for (const [name, help, read] of gauges) app.metrics.gauge({ name, help, collect: (gauge) => gauge.set(read()) });
+    app.decorate('graphqlWs', socket);
+  },
+  { name: 'graphql-ws', fastify: '5.x', dependencies: ['metrics', 'edge-guard', 'pipeline', 'supergraph'] },
+);
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** graphql-transport-ws on /graphql: its connections, operations and closes. */
+    graphqlWs: GraphQLWebSocket;
+  }
 }

@@ -1,0 +1,91 @@
+import { readFileSync, unwatchFile, watchFile } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { sectionOf } from '../../platform/config.js';
+import { readCheckedInSupergraph } from '../../schema/supergraph-file.js';
+import { executionConfig, type ExecutionConfig } from '../execution/config.js';
+import { createFederatedGateway } from '../execution/federated-gateway.js';
+import { requestLimitsOf, type RequestLimitsConfig } from '../security/limits.js';
+import { subscriptionsConfig, type SubscriptionsConfig } from '../subscriptions/config.js';
+import { federatedSubscriptions } from '../subscriptions/federated.js';
+import { graphqlConfig, type GraphQLConfig } from './config.js';
+import { ServedSupergraph, type ReloadResult } from './served-supergraph.js';
+
+export interface SupergraphOptions {
+  config: GraphQLConfig & ExecutionConfig & SubscriptionsConfig & RequestLimitsConfig;
+}
+
+/**
+ * The `supergraph` part: the supergraph served (SUPERGRAPH_FILE, or the one checked in) and what is made
+ * from it, swapped whole by a reload (gateway/graphql/served-supergraph.ts): `app.supergraph`, the query
+ * planner and its data sources (`app.federation`), federated subscriptions (`app.subscriptions`). The file
+ * is served anew when it changes (looked at every SUPERGRAPH_POLL_MS, by its size and time).
+ */
+export const supergraphPlugin = fp(
+  async (app: FastifyInstance, options: SupergraphOptions) => {
+    const config = { ...sectionOf(graphqlConfig, options.config, 'supergraph'), ...sectionOf(executionConfig, options.config, 'supergraph') };
+    const served = ServedSupergraph.initial(readSupergraph(config.SUPERGRAPH_FILE), requestLimitsOf(options.config));
+    const { modules, remoteUrls, local, signer, trust } = app.subgraphs;
+    const parts = { supergraphSdl: served.plannerSdl, remoteUrls, local, signer, trust, metrics: app.metrics, log: app.log };
+    const federation = createFederatedGateway({ ...parts, config, modules });
+    app.addHook('onClose', () => federation.close());
+    const { subscriptions, close } = federatedSubscriptions({
+      ...parts,
+      config: sectionOf(subscriptionsConfig, options.config, 'supergraph'),
+      dataSources: () => federation.dataSources,
+    });
+    app.addHook('onClose', close);
+    served.attach(federation, subscriptions);
+    app.decorate('supergraph', served);
+    app.decorate('federation', federation);
+    app.decorate('subscriptions', subscriptions);
+    app.decorate('reloadSupergraph', () => reload(served, config.SUPERGRAPH_FILE));
+    app.warmUp.add('subscription planner', () => subscriptions.warm());
+    if (config.SUPERGRAPH_FILE) watch(app, served, config.SUPERGRAPH_FILE, config.SUPERGRAPH_POLL_MS);
+  },
+  { name: 'supergraph', fastify: '5.x', dependencies: ['metrics', 'warm-up', 'subgraphs'] },
+);
+
+/** The supergraph to serve: SUPERGRAPH_FILE when set, else the one checked in with the code. */
+function readSupergraph(file: string | undefined): string {
+  return file ? readFileSync(file, 'utf8') : readCheckedInSupergraph();
+}
+
+/** Reads the supergraph again and serves it, built and checked whole first; on a failure the one served stays. */
+function reload(served: ServedSupergraph, file: string | undefined): ReloadResult {
+  let sdl: string;
+  try {
+    sdl = readSupergraph(file);
+  } catch (error) {
+    return { ok: false, error: error instanceof Error ? error.message : String(error) };
+  }
+  return served.reload(sdl);
+}
+
+/** Serves `file` anew whenever it changes, from the moment every part is ready until the app closes. */
+function watch(app: FastifyInstance, served: ServedSupergraph, file: string, intervalMs: number): void {
+  const changed = () => {
+    const result = reload(served, file);
+    if (!result.ok) app.log.error(`supergraph not reloaded from ${file}, the previous one is still served: ${result.error}`);
+    else if (!result.unchanged)
+      app.log.info(`supergraph ${result.hash} served from ${file}; ${result.subscriptionsEnded} subscriptions it no longer allows ended`);
+  };
+  app.addHook('onReady', async () => {
+    watchFile(file, { interval: intervalMs, persistent: false }, changed);
+  });
+  app.addHook('onClose', async () => {
+    unwatchFile(file, changed);
+  });
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The supergraph served now, and what a reload swaps with it. */
+    supergraph: ServedSupergraph;
+    /**
+     * Reads SUPERGRAPH_FILE (or the checked-in supergraph) again and serves it (`SIGHUP`, or the file
+     * changing): built and checked whole first; on a failure the supergraph served before stays.
+     */
+    reloadSupergraph(): ReloadResult;
+  }
+}
