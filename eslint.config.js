@@ -1,5 +1,6 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { layoutPlugin } from './tools/layout-rules.mjs';
 
 /*
  * Lint: typescript-eslint's type-checked rules over every TypeScript file of the project (the service, its
@@ -67,6 +68,14 @@ export default tseslint.config(
         },
       ],
     },
+  },
+  {
+    // The layout (tools/layout-rules.mjs): the layers, gateway/'s rooms and what each may import, and inside
+    // a subgraph resolvers -> service -> store with the service handle named `service`. Judged as an import
+    // is written; test/repository/architecture.test.ts reads every import of the tree by the same rules.
+    files: ['gateway/**/*.ts', 'platform/**/*.{ts,mjs}', 'schema/**/*.ts', 'tools/**/*.{ts,mjs}'],
+    plugins: { layout: layoutPlugin },
+    rules: { 'layout/imports': 'error' },
   },
   {
     // Tests and benchmarks read JSON answers off the wire (`Record<string, any>`) and check them with

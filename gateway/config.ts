@@ -1,6 +1,6 @@
 import { ConfigError, isDemoMode, isLoopbackHost, parseConfig, platformConfig, type ConfigValues } from '../platform/config.js';
 import { subgraphConfigs } from '../subgraphs/config.js';
-import { executionConfig } from './execution/config.js';
+import { sourcesConfig } from './sources/config.js';
 import { governanceConfig } from './governance/config.js';
 import { graphqlConfig } from './graphql/config.js';
 import { httpConfig } from './http/config.js';
@@ -19,7 +19,7 @@ export const CONFIG_SECTIONS = [
   platformConfig,
   httpConfig,
   securityConfig,
-  executionConfig,
+  sourcesConfig,
   graphqlConfig,
   subscriptionsConfig,
   governanceConfig,
@@ -34,7 +34,7 @@ const shape = {
   ...platformConfig.shape,
   ...httpConfig.shape,
   ...securityConfig.shape,
-  ...executionConfig.shape,
+  ...sourcesConfig.shape,
   ...graphqlConfig.shape,
   ...subscriptionsConfig.shape,
   ...governanceConfig.shape,

@@ -13,19 +13,18 @@ async function main(): Promise<void> {
   const config = configOrExit();
   // Checked before the server's modules (Apollo, the subgraphs, their models) are even loaded.
   await assertPortFree(config.HOST, config.PORT);
-  // Before anything loads graphql-js (the dashboard's module reaches the error catalogue).
+  // Before anything loads graphql-js.
   productionModeUnlessSet();
   // The database opens while the server's modules load (PGlite on its own thread meanwhile): unless every
   // subgraph is served elsewhere (SUBGRAPH_URLS), the start needs it. A failure is reported where it is used.
   const database = subgraphNames.some((name) => !(name in config.SUBGRAPH_URLS)) ? openRuntimeDatabase(config) : undefined;
   database?.catch(() => undefined);
-  // The subgraphs' modules load before the gateway's own: measured with `npm run bench -- gateway --baseline`,
-  // the distributed gateway used 1.11-1.13x the CPU per federated query when they loaded after the gateway's
-  // modules, and 1.00x when first, as before the rooms (docs/performance.md). Why the order matters is not
-  // yet understood.
+  // The subgraphs' modules load before the gateway's own: loaded after them, the distributed gateway uses
+  // 1.11-1.13x the CPU per federated query (`npm run bench -- gateway --baseline`, docs/performance.md);
+  // what in the load order causes it is not known.
   await import('../subgraphs/registry.js');
   // `npm ci` builds the dashboard (the package's prepare script); an install that skipped scripts has it built here.
-  const { buildDashboard, dashboardBuilt } = await import('./http/dashboard.js');
+  const [{ dashboardBuilt }, { buildDashboard }] = await Promise.all([import('./dashboard/plugin.js'), import('./dashboard/build.js')]);
   if (!dashboardBuilt()) {
     console.log('ops-supergraph: building the dashboard (web/dist is missing)');
     await buildDashboard();

@@ -7,11 +7,11 @@ import type { EventRelay } from '../platform/event-relay.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
 import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { type Config } from './config.js';
-import { boundedVariablesPolicy } from './execution/bounded-errors.js';
-import { requestErrorPolicy } from './execution/graphql-errors.js';
-import { loadGraphQLJit } from './execution/in-process-data-source.js';
-import { graphqlValidation, pipelinePlugin, type Pipeline } from './execution/pipeline.js';
-import { remoteSubgraphs, subgraphsPlugin } from './execution/subgraphs.js';
+import { boundedVariablesPolicy } from './pipeline/bounded-errors.js';
+import { requestErrorPolicy } from './pipeline/graphql-errors.js';
+import { loadGraphQLJit } from './sources/in-process-data-source.js';
+import { graphqlValidation, pipelinePlugin, type Pipeline } from './pipeline/pipeline.js';
+import { remoteSubgraphs, subgraphsPlugin } from './sources/subgraphs.js';
 import { usagePlugin, usagePolicy } from './governance/usage-recording.js';
 import { graphqlServerPlugin } from './graphql/apollo.js';
 import { documentStep, documentsPlugin, type DocumentsReload } from './graphql/documents.js';
@@ -20,7 +20,7 @@ import type { ReloadResult } from './graphql/served-supergraph.js';
 import { supergraphPlugin } from './graphql/supergraph.js';
 import { admissionPlugin } from './http/admission.js';
 import { createHttpApp, readyAndListen } from './http/app.js';
-import { dashboardPlugin } from './http/dashboard.js';
+import { dashboardPlugin } from './dashboard/plugin.js';
 import { assertPortFree } from './http/port.js';
 import { warmUpPlugin } from './http/warm-up.js';
 import { gatewayHealthPlugin, type GatewayHealthOptions } from './observability/health.js';
@@ -65,7 +65,7 @@ export interface RunningServer {
   url: string;
   /** Every route the server registered, with its methods (the doors of HTTP requests). */
   routes(): Array<{ url: string; methods: string[]; public: boolean }>;
-  /** The operation pipeline every door runs, with the steps it applies (gateway/execution/pipeline.ts). */
+  /** The operation pipeline every door runs, with the steps it applies (gateway/pipeline/pipeline.ts). */
   pipeline: Pipeline;
   /**
    * Reads SUPERGRAPH_FILE (or the checked-in supergraph) again and serves it (`SIGHUP`, or the file changing):

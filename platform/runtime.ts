@@ -4,7 +4,7 @@ import { isDemoMode, sliceOf, type PlatformConfig } from './config.js';
 import { openRuntimeDatabase, type Database } from './db.js';
 import { EventHub } from './event-hub.js';
 import type { EventRelay } from './event-relay.js';
-import { databaseIdentity } from './lineage.js';
+import { databaseIdentity } from './database-identity.js';
 import { pruneOutbox } from './outbox-retention.js';
 import { periodic } from './periodic.js';
 import { migrate } from './migrate.js';

@@ -72,7 +72,7 @@ export interface SubgraphModule<S extends ConfigShape = ConfigShape> {
   /**
    * Reads whose answers are functions of the request's document and variables alone, and of what the
    * subgraph loaded at its start (trained models): no state, no clock, no caller. The gateway keeps such
-   * answers (gateway/execution/fetch-cache.ts). `query`: the root Query fields, or 'all'; `entities`: the entity types
+   * answers (gateway/sources/fetch-cache.ts). `query`: the root Query fields, or 'all'; `entities`: the entity types
    * whose fields this subgraph resolves from the representation alone; `except`: field names that make a
    * document impure wherever they are selected (a measured time). @default none
    */

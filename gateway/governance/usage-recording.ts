@@ -4,7 +4,7 @@ import type { GraphQLSchema } from 'graphql';
 import { platformConfig, sectionOf, type PlatformConfig } from '../../platform/config.js';
 import { openDatabase, type Database } from '../../platform/db.js';
 import { migrate } from '../../platform/migrate.js';
-import type { OperationPolicy } from '../execution/operation-policy.js';
+import type { OperationPolicy } from '../pipeline/operation-policy.js';
 import { governanceConfig, type GovernanceConfig } from './config.js';
 import { registerUsageRoute } from './route.js';
 import { MemoryUsageStore, SqlUsageStore, USAGE_MIGRATIONS, UsageRecorder, type UsageStore } from './usage.js';

@@ -7,13 +7,13 @@ import {
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from 'graphql';
-import type { GatewayContext } from '../execution/context.js';
-import { deferAccepting } from '../execution/defer.js';
-import { createDirectExecution, type DirectExecution, type ServedExecution } from '../execution/direct-execution.js';
-import { formatGraphQLError } from '../execution/graphql-errors.js';
-import type { Pipeline } from '../execution/pipeline.js';
-import { formatPayload, type IncrementalSlot } from '../execution/incremental.js';
-import { policyPlugin } from '../execution/operation-policy.js';
+import type { GatewayContext } from '../pipeline/context.js';
+import { deferAccepting } from '../planner/defer.js';
+import { createDirectExecution, type DirectExecution, type ServedExecution } from '../pipeline/direct-execution.js';
+import { formatGraphQLError } from '../pipeline/graphql-errors.js';
+import type { Pipeline } from '../pipeline/pipeline.js';
+import { formatPayload, type IncrementalSlot } from '../planner/incremental.js';
+import { policyPlugin } from '../pipeline/operation-policy.js';
 import { sectionOf } from '../../platform/config.js';
 import { securityConfig, type SecurityConfig } from '../security/config.js';
 import { graphqlConfig, type GraphQLConfig } from './config.js';
@@ -46,7 +46,7 @@ interface GraphQLServerOptions {
   gateway: ApolloGateway;
   /** Runs a query without the fields its principal may not use (`authorizingGateway`). */
   authorizer: Authorizer;
-  /** The operation pipeline (gateway/execution/pipeline.ts): its policies run in every execution here. */
+  /** The operation pipeline (gateway/pipeline/pipeline.ts): its policies run in every execution here. */
   pipeline: Pipeline;
 }
 
@@ -54,7 +54,7 @@ export interface GraphQLServer {
   apollo: ApolloServer<GatewayContext>;
   /**
    * Runs a REST route's operation (gateway/rest/engine.ts): the same policies, executor and error
-   * formatting as /graphql, without Apollo Server's per-request pipeline (gateway/execution/direct-execution.ts).
+   * formatting as /graphql, without Apollo Server's per-request pipeline (gateway/pipeline/direct-execution.ts).
    */
   execute: OperationExecutor;
   /**
@@ -71,7 +71,7 @@ export interface GraphQLServer {
 /**
  * Apollo Server over the federated gateway. Every execution here (Apollo Server's pipeline for GraphQL
  * over HTTP and on sockets, the direct execution of REST routes and of GraphQL over POST) runs the
- * operation pipeline's policies, in its order (gateway/execution/pipeline.ts): a turn of the event loop,
+ * operation pipeline's policies, in its order (gateway/pipeline/pipeline.ts): a turn of the event loop,
  * the request's refusals, bounded variable errors, then the intake guard, authorization by the
  * supergraph's declarations, the rate charge, the audit trail and field usage.
  */
@@ -109,7 +109,7 @@ async function startGraphQLServer(options: GraphQLServerOptions): Promise<GraphQ
     // No landing page: Apollo's loads scripts and fonts from its CDN, and nothing leaves the machine, so a
     // browser asking /graphql for text/html gets 406 like any other client that accepts no GraphQL type.
     // For the same reason no usage or schema reports, whatever APOLLO_KEY says: GraphQL over POST runs
-    // without Apollo's pipeline (gateway/execution/direct-execution.ts), and its answers are alike only
+    // without Apollo's pipeline (gateway/pipeline/direct-execution.ts), and its answers are alike only
     // with Apollo's own plugins limited to those this server names (and its cache-control plugin).
     // No drain plugin: the app's close waits for its connections before its onClose hooks stop this server.
     plugins: [

@@ -5,7 +5,7 @@ import { ConfigError, isDemoMode, platformConfig, sectionOf, type PlatformConfig
 import type { SubgraphModule } from '../../platform/subgraph.js';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ErrorCode } from '../../platform/errors.js';
-import { refusalOf, type DocumentStep } from '../execution/pipeline.js';
+import { refusalOf, type DocumentStep } from '../pipeline/pipeline.js';
 import { REST_CLIENT } from '../rest/engine.js';
 import { hasScope, isOperator, type Principal } from '../../platform/principal.js';
 import { graphqlConfig, type GraphQLConfig, type TrustedDocumentMode } from './config.js';
@@ -284,7 +284,7 @@ function namedId(params: DocumentParams): { kind: 'none'; id?: undefined } | { k
 }
 
 /**
- * The registry as the operation pipeline's document step (gateway/execution/pipeline.ts): a refusal keeps
+ * The registry as the operation pipeline's document step (gateway/pipeline/pipeline.ts): a refusal keeps
  * its status (APQ's own answers are 200, as Apollo Server sends them).
  */
 export function documentStep(registry: DocumentRegistry): DocumentStep {

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { GraphQLError, Kind, parse, validate, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
 import { z } from 'zod';
-import { MAX_ERRORS } from '../execution/graphql-errors.js';
+import { MAX_ERRORS } from '../pipeline/graphql-errors.js';
 
 /*
  * Trusted documents as clients register them: manifests in Apollo's format (written by

@@ -5,9 +5,9 @@ import fp from 'fastify-plugin';
 import { getOperationAST, OperationTypeNode } from 'graphql';
 import { acceptsGraphQLResponse, graphQLAnswerType } from '../http/accept.js';
 import { GRAPHQL_PATH, onGraphQLRoute, refuse } from '../http/problem.js';
-import { gatewayContextFrom, gatewayContextOfRequest, principalOf, type GatewayContext } from '../execution/context.js';
-import type { Intake, Pipeline } from '../execution/pipeline.js';
-import { acceptsIncremental, MULTIPART_DEFER, multipartBody, type IncrementalSlot } from '../execution/incremental.js';
+import { gatewayContextFrom, gatewayContextOfRequest, principalOf, type GatewayContext } from '../pipeline/context.js';
+import type { Intake, Pipeline } from '../pipeline/pipeline.js';
+import { acceptsIncremental, MULTIPART_DEFER, multipartBody, type IncrementalSlot } from '../planner/incremental.js';
 import type { HttpStreams } from '../subscriptions/http-streams.js';
 import type { GraphQLServer } from './apollo.js';
 import type { CachePolicies, CachePolicy } from './cache-policy.js';
@@ -20,7 +20,7 @@ import type { DocumentParams } from './documents.js';
  * registered query sent by GET cacheable for as long as its fields' hints say.
  */
 interface GraphQLRouteOptions {
-  /** The operation pipeline (gateway/execution/pipeline.ts): document resolution and the limits run here. */
+  /** The operation pipeline (gateway/pipeline/pipeline.ts): document resolution and the limits run here. */
   pipeline: Pipeline;
   cachePolicies: CachePolicies;
   streams: HttpStreams;
@@ -55,7 +55,7 @@ async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer,
     return context;
   };
 
-  // The operation pipeline's first two steps (gateway/execution/pipeline.ts): what the request names
+  // The operation pipeline's first two steps (gateway/pipeline/pipeline.ts): what the request names
   // resolves to text (an APQ hash, a registered document's id, or text a safelist may refuse), then the
   // request limits, before Apollo validates or plans anything (a document over a limit costs one bounded
   // parse and one linear walk). Validation, authorization, the rate charge, audit and usage follow in the
@@ -107,7 +107,7 @@ async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer,
       if (policy.maxAge > 0) cacheable.set(request, policy);
     }
     // A query or mutation sent as JSON over POST runs without Apollo Server's pipeline, answered as Apollo
-    // Server answers it (gateway/execution/direct-execution.ts); what that path does not take goes on to Apollo.
+    // Server answers it (gateway/pipeline/direct-execution.ts); what that path does not take goes on to Apollo.
     const direct = server.direct;
     if (!direct || get || !isPlainPost(request, resolved)) return;
     const contentType = graphQLAnswerType(request.headers.accept);

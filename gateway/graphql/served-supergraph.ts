@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { GraphQLSchema } from 'graphql';
 import { delegate } from '../../platform/delegate.js';
-import { schemaWithDefer } from '../execution/defer.js';
-import type { FederatedGateway } from '../execution/federated-gateway.js';
+import { schemaWithDefer } from '../planner/defer.js';
+import type { FederatedGateway } from '../sources/federated-gateway.js';
 import { createAuthorizer, type Authorizer } from '../security/authorization.js';
 import { createLimiter, type Limiter, type RequestLimits } from '../security/limits.js';
 import { SubscriptionExecutor } from '../subscriptions/executor.js';

@@ -3,8 +3,8 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { sectionOf } from '../../platform/config.js';
 import { readCheckedInSupergraph } from '../../schema/supergraph-file.js';
-import { executionConfig, type ExecutionConfig } from '../execution/config.js';
-import { createFederatedGateway } from '../execution/federated-gateway.js';
+import { sourcesConfig, type SourcesConfig } from '../sources/config.js';
+import { createFederatedGateway } from '../sources/federated-gateway.js';
 import { requestLimitsOf, type RequestLimitsConfig } from '../security/limits.js';
 import { subscriptionsConfig, type SubscriptionsConfig } from '../subscriptions/config.js';
 import { federatedSubscriptions } from '../subscriptions/federated.js';
@@ -12,7 +12,7 @@ import { graphqlConfig, type GraphQLConfig } from './config.js';
 import { ServedSupergraph, type ReloadResult } from './served-supergraph.js';
 
 export interface SupergraphOptions {
-  config: GraphQLConfig & ExecutionConfig & SubscriptionsConfig & RequestLimitsConfig;
+  config: GraphQLConfig & SourcesConfig & SubscriptionsConfig & RequestLimitsConfig;
 }
 
 /**
@@ -23,7 +23,7 @@ export interface SupergraphOptions {
  */
 export const supergraphPlugin = fp(
   async (app: FastifyInstance, options: SupergraphOptions) => {
-    const config = { ...sectionOf(graphqlConfig, options.config, 'supergraph'), ...sectionOf(executionConfig, options.config, 'supergraph') };
+    const config = { ...sectionOf(graphqlConfig, options.config, 'supergraph'), ...sectionOf(sourcesConfig, options.config, 'supergraph') };
     const served = ServedSupergraph.initial(readSupergraph(config.SUPERGRAPH_FILE), requestLimitsOf(options.config));
     const { modules, remoteUrls, local, signer, trust } = app.subgraphs;
     const parts = { supergraphSdl: served.plannerSdl, remoteUrls, local, signer, trust, metrics: app.metrics, log: app.log };

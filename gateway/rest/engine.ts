@@ -5,8 +5,8 @@ import { isErrorCode, type FieldProblem } from '../../platform/errors.js';
 import { snakeFieldPath, type RestRoute } from '../../platform/rest.js';
 import { boundedFields, checkInput, fieldsDetail } from '../../platform/validate.js';
 import type { Principal } from '../../platform/principal.js';
-import { gatewayContextOfRequest, principalOf, type GatewayContext } from '../execution/context.js';
-import type { Pipeline } from '../execution/pipeline.js';
+import { gatewayContextOfRequest, principalOf, type GatewayContext } from '../pipeline/context.js';
+import type { Pipeline } from '../pipeline/pipeline.js';
 import { problem, sendProblem, type Problem } from '../http/problem.js';
 
 interface OperationResult {
@@ -53,7 +53,7 @@ export function registerRestRoutes(
 
 export interface RestEngineOptions {
   /**
-   * The operation pipeline (gateway/execution/pipeline.ts): a route's operation is taken in like any other
+   * The operation pipeline (gateway/pipeline/pipeline.ts): a route's operation is taken in like any other
    * (document resolution under REST's own client, the request limits on the route's variables) before it runs.
    */
   pipeline: Pipeline;

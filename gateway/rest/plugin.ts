@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Principal } from '../../platform/principal.js';
 import type { SubgraphModule } from '../../platform/subgraph.js';
-import type { Pipeline } from '../execution/pipeline.js';
+import type { Pipeline } from '../pipeline/pipeline.js';
 import type { Authorizer } from '../security/authorization.js';
 import { registerApiReference } from './api-reference.js';
 import { registerRestRoutes, type OperationExecutor } from './engine.js';

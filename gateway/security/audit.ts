@@ -1,5 +1,5 @@
 import { OperationTypeNode, valueFromASTUntyped, type FieldNode, type GraphQLFormattedError } from 'graphql';
-import type { OperationPolicy } from '../execution/operation-policy.js';
+import type { OperationPolicy } from '../pipeline/operation-policy.js';
 import { OperationTooLargeError, rootFields } from './operation-fields.js';
 
 /**

@@ -22,8 +22,8 @@ import {
 } from 'graphql';
 import type { ApolloGateway } from '@apollo/gateway';
 import { ANONYMOUS_PRINCIPAL, isOperator, type Principal } from '../../platform/principal.js';
-import type { GatewayContext } from '../execution/context.js';
-import type { OperationPolicy } from '../execution/operation-policy.js';
+import type { GatewayContext } from '../pipeline/context.js';
+import type { OperationPolicy } from '../pipeline/operation-policy.js';
 import { filterOperation, shapeAnswer, type FilteredOperation } from './authorization-filter.js';
 import { collectRunFields, conditionKey, operationOf } from './operation-fields.js';
 

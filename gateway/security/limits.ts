@@ -26,7 +26,7 @@ import {
   type ValueNode,
 } from 'graphql';
 import type { ErrorCode } from '../../platform/errors.js';
-import { jsonKey } from '../execution/json-key.js';
+import { jsonKey } from '../pipeline/json-key.js';
 
 /**
  * Request limits, enforced on every GraphQL document before it is validated, planned or executed (HTTP and

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { GraphQLError, type DocumentNode } from 'graphql';
 import { DEMO_PRINCIPAL, type Principal } from '../../platform/principal.js';
-import type { OperationPolicy } from '../execution/operation-policy.js';
+import type { OperationPolicy } from '../pipeline/operation-policy.js';
 import { conditionKey, operationOf, rootFields } from './operation-fields.js';
 import { refuse } from '../http/problem.js';
 
@@ -151,7 +151,7 @@ function costOverBucketError(principal: Principal, cost: number, burst: number):
 }
 
 /**
- * The rate charge of the operation pipeline (gateway/execution/pipeline.ts): every operation pays its full
+ * The rate charge of the operation pipeline (gateway/pipeline/pipeline.ts): every operation pays its full
  * cost (`operationCost`), whichever door it came in by. An HTTP request pays one token as it arrives, right
  * after authentication and before its body is read (gateway/security/edge-guard.ts), so a refused flood
  * costs the server little; that token is the first operation's, taken off what it owes here

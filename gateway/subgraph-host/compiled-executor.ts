@@ -1,7 +1,7 @@
 import type { GatewayExecutor, GatewayInterface, GatewaySchemaLoadOrUpdateCallback } from '@apollo/server-gateway-interface';
 import { execute, Kind, OperationTypeNode, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
 import type { CompiledQuery } from 'graphql-jit';
-import { compiledOrNull, compiledSubgraphExecution, subgraphExecutionCounts } from '../execution/in-process-data-source.js';
+import { compiledOrNull, compiledSubgraphExecution, subgraphExecutionCounts } from '../sources/in-process-data-source.js';
 
 /*
  * A subgraph server's execution: Apollo Server parses, validates, authorizes and formats as before, and an

@@ -10,11 +10,11 @@ import fp from 'fastify-plugin';
 import { isDatabaseUnavailable } from '../../platform/db-errors.js';
 import { ANONYMOUS_PRINCIPAL } from '../../platform/principal.js';
 import type { SubgraphInstance } from '../../platform/subgraph.js';
-import { gatewayContextFrom, principalOf, type GatewayContext } from '../execution/context.js';
-import { setCompiledSubgraphExecution } from '../execution/in-process-data-source.js';
-import { answerPolicies, resolvePolicies, type ResolvedOperation } from '../execution/operation-policy.js';
-import type { Intake, Pipeline } from '../execution/pipeline.js';
-import { databaseUnavailable } from '../execution/subgraph-errors.js';
+import { gatewayContextFrom, principalOf, type GatewayContext } from '../pipeline/context.js';
+import { setCompiledSubgraphExecution } from '../sources/in-process-data-source.js';
+import { answerPolicies, resolvePolicies, type ResolvedOperation } from '../pipeline/operation-policy.js';
+import type { Intake, Pipeline } from '../pipeline/pipeline.js';
+import { databaseUnavailable } from '../sources/subgraph-errors.js';
 import { onGraphQLRoute, refuse } from '../http/problem.js';
 import { compiledSubgraphGateway } from './compiled-executor.js';
 

@@ -4,9 +4,9 @@ import { ConfigError, type PlatformConfig } from '../../platform/config.js';
 import { ANONYMOUS_PRINCIPAL, PrincipalSigner } from '../../platform/principal.js';
 import type { SubgraphRuntime } from '../../platform/runtime.js';
 import { readSubgraphSdl, type SubgraphModule } from '../../platform/subgraph.js';
-import type { ExecutionConfig } from '../execution/config.js';
-import { graphqlValidation, pipelinePlugin } from '../execution/pipeline.js';
-import { subgraphsPlugin } from '../execution/subgraphs.js';
+import type { SourcesConfig } from '../sources/config.js';
+import { graphqlValidation, pipelinePlugin } from '../pipeline/pipeline.js';
+import { subgraphsPlugin } from '../sources/subgraphs.js';
 import { createHttpApp, readyAndListen } from '../http/app.js';
 import type { HttpConfig } from '../http/config.js';
 import { assertPortFree } from '../http/port.js';
@@ -29,12 +29,7 @@ export interface RunningSubgraphServer {
 }
 
 /** What a subgraph server reads: platform's section, the HTTP and WebSocket settings and how subgraphs execute; the subgraph its own slice of the rest. */
-export type SubgraphServerConfig = PlatformConfig &
-  HttpConfig &
-  SubscriptionsConfig &
-  ExecutionConfig &
-  RequestLimitsConfig &
-  Readonly<Record<string, unknown>>;
+export type SubgraphServerConfig = PlatformConfig & HttpConfig & SubscriptionsConfig & SourcesConfig & RequestLimitsConfig & Readonly<Record<string, unknown>>;
 
 /**
  * One subgraph as its own server (distributed mode): GraphQL over HTTP and graphql-transport-ws at
@@ -54,7 +49,7 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
   await app
     .register(warmUpPlugin)
     .register(subgraphsPlugin, { config, modules: [module], remoteUrls: new Map(), clock: options.clock ?? systemClock })
-    // The operation pipeline (gateway/execution/pipeline.ts) with the steps that apply to its gateway's
+    // The operation pipeline (gateway/pipeline/pipeline.ts) with the steps that apply to its gateway's
     // signed calls, on both of its doors (HTTP and the socket); docs/operations.md says why each other
     // step is the gateway's alone.
     .register(pipelinePlugin, (parent) => ({

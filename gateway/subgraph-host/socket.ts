@@ -9,10 +9,10 @@ import type { HttpConfig } from '../http/config.js';
 import type { SubscriptionsConfig } from '../subscriptions/config.js';
 import { PRINCIPAL_HEADER, subscriptionBody, type Principal, type PrincipalSigner } from '../../platform/principal.js';
 import type { SubgraphInstance } from '../../platform/subgraph.js';
-import { gatewayContextFrom, type GatewayContext } from '../execution/context.js';
-import { resolvePolicies } from '../execution/operation-policy.js';
-import type { Pipeline } from '../execution/pipeline.js';
-import { serializeSubgraphError } from '../execution/subgraph-errors.js';
+import { gatewayContextFrom, type GatewayContext } from '../pipeline/context.js';
+import { resolvePolicies } from '../pipeline/operation-policy.js';
+import type { Pipeline } from '../pipeline/pipeline.js';
+import { serializeSubgraphError } from '../sources/subgraph-errors.js';
 import { CloseCode } from '../subscriptions/close-codes.js';
 
 /** The `subgraph-socket` part: the subgraph's graphql-transport-ws, closed before the server closes. */
@@ -29,7 +29,7 @@ export interface SubgraphSocketOptions {
   subgraph: string;
   instance: SubgraphInstance;
   signer: PrincipalSigner;
-  /** The subgraph's operation pipeline (gateway/execution/pipeline.ts): its intake and checks run on every operation. */
+  /** The subgraph's operation pipeline (gateway/pipeline/pipeline.ts): its intake and checks run on every operation. */
   pipeline: Pipeline;
   onInternalError: (error: unknown) => void;
 }

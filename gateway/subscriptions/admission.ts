@@ -1,13 +1,13 @@
 import { GraphQLError, OperationTypeNode, type DocumentNode, type GraphQLSchema } from 'graphql';
-import type { GatewayContext } from '../execution/context.js';
-import { clientMessage } from '../execution/bounded-errors.js';
-import { MAX_ERRORS } from '../execution/graphql-errors.js';
-import { answerPolicies, resolvePolicies } from '../execution/operation-policy.js';
-import type { Pipeline } from '../execution/pipeline.js';
+import type { GatewayContext } from '../pipeline/context.js';
+import { clientMessage } from '../pipeline/bounded-errors.js';
+import { MAX_ERRORS } from '../pipeline/graphql-errors.js';
+import { answerPolicies, resolvePolicies } from '../pipeline/operation-policy.js';
+import type { Pipeline } from '../pipeline/pipeline.js';
 
 /*
  * What every streaming transport (graphql-ws, Server-Sent Events, Apollo's multipart subscriptions) does
- * with an operation its door took in (document resolution and the limits, gateway/execution/pipeline.ts):
+ * with an operation its door took in (document resolution and the limits, gateway/pipeline/pipeline.ts):
  * the pipeline's validation against the served schema, then, for a subscription, the pipeline's checks
  * (authorization, the rate charge of its full cost, usage) as it starts. A query or mutation on a stream
  * is judged by authorization first (a refusal answers before the stream starts) and runs every check in
@@ -36,7 +36,7 @@ export type Admission =
 export function admitOperation(gate: OperationGate, request: OperationRequest): Admission {
   const { operationName, variables, context } = request;
   const intake = context.intake;
-  if (!intake) throw new Error('an operation reached a stream without passing its door (gateway/execution/pipeline.ts)');
+  if (!intake) throw new Error('an operation reached a stream without passing its door (gateway/pipeline/pipeline.ts)');
   const schema = gate.schema();
   const validated = gate.pipeline.validate(schema, intake.document, operationName);
   if ('errors' in validated) return { errors: validated.errors.slice(0, MAX_ERRORS).map((e) => coded(e, 'GRAPHQL_VALIDATION_FAILED')) };

@@ -7,7 +7,7 @@ import { GraphQLError, Kind, print, validate, visit, type DocumentNode, type Exe
 import { Channel } from '../../platform/channel.js';
 import { checkCustomScalars } from '../../platform/scalars.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
-import { principalKey, type GatewayContext } from '../execution/context.js';
+import { principalKey, type GatewayContext } from '../pipeline/context.js';
 import type { Principal } from '../../platform/principal.js';
 import { isLoss, RESUME_AFTER, resumable, takeCursor } from './resumable.js';
 

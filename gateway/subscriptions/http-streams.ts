@@ -6,32 +6,33 @@ import { subscriptionsConfig, type SubscriptionsConfig } from './config.js';
 import { getOperationAST, GraphQLError, OperationTypeNode, type ExecutionResult } from 'graphql';
 import { isEventCursor } from '../../platform/event-hub.js';
 import { statusOf } from '../../platform/errors.js';
-import { principalKey, type GatewayContext } from '../execution/context.js';
+import { principalKey, type GatewayContext } from '../pipeline/context.js';
 import type { Principal } from '../../platform/principal.js';
 import { revocationOf, type Authenticator } from '../security/auth.js';
 import { admitOperation, type OperationGate } from './admission.js';
 import { cursorOf, SlowSubscriberError, type SubscriptionExecutor } from './executor.js';
+import { multipartTransport } from './multipart.js';
+import { sseTransport } from './sse.js';
+import type { StreamTransport, StreamWriter } from './stream-transport.js';
 import type { SocketExecution } from './ws-server.js';
 
 /*
- * Subscriptions over plain HTTP on /graphql, for clients behind proxies that block WebSockets, with the
- * rules graphql-ws has: the request limits and trusted documents (checked by the route before this), the
- * same admission (gateway/subscriptions/admission.ts: validation, authorization, the rate limit), shared
- * upstream streams with resumable cursors, and slow consumers cut off.
- *
- * - Server-Sent Events, the `graphql-sse` protocol's distinct-connections mode (`Accept: text/event-stream`,
- *   GET or POST): each result is an `event: next` whose `id` is the event's cursor, then `event: complete`.
- *   A browser's EventSource (or any client) reconnecting with `Last-Event-ID` resumes after that cursor.
- *   Queries and mutations are served too (one `next`, then `complete`).
- * - Apollo's multipart subscriptions (`Accept: multipart/mixed;subscriptionSpec="1.0"`), as Apollo Router
- *   serves them to Apollo Client's HttpLink: each event a part `{"payload": result}`, a `{}` part as
- *   heartbeat, the body closed with the final boundary when the subscription ends.
+ * Subscriptions (and other operations) streamed over plain HTTP on /graphql, for clients behind proxies
+ * that block WebSockets, with the rules graphql-ws has: the request limits and trusted documents (checked
+ * by the route before this), the same admission (gateway/subscriptions/admission.ts: validation,
+ * authorization, the rate limit), a cap per principal, shared upstream streams with resumable cursors, the
+ * credential checked again and ended with the stream, and slow consumers cut off. Each transport says how
+ * a request asks for it and how results are written: Server-Sent Events (./sse.ts) and Apollo's multipart
+ * subscriptions (./multipart.ts).
  *
  * A consumer that stops reading (its send buffer over WS_MAX_BUFFERED_BYTES, or its event queue full) has
  * its response cut; it reconnects and resumes from its last cursor.
  */
 
-export type StreamProtocol = 'sse' | 'multipart';
+/** The transports, in the order an Accept header that allows several is served. */
+const TRANSPORTS = { sse: sseTransport, multipart: multipartTransport } satisfies Record<string, StreamTransport>;
+
+export type StreamProtocol = keyof typeof TRANSPORTS;
 
 export interface HttpStreamsOptions {
   gate: OperationGate;
@@ -54,8 +55,8 @@ interface Open {
   revoke(reason: string): void;
 }
 
-const BOUNDARY = 'graphql';
-const MULTIPART_SUBSCRIPTION = `multipart/mixed;boundary="${BOUNDARY}";subscriptionSpec="1.0"`;
+type StreamOperation = { query: string; operationName: string | null; variables: Record<string, unknown> | null };
+type Source = AsyncIterator<ExecutionResult | Record<string, unknown>>;
 
 export class HttpStreams {
   private readonly open = new Set<Open>();
@@ -64,50 +65,73 @@ export class HttpStreams {
 
   constructor(private readonly options: HttpStreamsOptions) {}
 
-  /** Streams open now, and responses cut as slow consumers since start. */
+  /** Streams open now. */
   get count(): number {
     return this.open.size;
   }
 
+  /** Responses cut as slow consumers since start. */
   get slowConsumerCloses(): number {
     return this.slowCuts;
   }
 
-  /** Whether an Accept header asks for a stream (either protocol): /graphql does not answer it 406. */
+  /** Whether an Accept header asks for a stream (any transport): /graphql does not answer it 406. */
   acceptsStream(accept: string | undefined): boolean {
     return this.protocolOf(accept, true) !== null;
   }
 
   /**
-   * The protocol a request asks for: SSE for any operation, multipart only for a subscription (other
+   * The transport a request asks for: SSE for any operation, multipart only for a subscription (other
    * operations with that Accept are ordinary requests); null for an ordinary request.
    */
   protocolOf(accept: string | undefined, subscription: boolean): StreamProtocol | null {
     if (!accept) return null;
     const types = accept.split(',').map((part) => part.split(';').map((p) => p.trim().toLowerCase()));
-    if (types.some(([type, ...params]) => type === 'text/event-stream' && !params.some((p) => p === 'q=0'))) return 'sse';
-    const multipart = types.some(([type, ...params]) => type === 'multipart/mixed' && params.some((p) => p.replace(/"/g, '') === 'subscriptionspec=1.0'));
-    return multipart && subscription ? 'multipart' : null;
+    for (const [protocol, transport] of Object.entries(TRANSPORTS)) if (transport.accepts(types, subscription)) return protocol as StreamProtocol;
+    return null;
   }
 
   /**
    * Starts one streamed operation (the reply hijacked), or answers why it cannot start. `context` carries
-   * what the route took in (gateway/execution/pipeline.ts: document resolution and the limits).
+   * what the route took in (gateway/pipeline/pipeline.ts: document resolution and the limits).
    */
   async serve(
     request: FastifyRequest,
     reply: FastifyReply,
     protocol: StreamProtocol,
     context: GatewayContext,
-    operation: { query: string; operationName: string | null; variables: Record<string, unknown> | null },
+    operation: StreamOperation,
   ): Promise<FastifyReply> {
-    const lastEventId = protocol === 'sse' ? request.headers['last-event-id'] : undefined;
-    if (lastEventId !== undefined && (typeof lastEventId !== 'string' || !isEventCursor(lastEventId))) {
+    const transport = TRANSPORTS[protocol];
+    const resumeFrom = transport.resumeFrom(request.headers);
+    if (resumeFrom !== undefined && (typeof resumeFrom !== 'string' || !isEventCursor(resumeFrom))) {
       return refuseWith(reply, [
         new GraphQLError('Last-Event-ID must be the cursor of an event this stream sent (its `id`: decimal digits)', { extensions: { code: 'BAD_REQUEST' } }),
       ]);
     }
-    const { principal } = context;
+    const admitted = this.admit(request, reply, context, operation);
+    if ('errors' in admitted) return refuseWith(reply, admitted.errors);
+    const release = this.hold(context.principal);
+    if ('errors' in release) return refuseWith(reply, release.errors);
+    // Set once the response is taken: a subscriber's queue overflowing cuts it.
+    const slow = { cut: (): void => undefined };
+    let source: Source;
+    try {
+      const opened = await this.source(admitted, context, resumeFrom, () => slow.cut());
+      if ('errors' in opened) {
+        release.release();
+        return refuseWith(reply, opened.errors);
+      }
+      source = opened.source;
+    } catch (error) {
+      release.release();
+      throw error;
+    }
+    return this.stream(request, reply, transport, { source, principal: context.principal, release: release.release, slow });
+  }
+
+  /** The operation admitted (a mutation is never sent by GET), or the errors that refuse it. */
+  private admit(request: FastifyRequest, reply: FastifyReply, context: GatewayContext, operation: StreamOperation) {
     // A GET changes nothing (a page of another site can make a browser send one): mutations are POSTed.
     if (
       request.method === 'GET' &&
@@ -115,97 +139,97 @@ export class HttpStreams {
       getOperationAST(context.intake.document, operation.operationName)?.operation === OperationTypeNode.MUTATION
     ) {
       void reply.header('allow', 'POST');
-      return refuseWith(reply, [new GraphQLError('A mutation is sent with POST, not GET', { extensions: { code: 'METHOD_NOT_ALLOWED' } })]);
+      return { errors: [new GraphQLError('A mutation is sent with POST, not GET', { extensions: { code: 'METHOD_NOT_ALLOWED' } })] };
     }
-    const admitted = admitOperation(this.options.gate, {
+    return admitOperation(this.options.gate, {
       context,
       operationName: operation.operationName,
       variables: operation.variables,
       headers: { set: (name, value) => void reply.header(name, value) },
     });
-    if ('errors' in admitted) return refuseWith(reply, admitted.errors);
+  }
+
+  /**
+   * A place among the principal's streams, taken before anything is awaited (so concurrent requests cannot
+   * pass the cap), with its release; or the error that says the principal holds as many as it may.
+   */
+  private hold(principal: Principal): { release: () => void } | { errors: GraphQLError[] } {
     const key = principalKey(principal);
     const held = this.perPrincipal.get(key) ?? 0;
-    if (held >= this.options.maxPerPrincipal) {
-      return refuseWith(reply, [
-        new GraphQLError(
-          `Principal ${principal.id} already has ${held} streams open over HTTP; the limit is ${this.options.maxPerPrincipal} (HTTP_MAX_STREAMS_PER_PRINCIPAL): end one first`,
-          { extensions: { code: 'SUBSCRIPTION_LIMIT_EXCEEDED', limit: { name: 'http_streams', max: this.options.maxPerPrincipal } } },
-        ),
-      ]);
+    const max = this.options.maxPerPrincipal;
+    if (held >= max) {
+      return {
+        errors: [
+          new GraphQLError(
+            `Principal ${principal.id} already has ${held} streams open over HTTP; the limit is ${max} (HTTP_MAX_STREAMS_PER_PRINCIPAL): end one first`,
+            { extensions: { code: 'SUBSCRIPTION_LIMIT_EXCEEDED', limit: { name: 'http_streams', max } } },
+          ),
+        ],
+      };
     }
-    // The stream's place is taken before anything is awaited, so concurrent requests cannot pass the cap.
     this.perPrincipal.set(key, held + 1);
-    const release = () => {
-      const left = (this.perPrincipal.get(key) ?? 1) - 1;
-      if (left > 0) this.perPrincipal.set(key, left);
-      else this.perPrincipal.delete(key);
+    return {
+      release: () => {
+        const left = (this.perPrincipal.get(key) ?? 1) - 1;
+        if (left > 0) this.perPrincipal.set(key, left);
+        else this.perPrincipal.delete(key);
+      },
     };
-    // Set once the response is taken: a subscriber's queue overflowing cuts it.
-    const slow = { cut: (): void => undefined };
-    let source: AsyncIterator<ExecutionResult | Record<string, unknown>>;
-    try {
-      if (admitted.subscription) {
-        const result = await this.options.subscriptions.subscribe({
-          document: admitted.document,
-          operationName: admitted.operationName,
-          variables: admitted.variables,
-          context,
-          onSlow: () => slow.cut(),
-          ...(typeof lastEventId === 'string' ? { after: lastEventId } : {}),
-        });
-        if (!(Symbol.asyncIterator in result)) {
-          release();
-          return refuseWith(reply, result.errors ?? []);
-        }
-        source = result;
-      } else {
-        const result = await this.options.execute(admitted.text, admitted.variables, admitted.operationName ?? undefined, context);
-        source = Symbol.asyncIterator in result ? result : once(result);
-      }
-    } catch (error) {
-      release();
-      throw error;
-    }
+  }
 
+  /** The results to stream: the subscription's events (resumed after a cursor), or the operation's payloads. */
+  private async source(
+    admitted: Extract<ReturnType<typeof admitOperation>, { document: unknown }>,
+    context: GatewayContext,
+    after: string | undefined,
+    onSlow: () => void,
+  ): Promise<{ source: Source } | { errors: readonly GraphQLError[] }> {
+    if (admitted.subscription) {
+      const result = await this.options.subscriptions.subscribe({
+        document: admitted.document,
+        operationName: admitted.operationName,
+        variables: admitted.variables,
+        context,
+        onSlow,
+        ...(after !== undefined ? { after } : {}),
+      });
+      return Symbol.asyncIterator in result ? { source: result } : { errors: result.errors ?? [] };
+    }
+    const result = await this.options.execute(admitted.text, admitted.variables, admitted.operationName ?? undefined, context);
+    return { source: Symbol.asyncIterator in result ? result : once(result) };
+  }
+
+  /**
+   * Takes the response and writes the source's results on it with `transport`: heartbeats, the end of
+   * the credential (a JWT's `exp`) and of the client, slow consumers cut, the principal's place released.
+   */
+  private stream(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    transport: StreamTransport,
+    streamed: { source: Source; principal: Principal; release: () => void; slow: { cut: () => void } },
+  ): FastifyReply {
+    const { source, principal } = streamed;
     const response = reply.raw;
     const headers = { ...reply.getHeaders(), 'cache-control': 'no-cache', 'x-accel-buffering': 'no' };
     void reply.hijack();
-    const writer = protocol === 'sse' ? sseWriter(response, headers) : multipartWriter(response, headers);
+    const writer = transport.open(response, headers);
     const heartbeat = setInterval(() => writer.heartbeat(), this.options.heartbeatMs);
-    // A stream opened with a credential that ends (a JWT) ends with it, as a WebSocket does: a last error
-    // saying why, then the stream's end. The client opens another with a fresh token and resumes.
-    const expiresAt = request.credentialExpiresAt;
-    const expiry =
-      expiresAt === null
-        ? undefined
-        : setTimeout(
-            () => {
-              if (done) return;
-              writer.failed([
-                {
-                  message: 'The credential of this stream expired: open it again with a fresh one and resume from the last cursor',
-                  extensions: { code: 'UNAUTHENTICATED' },
-                },
-              ]);
-              finish(false);
-            },
-            Math.max(0, expiresAt - Date.now()),
-          );
-    expiry?.unref();
     let done = false;
+    const endWith = (message: string) => {
+      if (done) return;
+      writer.failed([{ message, extensions: { code: 'UNAUTHENTICATED' } }]);
+      finish(false);
+    };
+    const expiry = expiryTimer(request.credentialExpiresAt, () =>
+      endWith('The credential of this stream expired: open it again with a fresh one and resume from the last cursor'),
+    );
     const entry: Open = {
       response,
       end: () => finish(false),
       credentials: { 'x-api-key': request.headers['x-api-key'], authorization: request.headers.authorization },
       principal,
-      revoke: (reason) => {
-        if (done) return;
-        writer.failed([
-          { message: `The credential of this stream is no longer valid (${reason}): open it again with a valid one`, extensions: { code: 'UNAUTHENTICATED' } },
-        ]);
-        finish(false);
-      },
+      revoke: (reason) => endWith(`The credential of this stream is no longer valid (${reason}): open it again with a valid one`),
     };
     this.open.add(entry);
     const finish = (slow: boolean) => {
@@ -214,33 +238,35 @@ export class HttpStreams {
       clearInterval(heartbeat);
       clearTimeout(expiry);
       this.open.delete(entry);
-      release();
+      streamed.release();
       void source.return?.();
       if (slow) {
         this.slowCuts++;
         response.destroy();
       } else if (!response.destroyed) writer.end();
     };
-    slow.cut = () => finish(true);
+    streamed.slow.cut = () => finish(true);
     // The response's close is the client going (the request's fired when its body was read).
     response.on('close', () => finish(false));
-    void (async () => {
-      for (;;) {
-        const item = await source.next();
-        if (done) break;
-        if (item.done) break;
-        if (response.writableLength > this.options.maxBufferedBytes) {
-          finish(true);
-          break;
-        }
-        writer.next(item.value, cursorOf(item.value));
-      }
-      finish(false);
-    })().catch((error: unknown) => {
+    void this.pump(source, response, writer, () => done, finish).catch((error: unknown) => {
       finish(error instanceof SlowSubscriberError);
       if (!(error instanceof SlowSubscriberError)) request.log.error({ err: error }, 'event stream failed');
     });
     return reply;
+  }
+
+  /** Writes each result as it comes, until the source ends, the stream is done, or the client stops reading. */
+  private async pump(source: Source, response: ServerResponse, writer: StreamWriter, done: () => boolean, finish: (slow: boolean) => void): Promise<void> {
+    for (;;) {
+      const item = await source.next();
+      if (done() || item.done) break;
+      if (response.writableLength > this.options.maxBufferedBytes) {
+        finish(true);
+        return;
+      }
+      writer.next(item.value, cursorOf(item.value));
+    }
+    finish(false);
   }
 
   /**
@@ -267,52 +293,14 @@ export class HttpStreams {
 }
 
 /**
- * Each result as JSON text, made once however many streams send it: subscribers of one shared stream get
- * the same result object.
+ * A stream opened with a credential that ends (a JWT) ends with it, as a WebSocket does: a last error
+ * saying why, then the stream's end. The client opens another with a fresh token and resumes.
  */
-const serialized = new WeakMap<object, string>();
-function jsonOf(result: unknown): string {
-  if (typeof result !== 'object' || result === null) return JSON.stringify(result);
-  let text = serialized.get(result);
-  if (text === undefined) {
-    text = JSON.stringify(result);
-    serialized.set(result, text);
-  }
-  return text;
-}
-
-interface Writer {
-  next(result: unknown, cursor: string | null): void;
-  /** A last error that ends the operation (its credential expired), before `end`. */
-  failed(errors: readonly { message: string; extensions: { code: string } }[]): void;
-  heartbeat(): void;
-  end(): void;
-}
-
-function sseWriter(response: ServerResponse, headers: Record<string, unknown>): Writer {
-  response.writeHead(200, { ...headers, 'content-type': 'text/event-stream; charset=utf-8' });
-  // A comment at once: some browsers wait for the first bytes before they report the stream open.
-  response.write(':\n\n');
-  return {
-    next: (result, cursor) => response.write(`${cursor !== null ? `id: ${cursor}\n` : ''}event: next\ndata: ${jsonOf(result)}\n\n`),
-    failed: (errors) => response.write(`event: next\ndata: ${JSON.stringify({ errors })}\n\n`),
-    heartbeat: () => response.write(':\n\n'),
-    end: () => response.end('event: complete\ndata:\n\n'),
-  };
-}
-
-function multipartWriter(response: ServerResponse, headers: Record<string, unknown>): Writer {
-  response.writeHead(200, { ...headers, 'content-type': MULTIPART_SUBSCRIPTION });
-  // Every part is followed by the boundary at once, so a client parses a part as soon as it arrives.
-  response.write(`\r\n--${BOUNDARY}`);
-  const part = (json: string) => response.write(`\r\ncontent-type: application/json; charset=utf-8\r\n\r\n${json}\r\n--${BOUNDARY}`);
-  return {
-    next: (result) => part(`{"payload":${jsonOf(result)}}`),
-    // A transport-level error, as Apollo Router sends one: no payload, the errors beside it.
-    failed: (errors) => part(JSON.stringify({ payload: null, errors })),
-    heartbeat: () => part('{}'),
-    end: () => response.end('--\r\n'),
-  };
+function expiryTimer(expiresAt: number | null, expire: () => void): NodeJS.Timeout | undefined {
+  if (expiresAt === null) return undefined;
+  const timer = setTimeout(expire, Math.max(0, expiresAt - Date.now()));
+  timer.unref();
+  return timer;
 }
 
 /** Errors before a stream starts: a GraphQL-shaped JSON answer with the first error's catalogue status. */

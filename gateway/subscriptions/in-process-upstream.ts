@@ -1,6 +1,6 @@
 import { parse, subscribe, type ExecutionResult } from 'graphql';
 import type { SubgraphInstance } from '../../platform/subgraph.js';
-import { serializeSubgraphError, upstreamUnavailable } from '../execution/subgraph-errors.js';
+import { serializeSubgraphError, upstreamUnavailable } from '../sources/subgraph-errors.js';
 import type { UpstreamOpener, UpstreamResult } from './executor.js';
 
 /** Opens subscription operations on subgraphs running in this process (graphql-js `subscribe`). */

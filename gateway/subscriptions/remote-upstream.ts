@@ -5,7 +5,7 @@ import WebSocket from 'ws';
 import { Channel } from '../../platform/channel.js';
 import { StreamOverflowError } from '../../platform/event-hub.js';
 import { PRINCIPAL_HEADER, subscriptionBody, type PrincipalSigner } from '../../platform/principal.js';
-import { upstreamUnavailable } from '../execution/subgraph-errors.js';
+import { upstreamUnavailable } from '../sources/subgraph-errors.js';
 import type { SubgraphTrust } from '../../platform/subgraph-trust.js';
 import type { UpstreamOpener, UpstreamResult } from './executor.js';
 

@@ -2,17 +2,18 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { GraphQLError, type ExecutionResult, type GraphQLSchema } from 'graphql';
+import { GraphQLError, type ExecutionArgs, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import { sectionOf } from '../../platform/config.js';
 import { subscriptionsConfig, type SubscriptionsConfig } from './config.js';
 
+import type { Context as WsConnection, SubscribePayload } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { revocationOf, type Authenticator } from '../security/auth.js';
 import type { BrowserOrigins } from '../security/cors.js';
 import type { Principal } from '../../platform/principal.js';
-import { gatewayContextFrom, type GatewayContext } from '../execution/context.js';
-import type { Pipeline } from '../execution/pipeline.js';
+import { gatewayContextFrom, type GatewayContext } from '../pipeline/context.js';
+import type { Pipeline } from '../pipeline/pipeline.js';
 import { rateLimitedError, type RateLimiter } from '../security/rate-limit.js';
 import { admitOperation } from './admission.js';
 import { CloseCode } from './close-codes.js';
@@ -26,7 +27,7 @@ interface WsOptions {
   auth: Authenticator;
   /** A WebSocket opened by a page of another site whose origin is not allowed is refused (403). */
   browserOrigins: BrowserOrigins;
-  /** The operation pipeline every operation on a socket runs (gateway/execution/pipeline.ts). */
+  /** The operation pipeline every operation on a socket runs (gateway/pipeline/pipeline.ts). */
   pipeline: Pipeline;
   /** Takes each subscribe message's first token as it arrives (the pipeline's rate step charges the rest). */
   rateLimiter: RateLimiter;
@@ -47,7 +48,7 @@ interface WsOptions {
   maxSubscriptions: number;
 }
 
-export interface GraphQLWebSocket {
+interface GraphQLWebSocket {
   close(): Promise<void>;
   /**
    * Authenticates every open connection's credential again (a key gone from the keys file, a token whose
@@ -76,181 +77,213 @@ interface WsContext {
   socket: WebSocket;
 }
 
+/** graphql-ws's context of one connection: its open operations (`subscriptions`), its socket and request. */
+type ConnectionContext = WsConnection<Record<string, unknown> | undefined, { socket: WebSocket; request: IncomingMessage }>;
+
 /**
- * graphql-transport-ws on the HTTP server's /graphql, with the gateway's auth and executors. One function,
- * longer than most: graphql-ws takes its hooks as one options object (`useServer`), and each hook reads the
- * connection state kept in this closure (counts, slow-consumer closes, the socket per connection).
+ * graphql-transport-ws on the HTTP server's /graphql, with the gateway's credentials, pipeline and executors:
+ * the state of open connections (their principal, credential and its expiry, their operations' contexts)
+ * kept here, one method per graphql-ws hook.
  */
-function attachGraphQLWebSocket(options: WsOptions): GraphQLWebSocket {
-  const wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes });
-  let slowConsumerCloses = 0;
+class GraphQLWebSocketServer implements GraphQLWebSocket {
+  private readonly wss: WebSocketServer;
+  private slowCloses = 0;
   /** The graphql-ws contexts of open connections, whose `subscriptions` are their open operations. */
-  const open = new Set<{ subscriptions: Record<string, unknown> }>();
-  const closeAsSlow = (socket: WebSocket) => {
-    if (socket.readyState !== socket.OPEN) return;
-    slowConsumerCloses++;
-    socket.close(CloseCode.SlowConsumer, 'Slow consumer: events overflowed its buffer; resubscribe with your last cursor');
-  };
+  private readonly open = new Set<ConnectionContext>();
   /** The credential each connection presented in connection_init, checked again by `recheck`. */
-  const credentials = new WeakMap<object, ReturnType<typeof credentialHeadersOf>>();
-  const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+  private readonly credentials = new WeakMap<object, ReturnType<typeof credentialHeadersOf>>();
+  /** The context of each operation, made as its door took it in (graphql-ws hands `context` the same payload). */
+  private readonly contexts = new WeakMap<object, GatewayContext>();
+  /** The principal each connection authenticated as (connection_init). */
+  private readonly principals = new WeakMap<object, Principal>();
+  /** When each connection's credential expires (JWTs), in ms since the epoch. */
+  private readonly expiries = new WeakMap<object, number>();
+  private readonly disposer: { dispose(): void | Promise<void> };
+  private readonly onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(request, socket, head);
+
+  constructor(private readonly options: WsOptions) {
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: options.maxPayloadBytes });
+    options.server.on('upgrade', this.onUpgrade);
+    this.disposer = useServer<Record<string, unknown> | undefined, { socket: WebSocket; request: IncomingMessage }>(
+      {
+        schema: () => options.schema(),
+        connectionInitWaitTimeout: options.connectionInitTimeoutMs,
+        onConnect: (ctx) => this.connect(ctx),
+        onClose: (ctx) => void this.open.delete(ctx),
+        onSubscribe: (ctx, _id, payload) => this.subscribeMessage(ctx, payload),
+        context: (ctx, _id, payload): WsContext => ({
+          gateway: this.contexts.get(payload) ?? gatewayContextFrom(ctx.extra.request.headers, this.principals.get(ctx) ?? unauthenticated()),
+          socket: ctx.extra.socket,
+        }),
+        execute: async (args) => {
+          const ctx = args.contextValue as WsContext;
+          // The text the door took in: the execution's intake guard checks it is the one judged.
+          return options.execute(ctx.gateway.intake?.source ?? '', args.variableValues ?? {}, args.operationName ?? undefined, ctx.gateway);
+        },
+        subscribe: (args) => this.subscribe(args.contextValue as WsContext, args),
+      },
+      this.wss,
+      options.keepAliveMs,
+    );
+  }
+
+  connections(): number {
+    return this.wss.clients.size;
+  }
+
+  operations(): number {
+    let n = 0;
+    for (const ctx of this.open) n += Object.keys(ctx.subscriptions).length;
+    return n;
+  }
+
+  slowConsumerCloses(): number {
+    return this.slowCloses;
+  }
+
+  /** Only /graphql upgrades, and a page of a site whose origin is not allowed is refused (403). */
+  private upgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
     const path = (request.url ?? '').split('?')[0];
-    if (path !== options.path) {
+    if (path !== this.options.path) {
       socket.destroy();
       return;
     }
-    if (options.browserOrigins.isForeign(request.headers)) {
+    if (this.options.browserOrigins.isForeign(request.headers)) {
       socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
-    wss.handleUpgrade(request, socket, head, (ws) => wss.emit('connection', ws, request));
-  };
-  options.server.on('upgrade', onUpgrade);
+    this.wss.handleUpgrade(request, socket, head, (ws) => this.wss.emit('connection', ws, request));
+  }
 
-  /** The context of each operation, made as its door took it in (graphql-ws hands `context` the same payload). */
-  const contexts = new WeakMap<object, GatewayContext>();
-  /** The principal each connection authenticated as (connection_init). */
-  const principals = new WeakMap<object, Principal>();
-  /** When each connection's credential expires (JWTs), in ms since the epoch. */
-  const expiries = new WeakMap<object, number>();
-  const closeExpired = (socket: WebSocket) => {
-    if (socket.readyState === socket.OPEN) socket.close(CloseCode.Unauthorized, 'Unauthorized: the credential expired; reconnect with a fresh one');
-  };
-  const disposer = useServer<Record<string, unknown> | undefined, { socket: WebSocket; request: IncomingMessage }>(
-    {
-      schema: () => options.schema(),
-      connectionInitWaitTimeout: options.connectionInitTimeoutMs,
-      onConnect: async (ctx) => {
-        const presented = credentialHeadersOf(ctx.connectionParams);
-        const result = await options.auth.authenticate(presented);
-        if ('principal' in result) {
-          principals.set(ctx, result.principal);
-          credentials.set(ctx, presented);
-          open.add(ctx);
-          // A credential that ends (a JWT) ends the connection with it: closed at `exp`, whatever is open.
-          if (result.expiresAt !== undefined) {
-            expiries.set(ctx, result.expiresAt);
-            const socket = ctx.extra.socket;
-            const timer = setTimeout(() => closeExpired(socket), Math.max(0, result.expiresAt - Date.now()));
-            timer.unref();
-            socket.once('close', () => clearTimeout(timer));
-          }
-          return true;
-        }
-        ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized: send x-api-key or authorization in connection_init');
-        return false;
-      },
-      onClose: (ctx) => {
-        open.delete(ctx);
-      },
-      // Parse and validate here rather than in graphql-ws, so a bad document is an `error` message for
-      // that operation, with a catalogue code, instead of a closed socket (graphql-ws closes on a parse error).
-      onSubscribe: (ctx, _id, payload) => {
-        // An operation that arrives after the credential expired (before the timer closed the socket) runs nothing.
-        const expiresAt = expiries.get(ctx);
-        if (expiresAt !== undefined && Date.now() >= expiresAt) {
-          closeExpired(ctx.extra.socket);
-          return [new GraphQLError('The credential of this connection has expired: reconnect with a fresh one', { extensions: { code: 'UNAUTHENTICATED' } })];
-        }
-        // graphql-ws registers every operation of the connection (this one included) until it completes,
-        // errs, or the client completes it.
-        const others = Object.keys(ctx.subscriptions).length - 1;
-        if (others >= options.maxSubscriptions) {
-          return [
-            new GraphQLError(
-              `This connection already has ${others} open operations; the limit is ${options.maxSubscriptions} (WS_MAX_SUBSCRIPTIONS): complete one first or open another connection`,
-              {
-                extensions: { code: 'SUBSCRIPTION_LIMIT_EXCEEDED', limit: { name: 'subscriptions', max: options.maxSubscriptions } },
-              },
-            ),
-          ];
-        }
-        // The operation pipeline (gateway/execution/pipeline.ts), as on every door: document resolution
-        // (APQ, trusted documents, the safelist), the request limits, then validation and, for a
-        // subscription, its checks as it starts; a query or mutation runs them in its execution.
-        const context = gatewayContextFrom(ctx.extra.request.headers, principals.get(ctx) ?? unauthenticated());
-        // Each subscribe message pays its first token as it arrives, as an HTTP request does at the edge:
-        // a refusal at any step still costs one, and the operation's rate step charges the rest.
-        const decision = options.rateLimiter.take(context.principal, 1);
-        if (!decision.allowed) return [rateLimitedError(context.principal, decision)];
-        if (!decision.unlimited) context.prepaid = 1;
-        const taken = options.pipeline.intake({
-          params: payload,
-          variables: payload.variables,
-          operationName: payload.operationName,
-          principal: context.principal,
-          clientName: context.client.name ?? undefined,
-        });
-        if (!taken.ok) return [taken.error];
-        context.intake = taken.intake;
-        const admitted = admitOperation(options, { context, operationName: payload.operationName, variables: payload.variables });
-        if ('errors' in admitted) return admitted.errors;
-        contexts.set(payload, context);
-        return { schema: options.schema(), document: admitted.document, operationName: payload.operationName, variableValues: payload.variables };
-      },
-      context: (ctx, _id, payload): WsContext => ({
-        gateway: contexts.get(payload) ?? gatewayContextFrom(ctx.extra.request.headers, principals.get(ctx) ?? unauthenticated()),
-        socket: ctx.extra.socket,
+  /** connection_init: the credential it carries resolves to a principal, or the socket closes 4401. */
+  private async connect(ctx: ConnectionContext): Promise<boolean> {
+    const presented = credentialHeadersOf(ctx.connectionParams);
+    const result = await this.options.auth.authenticate(presented);
+    if (!('principal' in result)) {
+      ctx.extra.socket.close(CloseCode.Unauthorized, 'Unauthorized: send x-api-key or authorization in connection_init');
+      return false;
+    }
+    this.principals.set(ctx, result.principal);
+    this.credentials.set(ctx, presented);
+    this.open.add(ctx);
+    // A credential that ends (a JWT) ends the connection with it: closed at `exp`, whatever is open.
+    if (result.expiresAt !== undefined) {
+      this.expiries.set(ctx, result.expiresAt);
+      const socket = ctx.extra.socket;
+      const timer = setTimeout(() => closeExpired(socket), Math.max(0, result.expiresAt - Date.now()));
+      timer.unref();
+      socket.once('close', () => clearTimeout(timer));
+    }
+    return true;
+  }
+
+  /**
+   * A subscribe message, judged here rather than in graphql-ws, so a bad document is an `error` message
+   * for that operation, with a catalogue code, instead of a closed socket (graphql-ws closes on a parse
+   * error): the credential still valid, the connection's operation cap, the first rate token, then the
+   * operation pipeline as on every door.
+   */
+  private subscribeMessage(ctx: ConnectionContext, payload: SubscribePayload): readonly GraphQLError[] | ExecutionArgs {
+    // An operation that arrives after the credential expired (before the timer closed the socket) runs nothing.
+    const expiresAt = this.expiries.get(ctx);
+    if (expiresAt !== undefined && Date.now() >= expiresAt) {
+      closeExpired(ctx.extra.socket);
+      return [new GraphQLError('The credential of this connection has expired: reconnect with a fresh one', { extensions: { code: 'UNAUTHENTICATED' } })];
+    }
+    // graphql-ws registers every operation of the connection (this one included) until it completes,
+    // errs, or the client completes it.
+    const others = Object.keys(ctx.subscriptions).length - 1;
+    const max = this.options.maxSubscriptions;
+    if (others >= max) {
+      return [
+        new GraphQLError(
+          `This connection already has ${others} open operations; the limit is ${max} (WS_MAX_SUBSCRIPTIONS): complete one first or open another connection`,
+          { extensions: { code: 'SUBSCRIPTION_LIMIT_EXCEEDED', limit: { name: 'subscriptions', max } } },
+        ),
+      ];
+    }
+    return this.admit(gatewayContextFrom(ctx.extra.request.headers, this.principals.get(ctx) ?? unauthenticated()), payload);
+  }
+
+  /**
+   * The operation pipeline (gateway/pipeline/pipeline.ts): document resolution (APQ, trusted documents,
+   * the safelist), the request limits, then validation and, for a subscription, its checks as it starts;
+   * a query or mutation runs them in its execution.
+   */
+  private admit(context: GatewayContext, payload: SubscribePayload): readonly GraphQLError[] | ExecutionArgs {
+    // Each subscribe message pays its first token as it arrives, as an HTTP request does at the edge:
+    // a refusal at any step still costs one, and the operation's rate step charges the rest.
+    const decision = this.options.rateLimiter.take(context.principal, 1);
+    if (!decision.allowed) return [rateLimitedError(context.principal, decision)];
+    if (!decision.unlimited) context.prepaid = 1;
+    const taken = this.options.pipeline.intake({
+      params: payload,
+      variables: payload.variables,
+      operationName: payload.operationName,
+      principal: context.principal,
+      clientName: context.client.name ?? undefined,
+    });
+    if (!taken.ok) return [taken.error];
+    context.intake = taken.intake;
+    const admitted = admitOperation(this.options, { context, operationName: payload.operationName, variables: payload.variables });
+    if ('errors' in admitted) return admitted.errors;
+    this.contexts.set(payload, context);
+    return { schema: this.options.schema(), document: admitted.document, operationName: payload.operationName, variableValues: payload.variables };
+  }
+
+  /** A subscription's events from the shared upstream stream, its socket closed as a slow consumer when it falls behind. */
+  private async subscribe(ctx: WsContext, args: ExecutionArgs) {
+    const closeAsSlow = () => this.closeAsSlow(ctx.socket);
+    const result = await this.options.subscriptions.subscribe({
+      document: args.document,
+      operationName: args.operationName,
+      variables: args.variableValues ?? {},
+      context: ctx.gateway,
+      onSlow: closeAsSlow,
+    });
+    if (!(Symbol.asyncIterator in result)) return result;
+    return guardSlowConsumer(result, ctx.socket, this.options.maxBufferedBytes, closeAsSlow);
+  }
+
+  private closeAsSlow(socket: WebSocket): void {
+    if (socket.readyState !== socket.OPEN) return;
+    this.slowCloses++;
+    socket.close(CloseCode.SlowConsumer, 'Slow consumer: events overflowed its buffer; resubscribe with your last cursor');
+  }
+
+  async recheck(): Promise<number> {
+    let closed = 0;
+    await Promise.all(
+      [...this.open].map(async (ctx) => {
+        const principal = this.principals.get(ctx);
+        const presented = this.credentials.get(ctx);
+        if (!principal || !presented) return;
+        const reason = await revocationOf(this.options.auth, presented, principal);
+        if (reason === null) return;
+        const socket = ctx.extra.socket;
+        if (socket.readyState !== socket.OPEN) return;
+        closed++;
+        socket.close(CloseCode.Unauthorized, `Unauthorized: the credential is no longer valid (${reason}); reconnect with a valid one`.slice(0, 120));
       }),
-      execute: async (args) => {
-        const ctx = args.contextValue as WsContext;
-        // The text the door took in: the execution's intake guard checks it is the one judged.
-        return options.execute(ctx.gateway.intake?.source ?? '', args.variableValues ?? {}, args.operationName ?? undefined, ctx.gateway);
-      },
-      subscribe: async (args) => {
-        const ctx = args.contextValue as WsContext;
-        const result = await options.subscriptions.subscribe({
-          document: args.document,
-          operationName: args.operationName,
-          variables: args.variableValues ?? {},
-          context: ctx.gateway,
-          onSlow: () => closeAsSlow(ctx.socket),
-        });
-        if (!(Symbol.asyncIterator in result)) return result;
-        return guardSlowConsumer(result, ctx.socket, options.maxBufferedBytes, () => closeAsSlow(ctx.socket));
-      },
-    },
-    wss,
-    options.keepAliveMs,
-  );
+    );
+    return closed;
+  }
 
-  return {
-    connections: () => wss.clients.size,
-    operations: () => {
-      let n = 0;
-      for (const ctx of open) n += Object.keys(ctx.subscriptions).length;
-      return n;
-    },
-    slowConsumerCloses: () => slowConsumerCloses,
-    async recheck() {
-      let closed = 0;
-      await Promise.all(
-        [...open].map(async (ctx) => {
-          const principal = principals.get(ctx);
-          const presented = credentials.get(ctx);
-          if (!principal || !presented) return;
-          const reason = await revocationOf(options.auth, presented, principal);
-          if (reason === null) return;
-          const socket = (ctx as unknown as { extra: { socket: WebSocket } }).extra.socket;
-          if (socket.readyState !== socket.OPEN) return;
-          closed++;
-          socket.close(CloseCode.Unauthorized, `Unauthorized: the credential is no longer valid (${reason}); reconnect with a valid one`.slice(0, 120));
-        }),
-      );
-      return closed;
-    },
-    async close() {
-      options.server.off('upgrade', onUpgrade);
-      // graphql-ws sends 1001 to every client and waits for each to close; a peer that never answers
-      // would hold the shutdown for ws's 30 s closing timeout. After a short grace it is cut off.
-      const disposed = disposer.dispose();
-      const grace = new Promise((resolve) => setTimeout(resolve, SHUTDOWN_GRACE_MS).unref());
-      await Promise.race([disposed, grace]);
-      for (const client of wss.clients) client.terminate();
-      await disposed;
-      await new Promise<void>((resolve) => wss.close(() => resolve()));
-    },
-  };
+  async close(): Promise<void> {
+    this.options.server.off('upgrade', this.onUpgrade);
+    // graphql-ws sends 1001 to every client and waits for each to close; a peer that never answers
+    // would hold the shutdown for ws's 30 s closing timeout. After a short grace it is cut off.
+    const disposed = Promise.resolve(this.disposer.dispose());
+    const grace = new Promise((resolve) => setTimeout(resolve, SHUTDOWN_GRACE_MS).unref());
+    await Promise.race([disposed, grace]);
+    for (const client of this.wss.clients) client.terminate();
+    await disposed;
+    await new Promise<void>((resolve) => this.wss.close(() => resolve()));
+  }
+}
+
+function closeExpired(socket: WebSocket): void {
+  if (socket.readyState === socket.OPEN) socket.close(CloseCode.Unauthorized, 'Unauthorized: the credential expired; reconnect with a fresh one');
 }
 
 /**
@@ -323,7 +356,7 @@ export interface GraphQLWebSocketPluginOptions {
 export const graphqlWsPlugin = fp(
   async (app: FastifyInstance, options: GraphQLWebSocketPluginOptions) => {
     const config = sectionOf(subscriptionsConfig, options.config, 'graphql-ws');
-    const socket = attachGraphQLWebSocket({
+    const socket = new GraphQLWebSocketServer({
       server: app.server,
       path: '/graphql',
       schema: options.schema,

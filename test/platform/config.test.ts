@@ -106,7 +106,7 @@ describe('configuration', () => {
       'platform',
       'gateway/http',
       'gateway/security',
-      'gateway/execution',
+      'gateway/sources',
       'gateway/graphql',
       'gateway/subscriptions',
       'gateway/governance',

@@ -2,7 +2,7 @@ import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jet
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUDIENCE_HEADER, EventRelay, OUTBOX_ID_HEADER } from '../../platform/event-relay.js';
-import { databaseIdentity } from '../../platform/lineage.js';
+import { databaseIdentity } from '../../platform/database-identity.js';
 import { appendEvents } from '../../platform/outbox.js';
 import { hoursFromNow, rest } from '../support/http.js';
 import { NATS_SERVER, TestNats } from '../support/nats.js';

@@ -2,15 +2,15 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { GATEWAY_ENTRY_POINTS, GATEWAY_ROOMS, LAYOUT_DOCS, withLayout } from '../../tools/layout.js';
+import { GATEWAY_ENTRY_POINTS, GATEWAY_ROOMS, importViolation, LAYOUT_DOCS, withLayout } from '../../tools/layout.js';
 
 /*
- * The layers, read from the import statements of the source files: platform/ depends on nothing of the
- * project; a subgraph depends on platform/ and on its own folder only (subgraphs share code through
- * platform/, never through each other); the gateway reaches the subgraphs through subgraphs/registry.ts
- * (and their settings through subgraphs/config.ts).
- * Inside gateway/, the rooms of tools/layout.ts and the rooms each may import (type-only imports included);
- * only the entry points sit at its top.
+ * The layers, read from the import statements of every source file and judged by the rules the linter holds
+ * as imports are written (tools/layout-rules.mjs, `importViolation`): platform/ depends on nothing of the
+ * project; a subgraph depends on platform/ and on its own folder only, its resolvers never on its store;
+ * the gateway reaches the subgraphs through subgraphs/registry.ts (and their settings through
+ * subgraphs/config.ts); inside gateway/, each room imports the rooms it lists; only the entry points sit
+ * at its top.
  */
 
 const root = normalize(join(dirname(fileURLToPath(import.meta.url)), '..', '..'));
@@ -38,50 +38,7 @@ function projectImports(file: string): string[] {
   return out;
 }
 
-/** What `file` may import, or a reason it may not import `target`. */
-function violation(file: string, target: string): string | null {
-  const [layer, second] = file.split('/');
-  const [targetLayer, targetSecond] = target.split('/');
-  if (targetLayer === 'tools' && layer !== 'tools') return 'nothing of the service imports tools/ (build tools above the layers)';
-  if (layer === 'gateway' && targetLayer === 'gateway') return roomViolation(file, target);
-  if (targetLayer === layer && layer !== 'subgraphs') return null;
-  switch (layer) {
-    case 'platform':
-      return 'platform/ imports nothing of the project outside platform/';
-    case 'schema':
-      return targetLayer === 'platform' ? null : 'schema/ imports platform/ only';
-    case 'tools':
-      // Code generation reads the schema and the subgraphs' route tables.
-      return null;
-    case 'gateway':
-      if (targetLayer === 'platform' || targetLayer === 'schema') return null;
-      return target === 'subgraphs/registry.ts' || target === 'subgraphs/config.ts'
-        ? null
-        : 'the gateway reaches subgraphs through subgraphs/registry.ts (and their settings through subgraphs/config.ts) only';
-    case 'subgraphs':
-      if (targetLayer === 'platform') return null;
-      if (file === 'subgraphs/registry.ts')
-        return targetLayer === 'subgraphs' && target.endsWith('/index.ts') ? null : 'the registry imports each subgraph by its index.ts';
-      if (file === 'subgraphs/config.ts')
-        return targetLayer === 'subgraphs' && target.endsWith('/config.ts') ? null : "subgraphs/config.ts imports each subgraph's config.ts only";
-      if (targetLayer === 'subgraphs' && targetSecond === second) return null;
-      return `subgraphs/${second} shares code with other subgraphs only through platform/`;
-    default:
-      return null;
-  }
-}
-
-/** Whether a gateway file may import another: its own room, a room its room may import, never an entry point. */
-function roomViolation(file: string, target: string): string | null {
-  const roomOf = (path: string) => (path.split('/').length > 2 ? path.split('/')[1]! : null);
-  const [from, to] = [roomOf(file), roomOf(target)];
-  if (from === null) return null; // an entry point composes every room
-  if (to === null) return `gateway/${from}/ imports an entry point (${target}); entry points compose rooms, rooms do not import them`;
-  if (from === to) return null;
-  return GATEWAY_ROOMS[from]?.imports.includes(to)
-    ? null
-    : `gateway/${from}/ may import ${GATEWAY_ROOMS[from]?.imports.join(', ') || 'no other room'}, not gateway/${to}/`;
-}
+const violation = importViolation;
 
 describe('the layers', () => {
   const files = LAYERS.flatMap((layer) => sourceFiles(layer));
@@ -153,7 +110,7 @@ describe('the layers', () => {
     expect(violation('platform/db.ts', 'gateway/server.ts')).toMatch(/imports nothing/);
     expect(violation('gateway/server.ts', 'subgraphs/rental/store.ts')).toMatch(/registry/);
     expect(violation('subgraphs/rental/store.ts', 'subgraphs/rental/tracking.ts')).toBeNull();
-    expect(violation('gateway/execution/plan-executor.ts', 'gateway/security/authorization.ts')).toMatch(/may import observability, not gateway\/security/);
+    expect(violation('gateway/planner/plan-executor.ts', 'gateway/security/authorization.ts')).toMatch(/may import observability, not gateway\/security/);
     expect(violation('gateway/http/app.ts', 'gateway/server.ts')).toMatch(/entry point/);
     expect(violation('gateway/server.ts', 'gateway/http/app.ts')).toBeNull();
   });

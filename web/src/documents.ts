@@ -1,6 +1,6 @@
 /**
  * Every GraphQL document the dashboard sends, all over the one graphql-ws connection. Each stays inside the
- * gateway's request limits (depth 10, cost 5000, 200 fields; test/gateway/http/dashboard.test.ts checks them with the
+ * gateway's request limits (depth 10, cost 5000, 200 fields; test/gateway/dashboard/dashboard.test.ts checks them with the
  * gateway's own limiter). A stream's resume cursor is its `$after` variable.
  */
 

@@ -2,12 +2,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { directCounts } from '../../../gateway/execution/direct-execution.js';
+import { directCounts } from '../../../gateway/pipeline/direct-execution.js';
 import { hoursFromNow } from '../../support/http.js';
 import { modes, startTestServer, type TestServer } from '../../support/server.js';
 
 /*
- * GraphQL over POST runs without Apollo Server's pipeline (gateway/execution/direct-execution.ts), and must
+ * GraphQL over POST runs without Apollo Server's pipeline (gateway/pipeline/direct-execution.ts), and must
  * answer exactly as Apollo Server does. Every request of the corpus is sent twice to the same server: as
  * clients send it (the direct path), and with an empty `extensions` object, which the direct path leaves
  * to Apollo Server. Status, media type, cache-control, the rate limit's and outage headers, and the body

@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { openApiPath } from '../../../gateway/rest/openapi.js';
 import { registerRestRoutes } from '../../../gateway/rest/engine.js';
-import { createPipeline, graphqlValidation } from '../../../gateway/execution/pipeline.js';
+import { createPipeline, graphqlValidation } from '../../../gateway/pipeline/pipeline.js';
 import { DEMO_PRINCIPAL } from '../../../platform/principal.js';
 import { defineRoute } from '../../../platform/rest.js';
 import { subgraphs } from '../../../subgraphs/registry.js';

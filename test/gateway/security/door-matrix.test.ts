@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { PIPELINE_STEPS } from '../../../gateway/execution/pipeline.js';
+import { PIPELINE_STEPS } from '../../../gateway/pipeline/pipeline.js';
 import type { AuditEntry } from '../../../gateway/security/audit.js';
 import { MAX_COLLECTED } from '../../../gateway/security/operation-fields.js';
 import { SCOPES } from '../../../platform/principal.js';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { setCompiledSubgraphExecution, subgraphExecutionCounts } from '../../../gateway/execution/in-process-data-source.js';
+import { setCompiledSubgraphExecution, subgraphExecutionCounts } from '../../../gateway/sources/in-process-data-source.js';
 import { gql, hoursFromNow } from '../../support/http.js';
 import { signedSubgraphCall, startTestServer, type TestServer } from '../../support/server.js';
 

@@ -200,7 +200,7 @@ describe('distributed mode: the prediction subgraph down', () => {
 
     await server.subgraphServers.get('prediction')!.close();
     // A forecast already answered is a function of the leg and the model: the gateway still has it
-    // (gateway/execution/fetch-cache.ts). One never asked for cannot be had.
+    // (gateway/sources/fetch-cache.ts). One never asked for cannot be had.
     expect(await gql(server.url, query, { id: seen })).toEqual(up);
     const down = await gql(server.url, query, { id });
     expect(down.data!['booking']).toEqual({ id, status: 'CONFIRMED', deliveryForecast: null });

@@ -1,0 +1,197 @@
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { systemClock, type Clock } from '../../platform/clock.js';
+import { ConfigError, platformConfig, sectionOf, type PlatformConfig } from '../../platform/config.js';
+import type { Database } from '../../platform/db.js';
+import { restoreMessage } from '../../platform/database-identity.js';
+import { PrincipalSigner } from '../../platform/principal.js';
+import { startSubgraphRuntime, type SubgraphRuntime } from '../../platform/runtime.js';
+import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
+import { SubgraphTrust, UntrustedSubgraph } from '../../platform/subgraph-trust.js';
+import { sourcesConfig, type SourcesConfig } from './config.js';
+
+/*
+ * The subgraphs a process serves: those that run in it, on their database (platform/runtime.ts), and
+ * those served by servers of their own (SUBGRAPH_URLS), reached with the caller's principal signed and
+ * only while they refuse unsigned calls.
+ */
+
+export interface SubgraphsOptions {
+  config: PlatformConfig & SourcesConfig & Readonly<Record<string, unknown>>;
+  /** Every subgraph of the supergraph. */
+  modules: readonly SubgraphModule[];
+  /** Those served by servers of their own, by name (`remoteSubgraphs`); the rest run in this process. */
+  remoteUrls: ReadonlyMap<string, string>;
+  /** Source of "now" for every time rule. @default the system clock */
+  clock?: Clock;
+  /** The database, when its opening was started before the server's modules loaded. @default opened here */
+  database?: Promise<Database>;
+}
+
+/** What the `subgraphs` part decorates the app with. */
+interface Subgraphs {
+  modules: readonly SubgraphModule[];
+  remoteUrls: ReadonlyMap<string, string>;
+  /** The subgraphs running in this process, by name. */
+  local: ReadonlyMap<string, SubgraphInstance>;
+  /** Their database, event hub and relay; null when every subgraph runs on its own. */
+  runtime: SubgraphRuntime | null;
+  /** Signs the principal each call acts for, with PRINCIPAL_SECRET; null without one. */
+  signer: PrincipalSigner | null;
+  /** Which subgraph servers refuse unsigned calls (platform/subgraph-trust.ts). */
+  trust: SubgraphTrust;
+}
+
+/**
+ * The `subgraphs` part (`app.subgraphs`): starts the local subgraphs on their database, closed with the
+ * app; asks each subgraph server whether it refuses unsigned calls; with metrics, their gauges.
+ */
+export const subgraphsPlugin = fp(
+  async (app: FastifyInstance, options: SubgraphsOptions) => {
+    const config = { ...sectionOf(platformConfig, options.config, 'subgraphs'), ...sectionOf(sourcesConfig, options.config, 'subgraphs') };
+    const local = options.modules.filter((m) => !options.remoteUrls.has(m.name));
+    if (local.length === 0) await (await options.database)?.close();
+    const runtime =
+      local.length === 0
+        ? null
+        : await startSubgraphRuntime({
+            config: options.config,
+            clock: options.clock ?? systemClock,
+            modules: local,
+            ...(options.database ? { database: options.database } : {}),
+            onError: (error) => app.log.warn({ err: error }, 'outbox read failed; retrying'),
+            onRestore: (lost) => app.log.warn({ lost }, restoreMessage(lost)),
+          });
+    if (runtime) app.addHook('onClose', () => runtime.close());
+    const subgraphs: Subgraphs = {
+      modules: options.modules,
+      remoteUrls: options.remoteUrls,
+      local: runtime?.instances ?? new Map(),
+      runtime,
+      signer: PrincipalSigner.from(config.PRINCIPAL_SECRET),
+      trust: subgraphTrust(options.remoteUrls, config.SUBGRAPH_TIMEOUT_MS, app.log),
+    };
+    app.decorate('subgraphs', subgraphs);
+    for (const [name, instance] of subgraphs.local)
+      if (instance.warmUp && app.hasDecorator('warmUp')) app.warmUp.add(`subgraph ${name}`, () => instance.warmUp!());
+    if (app.hasDecorator('metrics')) registerGauges(app, subgraphs);
+  },
+  { name: 'subgraphs', fastify: '5.x' },
+);
+
+/** SUBGRAPH_URLS, checked: each names a known subgraph, and signed calls are possible where they are needed. */
+export function remoteSubgraphs(
+  config: Pick<PlatformConfig, 'SUBGRAPH_URLS' | 'PRINCIPAL_SECRET'>,
+  modules: readonly SubgraphModule[],
+): ReadonlyMap<string, string> {
+  const remoteUrls = new Map(Object.entries(config.SUBGRAPH_URLS));
+  const unknown = [...remoteUrls.keys()].filter((name) => !modules.some((m) => m.name === name));
+  if (unknown.length > 0) {
+    throw new ConfigError([`SUBGRAPH_URLS: no subgraph named ${unknown.join(', ')} (known: ${modules.map((m) => m.name).join(', ')})`]);
+  }
+  if (remoteUrls.size > 0 && !config.PRINCIPAL_SECRET) {
+    throw new ConfigError([
+      'PRINCIPAL_SECRET: needed with SUBGRAPH_URLS: the gateway signs whom each call acts for, and subgraph servers serve only signed calls (the same 32+ characters in every process; e.g. PRINCIPAL_SECRET=$(openssl rand -base64 32))',
+    ]);
+  }
+  return remoteUrls;
+}
+
+/**
+ * Which subgraph servers refuse a call nobody signed (platform/subgraph-trust.ts), asked at start without
+ * holding it up; a server that answers one is logged as an error and not routed to until it refuses.
+ */
+function subgraphTrust(remoteUrls: ReadonlyMap<string, string>, timeoutMs: number, log: FastifyBaseLogger): SubgraphTrust {
+  // The question waits as long as a call would (SUBGRAPH_TIMEOUT_MS): a busy server is not an untrusted one.
+  const trust = new SubgraphTrust(remoteUrls, {
+    timeoutMs,
+    onVerdict: (subgraph, verdict) => {
+      if (verdict === 'accepts-unsigned') log.error({ subgraph }, new UntrustedSubgraph(subgraph, verdict).message);
+      else if (verdict === 'refuses-unsigned') log.info({ subgraph }, `subgraph ${subgraph} refuses unsigned calls: routed to`);
+    },
+  });
+  if (remoteUrls.size > 0) void trust.checkAll();
+  return trust;
+}
+
+/** The gauges of the local subgraphs: the outbox and relay lag, the database pool and read cache, readiness. */
+function registerGauges(app: FastifyInstance, { runtime, local }: Subgraphs): void {
+  const { metrics } = app;
+  const relay = () => (runtime?.relay ? runtime.relay.status().catch(() => null) : Promise.resolve(null));
+  metrics.gauge({
+    name: 'outbox_lag_events',
+    help: 'Newest outbox event id minus the last one this process handed to its streams',
+    collect: async (gauge) => {
+      const lag = runtime ? await runtime.events.lag().catch(() => null) : null;
+      if (lag !== null) gauge.set(Number(lag));
+    },
+  });
+  const relayGauges: Array<[string, string, (status: NonNullable<Awaited<ReturnType<typeof relay>>>) => number | null]> = [
+    ['event_relay_lag_events', 'Outbox events not yet relayed to the event bus stream', (s) => s.lagEvents],
+    ['event_relay_lag_seconds', 'Age of the oldest outbox event not yet relayed to the event bus stream', (s) => s.lagSeconds],
+    [
+      'event_relay_lineage_mismatch',
+      "1 while the event bus stream holds another database's events (nothing is relayed; see /health)",
+      (s) => (s.lineage === 'foreign' ? 1 : 0),
+    ],
+    ['event_stream_bytes', 'Size of the event bus stream as JetStream last reported it', (s) => s.streamBytes ?? null],
+  ];
+  for (const [name, help, read] of relayGauges) {
+    metrics.gauge({
+      name,
+      help,
+      collect: async (gauge) => {
+        const status = await relay();
+        const value = status ? read(status) : null;
+        if (value !== null) gauge.set(value);
+      },
+    });
+  }
+  metrics.gauge({
+    name: 'db_pool_connections',
+    help: 'PostgreSQL pool connections by state (open, idle) and queries waiting for one',
+    labelNames: ['state'],
+    collect: (gauge) => {
+      const stats = runtime?.db.poolStats();
+      if (!stats) return;
+      gauge.set({ state: 'open' }, stats.total);
+      gauge.set({ state: 'idle' }, stats.idle);
+      gauge.set({ state: 'waiting' }, stats.waiting);
+    },
+  });
+  metrics.gauge({
+    name: 'db_read_cache_reads_total',
+    help: 'Cacheable PGlite reads answered from the read cache (hit) or run (miss), since start',
+    labelNames: ['result'],
+    collect: (gauge) => {
+      const stats = runtime?.db.readCacheStats();
+      if (!stats) return;
+      gauge.set({ result: 'hit' }, stats.hits);
+      gauge.set({ result: 'miss' }, stats.misses);
+    },
+  });
+  metrics.gauge({
+    name: 'db_read_cache_entries',
+    help: 'Answers kept by the PGlite read cache (all dropped at every write)',
+    collect: (gauge) => {
+      const stats = runtime?.db.readCacheStats();
+      if (stats) gauge.set(stats.entries);
+    },
+  });
+  metrics.gauge({
+    name: 'subgraph_ready',
+    help: 'Subgraphs in this process ready to serve (1) or degraded (0): a database down, an online store lost or unreachable',
+    labelNames: ['subgraph'],
+    collect: async (gauge) => {
+      const ready = await Promise.all([...local].map(async ([name, s]) => [name, await s.ready().catch(() => false)] as const));
+      for (const [subgraph, isReady] of ready) gauge.set({ subgraph }, isReady ? 1 : 0);
+    },
+  });
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The subgraphs served: in this process (on their database) and on servers of their own. */
+    subgraphs: Subgraphs;
+  }
+}
