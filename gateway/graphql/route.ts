@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import fastifyApollo from '@as-integrations/fastify';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { getOperationAST, OperationTypeNode } from 'graphql';
 import { acceptsGraphQLResponse, graphQLAnswerType } from '../http/accept.js';
@@ -34,7 +34,6 @@ export const graphqlRoutePlugin = fp(
 );
 
 async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer, options: GraphQLRouteOptions): Promise<void> {
-  const { pipeline } = options;
   // An Accept header that allows neither GraphQL type (a browser's text/html) is 406 before anything else
   // is looked at: /graphql serves no page. The hooks know the route by fastify's match (any spelling of
   // the path the router takes for /graphql), never by reading the URL.
@@ -61,63 +60,8 @@ async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer,
   // parse and one linear walk). Validation, authorization, the rate charge, audit and usage follow in the
   // execution that serves the request.
   const cacheable = new WeakMap<FastifyRequest, CachePolicy>();
-  app.addHook('preHandler', async (request, reply) => {
-    if (!onGraphQLRoute(request)) return;
-    const get = request.method === 'GET';
-    const raw = paramsOf(get ? request.query : request.body, get);
-    // Not an object (or an array: batching is off): Apollo Server answers 400, and nothing can run.
-    if (!raw) return;
-    if ('error' in raw) return refuse(reply, request, 'BAD_REQUEST', raw.error);
-    const sent = graphQLParamsOf({ ...raw.params, query: '' });
-    // Variables that are not an object (or not JSON text over GET): Apollo Server answers 400 before it parses.
-    if (!sent) return;
-    const taken = pipeline.intake({
-      params: raw.params,
-      variables: sent.variables,
-      operationName: sent.operationName,
-      principal: principalOf(request),
-      clientName: clientNameOf(request.headers['apollographql-client-name']),
-    });
-    if (!taken.ok) {
-      // APQ's own answers are GraphQL errors with 200, as Apollo Server sends them and Apollo Client expects.
-      if (taken.status !== 200) return refuse(reply, request, taken.code, taken.message);
-      return reply
-        .code(200)
-        .header('cache-control', 'private, no-cache, must-revalidate')
-        .type('application/json; charset=utf-8')
-        .send({ errors: [{ message: taken.message, extensions: { code: taken.code } }] });
-    }
-    const { intake } = taken;
-    intakes.set(request, intake);
-    // A request that named its document by a hash or an id reaches Apollo Server as plain text. A GET reaches
-    // it as the parameters judged here, written again: Apollo reads the URL with its own parser, which
-    // decodes what fastify's leaves as sent (a malformed escape), so it never sees other text or variables.
-    const resolved = intake.byId ? withQuery(raw.params, intake.source) : raw.params;
-    if (get) {
-      const judged = { ...resolved, query: intake.source, variables: sent.variables ?? undefined, operationName: sent.operationName ?? undefined };
-      request.raw.url = `${GRAPHQL_PATH}?${new URLSearchParams(searchParamsOf(judged)).toString()}`;
-    } else if (intake.byId) request.body = resolved;
-    const params = { query: intake.source, variables: sent.variables, operationName: sent.operationName };
-    // Subscriptions (and SSE's queries) over HTTP are streamed by gateway/subscriptions/http-streams.ts.
-    const subscription = getOperationAST(intake.document, params.operationName)?.operation === OperationTypeNode.SUBSCRIPTION;
-    const protocol = options.streams.protocolOf(request.headers.accept, subscription);
-    if (protocol) return options.streams.serve(request, reply, protocol, contextOf(request), params);
-    if (get && intake.byId) {
-      const policy = options.cachePolicies.of(intake.document, params.operationName);
-      if (policy.maxAge > 0) cacheable.set(request, policy);
-    }
-    // A query or mutation sent as JSON over POST runs without Apollo Server's pipeline, answered as Apollo
-    // Server answers it (gateway/pipeline/direct-execution.ts); what that path does not take goes on to Apollo.
-    const direct = server.direct;
-    if (!direct || get || !isPlainPost(request, resolved)) return;
-    const contentType = graphQLAnswerType(request.headers.accept);
-    const accepted = contentType ? direct.accept(params.query, params.operationName) : null;
-    if (!accepted || !contentType) return;
-    const answer = await direct.http(accepted, params.variables, contextOf(request), contentType);
-    reply.code(answer.status);
-    for (const [name, value] of answer.headers) reply.header(name, value);
-    return reply.send(answer.body);
-  });
+  const route: RouteState = { ...options, server, intakes, cacheable, contextOf };
+  app.addHook('preHandler', async (request, reply) => takeIn(request, reply, route));
 
   const incrementalSlots = new WeakMap<FastifyRequest, IncrementalSlot>();
   await app.register(fastifyApollo(server.apollo), {
@@ -222,4 +166,90 @@ function isWholeAnswer(payload: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** What the route's hooks share: the pipeline, the streams and cache policies, what each request took in. */
+interface RouteState extends GraphQLRouteOptions {
+  server: GraphQLServer;
+  intakes: WeakMap<FastifyRequest, Intake>;
+  cacheable: WeakMap<FastifyRequest, CachePolicy>;
+  contextOf(request: FastifyRequest): GatewayContext;
+}
+
+/**
+ * The operation pipeline's first two steps (gateway/pipeline/pipeline.ts): what the request names resolves
+ * to text (an APQ hash, a registered document's id, or text a safelist may refuse), then the request
+ * limits, before Apollo validates or plans anything (a document over a limit costs one bounded parse and
+ * one linear walk). Validation, authorization, the rate charge, audit and usage follow in the execution
+ * that serves the request.
+ */
+async function takeIn(request: FastifyRequest, reply: FastifyReply, route: RouteState): Promise<FastifyReply | undefined> {
+  if (!onGraphQLRoute(request)) return;
+  const get = request.method === 'GET';
+  const raw = paramsOf(get ? request.query : request.body, get);
+  // Not an object (or an array: batching is off): Apollo Server answers 400, and nothing can run.
+  if (!raw) return;
+  if ('error' in raw) return refuse(reply, request, 'BAD_REQUEST', raw.error);
+  const sent = graphQLParamsOf({ ...raw.params, query: '' });
+  // Variables that are not an object (or not JSON text over GET): Apollo Server answers 400 before it parses.
+  if (!sent) return;
+  const taken = route.pipeline.intake({
+    params: raw.params,
+    variables: sent.variables,
+    operationName: sent.operationName,
+    principal: principalOf(request),
+    clientName: clientNameOf(request.headers['apollographql-client-name']),
+  });
+  if (!taken.ok) {
+    // APQ's own answers are GraphQL errors with 200, as Apollo Server sends them and Apollo Client expects.
+    if (taken.status !== 200) return refuse(reply, request, taken.code, taken.message);
+    return reply
+      .code(200)
+      .header('cache-control', 'private, no-cache, must-revalidate')
+      .type('application/json; charset=utf-8')
+      .send({ errors: [{ message: taken.message, extensions: { code: taken.code } }] });
+  }
+  route.intakes.set(request, taken.intake);
+  return serveTaken(request, reply, route, { intake: taken.intake, params: raw.params, sent, get });
+}
+
+/**
+ * A request taken in, served: streamed (subscriptions, SSE), run by the direct execution (a plain JSON
+ * POST), or handed on to Apollo Server as the parameters judged here.
+ */
+async function serveTaken(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  route: RouteState,
+  taken: { intake: Intake; params: Record<string, unknown>; sent: NonNullable<ReturnType<typeof graphQLParamsOf>>; get: boolean },
+): Promise<FastifyReply | undefined> {
+  const { intake, sent, get } = taken;
+  // A request that named its document by a hash or an id reaches Apollo Server as plain text. A GET reaches
+  // it as the parameters judged here, written again: Apollo reads the URL with its own parser, which
+  // decodes what fastify's leaves as sent (a malformed escape), so it never sees other text or variables.
+  const resolved = intake.byId ? withQuery(taken.params, intake.source) : taken.params;
+  if (get) {
+    const judged = { ...resolved, query: intake.source, variables: sent.variables ?? undefined, operationName: sent.operationName ?? undefined };
+    request.raw.url = `${GRAPHQL_PATH}?${new URLSearchParams(searchParamsOf(judged)).toString()}`;
+  } else if (intake.byId) request.body = resolved;
+  const params = { query: intake.source, variables: sent.variables, operationName: sent.operationName };
+  // Subscriptions (and SSE's queries) over HTTP are streamed by gateway/subscriptions/http-streams.ts.
+  const subscription = getOperationAST(intake.document, params.operationName)?.operation === OperationTypeNode.SUBSCRIPTION;
+  const protocol = route.streams.protocolOf(request.headers.accept, subscription);
+  if (protocol) return route.streams.serve(request, reply, protocol, route.contextOf(request), params);
+  if (get && intake.byId) {
+    const policy = route.cachePolicies.of(intake.document, params.operationName);
+    if (policy.maxAge > 0) route.cacheable.set(request, policy);
+  }
+  // A query or mutation sent as JSON over POST runs without Apollo Server's pipeline, answered as Apollo
+  // Server answers it (gateway/pipeline/direct-execution.ts); what that path does not take goes on to Apollo.
+  const direct = route.server.direct;
+  if (!direct || get || !isPlainPost(request, resolved)) return;
+  const contentType = graphQLAnswerType(request.headers.accept);
+  const accepted = contentType ? direct.accept(params.query, params.operationName) : null;
+  if (!accepted || !contentType) return;
+  const answer = await direct.http(accepted, params.variables, route.contextOf(request), contentType);
+  reply.code(answer.status);
+  for (const [name, value] of answer.headers) reply.header(name, value);
+  return reply.send(answer.body);
 }

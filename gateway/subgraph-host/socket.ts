@@ -1,7 +1,7 @@
 import type { Server, IncomingMessage } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { GraphQLError, type FormattedExecutionResult } from 'graphql';
+import { GraphQLError, type ExecutionArgs, type FormattedExecutionResult } from 'graphql';
 import type { SubscribePayload } from 'graphql-ws';
 import { useServer } from 'graphql-ws/use/ws';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -41,7 +41,7 @@ export interface SubgraphSocketOptions {
  * before it runs.
  */
 function attachSubgraphSocket(server: Server, options: SubgraphSocketOptions): { close(): Promise<void> } {
-  const { config, instance, signer, pipeline, onInternalError } = options;
+  const { config, instance, signer, onInternalError } = options;
   const module = { name: options.subgraph };
   /** Whom an operation on a socket acts for: what the gateway signed into it. */
   const operationPrincipal = (payload: SubscribePayload): Principal | null => {
@@ -82,35 +82,7 @@ function attachSubgraphSocket(server: Server, options: SubgraphSocketOptions): {
         }
         operations.set(payload, principal);
         signedSockets.add(ctx.extra.socket);
-        // The subgraph's pipeline, as on its HTTP door: the limits, validation, then its checks (the intake
-        // guard, authorization by this subgraph's own SDL) before anything runs.
-        const taken = pipeline.intake({
-          params: { query: payload.query },
-          variables: payload.variables,
-          operationName: payload.operationName,
-          principal,
-          clientName: undefined,
-        });
-        if (!taken.ok) return [taken.error];
-        const { document, source } = taken.intake;
-        const validated = pipeline.validate(instance.schema, document, payload.operationName);
-        if ('errors' in validated) return validated.errors;
-        const context: GatewayContext = { ...gatewayContextFrom(ctx.extra.request.headers, principal), intake: taken.intake };
-        const resolved = {
-          schema: instance.schema,
-          document,
-          operation: validated.operation,
-          operationName: payload.operationName,
-          source,
-          variables: payload.variables ?? undefined,
-          context,
-        };
-        try {
-          resolvePolicies(pipeline.checks, resolved, { set: () => undefined });
-        } catch (error) {
-          return [error instanceof GraphQLError ? error : new GraphQLError(String(error), { extensions: { code: 'INTERNAL_SERVER_ERROR' } })];
-        }
-        return { schema: instance.schema, document, operationName: payload.operationName, variableValues: payload.variables ?? {} };
+        return admitSigned(options, ctx.extra.request.headers, payload, principal);
       },
       // One context per operation: subscription resolvers renew its time and loaders per event.
       context: (ctx, _id, payload) => {
@@ -134,4 +106,43 @@ function attachSubgraphSocket(server: Server, options: SubgraphSocketOptions): {
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
   };
+}
+
+/**
+ * The subgraph's pipeline on a signed operation, as on its HTTP door: the limits, validation, then its
+ * checks (the intake guard, authorization by this subgraph's own SDL) before anything runs.
+ */
+function admitSigned(
+  { instance, pipeline }: SubgraphSocketOptions,
+  headers: IncomingMessage['headers'],
+  payload: SubscribePayload,
+  principal: Principal,
+): readonly GraphQLError[] | ExecutionArgs {
+  const taken = pipeline.intake({
+    params: { query: payload.query },
+    variables: payload.variables,
+    operationName: payload.operationName,
+    principal,
+    clientName: undefined,
+  });
+  if (!taken.ok) return [taken.error];
+  const { document, source } = taken.intake;
+  const validated = pipeline.validate(instance.schema, document, payload.operationName);
+  if ('errors' in validated) return validated.errors;
+  const context: GatewayContext = { ...gatewayContextFrom(headers, principal), intake: taken.intake };
+  const resolved = {
+    schema: instance.schema,
+    document,
+    operation: validated.operation,
+    operationName: payload.operationName,
+    source,
+    variables: payload.variables ?? undefined,
+    context,
+  };
+  try {
+    resolvePolicies(pipeline.checks, resolved, { set: () => undefined });
+  } catch (error) {
+    return [error instanceof GraphQLError ? error : new GraphQLError(String(error), { extensions: { code: 'INTERNAL_SERVER_ERROR' } })];
+  }
+  return { schema: instance.schema, document, operationName: payload.operationName, variableValues: payload.variables ?? {} };
 }

@@ -47,133 +47,156 @@ interface Connection {
  * gap for a live stream and a repeat for a resuming one) or a ping left unanswered for a keep-alive
  * interval ends each of its streams with one UPSTREAM_UNAVAILABLE result; clients resume from their last
  * cursor.
- *
- * One function, longer than most: its closure is the connection pool that `open` and `close` share, and the
- * per-connection handlers below read the pool's state; split apart they would pass it all around.
  */
 export function remoteUpstream(urls: ReadonlyMap<string, string>, options: RemoteUpstreamOptions): { open: UpstreamOpener; close(): Promise<void> } {
   const maxQueued = options.maxQueued ?? 1000;
+  /** The connection live streams of each subgraph share; every connection open, shared or a resuming stream's own. */
   const shared = new Map<string, Connection>();
   const all = new Set<Connection>();
-
-  const connect = (url: string, lazyCloseTimeout: number): Connection => {
-    const connection: Connection = {
-      pongTimer: undefined,
-      socket: undefined,
-      paused: false,
-      streams: new Set(),
-      client: createClient({
-        url: url.replace(/^http/, 'ws'),
-        webSocketImpl: WebSocket,
-        lazy: true,
-        lazyCloseTimeout,
-        keepAlive: options.keepAliveMs,
-        retryAttempts: 0,
-        on: {
-          connected: (socket) => {
-            connection.socket = socket as WebSocket;
-          },
-          ping: (received) => {
-            if (received || connection.paused) return;
-            clearTimeout(connection.pongTimer);
-            connection.pongTimer = setTimeout(() => {
-              const socket = connection.socket;
-              if (socket?.readyState === WebSocket.OPEN) socket.terminate();
-            }, options.keepAliveMs);
-            connection.pongTimer.unref();
-          },
-          pong: (received) => {
-            if (received) clearTimeout(connection.pongTimer);
-          },
-          closed: () => {
-            clearTimeout(connection.pongTimer);
-            connection.socket = undefined;
-            for (const end of [...connection.streams]) end();
-          },
-        },
-      }),
-    };
+  const connect = (url: string, lazyCloseTimeout: number) => {
+    const connection = connectionTo(url, lazyCloseTimeout, options.keepAliveMs);
     all.add(connection);
     return connection;
   };
-
   const open: UpstreamOpener = async (service, request, context, { exclusive }): Promise<UpstreamResult> => {
     const url = urls.get(service);
     const signer = options.signer;
     if (!url || !signer) return { errors: [upstreamUnavailable(service)] };
     if ((await options.trust.current(service)) !== 'refuses-unsigned') return { errors: [upstreamUnavailable(service)] };
-    let connection: Connection;
     if (exclusive) {
-      connection = connect(url, 0);
-    } else {
-      connection = shared.get(service) ?? connect(url, 1000);
-      shared.set(service, connection);
-    }
-
-    let unsubscribe: () => void = () => undefined;
-    const stopStream = () => {
-      connection.streams.delete(lost);
-      unsubscribe();
-      if (exclusive) {
+      const connection = connect(url, 0);
+      const closeConnection = () => {
         all.delete(connection);
         void connection.client.dispose();
-      }
-    };
-    const channel = new Channel<ExecutionResult>(stopStream, exclusive ? Number.POSITIVE_INFINITY : maxQueued, () => new StreamOverflowError());
-    const lost = () => {
-      // A paused connection was closed because this client stopped taking events: that is a slow
-      // consumer (4413, resume), not a subgraph failure.
-      if (connection.paused) channel.fail(new StreamOverflowError());
-      else channel.push({ errors: [upstreamUnavailable(service)] } as unknown as ExecutionResult);
-      channel.end();
-      connection.streams.delete(lost);
-      unsubscribe();
-    };
-    connection.streams.add(lost);
-    const sink: Sink<ExecutionResult> = {
-      next: (value) => {
-        channel.push(value);
-        if (exclusive && !connection.paused && channel.size >= HIGH_WATER) {
-          connection.paused = true;
-          clearTimeout(connection.pongTimer);
-          connection.socket?.pause();
-        }
-      },
-      error: () => lost(),
-      complete: () => {
-        connection.streams.delete(lost);
-        channel.end();
-      },
-    };
-    // Streams of several principals share a connection: each subscription carries its own, signed over
-    // this subscribe message (query, variables, operation name) for this subgraph.
-    const requestId = context.headers['x-request-id'] ?? randomUUID();
-    const payload = { query: request.query, variables: request.variables, ...(request.operationName ? { operationName: request.operationName } : {}) };
-    const call = { subgraph: service, method: 'SUBSCRIBE', path: '/graphql', body: subscriptionBody(payload) };
-    unsubscribe = connection.client.subscribe({ ...payload, extensions: { [PRINCIPAL_HEADER]: signer.sign(context.principal, call), requestId } }, sink);
-    const stream: AsyncIterableIterator<ExecutionResult> = {
-      async next() {
-        const item = await channel.next();
-        if (connection.paused && channel.size < LOW_WATER) {
-          connection.paused = false;
-          connection.socket?.resume();
-        }
-        return item;
-      },
-      return: () => channel.return(),
-      [Symbol.asyncIterator]() {
-        return this;
-      },
-    };
-    return stream;
+      };
+      return subscribeOn(connection, { service, request, context, signer, paced: true, maxQueued: Number.POSITIVE_INFINITY, onStop: closeConnection });
+    }
+    const connection = shared.get(service) ?? connect(url, 1000);
+    shared.set(service, connection);
+    return subscribeOn(connection, { service, request, context, signer, paced: false, maxQueued, onStop: () => undefined });
   };
-
   return {
     open,
     async close() {
       await Promise.all([...all].map(async (c) => c.client.dispose()));
       all.clear();
       shared.clear();
+    },
+  };
+}
+
+/**
+ * A lazy graphql-ws client of a subgraph server: closed `lazyCloseTimeout` after its last stream, never
+ * retried, its socket terminated when a ping goes unanswered for a keep-alive interval (unless paused on
+ * purpose), and every stream on it ended when it closes.
+ */
+function connectionTo(url: string, lazyCloseTimeout: number, keepAliveMs: number): Connection {
+  const connection: Connection = {
+    pongTimer: undefined,
+    socket: undefined,
+    paused: false,
+    streams: new Set(),
+    client: createClient({
+      url: url.replace(/^http/, 'ws'),
+      webSocketImpl: WebSocket,
+      lazy: true,
+      lazyCloseTimeout,
+      keepAlive: keepAliveMs,
+      retryAttempts: 0,
+      on: {
+        connected: (socket) => {
+          connection.socket = socket as WebSocket;
+        },
+        ping: (received) => {
+          if (received || connection.paused) return;
+          clearTimeout(connection.pongTimer);
+          connection.pongTimer = setTimeout(() => {
+            const socket = connection.socket;
+            if (socket?.readyState === WebSocket.OPEN) socket.terminate();
+          }, keepAliveMs);
+          connection.pongTimer.unref();
+        },
+        pong: (received) => {
+          if (received) clearTimeout(connection.pongTimer);
+        },
+        closed: () => {
+          clearTimeout(connection.pongTimer);
+          connection.socket = undefined;
+          for (const end of [...connection.streams]) end();
+        },
+      },
+    }),
+  };
+  return connection;
+}
+
+interface StreamRequest {
+  service: string;
+  request: Parameters<UpstreamOpener>[1];
+  context: Parameters<UpstreamOpener>[2];
+  signer: PrincipalSigner;
+  /** A resuming stream's replay is paced: its socket stops being read while its queue is full. */
+  paced: boolean;
+  maxQueued: number;
+  /** Called when the stream stops (its consumer returned, or it failed). */
+  onStop: () => void;
+}
+
+/**
+ * One subscription on `connection`, its principal signed over this subscribe message (query, variables,
+ * operation name) for this subgraph (streams of several principals share a connection); its results
+ * through a bounded queue, ended with one UPSTREAM_UNAVAILABLE result when the connection is lost.
+ */
+function subscribeOn(connection: Connection, stream: StreamRequest): AsyncIterableIterator<ExecutionResult> {
+  const { service, request, context, paced } = stream;
+  let unsubscribe: () => void = () => undefined;
+  const stop = () => {
+    connection.streams.delete(lost);
+    unsubscribe();
+    stream.onStop();
+  };
+  const channel = new Channel<ExecutionResult>(stop, stream.maxQueued, () => new StreamOverflowError());
+  const lost = () => {
+    // A paused connection was closed because this client stopped taking events: that is a slow
+    // consumer (4413, resume), not a subgraph failure.
+    if (connection.paused) channel.fail(new StreamOverflowError());
+    else channel.push({ errors: [upstreamUnavailable(service)] } as unknown as ExecutionResult);
+    channel.end();
+    connection.streams.delete(lost);
+    unsubscribe();
+  };
+  connection.streams.add(lost);
+  const sink: Sink<ExecutionResult> = {
+    next: (value) => {
+      channel.push(value);
+      if (paced && !connection.paused && channel.size >= HIGH_WATER) {
+        connection.paused = true;
+        clearTimeout(connection.pongTimer);
+        connection.socket?.pause();
+      }
+    },
+    error: () => lost(),
+    complete: () => {
+      connection.streams.delete(lost);
+      channel.end();
+    },
+  };
+  const requestId = context.headers['x-request-id'] ?? randomUUID();
+  const payload = { query: request.query, variables: request.variables, ...(request.operationName ? { operationName: request.operationName } : {}) };
+  const call = { subgraph: service, method: 'SUBSCRIBE', path: '/graphql', body: subscriptionBody(payload) };
+  unsubscribe = connection.client.subscribe({ ...payload, extensions: { [PRINCIPAL_HEADER]: stream.signer.sign(context.principal, call), requestId } }, sink);
+  return {
+    async next() {
+      const item = await channel.next();
+      if (connection.paused && channel.size < LOW_WATER) {
+        connection.paused = false;
+        connection.socket?.resume();
+      }
+      return item;
+    },
+    return: () => channel.return(),
+    [Symbol.asyncIterator]() {
+      return this;
     },
   };
 }
