@@ -27,6 +27,9 @@ export interface SeedPlan {
 /** The first machine number of the mutation pool (the demo fleet is EQ-001 .. EQ-015). */
 export const POOL_FIRST_MACHINE = 100;
 
+/** Machines per target for the mutation mix (each target quotes only its own). */
+export const POOL_PER_TARGET = 150;
+
 /** Seeded history is planned by the rule (completed long ago; no workload reads its ETA band). */
 const byRule: TravelForecaster = async (runs) => runs.map((r) => ruleForecast(r.distanceKm));
 
@@ -36,6 +39,11 @@ const CATEGORIES = ['EXCAVATOR', 'MINI_EXCAVATOR', 'WHEEL_LOADER', 'TELEHANDLER'
 
 export function machineId(n: number): string {
   return `EQ-${String(n).padStart(3, '0')}`;
+}
+
+/** The pool machines of the target at `index` in the run's list. */
+export function poolOf(index: number): string[] {
+  return Array.from({ length: POOL_PER_TARGET }, (_, k) => machineId(POOL_FIRST_MACHINE + index * POOL_PER_TARGET + k));
 }
 
 /** The id of seeded booking `i` (1-based): `BK-` and 12 hex digits derived from i. */
