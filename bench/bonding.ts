@@ -63,10 +63,10 @@ type RestRecommendationRow = [number, number, number];
 
 export default async function benchBonding(): Promise<void> {
   const toeplitzRows = toeplitzTimes();
-  const recRows = await recommendationsInProcess();
+  const recommendationRows = await recommendationsInProcess();
   const inProcess = await keysInProcess();
-  const { restKeys, restRec } = await overRest();
-  printTable(inProcess, restKeys, toeplitzRows, recRows, restRec);
+  const { restKeys, restRecommendationRows } = await overRest();
+  printTable(inProcess, restKeys, toeplitzRows, recommendationRows, restRecommendationRows);
 }
 
 /** Toeplitz hashing: a 1 Mbit block to 512 kbit (FFT), and the word-parallel form on a 64 kbit block. */
@@ -96,14 +96,14 @@ function toeplitzTimes(): ToeplitzRow[] {
 
 /** Path recommendation, in process. */
 async function recommendationsInProcess(): Promise<RecommendationRow[]> {
-  const recRows: RecommendationRow[] = [];
+  const recommendationRows: RecommendationRow[] = [];
   for (const n of [10, 100, 500]) {
     const paths = candidatePaths(n, n);
     const m = await measure(() => recommend(paths, { maxLatencyMs: 150, minCombinedCapacityMbps: 200 }), 2000, 20);
     const r = recommend(paths, { maxLatencyMs: 150, minCombinedCapacityMbps: 200 });
-    recRows.push([n, m.p50, m.p99, r.pairsTotal, r.pairsEvaluated]);
+    recommendationRows.push([n, m.p50, m.p99, r.pairsTotal, r.pairsEvaluated]);
   }
-  return recRows;
+  return recommendationRows;
 }
 
 /** 256-bit hybrid keys in process: BB84 simulation at 2% noise, ML-KEM-768, HKDF. */
@@ -117,7 +117,7 @@ function keysInProcess(): Promise<Measured> {
 }
 
 /** Keys and recommendations through the REST paths of a gateway started in this process. */
-async function overRest(): Promise<{ restKeys: Measured; restRec: RestRecommendationRow[] }> {
+async function overRest(): Promise<{ restKeys: Measured; restRecommendationRows: RestRecommendationRow[] }> {
   const server = await startServer({
     config: loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: ':memory:', LOG_LEVEL: 'silent', BONDING_TICK_MS: '1000' }),
   });
@@ -136,13 +136,13 @@ async function overRest(): Promise<{ restKeys: Measured; restRec: RestRecommenda
       const r = await post('/bonding/api/qkd/generate', { session_id: session, bits: 256, noise: 0.02 });
       if (r['status'] !== 'completed') throw new Error('a key run aborted');
     }, 200);
-    const restRec: RestRecommendationRow[] = [];
+    const restRecommendationRows: RestRecommendationRow[] = [];
     for (const n of [10, 100, 500]) {
       const body = optimizeBody(n);
       const m = await measure(() => post('/bonding/api/quantum/optimize', body), 300, 5);
-      restRec.push([n, m.p50, m.p99]);
+      restRecommendationRows.push([n, m.p50, m.p99]);
     }
-    return { restKeys, restRec };
+    return { restKeys, restRecommendationRows };
   } finally {
     await server.close();
   }
@@ -169,8 +169,8 @@ function printTable(
   inProcess: Measured,
   restKeys: Measured,
   toeplitzRows: readonly ToeplitzRow[],
-  recRows: readonly RecommendationRow[],
-  restRec: readonly RestRecommendationRow[],
+  recommendationRows: readonly RecommendationRow[],
+  restRecommendationRows: readonly RestRecommendationRow[],
 ): void {
   const lines: string[] = [];
   const row = (...cells: (string | number)[]) => lines.push(`| ${cells.join(' | ')} |`);
@@ -189,7 +189,7 @@ function printTable(
   for (const [name, n, l, ms] of toeplitzRows) {
     row(`Toeplitz hashing, ${name}`, `${n.toLocaleString('en-US')} -> ${l.toLocaleString('en-US')} bits`, fmt(ms), '', `${fmt(n / 1e6 / (ms / 1000))} Mbit/s`);
   }
-  for (const [n, p50, p99, total, evaluated] of recRows) {
+  for (const [n, p50, p99, total, evaluated] of recommendationRows) {
     row(
       'path recommendation, in process',
       `${n} paths (${total.toLocaleString('en-US')} pairs, ${evaluated.toLocaleString('en-US')} evaluated)`,
@@ -198,6 +198,6 @@ function printTable(
       '',
     );
   }
-  for (const [n, p50, p99] of restRec) row('path recommendation, REST POST /bonding/api/quantum/optimize', `${n} paths`, fmt(p50), fmt(p99), '');
+  for (const [n, p50, p99] of restRecommendationRows) row('path recommendation, REST POST /bonding/api/quantum/optimize', `${n} paths`, fmt(p50), fmt(p99), '');
   console.log(lines.join('\n'));
 }

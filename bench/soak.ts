@@ -348,9 +348,9 @@ function trend(options: Options, { windows, rest }: Load): Trend {
   return { measured, rssSlope, meanRss, heapSlope, externalSlope, lastHalfSlope, minutes, growth, minuteP99, p99Slope, medianP99, errors, answers, events };
 }
 
-function report(options: Options, load: Load, t: Trend, closedSockets: number, errorSamples: string[]): void {
+function report(options: Options, load: Load, figures: Trend, closedSockets: number, errorSamples: string[]): void {
   const { sentReads, sentChains, skipped } = load;
-  const { measured, errors, answers, events, meanRss, growth, minuteP99, medianP99 } = t;
+  const { measured, errors, answers, events, meanRss, growth, minuteP99, medianP99 } = figures;
   console.log(`\n| figure | value |`);
   console.log('|---|---:|');
   console.log(`| duration, warm-up | ${options.seconds} s, ${options.warmup} s |`);
@@ -360,14 +360,16 @@ function report(options: Options, load: Load, t: Trend, closedSockets: number, e
   console.log(
     `| resident set after warm-up: first, last, mean | ${measured[0]!.rssMiB.toFixed(1)}, ${measured.at(-1)!.rssMiB.toFixed(1)}, ${meanRss.toFixed(1)} MiB |`,
   );
-  console.log(`| resident set slope after warm-up | ${t.rssSlope.toFixed(2)} MiB/min (${growth.toFixed(1)} MiB over ${t.minutes.toFixed(1)} min) |`);
-  console.log(`| resident set slope, last half of the measured stretch | ${t.lastHalfSlope.toFixed(2)} MiB/min |`);
-  console.log(`| JS heap in use slope, memory outside the heap slope | ${t.heapSlope.toFixed(2)}, ${t.externalSlope.toFixed(2)} MiB/min |`);
+  console.log(
+    `| resident set slope after warm-up | ${figures.rssSlope.toFixed(2)} MiB/min (${growth.toFixed(1)} MiB over ${figures.minutes.toFixed(1)} min) |`,
+  );
+  console.log(`| resident set slope, last half of the measured stretch | ${figures.lastHalfSlope.toFixed(2)} MiB/min |`);
+  console.log(`| JS heap in use slope, memory outside the heap slope | ${figures.heapSlope.toFixed(2)}, ${figures.externalSlope.toFixed(2)} MiB/min |`);
   console.log(
     `| fetch cache after warm-up: first, last (bounded by GATEWAY_FETCH_CACHE_MB) | ${measured[0]!.fetchCacheMiB.toFixed(1)}, ${measured.at(-1)!.fetchCacheMiB.toFixed(1)} MiB |`,
   );
   console.log(`| p99 of each minute after warm-up | ${minuteP99.map((p) => p.toFixed(1)).join(', ')} ms |`);
-  console.log(`| p99 slope after warm-up | ${t.p99Slope.toFixed(2)} ms/min |`);
+  console.log(`| p99 slope after warm-up | ${figures.p99Slope.toFixed(2)} ms/min |`);
   console.log(`| server CPU, mean | ${(measured.reduce((s, w) => s + w.cpuMsPerS, 0) / measured.length).toFixed(0)} ms/s |`);
   if (errorSamples.length > 0) console.log(`\nfirst errors:\n${errorSamples.join('\n')}`);
 

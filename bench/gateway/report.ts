@@ -167,9 +167,9 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
   const goalList = goals(bench.workloads);
   const json = join(dir, 'gateway.json');
   writeFileSync(json, `${JSON.stringify({ ...bench, commit: sha, machine, goals: goalList }, null, 2)}\n`);
-  const o = bench.options as RunOptions;
+  const runOptions = bench.options as RunOptions;
   const lines: string[] = [
-    ...introLines(bench, machine, sha, o),
+    ...introLines(bench, machine, sha, runOptions),
     '',
     '## Goals',
     '',
@@ -178,14 +178,14 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
     ...goalList.map((g) => `| ${g.goal} | ${g.measured} | ${g.met ? 'yes' : '**no**'} |`),
   ];
   for (const w of bench.workloads) lines.push(...workloadLines(w));
-  if (bench.profiles.length > 0) lines.push(...profileLines(bench, o));
+  if (bench.profiles.length > 0) lines.push(...profileLines(bench, runOptions));
   const md = join(dir, 'gateway.md');
   writeFileSync(md, `${lines.join('\n')}\n`);
   return [relative(root, md), relative(root, json)];
 }
 
 /** The report's opening: when and where it ran, how the load was sent, and what each figure means. */
-function introLines(bench: BenchResults, machine: Machine, sha: string, o: RunOptions): string[] {
+function introLines(bench: BenchResults, machine: Machine, sha: string, runOptions: RunOptions): string[] {
   const la = bench.loadAverages;
   return [
     '# Gateway benchmark: the project against its peers',
@@ -200,8 +200,8 @@ function introLines(bench: BenchResults, machine: Machine, sha: string, o: RunOp
     'spread of each target across its rounds is shown beside its rate, and ratios within one workload (measured in',
     'interleaved rounds) are more trustworthy than absolute figures.',
     '',
-    `Load: autocannon in a process of its own, ${o.connections} connections, a ${o.warmup} s warm-up per target, then ${o.rounds} rounds`,
-    `of ${o.seconds} s per target interleaved, in turn forwards and backwards (A B C, C B A, ...). Paging sends a fixed number of pages per round (${o.pagingRows.toLocaleString('en-US')} rows per`,
+    `Load: autocannon in a process of its own, ${runOptions.connections} connections, a ${runOptions.warmup} s warm-up per target, then ${runOptions.rounds} rounds`,
+    `of ${runOptions.seconds} s per target interleaved, in turn forwards and backwards (A B C, C B A, ...). Paging sends a fixed number of pages per round (${runOptions.pagingRows.toLocaleString('en-US')} rows per`,
     'target over its rounds); the mutation mix sends whole quote-confirm-complete chains, as many per connection as the',
     "target's warm-up pace fits in a round, so no quote is left holding a machine.",
     `Database: ${bench.database}. rps counts successful responses (2xx without GraphQL errors); p50/p99 are over every`,
@@ -237,11 +237,11 @@ function workloadLines(w: WorkloadResult): string[] {
 }
 
 /** Where the CPU goes: each profiled gateway's self time by package or folder and by function. */
-function profileLines(bench: BenchResults, o: RunOptions): string[] {
+function profileLines(bench: BenchResults, runOptions: RunOptions): string[] {
   const lines = ['', '## Where the CPU goes', ''];
   lines.push(
     `Each gateway below was started again with \`node --cpu-prof\` after the measured rounds and sent the federated query`,
-    `(${o.connections} connections) for ${String(bench.options['profileSeconds'])} s after a 2 s warm-up, in distributed mode, on the same subgraph processes.`,
+    `(${runOptions.connections} connections) for ${String(bench.options['profileSeconds'])} s after a 2 s warm-up, in distributed mode, on the same subgraph processes.`,
     "Self time, as a share of the process's busy (non-idle) samples of that stretch. V8 samples wall time, so on a",
     'machine this busy the time a process waits for a core is charged to whatever it was running; the profiler adds',
     'some overhead of its own.',
