@@ -89,6 +89,8 @@ interface Timing {
   errors: number;
 }
 
+type Send = (query: string, multipart: boolean) => Promise<Timing>;
+
 export default async function bench(): Promise<void> {
   const rounds = Number(argv.slice(3).find((a) => /^\d+$/.test(a)) ?? 30);
   process.env['NODE_ENV'] ??= 'production';
@@ -96,46 +98,13 @@ export default async function bench(): Promise<void> {
     config: loadConfig({ PORT: '0', DATA_DIR: ':memory:', FEATURES_DATA_DIR: ':memory:', LOG_LEVEL: 'silent', GATEWAY_FETCH_CACHE_MB: '0' }),
   });
   const worker = new Worker(CLIENT, { eval: true, workerData: { url: server.url } });
-  const send = (query: string, multipart: boolean) =>
+  const send: Send = (query, multipart) =>
     new Promise<Timing>((resolve, reject) => {
       worker.once('message', (m: Timing | { error: string }) => ('error' in m ? reject(new Error(m.error)) : resolve(m)));
       worker.postMessage({ query, multipart });
     });
   try {
-    // Twenty bookings for the ledger page, each with its delivery run: quoted, confirmed and completed
-    // (which frees the machine for the next one).
-    const machines = (await graphql(server.url, '{ machines { id status } }', {}))['machines'] as { id: string; status: string }[];
-    const available = machines.filter((m) => m.status === 'AVAILABLE').map((m) => m.id);
-    if (available.length === 0) throw new Error('no machine available to book');
-    for (let i = 0; i < 20; i++) {
-      const start = new Date(Date.now() + (30 + i * 12) * 3_600_000).toISOString();
-      const quote = await graphql(
-        server.url,
-        `
-          mutation ($i: CreateQuoteInput!) {
-            createQuote(input: $i) {
-              id
-            }
-          }
-        `,
-        {
-          i: { machineIds: [available[i % available.length]], locationId: `LOC-00${1 + (i % 3)}`, startTime: start, durationHours: 4 },
-        },
-      );
-      const id = (quote['createQuote'] as { id: string }).id;
-      const booked = await graphql(server.url, `mutation($q: ID!) { confirmBooking(input: { quoteId: $q, customerName: "Bench ${i}" }) { id } }`, { q: id });
-      await graphql(
-        server.url,
-        `
-          mutation ($b: ID!) {
-            completeBooking(bookingId: $b) {
-              id
-            }
-          }
-        `,
-        { b: (booked['confirmBooking'] as { id: string }).id },
-      );
-    }
+    await seedBookings(server.url);
     console.log(
       `\n@defer: time to the first payload (${rounds} rounds per case after 3 warm-up rounds; server in process on PGlite, client in a worker thread; NODE_ENV=${process.env['NODE_ENV']})\n`,
     );
@@ -143,35 +112,77 @@ export default async function bench(): Promise<void> {
       '| slow field | without it, ms | deferred: first payload, ms | deferred: last payload, ms | not deferred, ms | first payload / without | met (<= 1.2x) |',
     );
     console.log('|---|---:|---:|---:|---:|---:|---|');
-    for (const c of CASES) {
-      const fast: number[] = [];
-      const first: number[] = [];
-      const last: number[] = [];
-      const whole: number[] = [];
-      for (let r = 0; r < rounds + 3; r++) {
-        const a = await send(c.fast, true);
-        const b = await send(c.deferred, true);
-        const w = await send(c.whole, true);
-        for (const t of [a, b, w]) {
-          if (t.status !== 200 || t.errors > 0) throw new Error(`${c.name}: status ${t.status}, ${t.errors} errors`);
-        }
-        if (!b.type.startsWith('multipart/mixed')) throw new Error(`${c.name}: the deferred query was answered ${b.type}`);
-        if (r < 3) continue;
-        fast.push(a.total);
-        first.push(b.first);
-        last.push(b.total);
-        whole.push(w.total);
-      }
-      const ratio = median(first) / median(fast);
-      console.log(
-        `| ${c.name} | ${median(fast).toFixed(2)} | ${median(first).toFixed(2)} | ${median(last).toFixed(2)} | ${median(whole).toFixed(2)} | ${ratio.toFixed(2)}x | ${ratio <= 1.2 ? 'yes' : 'no'} |`,
-      );
-    }
+    for (const c of CASES) await measureCase(c, rounds, send);
     console.log('\nmedians over the rounds; each round sends the three requests one after another.');
   } finally {
     await worker.terminate();
     await server.close();
   }
+}
+
+/**
+ * Twenty bookings for the ledger page, each with its delivery run: quoted, confirmed and completed (which
+ * frees the machine for the next one).
+ */
+async function seedBookings(url: string): Promise<void> {
+  const machines = (await graphql(url, '{ machines { id status } }', {}))['machines'] as { id: string; status: string }[];
+  const available = machines.filter((m) => m.status === 'AVAILABLE').map((m) => m.id);
+  if (available.length === 0) throw new Error('no machine available to book');
+  for (let i = 0; i < 20; i++) {
+    const start = new Date(Date.now() + (30 + i * 12) * 3_600_000).toISOString();
+    const quote = await graphql(
+      url,
+      `
+        mutation ($i: CreateQuoteInput!) {
+          createQuote(input: $i) {
+            id
+          }
+        }
+      `,
+      {
+        i: { machineIds: [available[i % available.length]], locationId: `LOC-00${1 + (i % 3)}`, startTime: start, durationHours: 4 },
+      },
+    );
+    const id = (quote['createQuote'] as { id: string }).id;
+    const booked = await graphql(url, `mutation($q: ID!) { confirmBooking(input: { quoteId: $q, customerName: "Bench ${i}" }) { id } }`, { q: id });
+    await graphql(
+      url,
+      `
+        mutation ($b: ID!) {
+          completeBooking(bookingId: $b) {
+            id
+          }
+        }
+      `,
+      { b: (booked['confirmBooking'] as { id: string }).id },
+    );
+  }
+}
+
+/** One case's row: the three requests in turn, `rounds` times after 3 warm-up rounds, as medians. */
+async function measureCase(c: Case, rounds: number, send: Send): Promise<void> {
+  const fast: number[] = [];
+  const first: number[] = [];
+  const last: number[] = [];
+  const whole: number[] = [];
+  for (let r = 0; r < rounds + 3; r++) {
+    const a = await send(c.fast, true);
+    const b = await send(c.deferred, true);
+    const w = await send(c.whole, true);
+    for (const t of [a, b, w]) {
+      if (t.status !== 200 || t.errors > 0) throw new Error(`${c.name}: status ${t.status}, ${t.errors} errors`);
+    }
+    if (!b.type.startsWith('multipart/mixed')) throw new Error(`${c.name}: the deferred query was answered ${b.type}`);
+    if (r < 3) continue;
+    fast.push(a.total);
+    first.push(b.first);
+    last.push(b.total);
+    whole.push(w.total);
+  }
+  const ratio = median(first) / median(fast);
+  console.log(
+    `| ${c.name} | ${median(fast).toFixed(2)} | ${median(first).toFixed(2)} | ${median(last).toFixed(2)} | ${median(whole).toFixed(2)} | ${ratio.toFixed(2)}x | ${ratio <= 1.2 ? 'yes' : 'no'} |`,
+  );
 }
 
 async function graphql(url: string, query: string, variables: Record<string, unknown>): Promise<Record<string, unknown>> {

@@ -446,60 +446,13 @@ async function filteredRate(perGateway: number, gateways: ServerProcess[], db: p
       // Distinct triples (37 and the 2,730 ordered triples have no common factor).
       const ids = triples[(i * 37) % triples.length]!;
       watched.push(ids);
-      const socket = await within(
-        new Promise<WebSocket>((resolve, reject) => {
-          const ws = new WebSocket(`${gateways[i % 3]!.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
-          ws.once('error', reject);
-          ws.once('open', () => ws.send(JSON.stringify({ type: 'connection_init' })));
-          ws.on('message', (raw: Buffer) => {
-            const at = performance.now();
-            const message = JSON.parse(raw.toString()) as {
-              type: string;
-              payload?: { data?: { machineStatusChanged?: { cursor: string } }; errors?: unknown };
-            };
-            if (message.type === 'connection_ack') {
-              ws.send(
-                JSON.stringify({
-                  id: '1',
-                  type: 'subscribe',
-                  payload: { query: 'subscription($ids: [ID!]) { machineStatusChanged(machineIds: $ids) { cursor status } }', variables: { ids } },
-                }),
-              );
-              ws.send(JSON.stringify({ type: 'ping' }));
-            } else if (message.type === 'pong') resolve(ws);
-            else if (message.type === 'next' && message.payload?.data?.machineStatusChanged) {
-              // Only the benchmark's events (the service's own, a quote expiring, are not timed).
-              const at0 = sent.get(message.payload.data.machineStatusChanged.cursor);
-              if (at0 === undefined) return;
-              latencies.push(at - at0);
-            } else if (message.type !== 'ping') console.error(`unexpected: ${raw.toString()}`);
-          });
-        }),
-        'connecting filtered subscribers',
-      );
-      sockets.push(socket);
+      sockets.push(await within(watchMachines(gateways[i % 3]!, ids, sent, latencies), 'connecting filtered subscribers'));
     }
     await sleep(1000);
     const cpuBefore = gateways.map((g) => cpuMs(g.child.pid!));
     const events = STEADY_RATE * STEADY_SECONDS;
     const started = performance.now();
-    for (let k = 0; k < events; k++) {
-      const wait = started + (k * 1000) / STEADY_RATE - performance.now();
-      if (wait > 0) await sleep(wait);
-      const machine = MACHINES[k % MACHINES.length]!;
-      const at = performance.now();
-      await db.query('BEGIN');
-      const [id] = await appendEvents(db, [
-        {
-          audience: 'everyone' as const,
-          topic: 'rental.machine_status',
-          key: machine,
-          payload: { machineId: machine, previousStatus: 'available', status: 'reserved', reason: 'quote', at: new Date().toISOString() },
-        },
-      ]);
-      sent.set(id!, at);
-      await db.query('COMMIT');
-    }
+    await commitMachineEvents(db, events, started, sent);
     // Each subscriber gets the events of its three machines.
     const perMachine = MACHINES.map((_, m) => Array.from({ length: events }, (_, k) => k % MACHINES.length).filter((x) => x === m).length);
     const expected = watched.reduce((sum, ids) => sum + ids.reduce((n, id) => n + perMachine[MACHINES.indexOf(id)]!, 0), 0);
@@ -518,6 +471,66 @@ async function filteredRate(perGateway: number, gateways: ServerProcess[], db: p
     };
   } finally {
     for (const s of sockets) s.terminate();
+  }
+}
+
+/**
+ * A subscriber on its own socket to machineStatusChanged for `ids`, adding the latency of each of the
+ * benchmark's events (by its cursor in `sent`) to `latencies`; resolves once the gateway has read its
+ * subscription (a ping's pong).
+ */
+function watchMachines(gateway: ServerProcess, ids: string[], sent: Map<string, number>, latencies: number[]): Promise<WebSocket> {
+  return new Promise<WebSocket>((resolve, reject) => {
+    const ws = new WebSocket(`${gateway.url.replace(/^http/, 'ws')}/graphql`, 'graphql-transport-ws');
+    ws.once('error', reject);
+    ws.once('open', () => ws.send(JSON.stringify({ type: 'connection_init' })));
+    ws.on('message', (raw: Buffer) => {
+      const at = performance.now();
+      const message = JSON.parse(raw.toString()) as {
+        type: string;
+        payload?: { data?: { machineStatusChanged?: { cursor: string } }; errors?: unknown };
+      };
+      if (message.type === 'connection_ack') {
+        ws.send(
+          JSON.stringify({
+            id: '1',
+            type: 'subscribe',
+            payload: { query: 'subscription($ids: [ID!]) { machineStatusChanged(machineIds: $ids) { cursor status } }', variables: { ids } },
+          }),
+        );
+        ws.send(JSON.stringify({ type: 'ping' }));
+      } else if (message.type === 'pong') resolve(ws);
+      else if (message.type === 'next' && message.payload?.data?.machineStatusChanged) {
+        // Only the benchmark's events (the service's own, a quote expiring, are not timed).
+        const at0 = sent.get(message.payload.data.machineStatusChanged.cursor);
+        if (at0 === undefined) return;
+        latencies.push(at - at0);
+      } else if (message.type !== 'ping') console.error(`unexpected: ${raw.toString()}`);
+    });
+  });
+}
+
+/**
+ * `events` machine status events at STEADY_RATE from `started`, each on the next machine in turn and
+ * committed on its own; the time each was sent is kept in `sent` under its cursor.
+ */
+async function commitMachineEvents(db: pg.Client, events: number, started: number, sent: Map<string, number>): Promise<void> {
+  for (let k = 0; k < events; k++) {
+    const wait = started + (k * 1000) / STEADY_RATE - performance.now();
+    if (wait > 0) await sleep(wait);
+    const machine = MACHINES[k % MACHINES.length]!;
+    const at = performance.now();
+    await db.query('BEGIN');
+    const [id] = await appendEvents(db, [
+      {
+        audience: 'everyone' as const,
+        topic: 'rental.machine_status',
+        key: machine,
+        payload: { machineId: machine, previousStatus: 'available', status: 'reserved', reason: 'quote', at: new Date().toISOString() },
+      },
+    ]);
+    sent.set(id!, at);
+    await db.query('COMMIT');
   }
 }
 

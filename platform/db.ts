@@ -1,10 +1,11 @@
-import type { Client, CustomTypesConfig, Pool, PoolClient } from 'pg';
+import type { ClientConfig, CustomTypesConfig, Pool, PoolClient } from 'pg';
 import { lockDataDir } from './data-dir-lock.js';
 import { classifyDatabaseError, connectivityFailure, DatabaseUnavailableError, guarded, redactDatabaseUrl } from './db-errors.js';
 import type { PlatformConfig } from './config.js';
 import type { QueryResult } from './query-result.js';
 import { INT8_OID, parseInt8 } from './int8.mjs';
 import { seedFromCluster } from './pglite-cluster.js';
+import { PgListener, type Pg } from './pg-listener.js';
 import { PgliteThread } from './pglite-thread.js';
 import { ReadCache } from './read-cache.js';
 import { StartupError } from './startup-error.js';
@@ -181,34 +182,64 @@ function startupFailure(url: string, error: unknown): StartupError {
   return new StartupError(`cannot use ${where}: ${message}`, { cause: error });
 }
 
+/**
+ * PostgreSQL at `url`: a pool of connections for queries and transactions, and one more connection for
+ * LISTEN (platform/pg-listener.ts), opened with the first channel listened to.
+ */
 async function openPostgres(url: string, options: DatabaseOptions): Promise<Database> {
   // The driver loads only for PostgreSQL: an embedded start does not pay for it.
   const { default: pg } = await import('pg');
   const schema = options.schema;
   if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`invalid schema name ${schema}`);
   const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
-  if (schema) {
-    const admin = new pg.Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs });
-    try {
-      await admin.connect();
-    } catch (error) {
-      await admin.end().catch(() => undefined);
-      throw startupFailure(url, error);
-    }
-    try {
-      await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-    } finally {
-      await admin.end();
-    }
+  if (schema) await createSchema(pg, url, schema, connectTimeoutMs);
+  const connection = connectionConfig(pg, url, schema, connectTimeoutMs, options.queryTimeoutMs ?? 15_000);
+  const pool = await openPool(pg, url, connection, options.poolSize ?? 10);
+  const notifications = new PgListener(pg, connection);
+  const retries = { deadlock: 0, serialization: 0 };
+  return {
+    kind: 'postgres',
+    retries,
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    readCacheStats: () => null,
+    query: (sql, params) => runOn(pool, sql, params),
+    transaction: (fn) => retriedTransaction(pool, fn, retries),
+    async exec(sql: string) {
+      await runOn(pool, sql);
+    },
+    listen: (channel, onPayload) => notifications.listen(channel, onPayload),
+    async close() {
+      await notifications.close();
+      await pool.end();
+    },
+  };
+}
+
+/** Creates the schema a database works in when it is missing, on a connection of its own. */
+async function createSchema(pg: Pg, url: string, schema: string, connectTimeoutMs: number): Promise<void> {
+  const admin = new pg.Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs });
+  try {
+    await admin.connect();
+  } catch (error) {
+    await admin.end().catch(() => undefined);
+    throw startupFailure(url, error);
   }
+  try {
+    await admin.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+  } finally {
+    await admin.end();
+  }
+}
+
+/** What every connection is opened with: the pool's and the LISTEN connection's. */
+function connectionConfig(pg: Pg, url: string, schema: string | undefined, connectTimeoutMs: number, queryTimeoutMs: number): ClientConfig {
   const types: CustomTypesConfig = {
     getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
       oid === INT8_OID && format !== 'binary'
         ? parseInt8
         : (pg.types.getTypeParser(oid, format) as (value: string) => unknown)) as CustomTypesConfig['getTypeParser'],
   };
-  const queryTimeoutMs = options.queryTimeoutMs ?? 15_000;
-  const connection = {
+  return {
     connectionString: url,
     types,
     connectionTimeoutMillis: connectTimeoutMs,
@@ -219,7 +250,11 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
     query_timeout: queryTimeoutMs + 1000,
     ...(schema ? { options: `-c search_path=${schema}` } : {}),
   };
-  const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
+}
+
+/** Opens the pool and checks with one query that the server answers; a start that cannot use it fails. */
+async function openPool(pg: Pg, url: string, connection: ClientConfig, size: number): Promise<Pool> {
+  const pool = new pg.Pool({ ...connection, max: size });
   pool.on('error', () => {
     // An idle client lost its connection; the pool replaces it on the next checkout.
   });
@@ -229,133 +264,50 @@ async function openPostgres(url: string, options: DatabaseOptions): Promise<Data
     await pool.end().catch(() => undefined);
     throw startupFailure(url, error);
   }
-  const handlers = new Map<string, Set<(payload: string) => void>>();
-  let listener: Promise<Client> | undefined;
-  let closed = false;
-  let reconnectTimer: NodeJS.Timeout | undefined;
-  let reconnecting = false;
-  let backoffMs = 100;
-  /**
-   * The LISTEN connection. When it drops (a database restart, a failover, a terminated backend) it is
-   * replaced, with backoff, LISTENing on every channel again; then every handler is called once, since
-   * notifications may have been missed meanwhile (listeners read what is new, so an extra call is harmless).
-   */
-  const connectListener = async (): Promise<Client> => {
-    const client = new pg.Client(connection);
-    let live = false;
-    // An 'error' is followed by 'end', where the connection is replaced.
-    client.on('error', () => undefined);
-    client.on('end', () => {
-      if (live && !closed) reconnectListener();
-    });
-    client.on('notification', (msg) => {
-      for (const handler of handlers.get(msg.channel) ?? []) handler(msg.payload ?? '');
-    });
+  return pool;
+}
+
+/** Runs one statement on the pool or a checked-out connection, its errors classified. */
+async function runOn<R>(client: Pool | PoolClient, sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+  const res = await guarded(() => client.query(sql, params ? [...params] : undefined));
+  return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
+}
+
+/**
+ * Runs `fn` in one transaction on a connection of the pool; after a deadlock or serialization failure the
+ * whole function runs again, up to five attempts in all, each retry counted in `retries` by its cause.
+ */
+async function retriedTransaction<T>(pool: Pool, fn: (tx: Queryable) => Promise<T>, retries: Record<keyof RetryCounts, number>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const client = await guarded(() => pool.connect());
+    let lost = false;
+    // The pool listens for errors on idle clients only: a connection reset while this transaction
+    // awaits something else between statements would otherwise be an uncaught 'error'. The next
+    // statement fails on the dead connection and is classified there.
+    const onLost = () => {
+      lost = true;
+    };
+    client.on('error', onLost);
     try {
-      await client.connect();
-      for (const channel of handlers.keys()) await client.query(`LISTEN ${channel}`);
+      await runOn(client, 'BEGIN');
+      const result = await fn({ query: (sql, params) => runOn(client, sql, params) });
+      await runOn(client, 'COMMIT');
+      return result;
     } catch (error) {
-      await client.end().catch(() => undefined);
-      throw error;
+      const classified = classifyDatabaseError(error);
+      lost = classified instanceof DatabaseUnavailableError;
+      if (!lost) await client.query('ROLLBACK').catch(() => undefined);
+      const cause = RETRYABLE.get((error as { code?: string }).code);
+      if (cause && attempt < 5) {
+        retries[cause]++;
+        continue;
+      }
+      // A lost connection is not retried: whether a COMMIT in flight took effect cannot be known.
+      throw classified;
+    } finally {
+      // A connection that failed is discarded, not handed to the next transaction.
+      client.off('error', onLost);
+      client.release(lost || undefined);
     }
-    live = true;
-    return client;
-  };
-  const reconnectListener = () => {
-    listener = undefined;
-    reconnecting = true;
-    clearTimeout(reconnectTimer);
-    reconnectTimer = setTimeout(() => {
-      if (closed) return;
-      const attempt = connectListener();
-      listener = attempt;
-      attempt.then(
-        () => {
-          backoffMs = 100;
-          reconnecting = false;
-          for (const set of handlers.values()) for (const handler of set) handler('');
-        },
-        () => {
-          backoffMs = Math.min(backoffMs * 2, 5000);
-          reconnectListener();
-        },
-      );
-    }, backoffMs);
-    reconnectTimer.unref();
-  };
-  const retries = { deadlock: 0, serialization: 0 };
-
-  const run = async <R>(client: Pool | PoolClient, sql: string, params?: readonly unknown[]) => {
-    const res = await guarded(() => client.query(sql, params ? [...params] : undefined));
-    return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
-  };
-
-  return {
-    kind: 'postgres',
-    retries,
-    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    readCacheStats: () => null,
-    query: (sql, params) => run(pool, sql, params),
-    async transaction<T>(fn: (tx: Queryable) => Promise<T>) {
-      for (let attempt = 1; ; attempt++) {
-        const client = await guarded(() => pool.connect());
-        let lost = false;
-        // The pool listens for errors on idle clients only: a connection reset while this transaction
-        // awaits something else between statements would otherwise be an uncaught 'error'. The next
-        // statement fails on the dead connection and is classified there.
-        const onLost = () => {
-          lost = true;
-        };
-        client.on('error', onLost);
-        try {
-          await run(client, 'BEGIN');
-          const result = await fn({ query: (sql, params) => run(client, sql, params) });
-          await run(client, 'COMMIT');
-          return result;
-        } catch (error) {
-          const classified = classifyDatabaseError(error);
-          lost = classified instanceof DatabaseUnavailableError;
-          if (!lost) await client.query('ROLLBACK').catch(() => undefined);
-          const cause = RETRYABLE.get((error as { code?: string }).code);
-          if (cause && attempt < 5) {
-            retries[cause]++;
-            continue;
-          }
-          // A lost connection is not retried: whether a COMMIT in flight took effect cannot be known.
-          throw classified;
-        } finally {
-          // A connection that failed is discarded, not handed to the next transaction.
-          client.off('error', onLost);
-          client.release(lost || undefined);
-        }
-      }
-    },
-    async exec(sql: string) {
-      await run(pool, sql);
-    },
-    async listen(channel, onPayload) {
-      if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`invalid channel name ${channel}`);
-      let set = handlers.get(channel);
-      if (!set) {
-        set = new Set();
-        handlers.set(channel, set);
-        // A listener being (re)connected LISTENs on every channel in `handlers` itself; LISTEN twice is a no-op.
-        if (!listener && !reconnecting) listener = connectListener();
-        const pending = listener;
-        const client = pending ? await guarded(() => pending) : undefined;
-        await guarded(async () => client?.query(`LISTEN ${channel}`));
-      }
-      set.add(onPayload);
-      return async () => {
-        set.delete(onPayload);
-      };
-    },
-    async close() {
-      closed = true;
-      clearTimeout(reconnectTimer);
-      const client = await listener?.catch(() => null);
-      await client?.end().catch(() => undefined);
-      await pool.end();
-    },
-  };
+  }
 }

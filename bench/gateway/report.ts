@@ -3,6 +3,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join, relative } from 'node:path';
 import type { CellResult, PairedSide } from './measure.js';
+import { fmt, ratio } from './format.js';
+import { goals } from './goals.js';
 import type { ProfileSummary } from './profile.js';
 
 /*
@@ -44,16 +46,7 @@ export interface BenchResults {
   profiles: { target: string; summary: ProfileSummary }[];
 }
 
-interface Goal {
-  goal: string;
-  measured: string;
-  met: boolean;
-}
-
 const name = (w: WorkloadResult, c: CellResult) => (w.name === 'rest' ? `${c.label}, ${c.variant === 'rest' ? 'REST' : 'GraphQL POST'}` : c.label);
-const fmt = (x: number | null, digits = 1) =>
-  x === null || Number.isNaN(x) ? '–' : x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
-const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}x` : '–');
 
 /** A table's lines: the first column left-aligned (names), the others right-aligned (figures). */
 function markdownTable(table: Record<string, string | number>[]): string[] {
@@ -140,131 +133,6 @@ export function printResults(workloads: WorkloadResult[], bench?: BenchResults):
   }
 }
 
-/** The goals the project holds itself to, judged on this run's figures. */
-function goals(workloads: WorkloadResult[]): Goal[] {
-  const find = (w: string, target: string, variant = 'graphql') =>
-    workloads.find((x) => x.name === w)?.cells.find((c) => c.target === target && c.variant === variant);
-  const out: Goal[] = [];
-  for (const w of ['federated', 'mix']) {
-    const project = find(w, 'project');
-    const hive = find(w, 'hive');
-    const stock = find(w, 'stock');
-    const pglite = find(w, 'one-process-pglite');
-    if (project && hive)
-      out.push({
-        goal: `${w}: distributed mode ahead of Hive Gateway`,
-        measured: `${fmt(project.rps)} vs ${fmt(hive.rps)} rps (${ratio(project.rps, hive.rps)})`,
-        met: project.rps > hive.rps,
-      });
-    if (project && stock)
-      out.push({
-        goal: `${w}: distributed mode at least 2x stock @apollo/gateway`,
-        measured: `${fmt(project.rps)} vs ${fmt(stock.rps)} rps (${ratio(project.rps, stock.rps)})`,
-        met: project.rps >= 2 * stock.rps,
-      });
-    if (pglite && hive)
-      out.push({
-        goal: `${w}: npm start (PGlite) ahead of Hive Gateway`,
-        measured: `${fmt(pglite.rps)} vs ${fmt(hive.rps)} rps (${ratio(pglite.rps, hive.rps)})`,
-        met: pglite.rps > hive.rps,
-      });
-    const rust = find(w, 'hive-rust');
-    if (project && rust) {
-      out.push({
-        goal: `${w}: distributed mode at least 1.25x Hive Gateway with the Rust planner`,
-        measured: `${fmt(project.rps)} vs ${fmt(rust.rps)} rps (${ratio(project.rps, rust.rps)})`,
-        met: project.rps >= 1.25 * rust.rps,
-      });
-      out.push({
-        goal: `${w}: gateway CPU per request at most 0.8x Hive Gateway with the Rust planner`,
-        measured: `${fmt(project.gatewayCpuMs, 2)} vs ${fmt(rust.gatewayCpuMs, 2)} ms (${ratio(project.gatewayCpuMs, rust.gatewayCpuMs)})`,
-        met: project.gatewayCpuMs <= 0.8 * rust.gatewayCpuMs,
-      });
-    }
-    if (pglite && rust)
-      out.push({
-        goal: `${w}: npm start (PGlite) at least level with Hive Gateway with the Rust planner`,
-        measured: `${fmt(pglite.rps)} vs ${fmt(rust.rps)} rps (${ratio(pglite.rps, rust.rps)})`,
-        met: pglite.rps >= rust.rps,
-      });
-  }
-  // Like for like: nothing shared between requests on either side, request by request.
-  for (const w of ['federated-unshared', 'shallow-unshared']) {
-    const project = find(w, 'project-unshared');
-    const rust = find(w, 'hive-rust-unshared');
-    if (!project || !rust) continue;
-    out.push({
-      goal: `${w}: nothing shared, at least 1.5x the Rust-planned Hive Gateway's rate`,
-      measured: `${fmt(project.rps)} vs ${fmt(rust.rps)} rps (${ratio(project.rps, rust.rps)})`,
-      met: project.rps >= 1.5 * rust.rps,
-    });
-    out.push({
-      goal: `${w}: nothing shared, gateway CPU per request at most 0.5x the Rust-planned Hive Gateway's`,
-      measured: `${fmt(project.gatewayCpuMs, 2)} vs ${fmt(rust.gatewayCpuMs, 2)} ms (${ratio(project.gatewayCpuMs, rust.gatewayCpuMs)})`,
-      met: project.gatewayCpuMs <= 0.5 * rust.gatewayCpuMs,
-    });
-  }
-  // Against a baseline checkout (--baseline): this tree no slower and no costlier beyond noise (10%).
-  for (const w of workloads) {
-    for (const [ours, theirs, what] of [
-      ['project', 'project-baseline', 'distributed mode'],
-      ['one-process-pglite', 'one-process-pglite-baseline', 'npm start (PGlite)'],
-      ['project-unshared', 'project-baseline-unshared', 'distributed mode, nothing shared'],
-    ] as const) {
-      const now = find(w.name, ours);
-      const before = find(w.name, theirs);
-      if (!now || !before) continue;
-      out.push({
-        goal: `${w.name}: ${what} rate and gateway CPU per request within 10% of the baseline`,
-        measured: `${fmt(now.rps)} vs ${fmt(before.rps)} rps (${ratio(now.rps, before.rps)}), ${fmt(now.gatewayCpuMs, 2)} vs ${fmt(before.gatewayCpuMs, 2)} ms (${ratio(now.gatewayCpuMs, before.gatewayCpuMs)})`,
-        met: now.rps >= 0.9 * before.rps && now.gatewayCpuMs <= 1.1 * before.gatewayCpuMs,
-      });
-    }
-  }
-  for (const w of workloads) {
-    const project = find(w.name, 'project');
-    const stock = find(w.name, 'stock');
-    if (project && stock) {
-      out.push({
-        goal: `${w.name}: gateway CPU per request at or below stock's`,
-        measured: `${fmt(project.gatewayCpuMs, 2)} vs ${fmt(stock.gatewayCpuMs, 2)} ms (${ratio(project.gatewayCpuMs, stock.gatewayCpuMs)})`,
-        met: project.gatewayCpuMs <= stock.gatewayCpuMs,
-      });
-    }
-  }
-  const pgliteCells = workloads.flatMap((w) => w.cells.filter((c) => c.target === 'one-process-pglite'));
-  if (pgliteCells.length > 0) {
-    const timeouts = pgliteCells.reduce((s, c) => s + c.timeouts, 0);
-    out.push({
-      goal: 'npm start (PGlite): no timeouts at 50 connections',
-      measured: `${timeouts} timeouts over ${pgliteCells.length} workloads`,
-      met: timeouts === 0,
-    });
-  }
-  // REST against GraphQL is judged on the paired runs (both at once on one server, so the machine's moments
-  // fall on both alike) when there are any.
-  const paired = workloads.find((x) => x.name === 'rest')?.paired ?? [];
-  for (const p of paired) {
-    out.push({
-      goal: `REST p99 within 1.2x of the same operations over GraphQL POST, sent at the same time (${p.label})`,
-      measured: `${fmt(p.rest.p99)} vs ${fmt(p.graphql.p99)} ms (${ratio(p.rest.p99, p.graphql.p99)})`,
-      met: p.rest.p99 <= 1.2 * p.graphql.p99,
-    });
-  }
-  for (const target of paired.length > 0 ? [] : ['project', 'one-process-pglite', 'one-process-postgres']) {
-    const rest = find('rest', target, 'rest');
-    const post = find('rest', target, 'graphql');
-    if (rest && post) {
-      out.push({
-        goal: `REST p99 within 1.2x of the same operations over GraphQL POST (${rest.label})`,
-        measured: `${fmt(rest.p99)} vs ${fmt(post.p99)} ms (${ratio(rest.p99, post.p99)})`,
-        met: rest.p99 <= 1.2 * post.p99,
-      });
-    }
-  }
-  return out;
-}
-
 function commit(root: string): string {
   try {
     const sha = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
@@ -275,16 +143,51 @@ function commit(root: string): string {
   }
 }
 
+/** The machine the run was measured on. */
+interface Machine {
+  cpu: string;
+  cores: number;
+  memoryGiB: number;
+  node: string;
+}
+
+/** The options of the run the report describes. */
+type RunOptions = {
+  connections: number;
+  warmup: number;
+  rounds: number;
+  seconds: number;
+  pagingRows: number;
+};
+
 export function writeResults(bench: BenchResults, dir: string, root: string): string[] {
   mkdirSync(dir, { recursive: true });
-  const machine = { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version };
+  const machine: Machine = { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version };
   const sha = commit(root);
   const goalList = goals(bench.workloads);
   const json = join(dir, 'gateway.json');
   writeFileSync(json, `${JSON.stringify({ ...bench, commit: sha, machine, goals: goalList }, null, 2)}\n`);
-  const o = bench.options as { connections: number; warmup: number; rounds: number; seconds: number; pagingRows: number };
-  const la = bench.loadAverages;
+  const runOptions = bench.options as RunOptions;
   const lines: string[] = [
+    ...introLines(bench, machine, sha, runOptions),
+    '',
+    '## Goals',
+    '',
+    '| goal | measured | met |',
+    '|---|---|---|',
+    ...goalList.map((g) => `| ${g.goal} | ${g.measured} | ${g.met ? 'yes' : '**no**'} |`),
+  ];
+  for (const w of bench.workloads) lines.push(...workloadLines(w));
+  if (bench.profiles.length > 0) lines.push(...profileLines(bench, runOptions));
+  const md = join(dir, 'gateway.md');
+  writeFileSync(md, `${lines.join('\n')}\n`);
+  return [relative(root, md), relative(root, json)];
+}
+
+/** The report's opening: when and where it ran, how the load was sent, and what each figure means. */
+function introLines(bench: BenchResults, machine: Machine, sha: string, runOptions: RunOptions): string[] {
+  const la = bench.loadAverages;
+  return [
     '# Gateway benchmark: the project against its peers',
     '',
     `\`npm run bench -- gateway\`, run ${bench.date.slice(0, 16).replace('T', ' ')} UTC at commit ${sha}, ${Math.round(bench.seconds / 60)} min.`,
@@ -297,8 +200,8 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
     'spread of each target across its rounds is shown beside its rate, and ratios within one workload (measured in',
     'interleaved rounds) are more trustworthy than absolute figures.',
     '',
-    `Load: autocannon in a process of its own, ${o.connections} connections, a ${o.warmup} s warm-up per target, then ${o.rounds} rounds`,
-    `of ${o.seconds} s per target interleaved, in turn forwards and backwards (A B C, C B A, ...). Paging sends a fixed number of pages per round (${o.pagingRows.toLocaleString('en-US')} rows per`,
+    `Load: autocannon in a process of its own, ${runOptions.connections} connections, a ${runOptions.warmup} s warm-up per target, then ${runOptions.rounds} rounds`,
+    `of ${runOptions.seconds} s per target interleaved, in turn forwards and backwards (A B C, C B A, ...). Paging sends a fixed number of pages per round (${runOptions.pagingRows.toLocaleString('en-US')} rows per`,
     'target over its rounds); the mutation mix sends whole quote-confirm-complete chains, as many per connection as the',
     "target's warm-up pace fits in a round, so no quote is left holding a machine.",
     `Database: ${bench.database}. rps counts successful responses (2xx without GraphQL errors); p50/p99 are over every`,
@@ -309,54 +212,51 @@ export function writeResults(bench: BenchResults, dir: string, root: string): st
     'time (/proc/stat: user, nice, system, irq, softirq), and "rest of the machine" what no measured process accounts for',
     "(the kernel's network work, anything else running). Peak RSS is VmHWM, reset before each workload.",
     `Before measuring, every target answered each workload's operations with the same data (${bench.workloads.map((w) => `${w.name}: ${w.verified}`).join('; ')}).`,
-    '',
-    '## Goals',
-    '',
-    '| goal | measured | met |',
-    '|---|---|---|',
-    ...goalList.map((g) => `| ${g.goal} | ${g.measured} | ${g.met ? 'yes' : '**no**'} |`),
   ];
-  for (const w of bench.workloads) {
-    lines.push('', `## ${w.name}: ${w.title}`, '', ...markdownTable(rows(w)));
-    lines.push('', 'CPU ms per request, by where it went:', '', ...markdownTable(cpuRows(w)));
-    const errored = w.cells.filter((c) => c.samples.length > 0);
-    for (const c of errored) lines.push('', `${name(w, c)}, first error: \`${c.samples[0]!.replace(/`/g, "'").slice(0, 200)}\``);
-    lines.push('', 'rps ratio, row / column:', '', `| | ${w.cells.map((c) => name(w, c)).join(' | ')} |`, `|---|${w.cells.map(() => '---:').join('|')}|`);
-    for (const a of w.cells) lines.push(`| ${name(w, a)} | ${w.cells.map((b) => ratio(a.rps, b.rps)).join(' | ')} |`);
-    if (w.paired?.length) {
-      const p0 = w.paired[0]!;
-      lines.push(
-        '',
-        `REST and GraphQL POST sent at the same time to the same server (${p0.connectionsEach} connections each, ${fmt(p0.seconds, 0)} s per target over the`,
-        'rounds): both meet the same moments of the machine, so their tails compare directly. The REST p99 goal is judged here.',
-        '',
-        ...markdownTable(pairedRows(w.paired)),
-      );
-    }
-  }
-  if (bench.profiles.length > 0) {
-    lines.push('', '## Where the CPU goes', '');
+}
+
+/** A workload's section: its table, where the CPU went, first errors, rps ratios and the paired runs. */
+function workloadLines(w: WorkloadResult): string[] {
+  const lines = ['', `## ${w.name}: ${w.title}`, '', ...markdownTable(rows(w))];
+  lines.push('', 'CPU ms per request, by where it went:', '', ...markdownTable(cpuRows(w)));
+  const errored = w.cells.filter((c) => c.samples.length > 0);
+  for (const c of errored) lines.push('', `${name(w, c)}, first error: \`${c.samples[0]!.replace(/`/g, "'").slice(0, 200)}\``);
+  lines.push('', 'rps ratio, row / column:', '', `| | ${w.cells.map((c) => name(w, c)).join(' | ')} |`, `|---|${w.cells.map(() => '---:').join('|')}|`);
+  for (const a of w.cells) lines.push(`| ${name(w, a)} | ${w.cells.map((b) => ratio(a.rps, b.rps)).join(' | ')} |`);
+  if (w.paired?.length) {
+    const p0 = w.paired[0]!;
     lines.push(
-      `Each gateway below was started again with \`node --cpu-prof\` after the measured rounds and sent the federated query`,
-      `(${o.connections} connections) for ${String(bench.options['profileSeconds'])} s after a 2 s warm-up, in distributed mode, on the same subgraph processes.`,
-      "Self time, as a share of the process's busy (non-idle) samples of that stretch. V8 samples wall time, so on a",
-      'machine this busy the time a process waits for a core is charged to whatever it was running; the profiler adds',
-      'some overhead of its own.',
+      '',
+      `REST and GraphQL POST sent at the same time to the same server (${p0.connectionsEach} connections each, ${fmt(p0.seconds, 0)} s per target over the`,
+      'rounds): both meet the same moments of the machine, so their tails compare directly. The REST p99 goal is judged here.',
+      '',
+      ...markdownTable(pairedRows(w.paired)),
     );
-    for (const p of bench.profiles) {
-      lines.push(
-        '',
-        `### ${p.target} (busy ${p.summary.busyMs.toLocaleString('en-US')} ms, idle ${p.summary.idleMs.toLocaleString('en-US')} ms)`,
-        '',
-        '| by package or folder | self ms | % |',
-        '|---|---:|---:|',
-      );
-      for (const f of p.summary.places.slice(0, 16)) lines.push(`| ${f.name} | ${fmt(f.ms, 0)} | ${fmt(f.percent, 1)} |`);
-      lines.push('', '| by function | self ms | % |', '|---|---:|---:|');
-      for (const f of p.summary.functions) lines.push(`| \`${f.name}\` | ${fmt(f.ms, 0)} | ${fmt(f.percent, 1)} |`);
-    }
   }
-  const md = join(dir, 'gateway.md');
-  writeFileSync(md, `${lines.join('\n')}\n`);
-  return [relative(root, md), relative(root, json)];
+  return lines;
+}
+
+/** Where the CPU goes: each profiled gateway's self time by package or folder and by function. */
+function profileLines(bench: BenchResults, runOptions: RunOptions): string[] {
+  const lines = ['', '## Where the CPU goes', ''];
+  lines.push(
+    `Each gateway below was started again with \`node --cpu-prof\` after the measured rounds and sent the federated query`,
+    `(${runOptions.connections} connections) for ${String(bench.options['profileSeconds'])} s after a 2 s warm-up, in distributed mode, on the same subgraph processes.`,
+    "Self time, as a share of the process's busy (non-idle) samples of that stretch. V8 samples wall time, so on a",
+    'machine this busy the time a process waits for a core is charged to whatever it was running; the profiler adds',
+    'some overhead of its own.',
+  );
+  for (const p of bench.profiles) {
+    lines.push(
+      '',
+      `### ${p.target} (busy ${p.summary.busyMs.toLocaleString('en-US')} ms, idle ${p.summary.idleMs.toLocaleString('en-US')} ms)`,
+      '',
+      '| by package or folder | self ms | % |',
+      '|---|---:|---:|',
+    );
+    for (const f of p.summary.places.slice(0, 16)) lines.push(`| ${f.name} | ${fmt(f.ms, 0)} | ${fmt(f.percent, 1)} |`);
+    lines.push('', '| by function | self ms | % |', '|---|---:|---:|');
+    for (const f of p.summary.functions) lines.push(`| \`${f.name}\` | ${fmt(f.ms, 0)} | ${fmt(f.percent, 1)} |`);
+  }
+  return lines;
 }

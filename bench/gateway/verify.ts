@@ -1,5 +1,18 @@
 import { createHash } from 'node:crypto';
-import { COMPLETE_MUTATION, CONFIRM_MUTATION, graphql, PAGING_QUERY, QUOTE_MUTATION, type RequestSpec, type RestPair } from './workloads.js';
+import type { Target } from './measure.js';
+import { wanted, type Options } from './options.js';
+import { log } from './run-context.js';
+import {
+  COMPLETE_MUTATION,
+  CONFIRM_MUTATION,
+  FEDERATED_QUERY,
+  graphql,
+  PAGING_QUERY,
+  QUOTE_MUTATION,
+  SHALLOW_QUERY,
+  type RequestSpec,
+  type RestPair,
+} from './workloads.js';
 
 /*
  * Before anything is measured, every gateway is asked each workload's operations and must answer the same
@@ -71,7 +84,7 @@ function operationName(spec: RequestSpec): string {
 }
 
 /** Each request answered with the same data by every endpoint; returns how many requests were compared. */
-export async function verifySameData(endpoints: Endpoint[], specs: RequestSpec[]): Promise<number> {
+async function verifySameData(endpoints: Endpoint[], specs: RequestSpec[]): Promise<number> {
   for (const spec of specs) {
     const answers = await Promise.all(endpoints.map(async (endpoint) => ({ name: endpoint.name, value: await graphqlData(endpoint, spec) })));
     assertSame(`${operationName(spec)} ${spec.body?.slice(0, 120) ?? ''}`, answers);
@@ -80,7 +93,7 @@ export async function verifySameData(endpoints: Endpoint[], specs: RequestSpec[]
 }
 
 /** REST bodies equal across endpoints, and equal to the REST mapping of the same operation's GraphQL data. */
-export async function verifyRest(endpoints: Endpoint[], pairs: RestPair[]): Promise<number> {
+async function verifyRest(endpoints: Endpoint[], pairs: RestPair[]): Promise<number> {
   for (const pair of pairs) {
     const answers = [];
     for (const endpoint of endpoints) {
@@ -103,7 +116,7 @@ export async function verifyRest(endpoints: Endpoint[], pairs: RestPair[]): Prom
  * A whole walk of the ledger on each endpoint: the same rows in the same order (cursors included); returns
  * the rows of one walk and the cursor that starts each page (null for the first).
  */
-export async function verifyPaging(endpoints: Endpoint[]): Promise<{ rows: number; pageStarts: (string | null)[] }> {
+async function verifyPaging(endpoints: Endpoint[]): Promise<{ rows: number; pageStarts: (string | null)[] }> {
   const walk = async (endpoint: Endpoint) => {
     const hash = createHash('sha256');
     let after: string | null = null;
@@ -148,4 +161,38 @@ export async function verifyMutations(endpoints: (Endpoint & { machine: string }
     answers.push({ name: endpoint.name, value: [machineless(quote), machineless(booking), machineless(completed)] });
   }
   assertSame('quote, confirm, complete', answers);
+}
+
+/** What the checks before measuring found: what each workload's check compared, and where paging walks start. */
+export interface Checked {
+  verified: Record<string, string>;
+  pageStarts: (string | null)[];
+}
+
+/**
+ * Checks that every target answers the operations of each workload the run measures (the mutations are
+ * checked just before they are measured): the same data everywhere, the nothing-shared targets included.
+ */
+export async function verifyWorkloads(options: Options, targets: readonly Target[], mix: RequestSpec[], pairs: RestPair[]): Promise<Checked> {
+  log('checking that every gateway answers the same data');
+  const endpoints: Endpoint[] = targets.map((t) => ({ name: t.label, url: t.server.url }));
+  const projectEndpoints = endpoints.filter((_, i) => targets[i]!.project);
+  const verified: Record<string, string> = {};
+  if (wanted(options, 'federated') || wanted(options, 'federated-unshared')) {
+    verified['federated'] = verified['federated-unshared'] = `${await verifySameData(endpoints, [graphql(FEDERATED_QUERY)])} operation`;
+  }
+  if (wanted(options, 'shallow') || wanted(options, 'shallow-unshared')) {
+    verified['shallow'] = verified['shallow-unshared'] = `${await verifySameData(endpoints, [graphql(SHALLOW_QUERY)])} operation`;
+  }
+  if (wanted(options, 'mix')) verified['mix'] = `${await verifySameData(endpoints, mix)} operations`;
+  if (wanted(options, 'rest')) {
+    verified['rest'] = `${await verifyRest(projectEndpoints, pairs)} answers, each REST body equal to its operation's GraphQL data mapped`;
+  }
+  let pageStarts: (string | null)[] = [null];
+  if (wanted(options, 'paging')) {
+    const walk = await verifyPaging(endpoints);
+    verified['paging'] = `a whole walk of ${walk.rows.toLocaleString('en-US')} rows`;
+    pageStarts = walk.pageStarts;
+  }
+  return { verified, pageStarts };
 }

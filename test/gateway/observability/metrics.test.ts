@@ -58,7 +58,8 @@ describe.each(TEST_DATABASE_URL ? (['pglite', 'postgres'] as const) : (['pglite'
     expect(sample(text, 'http_request_duration_seconds_bucket', { method: 'GET', route: '/rental/fleet/summary', status: '200', le: '+Inf' })).toBe(3);
     expect(sample(text, 'subgraph_fetch_duration_seconds_count', { subgraph: 'rental', outcome: 'ok' })).toBeGreaterThanOrEqual(5);
     expect(sample(text, 'process_cpu_seconds_total')).toBeGreaterThan(0);
-    expect(sample(text, 'nodejs_eventloop_lag_p99_seconds')).toBeGreaterThanOrEqual(0);
+    // The event loop's delay is sampled every 10 ms (each sample at least that long): its p99 is a measured delay.
+    expect(sample(text, 'nodejs_eventloop_lag_p99_seconds')).toBeGreaterThan(0);
     expect(sample(text, 'requests_waiting_for_turn')).toBe(0);
     if (backend === 'postgres') {
       const open = sample(text, 'db_pool_connections', { state: 'open' }) ?? 0;
@@ -69,16 +70,18 @@ describe.each(TEST_DATABASE_URL ? (['pglite', 'postgres'] as const) : (['pglite'
       expect(sample(text, 'db_read_cache_reads_total', { result: 'hit' })).toBeUndefined();
     } else {
       expect(sample(text, 'db_pool_connections', { state: 'open' })).toBeUndefined();
-      // A repeated read is answered from the read cache (a background write in between may drop it: try again).
+      // A repeated read is answered from the read cache, and its answer is kept (a background write in between
+      // may drop it: try again).
       const hits = () => sample(text, 'db_read_cache_reads_total', { result: 'hit' }) ?? 0;
+      const entries = () => sample(text, 'db_read_cache_entries') ?? 0;
       const before = hits();
       expect(sample(text, 'db_read_cache_reads_total', { result: 'miss' })).toBeGreaterThan(0);
-      for (let i = 0; i < 10 && hits() === before; i++) {
+      for (let i = 0; i < 10 && (hits() === before || entries() === 0); i++) {
         expect((await rest(server.url, 'GET', '/rental/fleet/summary')).status).toBe(200);
         text = await scrape(server.url);
       }
       expect(hits()).toBeGreaterThan(before);
-      expect(sample(text, 'db_read_cache_entries')).toBeGreaterThanOrEqual(0);
+      expect(sample(text, 'db_read_cache_entries')).toBeGreaterThan(0);
     }
   });
 

@@ -138,29 +138,22 @@ export class DeliveriesPanel {
   private mapSvg(shown: readonly DeliveryView[]): SVGSVGElement {
     const places = [...this.depots.values(), ...this.sites.values()].map((p) => p.coordinates);
     if (places.length === 0) return s('svg', { class: 'map-svg', viewBox: `0 0 ${MAP_WIDTH} 300` });
-    const lats = places.map((p) => p.latitude);
-    const lons = places.map((p) => p.longitude);
-    // Room for the labels, which sit right of and below their places.
-    const [minLat, maxLat] = [Math.min(...lats) - 0.09, Math.max(...lats) + 0.06];
-    const [minLon, maxLon] = [Math.min(...lons) - 0.12, Math.max(...lons) + 0.42];
-    // Equirectangular, with longitude shortened by cos(latitude): true shape at this scale.
-    const kx = Math.cos((((minLat + maxLat) / 2) * Math.PI) / 180);
-    const scale = MAP_WIDTH / ((maxLon - minLon) * kx);
-    const height = Math.round((maxLat - minLat) * scale);
-    const px = (c: Coordinates) => ((c.longitude - minLon) * kx * scale).toFixed(1);
-    const py = (c: Coordinates) => ((maxLat - c.latitude) * scale).toFixed(1);
+    const map = projection(places);
+    const { routes, markers } = this.runs(shown, map);
+    return s(
+      'svg',
+      { class: 'map-svg', viewBox: `0 0 ${MAP_WIDTH} ${map.height}`, role: 'img', 'aria-label': 'Deliveries between depots and sites' },
+      s('rect', { class: 'map-bg', x: 0, y: 0, width: MAP_WIDTH, height: map.height }),
+      ...graticule(map),
+      ...routes,
+      ...this.siteMarks(map),
+      ...this.depotMarks(map),
+      ...markers,
+    );
+  }
 
-    const graticule: SVGElement[] = [];
-    for (let lat = Math.ceil(minLat * 4) / 4; lat <= maxLat; lat += 0.25) {
-      const y = py({ latitude: lat, longitude: minLon });
-      graticule.push(s('line', { class: 'graticule', x1: 0, x2: MAP_WIDTH, y1: y, y2: y }));
-      graticule.push(s('text', { class: 'graticule-label', x: 4, y: Number(y) - 3 }, `${lat.toFixed(2)}°N`));
-    }
-    for (let lon = Math.ceil(minLon * 4) / 4; lon <= maxLon; lon += 0.25) {
-      const x = px({ latitude: minLat, longitude: lon });
-      graticule.push(s('line', { class: 'graticule', x1: x, x2: x, y1: 0, y2: height }));
-    }
-
+  /** Each run of the deliveries shown as a route from its depot to the site, with its truck's marker on it. */
+  private runs(shown: readonly DeliveryView[], { px, py }: Projection): { routes: SVGElement[]; markers: SVGElement[] } {
     const routes: SVGElement[] = [];
     const markers: SVGElement[] = [];
     for (const d of shown) {
@@ -199,8 +192,11 @@ export class DeliveriesPanel {
       if (d.status !== 'SCHEDULED')
         markers.push(s('text', { class: 'marker-label', x: Number(px(d.coordinates)) + 10, y: Number(py(d.coordinates)) - 10 }, d.id));
     }
+    return { routes, markers };
+  }
 
-    const depots = [...this.depots.values()].map((depot) =>
+  private depotMarks({ px, py }: Projection): SVGElement[] {
+    return [...this.depots.values()].map((depot) =>
       s(
         'g',
         { class: 'depot', transform: `translate(${px(depot.coordinates)},${py(depot.coordinates)})` },
@@ -209,7 +205,10 @@ export class DeliveriesPanel {
         s('text', { x: 10, y: 4 }, depot.id.replace('DEP-', '')),
       ),
     );
-    const sites = [...this.sites.values()].map((site) =>
+  }
+
+  private siteMarks({ px, py }: Projection): SVGElement[] {
+    return [...this.sites.values()].map((site) =>
       s(
         'g',
         { class: 'site', 'data-site': site.id, transform: `translate(${px(site.coordinates)},${py(site.coordinates)})` },
@@ -217,16 +216,6 @@ export class DeliveriesPanel {
         s('circle', { r: 4.5 }),
         s('text', { x: 8, y: 14 }, shortName(site.name)),
       ),
-    );
-    return s(
-      'svg',
-      { class: 'map-svg', viewBox: `0 0 ${MAP_WIDTH} ${height}`, role: 'img', 'aria-label': 'Deliveries between depots and sites' },
-      s('rect', { class: 'map-bg', x: 0, y: 0, width: MAP_WIDTH, height }),
-      ...graticule,
-      ...routes,
-      ...sites,
-      ...depots,
-      ...markers,
     );
   }
 
@@ -266,6 +255,52 @@ export class DeliveriesPanel {
       active && model ? bandSvg(d) : null,
     );
   }
+}
+
+/** The map's frame around the places it shows, and where a point falls on it (SVG user units, as text). */
+interface Projection {
+  minLat: number;
+  maxLat: number;
+  minLon: number;
+  maxLon: number;
+  height: number;
+  px: (c: Coordinates) => string;
+  py: (c: Coordinates) => string;
+}
+
+function projection(places: readonly Coordinates[]): Projection {
+  const lats = places.map((p) => p.latitude);
+  const lons = places.map((p) => p.longitude);
+  // Room for the labels, which sit right of and below their places.
+  const [minLat, maxLat] = [Math.min(...lats) - 0.09, Math.max(...lats) + 0.06];
+  const [minLon, maxLon] = [Math.min(...lons) - 0.12, Math.max(...lons) + 0.42];
+  // Equirectangular, with longitude shortened by cos(latitude): true shape at this scale.
+  const kx = Math.cos((((minLat + maxLat) / 2) * Math.PI) / 180);
+  const scale = MAP_WIDTH / ((maxLon - minLon) * kx);
+  return {
+    minLat,
+    maxLat,
+    minLon,
+    maxLon,
+    height: Math.round((maxLat - minLat) * scale),
+    px: (c) => ((c.longitude - minLon) * kx * scale).toFixed(1),
+    py: (c) => ((maxLat - c.latitude) * scale).toFixed(1),
+  };
+}
+
+/** Lines every quarter degree, the parallels labelled. */
+function graticule({ minLat, maxLat, minLon, maxLon, height, px, py }: Projection): SVGElement[] {
+  const lines: SVGElement[] = [];
+  for (let lat = Math.ceil(minLat * 4) / 4; lat <= maxLat; lat += 0.25) {
+    const y = py({ latitude: lat, longitude: minLon });
+    lines.push(s('line', { class: 'graticule', x1: 0, x2: MAP_WIDTH, y1: y, y2: y }));
+    lines.push(s('text', { class: 'graticule-label', x: 4, y: Number(y) - 3 }, `${lat.toFixed(2)}°N`));
+  }
+  for (let lon = Math.ceil(minLon * 4) / 4; lon <= maxLon; lon += 0.25) {
+    const x = px({ latitude: minLat, longitude: lon });
+    lines.push(s('line', { class: 'graticule', x1: x, x2: x, y1: 0, y2: height }));
+  }
+  return lines;
 }
 
 /** "Maasvlakte 2 terminal extension" -> "Maasvlakte 2". */
