@@ -129,9 +129,9 @@ export function isEventCursor(value: unknown): value is string {
  *
  * The newest events it read (every topic, `recent` of them, 10,000 by default, read within `recentAgeMs`,
  * five minutes by default) stay in memory: a replay that falls inside them (a socket that dropped and came
- * back) is served from there without reading the log. A replay from further back reads the log as before.
- * The age bound makes what is kept reach its steady size within minutes at any event rate, where the count
- * alone took as long as twice that many events took to come (19 minutes at 18 events a second).
+ * back) is served from there without reading the log. A replay from further back reads the log.
+ * The age bound makes what is kept reach its steady size within minutes at any event rate; the count alone
+ * would take as long as twice that many events take to come (19 minutes at 18 events a second).
  */
 export class EventHub {
   private position = 0n;

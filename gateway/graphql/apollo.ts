@@ -80,20 +80,20 @@ async function startGraphQLServer(options: GraphQLServerOptions): Promise<GraphQ
   const { policies } = options.pipeline;
   const formatError = (formatted: GraphQLFormattedError, error: unknown) => formatGraphQLError(formatted, error, app.log);
   // The schema and executor Apollo Server is given, kept for the direct execution of REST operations.
-  let served: ServedExecution | null = null;
+  let loaded: ServedExecution | null = null;
   let servedSchema: GraphQLSchema | null = null;
   const gateway = deferAccepting(authorizingGateway(options.gateway, options.authorizer));
   const apollo = new ApolloServer<GatewayContext>({
     gateway: {
       load: async (loadOptions) => {
-        const loaded = await gateway.load(loadOptions);
-        if (loaded.executor && servedSchema) served = { schema: servedSchema, executor: loaded.executor };
-        return loaded;
+        const gatewayLoaded = await gateway.load(loadOptions);
+        if (gatewayLoaded.executor && servedSchema) loaded = { schema: servedSchema, executor: gatewayLoaded.executor };
+        return gatewayLoaded;
       },
       onSchemaLoadOrUpdate: (callback) =>
         gateway.onSchemaLoadOrUpdate((context) => {
           servedSchema = context.apiSchema;
-          if (served) served = { ...served, schema: context.apiSchema };
+          if (loaded) loaded = { ...loaded, schema: context.apiSchema };
           callback(context);
         }),
       stop: () => gateway.stop(),
@@ -123,7 +123,7 @@ async function startGraphQLServer(options: GraphQLServerOptions): Promise<GraphQ
   await apollo.start();
   const direct = createDirectExecution({
     policies,
-    served: () => served,
+    served: () => loaded,
     formatError,
     maxTokens: options.config.GRAPHQL_MAX_TOKENS,
     logger: app.log,

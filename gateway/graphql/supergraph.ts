@@ -24,9 +24,9 @@ export interface SupergraphOptions {
 export const supergraphPlugin = fp(
   async (app: FastifyInstance, options: SupergraphOptions) => {
     const config = { ...sectionOf(graphqlConfig, options.config, 'supergraph'), ...sectionOf(sourcesConfig, options.config, 'supergraph') };
-    const served = ServedSupergraph.initial(readSupergraph(config.SUPERGRAPH_FILE), requestLimitsOf(options.config));
+    const supergraph = ServedSupergraph.initial(readSupergraph(config.SUPERGRAPH_FILE), requestLimitsOf(options.config));
     const { modules, remoteUrls, local, signer, trust } = app.subgraphs;
-    const parts = { supergraphSdl: served.plannerSdl, remoteUrls, local, signer, trust, metrics: app.metrics, log: app.log };
+    const parts = { supergraphSdl: supergraph.plannerSdl, remoteUrls, local, signer, trust, metrics: app.metrics, log: app.log };
     const federation = createFederatedGateway({ ...parts, config, modules });
     app.addHook('onClose', () => federation.close());
     const { subscriptions, close } = federatedSubscriptions({
@@ -35,13 +35,13 @@ export const supergraphPlugin = fp(
       dataSources: () => federation.dataSources,
     });
     app.addHook('onClose', close);
-    served.attach(federation, subscriptions);
-    app.decorate('supergraph', served);
+    supergraph.attach(federation, subscriptions);
+    app.decorate('supergraph', supergraph);
     app.decorate('federation', federation);
     app.decorate('subscriptions', subscriptions);
-    app.decorate('reloadSupergraph', () => reload(served, config.SUPERGRAPH_FILE));
+    app.decorate('reloadSupergraph', () => reload(supergraph, config.SUPERGRAPH_FILE));
     app.warmUp.add('subscription planner', () => subscriptions.warm());
-    if (config.SUPERGRAPH_FILE) watch(app, served, config.SUPERGRAPH_FILE, config.SUPERGRAPH_POLL_MS);
+    if (config.SUPERGRAPH_FILE) watch(app, supergraph, config.SUPERGRAPH_FILE, config.SUPERGRAPH_POLL_MS);
   },
   { name: 'supergraph', fastify: '5.x', dependencies: ['metrics', 'warm-up', 'subgraphs'] },
 );
@@ -52,20 +52,20 @@ function readSupergraph(file: string | undefined): string {
 }
 
 /** Reads the supergraph again and serves it, built and checked whole first; on a failure the one served stays. */
-function reload(served: ServedSupergraph, file: string | undefined): ReloadResult {
+function reload(supergraph: ServedSupergraph, file: string | undefined): ReloadResult {
   let sdl: string;
   try {
     sdl = readSupergraph(file);
   } catch (error) {
     return { ok: false, error: error instanceof Error ? error.message : String(error) };
   }
-  return served.reload(sdl);
+  return supergraph.reload(sdl);
 }
 
 /** Serves `file` anew whenever it changes, from the moment every part is ready until the app closes. */
-function watch(app: FastifyInstance, served: ServedSupergraph, file: string, intervalMs: number): void {
+function watch(app: FastifyInstance, supergraph: ServedSupergraph, file: string, intervalMs: number): void {
   const changed = () => {
-    const result = reload(served, file);
+    const result = reload(supergraph, file);
     if (!result.ok) app.log.error(`supergraph not reloaded from ${file}, the previous one is still served: ${result.error}`);
     else if (!result.unchanged)
       app.log.info(`supergraph ${result.hash} served from ${file}; ${result.subscriptionsEnded} subscriptions it no longer allows ended`);

@@ -82,7 +82,7 @@ export function boundedVariablesPolicy(): OperationPolicy {
  * The gateway coerces an operation's variables again before planning, only to find errors, and discards
  * the values: a second full pass over every item of a 1,000-item batch. This lets it skip requests the
  * policy above has already coerced without error (the same variables object for the same operation, against
- * the same API schema); any other request is validated by the gateway as before.
+ * the same API schema); any other request the gateway validates itself.
  */
 export function skipRepeatedVariableValidation(gateway: ApolloGateway): void {
   wrapIncomingRequestValidation(gateway, (requestContext, operationContext) => {

@@ -4,10 +4,10 @@ import type { CompiledQuery } from 'graphql-jit';
 import { compiledOrNull, compiledSubgraphExecution, subgraphExecutionCounts } from '../sources/in-process-data-source.js';
 
 /*
- * A subgraph server's execution: Apollo Server parses, validates, authorizes and formats as before, and an
+ * A subgraph server's execution: Apollo Server parses, validates, authorizes and formats, and an
  * operation then runs compiled by graphql-jit (once per document and operation, kept as long as Apollo's
  * document cache keeps the parsed document), as the same subgraph runs when the gateway calls it in process.
- * graphql-js runs what the compiler declines, introspection, a subscription sent over HTTP (as before), and
+ * graphql-js runs what the compiler declines, introspection, a subscription sent over HTTP, and
  * everything with SUBGRAPH_COMPILED_EXECUTION=false. Apollo Server takes a custom executor only from a gateway, so the
  * subgraph's schema is served as a gateway's that never changes.
  */
