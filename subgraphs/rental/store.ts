@@ -4,29 +4,17 @@ import { domainError } from '../../platform/errors.js';
 import { appendEvents, lockCommitOrder, type OutboxEvent } from '../../platform/outbox.js';
 import { viewedTenant, type Owner, type Viewer } from '../../platform/ownership.js';
 import { surgeMultiplier, utilizationOf, type Bill, type FleetCounts } from './pricing.js';
-import type { BookingRecord, FleetSummaryRecord, MachineRecord, MachineStatus, Place, QuoteRecord } from './records.js';
+import {
+  TOPICS,
+  type BookingRecord,
+  type FleetSummaryRecord,
+  type MachineRecord,
+  type MachineStatus,
+  type MachineStatusEvent,
+  type Place,
+  type QuoteRecord,
+} from './records.js';
 import type { PlannedLeg, TrackingEventPayload, TrackingStatus } from './tracking.js';
-
-export const TOPICS = {
-  /** key: machine id */
-  machineStatus: 'rental.machine_status',
-  /** fleet-wide, no key */
-  fleetSummary: 'rental.fleet_summary',
-  /** key: booking id */
-  booking: 'rental.booking',
-  /** key: booking id */
-  tracking: 'rental.tracking',
-} as const;
-
-export interface MachineStatusEvent {
-  machineId: string;
-  previousStatus: MachineStatus;
-  status: MachineStatus;
-  reason: 'quote' | 'confirm' | 'complete' | 'expiry';
-  quoteId: string | null;
-  bookingId: string | null;
-  at: string;
-}
 
 const MACHINE_COLUMNS = `id, name, category, hourly_rate_cents AS "hourlyRateCents", depot_id AS "depotId", status`;
 const QUOTE_COLUMNS = `id::text AS id, tenant, principal, status, machine_ids AS "machineIds", location_id AS "locationId",
