@@ -6,7 +6,8 @@ import { periodic } from '../../platform/periodic.js';
 import type { EntityType } from './frame.js';
 import { VIEW_DEFINITIONS } from './registry.js';
 import type { EventHub } from '../../platform/event-hub.js';
-import { MATERIALIZED_TOPIC, onlineKey, type FeaturesStore, type MaterializationRecord, type OnlineRow, type StoredOnlineRow } from './store.js';
+import type { MaterializationRecord, OnlineRow, StoredOnlineRow } from './records.js';
+import { MATERIALIZED_TOPIC, onlineKey, type FeaturesStore } from './store.js';
 
 /**
  * The online store: what GET /features/online/... serves. The database by default (shared by every
