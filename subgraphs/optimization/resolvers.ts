@@ -1,7 +1,8 @@
+import { sequenceCursor } from '../../platform/cursor.js';
 import { mapEvents } from '../../platform/event-hub.js';
 import { viewerOf } from '../../platform/ownership.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
-import { invalidInput, parseInput } from '../../platform/validate.js';
+import { parseInput } from '../../platform/validate.js';
 import { createLoaders, type OptimizationContext, type PositionsEventView, type RunEventView } from './context.js';
 import { LANES, SPEED_ZONES } from './fleet.js';
 import { minSeparation, mmsiArg, mmsiFilter, runId, runsFirst, startRunInput, trackLast } from './inputs.js';
@@ -13,12 +14,8 @@ import { DEFAULT_MIN_SEPARATION_M } from './verify.js';
 /** An internal lower-case value as its GraphQL enum value. */
 const upper = <T extends string>(s: T) => s.toUpperCase() as Uppercase<T>;
 const coordinates = (p: { latitude: number; longitude: number }) => ({ latitude: p.latitude, longitude: p.longitude });
-const cursorOf = (seq: string) => Buffer.from(`run:${seq}`).toString('base64url');
-function seqOfCursor(cursor: string): string {
-  const match = /^run:([1-9]\d{0,17})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match || cursorOf(match[1]!) !== cursor) throw invalidInput([{ field: 'after', message: 'is not a cursor returned by this API' }]);
-  return match[1]!;
-}
+/** Cursors of the quantum runs, by run sequence number. */
+const runCursor = sequenceCursor('run');
 
 const vesselOrFail = async (ctx: OptimizationContext, mmsi: string) => {
   const v = await ctx.loaders.vessel.load(mmsi);
@@ -66,10 +63,10 @@ export const optimizationResolvers: Resolvers = {
     fleetSafety: (_, args, ctx) => ctx.service.verify(parseInput(minSeparation, args.minSeparationMeters, 'minSeparationMeters') ?? DEFAULT_MIN_SEPARATION_M),
     quantumRuns: async (_, args, ctx) => {
       const first = parseInput(runsFirst, args.first ?? 20, 'first');
-      const before = args.after === null || args.after === undefined ? null : seqOfCursor(args.after);
+      const before = args.after === null || args.after === undefined ? null : runCursor.decode(args.after);
       const page = await ctx.service.runsPage(first, before, ctx.principal);
       for (const r of page.runs) ctx.loaders.run.prime(r.id, r);
-      const edges = page.runs.map((r) => ({ cursor: cursorOf(r.seq), node: r }));
+      const edges = page.runs.map((r) => ({ cursor: runCursor.encode(r.seq), node: r }));
       return { edges, pageInfo: { hasNextPage: page.hasNext, endCursor: edges.at(-1)?.cursor ?? null }, totalCount: page.total };
     },
     quantumRun: (_, args, ctx) => ctx.loaders.run.load(parseInput(runId, args.id, 'id')),

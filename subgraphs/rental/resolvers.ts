@@ -1,3 +1,4 @@
+import { sequenceCursor } from '../../platform/cursor.js';
 import { domainError } from '../../platform/errors.js';
 import { mapEvents } from '../../platform/event-hub.js';
 import { isOperator } from '../../platform/principal.js';
@@ -36,13 +37,8 @@ const machinesOf = async (ids: string[], ctx: RentalContext) =>
     if (m instanceof Error) throw m;
     return must(m, `machine ${ids[i]}`);
   });
-const cursorOf = (seq: string) => Buffer.from(`booking:${seq}`).toString('base64url');
-function seqOfCursor(cursor: string): string {
-  // Only the exact text this API hands out: no leading zeros, no other spelling of the same bytes.
-  const match = /^booking:([1-9]\d{0,17})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match || cursorOf(match[1]!) !== cursor) throw invalidInput([{ field: 'after', message: 'is not a cursor returned by this API' }]);
-  return match[1]!;
-}
+/** Cursors of the bookings ledger, by booking sequence number. */
+const bookingCursor = sequenceCursor('booking');
 
 /** The leg that arrives last: the booking is on site when it is. */
 const lastLeg = (b: BookingRecord) => criticalLeg(b.legs);
@@ -82,9 +78,9 @@ export const rentalResolvers: Resolvers = {
     bookings: async (_, args, ctx) => {
       const { first, after } = parseInput(bookingsPageArgs, args);
       const viewer = viewerOf(ctx.principal);
-      const page = await ctx.service.bookingsPage(first, after === null || after === undefined ? null : seqOfCursor(after), viewer);
+      const page = await ctx.service.bookingsPage(first, after === null || after === undefined ? null : bookingCursor.decode(after), viewer);
       for (const b of page.rows) ctx.loaders.booking.prime(b.id, b);
-      const edges = page.rows.map((node) => ({ cursor: cursorOf(node.seq), node }));
+      const edges = page.rows.map((node) => ({ cursor: bookingCursor.encode(node.seq), node }));
       return { edges, pageInfo: { hasNextPage: page.hasNext, endCursor: edges.at(-1)?.cursor ?? null }, viewer };
     },
     tracking: async (_, args, ctx) => {
