@@ -1,7 +1,8 @@
 import { domainError } from '../../platform/errors.js';
 import type { Matches } from './frame.js';
 import type { ModelName } from './generator.js';
-import { fit, metricName, metricOf, permutationImportance, rocAuc, undefinedOn, type Task } from './learn.js';
+import { rocAuc } from '../../platform/statistics.js';
+import { fit, metricName, metricOf, permutationImportance, undefinedOn, type Task } from './learn.js';
 import { labelSetRows, type OfflineStore } from './offline.js';
 import { viewDefinition } from './registry.js';
 

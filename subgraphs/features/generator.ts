@@ -1,4 +1,5 @@
 import { Random } from '../../platform/random.js';
+import { sigmoid } from '../../platform/statistics.js';
 import { DAY_MS, HOUR_MS } from './frame.js';
 
 /**
@@ -100,7 +101,6 @@ export interface WorldOptions {
 }
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
-const sigmoid = (z: number) => 1 / (1 + Math.exp(-z));
 const pad = (n: number) => String(n).padStart(6, '0');
 
 export function generateWorld({ seed, policies }: WorldOptions): World {

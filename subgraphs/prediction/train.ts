@@ -21,7 +21,6 @@ import {
   mean,
   meanWidth,
   pinballLosses,
-  rocAuc,
   type ClassifierMetrics,
   type MetricsReport,
   type QuantileModelMetrics,
@@ -30,6 +29,7 @@ import {
 } from './metrics.js';
 import { LockerModel, METRICS_FILE, MODELS_DIR, QuantileModel, artifactVersion, type ClassifierArtifact, type QuantileArtifact } from './model.js';
 import { Random } from '../../platform/random.js';
+import { rocAuc } from '../../platform/statistics.js';
 
 /*
  * `npm run train`: generates the synthetic data, splits each model's samples into train (of which the
