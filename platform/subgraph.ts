@@ -159,7 +159,10 @@ export interface SubgraphDefinition<S extends ConfigShape, Context> extends Omit
  * A subgraph from its parts: the schema built from its SDL and resolvers, readiness from its table, and
  * the wiring every subgraph shares, so a subgraph's index.ts holds only what is its own. Each subgraph is
  * layered alike: resolvers (resolvers.ts) call a service holding the domain logic (service.ts), which
- * calls the store holding the SQL (store.ts).
+ * calls the store holding the SQL (store.ts). The service is `service` on every subgraph's context, its
+ * loaders read through it, and resolvers.ts imports nothing from store.ts: what both layers name (rows,
+ * event payloads, topics) is the subgraph's records.ts. Prediction keeps no state, so it has neither: its
+ * context holds the loaded models.
  */
 export function defineSubgraph<S extends ConfigShape, Context>(definition: SubgraphDefinition<S, Context>): SubgraphModule<S> {
   const { name, config, restPrefix, routes, migrations, peers, pure, owned, shared, retention, resolvers, readiness } = definition;

@@ -267,36 +267,25 @@ function exchange(qubits: number, noise: number, interceptFraction: number, rng:
   return { alice, bob, sifted };
 }
 
-function attemptOnce(
-  plan: BlockPlan,
-  bits: number,
-  noise: number,
-  interceptFraction: number,
-  rng: Uint32Source,
-  attempt: number,
-): { result: Bb84Result; retry: boolean; leakPerBit: number } {
+/** One block's attempt, and whether a larger block (or one planned from what this one measured) may succeed. */
+interface Attempt {
+  result: Bb84Result;
+  retry: boolean;
+  /** Bits error correction and verification disclosed per kept bit (0 when the block stopped before them). */
+  leakPerBit: number;
+}
+
+function attemptOnce(plan: BlockPlan, bits: number, noise: number, interceptFraction: number, rng: Uint32Source, attempt: number): Attempt {
   const qubits = plan.qubits;
   const { alice, bob, sifted } = exchange(qubits, noise, interceptFraction, rng);
-  const siftedBits = sifted.length;
-  // Disclose a random sample, the plan's share of what was sifted (a partial Fisher-Yates shuffle picks it).
-  const k = Math.min(Math.floor(siftedBits / 2), Math.round((siftedBits * plan.sample) / (plan.sample + plan.kept)));
-  for (let i = 0; i < k; i++) {
-    const j = i + Math.floor((rng.uint32() / 4294967296) * (siftedBits - i));
-    const t = sifted[i]!;
-    sifted[i] = sifted[j]!;
-    sifted[j] = t;
-  }
-  let sampleErrors = 0;
-  for (let i = 0; i < k; i++) sampleErrors += alice[sifted[i]!]! ^ bob[sifted[i]!]!;
-  const m = siftedBits - k;
-  const qber = k > 0 ? sampleErrors / k : 0;
-  const bound = qberUpperBound(sampleErrors, k, m);
+  const sample = discloseSample(alice, bob, sifted, plan, rng);
+  const { k, sampleErrors, qber, bound } = sample;
   const base: Bb84Result = {
     status: 'aborted',
     reason: '',
     attempts: attempt,
     rawBits: qubits,
-    siftedBits,
+    siftedBits: sifted.length,
     sampleBits: k,
     sampleErrors,
     qber,
@@ -309,6 +298,63 @@ function attemptOnce(
     eavesdropperDetected: false,
     key: null,
   };
+  const refused = refusedBySample(base);
+  if (refused) return refused;
+  const { keyA, keyB } = keptBits(alice, bob, sifted, k);
+  const reconciled = reconcile(keyA, keyB, sample, rng);
+  const { leakedBits, secureBits } = reconciled;
+  const withEc = { ...base, errorsCorrected: reconciled.errorsCorrected, leakedBits, secureBits, residualErrors: reconciled.residualErrors };
+  const leakPerBit = leakedBits / keyA.length;
+  if (!reconciled.verified) {
+    return { result: { ...withEc, reason: 'error correction left errors (verification tags differ); no key was made' }, retry: true, leakPerBit };
+  }
+  if (secureBits < bits) {
+    return {
+      result: { ...withEc, reason: `only ${secureBits} secure bits after error correction and the finite-size bound, ${bits} asked` },
+      retry: true,
+      leakPerBit,
+    };
+  }
+  // Privacy amplification: a Toeplitz hash of Alice's kept bits down to the key length.
+  const paSeed = randomBits(rng, keyA.length + bits - 1);
+  const finalKey = toeplitzHash(paSeed, keyA, bits);
+  return { result: { ...withEc, status: 'completed', reason: 'key distilled', finalBits: bits, key: packBits(finalKey) }, retry: false, leakPerBit };
+}
+
+/** What a block's disclosed sample measured: its size `k`, its errors, the QBER, and the bound that QBER puts on the kept bits. */
+interface SampleMeasure {
+  k: number;
+  sampleErrors: number;
+  qber: number;
+  bound: number;
+}
+
+/**
+ * Discloses a random sample of the sifted bits, the plan's share of them: a partial Fisher-Yates shuffle
+ * moves the `k` sampled positions to the front of `sifted`, and the rest (in their random order) are kept.
+ */
+function discloseSample(alice: Uint8Array, bob: Uint8Array, sifted: number[], plan: BlockPlan, rng: Uint32Source): SampleMeasure {
+  const siftedBits = sifted.length;
+  const k = Math.min(Math.floor(siftedBits / 2), Math.round((siftedBits * plan.sample) / (plan.sample + plan.kept)));
+  for (let i = 0; i < k; i++) {
+    const j = i + Math.floor((rng.uint32() / 4294967296) * (siftedBits - i));
+    const t = sifted[i]!;
+    sifted[i] = sifted[j]!;
+    sifted[j] = t;
+  }
+  let sampleErrors = 0;
+  for (let i = 0; i < k; i++) sampleErrors += alice[sifted[i]!]! ^ bob[sifted[i]!]!;
+  const qber = k > 0 ? sampleErrors / k : 0;
+  return { k, sampleErrors, qber, bound: qberUpperBound(sampleErrors, k, siftedBits - k) };
+}
+
+/**
+ * A block its sample already decides: a measured QBER over the threshold is an observed channel (no
+ * retry), a bound over it with the rate under it is a sample too small (a larger block can do); null when
+ * the block goes on to error correction.
+ */
+function refusedBySample(base: Bb84Result): Attempt | null {
+  const { qber, qberUpperBound: bound, sampleBits: k } = base;
   if (qber > QBER_ABORT_THRESHOLD) {
     return {
       result: {
@@ -333,44 +379,42 @@ function attemptOnce(
       leakPerBit: 0,
     };
   }
-  // The undisclosed sifted bits, in their (random) order.
+  return null;
+}
+
+/** The undisclosed sifted bits of each side, in their (random) order after the `k` sampled ones. */
+function keptBits(alice: Uint8Array, bob: Uint8Array, sifted: readonly number[], k: number): { keyA: Uint8Array; keyB: Uint8Array } {
+  const m = sifted.length - k;
   const keyA = new Uint8Array(m);
   const keyB = new Uint8Array(m);
   for (let i = 0; i < m; i++) {
     keyA[i] = alice[sifted[k + i]!]!;
     keyB[i] = bob[sifted[k + i]!]!;
   }
-  const ec = cascade(keyA, keyB, Math.max(qber, 0.005), rng);
-  // Verification: a 64-bit Toeplitz tag of each side's key, compared in public.
+  return { keyA, keyB };
+}
+
+/**
+ * Error correction (Cascade) of Bob's kept bits against Alice's, then verification: a 64-bit Toeplitz tag of
+ * each side's key, compared in public. The secure length is what the finite-size bound leaves after every
+ * disclosed bit and the privacy amplification's margin.
+ */
+function reconcile(
+  keyA: Uint8Array,
+  keyB: Uint8Array,
+  sample: SampleMeasure,
+  rng: Uint32Source,
+): { errorsCorrected: number; leakedBits: number; secureBits: number; residualErrors: number; verified: boolean } {
+  const m = keyA.length;
+  const ec = cascade(keyA, keyB, Math.max(sample.qber, 0.005), rng);
   const tagSeed = randomBits(rng, m + VERIFY_TAG_BITS - 1);
   const tagA = toeplitzHash(tagSeed, keyA, VERIFY_TAG_BITS);
   const tagB = toeplitzHash(tagSeed, ec.corrected, VERIFY_TAG_BITS);
   let residualErrors = 0;
   for (let i = 0; i < m; i++) residualErrors += keyA[i]! ^ ec.corrected[i]!;
   const leakedBits = ec.leakedBits + VERIFY_TAG_BITS;
-  const secureBits = Math.max(0, Math.floor(m * (1 - binaryEntropy(bound)) - leakedBits - 2 * Math.log2(1 / EPSILON_PA)));
-  const withEc = { ...base, errorsCorrected: ec.flips, leakedBits, secureBits, residualErrors };
-  if (!tagA.every((b, i) => b === tagB[i])) {
-    return {
-      result: { ...withEc, reason: 'error correction left errors (verification tags differ); no key was made' },
-      retry: true,
-      leakPerBit: leakedBits / m,
-    };
-  }
-  if (secureBits < bits) {
-    return {
-      result: { ...withEc, reason: `only ${secureBits} secure bits after error correction and the finite-size bound, ${bits} asked` },
-      retry: true,
-      leakPerBit: leakedBits / m,
-    };
-  }
-  const paSeed = randomBits(rng, m + bits - 1);
-  const finalKey = toeplitzHash(paSeed, keyA, bits);
-  return {
-    result: { ...withEc, status: 'completed', reason: 'key distilled', finalBits: bits, key: packBits(finalKey) },
-    retry: false,
-    leakPerBit: leakedBits / m,
-  };
+  const secureBits = Math.max(0, Math.floor(m * (1 - binaryEntropy(sample.bound)) - leakedBits - 2 * Math.log2(1 / EPSILON_PA)));
+  return { errorsCorrected: ec.flips, leakedBits, secureBits, residualErrors, verified: tagA.every((b, i) => b === tagB[i]) };
 }
 
 function randomBits(rng: Uint32Source, n: number): Uint8Array {

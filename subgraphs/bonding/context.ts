@@ -1,10 +1,9 @@
 import DataLoader from 'dataloader';
 import type { Clock } from '../../platform/clock.js';
 import type { EventHub } from '../../platform/event-hub.js';
-import { viewerOf } from '../../platform/ownership.js';
 import type { Principal } from '../../platform/principal.js';
+import type { SessionEventPayload, SessionRecord } from './records.js';
 import type { BondingService } from './service.js';
-import type { BondingStore, SessionEventPayload, SessionRecord } from './store.js';
 
 /*
  * What a bonding resolver receives: the request's context, and the views some GraphQL types are resolved
@@ -12,8 +11,8 @@ import type { BondingStore, SessionEventPayload, SessionRecord } from './store.j
  */
 
 export interface BondingContext {
-  /** The bonding rules (subgraphs/bonding/service.ts); the loaders below read its store. */
-  bonding: BondingService;
+  /** The bonding rules (subgraphs/bonding/service.ts): every read and change goes through it. */
+  service: BondingService;
   events: EventHub;
   clock: Clock;
   now: Date;
@@ -27,11 +26,10 @@ export interface BondingContext {
  * see every session (but distil no one else's keys). One the principal may not see loads as null, exactly
  * as an unknown id.
  */
-export function createLoaders(store: BondingStore, principal: Principal) {
-  const viewer = viewerOf(principal);
+export function createLoaders(service: BondingService, principal: Principal) {
   return {
     session: new DataLoader<string, SessionRecord | null>(async (ids) => {
-      const rows = new Map((await store.sessionsByIds(ids, viewer)).map((r) => [r.id, r]));
+      const rows = new Map((await service.sessionsByIds(ids, principal)).map((r) => [r.id, r]));
       return ids.map((id) => rows.get(id) ?? null);
     }),
   };

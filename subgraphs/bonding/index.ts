@@ -5,7 +5,8 @@ import { bondingResolvers } from './resolvers.js';
 import { bondingConfig } from './config.js';
 import { bondingRoutes } from './rest.js';
 import { BondingService } from './service.js';
-import { BondingStore, TOPICS } from './store.js';
+import { TOPICS } from './records.js';
+import { BondingStore } from './store.js';
 import { periodic } from '../../platform/periodic.js';
 
 /**
@@ -48,11 +49,11 @@ export const bonding = defineSubgraph({
     });
     // Every instance runs the link model; leases and conditional steps make each step happen once.
     const linkModel = periodic(() => store.runLinkModel(clock.now()), config.BONDING_TICK_MS);
-    const bonding = new BondingService(store, demoMode);
+    const service = new BondingService(store, demoMode);
     return {
       context(request): BondingContext {
         const { principal } = request;
-        return { bonding, events, clock, now: clock.now(), principal, loaders: createLoaders(store, principal) };
+        return { service, events, clock, now: clock.now(), principal, loaders: createLoaders(service, principal) };
       },
       async close() {
         await linkModel.stop();

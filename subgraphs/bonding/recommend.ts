@@ -84,6 +84,52 @@ const EXAMPLES = 20;
 
 export function recommend(paths: readonly CandidatePath[], constraints: Constraints, groupOutage?: (name: string) => number): Recommendation {
   const model = new RiskModel(paths, groupOutage);
+  const { ruledOut, usable } = applyPathConstraints(paths, constraints);
+  const goodput = (i: number) => goodputOf(paths[i]!, model.outage(i));
+  const totalGoodput = usable.reduce((s, i) => s + goodput(i), 0);
+  const weights = usable.map((i) => ({
+    pathId: paths[i]!.id,
+    weight: totalGoodput > 0 ? goodput(i) / totalGoodput : 1 / usable.length,
+    outage: model.outage(i),
+    expectedGoodputMbps: goodput(i),
+  }));
+
+  const minCap = constraints.minCombinedCapacityMbps ?? null;
+  const pairsTotal = (usable.length * (usable.length - 1)) / 2;
+  const search = searchPairs(paths, model, usable, minCap);
+  if (minCap !== null) {
+    const short = countPairsBelow(
+      usable.map((i) => paths[i]!.capacityMbps),
+      minCap,
+    );
+    ruledOut.push({ constraint: 'minCombinedCapacityMbps', limit: minCap, count: short, examples: search.capacityExamples });
+  }
+
+  const pair = search.best && pairChoice(paths, model, search.best);
+  const runnerUp = search.second && pairChoice(paths, model, search.second);
+  return {
+    feasible: pair !== null,
+    explanation: explain(pair, runnerUp, ruledOut, paths.length, usable.length, minCap),
+    pair,
+    runnerUp,
+    weights,
+    expectedGoodputMbps: totalGoodput,
+    ruledOut,
+    pathsConsidered: paths.length,
+    pathsUsable: usable.length,
+    pairsTotal,
+    pairsEvaluated: search.evaluated,
+  };
+}
+
+/** Expected goodput of a path: its capacity, less its loss, while it is up. */
+const goodputOf = (path: CandidatePath, outage: number) => path.capacityMbps * (1 - path.lossPct / 100) * (1 - outage);
+
+/**
+ * The per-path constraints: what each one rules out (listed when it was given; `up` always), and the
+ * indexes of the paths that pass them all.
+ */
+function applyPathConstraints(paths: readonly CandidatePath[], c: Constraints): { ruledOut: RuledOut[]; usable: number[] } {
   const ruledOut: RuledOut[] = [];
   const rule = (constraint: RuledOut['constraint'], limit: number | null | undefined, fails: (p: CandidatePath) => boolean) => {
     const out = paths.filter(fails);
@@ -91,7 +137,6 @@ export function recommend(paths: readonly CandidatePath[], constraints: Constrai
       ruledOut.push({ constraint, limit: limit ?? null, count: out.length, examples: out.slice(0, EXAMPLES).map((p) => p.id) });
     }
   };
-  const c = constraints;
   rule('up', null, (p) => !p.up);
   rule('maxLatencyMs', c.maxLatencyMs, (p) => c.maxLatencyMs != null && p.latencyMs > c.maxLatencyMs);
   rule('maxJitterMs', c.maxJitterMs, (p) => c.maxJitterMs != null && p.jitterMs > c.maxJitterMs);
@@ -104,29 +149,24 @@ export function recommend(paths: readonly CandidatePath[], constraints: Constrai
     if (c.maxLossPct != null && p.lossPct > c.maxLossPct) return;
     usable.push(i);
   });
+  return { ruledOut, usable };
+}
 
-  const goodput = (i: number) => paths[i]!.capacityMbps * (1 - paths[i]!.lossPct / 100) * (1 - model.outage(i));
-  const totalGoodput = usable.reduce((s, i) => s + goodput(i), 0);
-  const weights = usable.map((i) => ({
-    pathId: paths[i]!.id,
-    weight: totalGoodput > 0 ? goodput(i) / totalGoodput : 1 / usable.length,
-    outage: model.outage(i),
-    expectedGoodputMbps: goodput(i),
-  }));
-
-  const minCap = c.minCombinedCapacityMbps ?? null;
-  const pairsTotal = (usable.length * (usable.length - 1)) / 2;
-  if (minCap !== null) {
-    const short = countPairsBelow(
-      usable.map((i) => paths[i]!.capacityMbps),
-      minCap,
-    );
-    ruledOut.push({ constraint: 'minCombinedCapacityMbps', limit: minCap, count: short, examples: [] });
-  }
-
+/**
+ * The exact search (see the top of this file): the best and second-best pairs of usable paths, the pairs
+ * evaluated, and up to EXAMPLES pairs the combined-capacity constraint excluded.
+ */
+function searchPairs(
+  paths: readonly CandidatePath[],
+  model: RiskModel,
+  usable: readonly number[],
+  minCap: number | null,
+): { best: [number, number] | null; second: [number, number] | null; evaluated: number; capacityExamples: string[] } {
   // Sorted by marginal outage (then id, so the visiting order never depends on the input order).
   const order = [...usable].sort((x, y) => model.outage(x) - model.outage(y) || compareIds(paths[x]!.id, paths[y]!.id));
   const p = order.map((i) => model.outage(i));
+  const better = (joint: number, i: number, j: number, bestJoint: number, bestPair: [number, number]) =>
+    comparePairs(paths, joint, i, j, bestJoint, bestPair[0], bestPair[1]) < 0;
   let best: [number, number] | null = null;
   let bestJoint = Number.POSITIVE_INFINITY;
   let second: [number, number] | null = null;
@@ -157,49 +197,29 @@ export function recommend(paths: readonly CandidatePath[], constraints: Constrai
       }
     }
   }
-  const capRule = ruledOut.find((r) => r.constraint === 'minCombinedCapacityMbps');
-  if (capRule) capRule.examples = capacityExamples;
+  return { best, second, evaluated, capacityExamples };
+}
 
-  const choice = (pair: [number, number] | null): PairChoice | null => {
-    if (!pair) return null;
-    const [i, j] = [...pair].sort((u, v) => compareIds(paths[u]!.id, paths[v]!.id)) as [number, number];
-    const a = paths[i]!;
-    const b = paths[j]!;
-    const joint = model.jointOutage(i, j);
-    return {
-      a: a.id,
-      b: b.id,
-      jointOutage: joint,
-      availability: 1 - joint,
-      outageA: model.outage(i),
-      outageB: model.outage(j),
-      correlation: model.correlation(i, j),
-      sharedRisk: model.sharedGroups(i, j),
-      combinedCapacityMbps: a.capacityMbps + b.capacityMbps,
-      protectedRateMbps: Math.min(a.capacityMbps * (1 - a.lossPct / 100), b.capacityMbps * (1 - b.lossPct / 100)),
-      expectedGoodputMbps: goodput(i) + goodput(j),
-      maxLatencyMs: Math.max(a.latencyMs, b.latencyMs),
-    };
-  };
-  const pair = choice(best);
-  const runnerUp = choice(second);
+/** A pair as the recommendation states it, its paths in id order. */
+function pairChoice(paths: readonly CandidatePath[], model: RiskModel, pair: [number, number]): PairChoice {
+  const [i, j] = [...pair].sort((u, v) => compareIds(paths[u]!.id, paths[v]!.id)) as [number, number];
+  const a = paths[i]!;
+  const b = paths[j]!;
+  const joint = model.jointOutage(i, j);
   return {
-    feasible: pair !== null,
-    explanation: explain(pair, runnerUp, ruledOut, paths.length, usable.length, minCap),
-    pair,
-    runnerUp,
-    weights,
-    expectedGoodputMbps: totalGoodput,
-    ruledOut,
-    pathsConsidered: paths.length,
-    pathsUsable: usable.length,
-    pairsTotal,
-    pairsEvaluated: evaluated,
+    a: a.id,
+    b: b.id,
+    jointOutage: joint,
+    availability: 1 - joint,
+    outageA: model.outage(i),
+    outageB: model.outage(j),
+    correlation: model.correlation(i, j),
+    sharedRisk: model.sharedGroups(i, j),
+    combinedCapacityMbps: a.capacityMbps + b.capacityMbps,
+    protectedRateMbps: Math.min(a.capacityMbps * (1 - a.lossPct / 100), b.capacityMbps * (1 - b.lossPct / 100)),
+    expectedGoodputMbps: goodputOf(a, model.outage(i)) + goodputOf(b, model.outage(j)),
+    maxLatencyMs: Math.max(a.latencyMs, b.latencyMs),
   };
-
-  function better(joint: number, i: number, j: number, bestJoint: number, bestPair: [number, number]): boolean {
-    return comparePairs(paths, joint, i, j, bestJoint, bestPair[0], bestPair[1]) < 0;
-  }
 }
 
 /**

@@ -15,8 +15,8 @@ import {
   userId as userIdSchema,
 } from './inputs.js';
 import { recommend, type Recommendation } from './recommend.js';
+import { TOPICS, type SessionEventPayload, type SessionRecord } from './records.js';
 import { ownOutageOf } from './state-machine.js';
-import { TOPICS, type SessionEventPayload, type SessionRecord } from './store.js';
 import { createLoaders, type BondingContext, type EventView } from './context.js';
 import type { Resolvers } from './schema-types.js';
 
@@ -48,15 +48,15 @@ export const bondingResolvers: Resolvers = {
     bondingSession: (_, args, ctx) => ctx.loaders.session.load(parseInput(sessionIdSchema, args.id, 'id')),
     currentBondingSession: async (_, args, ctx) => {
       const requested = parseInput(userIdSchema.nullish(), args.userId, 'userId');
-      const userId = ctx.bonding.actingAs(ctx.principal, requested);
+      const userId = ctx.service.actingAs(ctx.principal, requested);
       const id = parseInput(sessionIdSchema.nullish(), args.sessionId, 'sessionId');
-      if (!id) return ctx.bonding.store.currentSession(userId);
+      if (!id) return ctx.service.currentSession(userId);
       const session = await ctx.loaders.session.load(id);
       return session && (!requested || (session.userId === userId.principal && session.tenant === userId.tenant)) ? session : null;
     },
     bondingSessions: (_, args, ctx) => {
       const { userId, first } = parseInput(sessionsArgs, { userId: args.userId, first: args.first ?? 20 });
-      return ctx.bonding.store.sessions(ctx.bonding.actingAs(ctx.principal, userId), first);
+      return ctx.service.sessions(ctx.principal, userId, first);
     },
     recommendPaths: (_, args) => {
       const input = parseInput(recommendArgs, args);
@@ -75,31 +75,26 @@ export const bondingResolvers: Resolvers = {
       const rec = recommend(paths, input.constraints ?? {}, (name) => groups.get(name) ?? defaultGroupOutage(name));
       return withTiming(rec, started);
     },
-    bondingOverview: async (_, __, ctx) => ({
-      ...(await ctx.bonding.store.overview(viewerOf(ctx.principal))),
-      keySource: KEY_SOURCE,
-      tickMs: ctx.bonding.store.options.tickMs,
-      simulatedSecondsPerTick: ctx.bonding.store.options.simSecondsPerTick,
-    }),
-    bondingEventCursor: (_, __, ctx) => ctx.bonding.store.eventCursor(),
+    bondingOverview: async (_, __, ctx) => ({ ...(await ctx.service.overview(ctx.principal)), keySource: KEY_SOURCE }),
+    bondingEventCursor: (_, __, ctx) => ctx.service.eventCursor(),
   },
   Mutation: {
     startBondingSession: async (_, args, ctx) => {
       const input = parseInput(startArgs, args);
-      const session = await ctx.bonding.startSession(input, ctx.principal, ctx.now);
+      const session = await ctx.service.startSession(input, ctx.principal, ctx.now);
       ctx.loaders.session.prime(session.id, session);
       return session;
     },
     closeBondingSession: async (_, args, ctx) => {
       const id = parseInput(sessionIdSchema, args.id, 'id');
       if (!(await ctx.loaders.session.load(id))) throw domainError('NOT_FOUND', `Bonding session ${id} not found`);
-      const session = await ctx.bonding.closeSession(id, ctx.principal, ctx.now);
+      const session = await ctx.service.closeSession(id, ctx.principal, ctx.now);
       ctx.loaders.session.clear(session.id).prime(session.id, session);
       return session;
     },
     generateQuantumKey: async (_, args, ctx) => {
       const input = parseInput(quantumKeyInput, args.input);
-      const key = await ctx.bonding.generateKey(input, ctx.principal, ctx.now);
+      const key = await ctx.service.generateKey(input, ctx.principal, ctx.now);
       ctx.loaders.session.clear(input.sessionId);
       return key;
     },
@@ -120,7 +115,7 @@ export const bondingResolvers: Resolvers = {
       },
       resolve: (payload: { bondingSessionUpdated: EventView }, _: unknown, ctx: BondingContext) => {
         ctx.now = ctx.clock.now();
-        ctx.loaders = createLoaders(ctx.bonding.store, ctx.principal);
+        ctx.loaders = createLoaders(ctx.service, ctx.principal);
         return payload.bondingSessionUpdated;
       },
     },

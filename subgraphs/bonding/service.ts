@@ -10,7 +10,8 @@ const upper = <T extends string>(s: T) => s.toUpperCase() as Uppercase<T>;
 import { fingerprint, hybridKey, mlKemExchange } from './hybrid.js';
 import { SANDBOX_USER, type quantumKeyInput, type startArgs } from './inputs.js';
 import { DEFAULT_TOPOLOGY } from './link-model.js';
-import type { BondingStore, SessionRecord } from './store.js';
+import type { Overview, SessionRecord } from './records.js';
+import type { BondingStore } from './store.js';
 
 /*
  * The bonding rules: whose a session is and who may act on it, and how a key is distilled (BB84 over the
@@ -42,7 +43,7 @@ function actingUser(principal: Principal, requested: string | null | undefined, 
 
 export class BondingService {
   constructor(
-    readonly store: BondingStore,
+    private readonly store: BondingStore,
     /** No credential configured at all: the demo principal acts as any user, as the sandbox always has. */
     private readonly demoMode: boolean,
   ) {}
@@ -57,6 +58,31 @@ export class BondingService {
   /** The user a request acts as (`actingUser`). */
   actingAs(principal: Principal, requested: string | null | undefined): Owner {
     return actingUser(principal, requested, this.demoMode);
+  }
+
+  /** The sessions among `ids` the principal may see (another user's are left out, as unknown ids are). */
+  sessionsByIds(ids: readonly string[], principal: Principal): Promise<SessionRecord[]> {
+    return this.store.sessionsByIds(ids, viewerOf(principal));
+  }
+
+  /** The acting user's newest open session, else their newest one. */
+  currentSession(user: Owner): Promise<SessionRecord | null> {
+    return this.store.currentSession(user);
+  }
+
+  /** The newest `first` sessions of the user the request acts as (`actingUser`). */
+  sessions(principal: Principal, requested: string | null | undefined, first: number): Promise<SessionRecord[]> {
+    return this.store.sessions(actingUser(principal, requested, this.demoMode), first);
+  }
+
+  /** Open sessions by state as the principal may count them, and the link model's pace. */
+  async overview(principal: Principal): Promise<Overview & { tickMs: number; simulatedSecondsPerTick: number }> {
+    const counts = await this.store.overview(viewerOf(principal));
+    return { ...counts, tickMs: this.store.options.tickMs, simulatedSecondsPerTick: this.store.options.simSecondsPerTick };
+  }
+
+  eventCursor(): Promise<string> {
+    return this.store.eventCursor();
   }
 
   closeSession(id: string, principal: Principal, now: Date): Promise<SessionRecord> {

@@ -3,56 +3,12 @@ import type { Database, Queryable } from '../../platform/db.js';
 import { domainError } from '../../platform/errors.js';
 import { appendEvents, type OutboxEvent } from '../../platform/outbox.js';
 import { ownedBy, type Owner, type Viewer } from '../../platform/ownership.js';
-import { initialState, step, type LinkModelState, type PathSpec, type PathState } from './link-model.js';
+import { initialState, step, type PathSpec, type PathState } from './link-model.js';
+import { TOPICS, type KeySummary, type Overview, type SessionEventKind, type SessionEventPayload, type SessionRecord } from './records.js';
 import { afterStep, initialPlanes, type Planes, type SessionState } from './state-machine.js';
 
-export const TOPICS = {
-  /** key: session id */
-  session: 'bonding.session',
-} as const;
-
-type SessionEventKind = 'started' | 'state' | 'metrics' | 'key' | 'closed';
-
-export interface SessionEventPayload {
-  sessionId: string;
-  kind: SessionEventKind;
-  state: SessionState;
-  previousState: SessionState | null;
-  tick: number;
-  reason: string;
-  paths: PathState[];
-  at: string;
-  /** The instance that ran the step (metrics and state events); not part of the API. */
-  runner?: string;
-}
-
-export interface KeySummary {
-  keyId: string | null;
-  status: 'completed' | 'aborted';
-  fingerprint: string | null;
-  bits: number;
-  qber: number;
-  eavesdropperDetected: boolean;
-  createdAt: string;
-}
-
-export interface SessionRecord {
-  id: string;
-  /** The tenant of the session's user. */
-  tenant: string;
-  /** The principal (in that tenant) that started it, or `sandbox` for an operator's own. */
-  userId: string;
-  state: SessionState;
-  stateReason: string;
-  seed: number;
-  tick: number;
-  model: LinkModelState;
-  planes: Planes;
-  lastKey: KeySummary | null;
-  createdAt: Date;
-  updatedAt: Date;
-  closedAt: Date | null;
-}
+// The generated schema-types.ts maps GraphQL types to these records by this module (tools/codegen.ts).
+export type { KeySummary, SessionRecord } from './records.js';
 
 /** A session's owner columns: its user is the principal. */
 const USER_COLUMNS = { tenant: 'tenant', principal: 'user_id' };
@@ -67,14 +23,6 @@ export interface BondingStoreOptions {
   maxOpenSessionsPerUser: number;
   /** Called after a transaction that wrote events has committed (wakes the local event hub). */
   onEvents?: () => void;
-}
-
-export interface Overview {
-  openSessions: number;
-  negotiating: number;
-  bonded: number;
-  degraded: number;
-  down: number;
 }
 
 export interface KeyRecordInput {

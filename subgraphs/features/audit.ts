@@ -1,8 +1,9 @@
 import { domainError } from '../../platform/errors.js';
 import type { Matches } from './frame.js';
 import type { ModelName } from './generator.js';
-import { fit, metricName, metricOf, permutationImportance, rocAuc, undefinedOn, type Task } from './learn.js';
-import { labelSetRows, type OfflineStore } from './offline.js';
+import { rocAuc } from '../../platform/statistics.js';
+import { fit, metricName, metricOf, permutationImportance, undefinedOn, type Task } from './learn.js';
+import { labelSetRows, type EntityRow, type OfflineStore } from './offline.js';
 import { viewDefinition } from './registry.js';
 
 /** The three actuarial models: their label set, task, feature views and out-of-time cutoff. */
@@ -116,6 +117,9 @@ function separation(col: Float64Array, label: ArrayLike<number>): number {
 
 const same = (a: number, b: number) => a === b || (Number.isNaN(a) && Number.isNaN(b));
 
+/** Frame columns and values as the offline store gathers them from one join's matches. */
+type GatheredFrame = ReturnType<OfflineStore['gather']>;
+
 /**
  * Scans a label set against feature views: where an unguarded latest-value join would use a row from
  * after the event (feature_timestamp > event_timestamp) with another value than the point-in-time join,
@@ -134,9 +138,50 @@ export async function leakageAudit(offline: OfflineStore, model: ModelName, view
   const eventTimeFrame = offline.gather(rows, viewNames, byEventTime);
   const y = Float64Array.from(rows, (r) => r.label ?? 0);
   const binary = Float64Array.from(y, (v) => (v > 0 ? 1 : 0));
+  const leaks = findLeaks(offline, viewNames, labels.ts, latest, pitFrame, rawFrame, binary);
 
+  const cutoff = testFrom ?? spec.testFrom;
+  const split = outOfTimeSplit(rows, cutoff, spec.task, spec.task === 'classification' ? binary : Float64Array.from(y, Math.log1p));
+  const pointInTime = split.score(pitFrame.values);
+  const availability = compareAvailability(viewNames, rows.length, pitFrame, eventTimeFrame, pointInTime, split.score);
+  const unguarded = split.unguarded(rawFrame.values, pitFrame.values);
+  return {
+    labelSet: model.toUpperCase() as Uppercase<ModelName>,
+    labelRows: rows.length,
+    rowsWithFindings: leaks.rowsWithFindings,
+    findings: leaks.findings,
+    evaluation: {
+      metric: metricName(spec.task),
+      pointInTime: metricValue(pointInTime),
+      unguardedOffline: metricValue(unguarded.offline),
+      unguardedInProduction: metricValue(unguarded.inProduction),
+      inflation: metricValue(unguarded.offline - pointInTime),
+      unavailableReason: split.unavailableReason,
+      trainRows: split.trainRows,
+      testRows: split.testRows,
+      testFrom: new Date(cutoff),
+    },
+    availability,
+  };
+}
+
+/**
+ * Per feature, the label rows where the latest-value join takes a row from after the event with another
+ * value than the point-in-time join: how many, how many have no point-in-time value at all, how far ahead
+ * the leaked rows are, and how much better the leaked column separates the label. Severe findings first,
+ * then by separation gained and rows.
+ */
+function findLeaks(
+  offline: OfflineStore,
+  viewNames: readonly string[],
+  eventTs: Float64Array,
+  latest: ReadonlyMap<string, Matches>,
+  pitFrame: GatheredFrame,
+  rawFrame: GatheredFrame,
+  binary: Float64Array,
+): { findings: LeakageFinding[]; rowsWithFindings: number } {
   const findings: LeakageFinding[] = [];
-  const flagged = new Uint8Array(rows.length);
+  const flagged = new Uint8Array(eventTs.length);
   let column = 0;
   for (const name of viewNames) {
     const view = offline.views.get(name)!;
@@ -148,13 +193,13 @@ export async function leakageAudit(offline: OfflineStore, model: ModelName, view
       let count = 0;
       let withoutPit = 0;
       const leads: number[] = [];
-      for (let i = 0; i < rows.length; i++) {
+      for (let i = 0; i < eventTs.length; i++) {
         const r = late[i]!;
-        if (r < 0 || view.ts[r]! <= labels.ts[i]! || same(pitCol[i]!, rawCol[i]!)) continue;
+        if (r < 0 || view.ts[r]! <= eventTs[i]! || same(pitCol[i]!, rawCol[i]!)) continue;
         count++;
         flagged[i] = 1;
         if (Number.isNaN(pitCol[i]!)) withoutPit++;
-        leads.push((view.ts[r]! - labels.ts[i]!) / 3_600_000);
+        leads.push((view.ts[r]! - eventTs[i]!) / 3_600_000);
       }
       if (count > 0) {
         findings.push({
@@ -174,31 +219,62 @@ export async function leakageAudit(offline: OfflineStore, model: ModelName, view
   findings.sort(
     (a, b) => (a.severity === b.severity ? 0 : a.severity === 'SEVERE' ? -1 : 1) || (b.separationGain ?? 0) - (a.separationGain ?? 0) || b.rows - a.rows,
   );
+  return { findings, rowsWithFindings: flagged.reduce((s, f) => s + f, 0) };
+}
 
-  const cutoff = testFrom ?? spec.testFrom;
+/**
+ * The label rows split at `cutoff` (training before it, test at or after it; both must hold rows), and
+ * the held-out metric of a model trained on the one and scored on the other: NaN, with the reason, where
+ * a split leaves the metric undefined.
+ */
+function outOfTimeSplit(rows: readonly EntityRow[], cutoff: number, task: Task, target: Float64Array) {
   const train = rows.map((_, i) => i).filter((i) => rows[i]!.eventTs < cutoff);
   const test = rows.map((_, i) => i).filter((i) => rows[i]!.eventTs >= cutoff);
   requireBothSplits(rows, cutoff, train.length, test.length);
-  const target = spec.task === 'classification' ? binary : Float64Array.from(y, Math.log1p);
   const pick = (cols: readonly Float64Array[], idx: number[]) => cols.map((c) => Float64Array.from(idx, (i) => c[i]!));
   const yTrain = Float64Array.from(train, (i) => target[i]!);
   const yTest = Float64Array.from(test, (i) => target[i]!);
-  const unavailableReason = undefinedOn(spec.task, 'training', yTrain) ?? undefinedOn(spec.task, 'test', yTest);
-  let unguardedOffline = NaN;
-  let unguardedInProduction = NaN;
-  const metric = metricOf(spec.task);
-  /** Trained on the period before the cutoff and scored after it, both on `values`. */
-  const outOfTime = (values: readonly Float64Array[]) =>
-    unavailableReason === null ? metric(fit(spec.task, pick(values, train), yTrain).predict(pick(values, test)), yTest) : NaN;
+  const unavailableReason = undefinedOn(task, 'training', yTrain) ?? undefinedOn(task, 'test', yTest);
+  const metric = metricOf(task);
+  return {
+    trainRows: train.length,
+    testRows: test.length,
+    unavailableReason,
+    /** Trained on the period before the cutoff and scored after it, both on `values`. */
+    score: (values: readonly Float64Array[]): number =>
+      unavailableReason === null ? metric(fit(task, pick(values, train), yTrain).predict(pick(values, test)), yTest) : NaN,
+    /**
+     * Trained on the latest values: scored on them too (what an unguarded offline evaluation reports) and on
+     * the point-in-time values (what the model meets in production).
+     */
+    unguarded(raw: readonly Float64Array[], pit: readonly Float64Array[]): { offline: number; inProduction: number } {
+      if (unavailableReason !== null) return { offline: NaN, inProduction: NaN };
+      const rawModel = fit(task, pick(raw, train), yTrain);
+      return { offline: metric(rawModel.predict(pick(raw, test)), yTest), inProduction: metric(rawModel.predict(pick(pit, test)), yTest) };
+    },
+  };
+}
+
+/**
+ * The point-in-time model trained and scored with every view joined by event time instead of as known,
+ * and with each view alone joined so while the others stay as known (only views whose values differ are
+ * trained again).
+ */
+function compareAvailability(
+  viewNames: readonly string[],
+  rowCount: number,
+  pitFrame: GatheredFrame,
+  eventTimeFrame: GatheredFrame,
+  asKnownMetric: number,
+  score: (values: readonly Float64Array[]) => number,
+): AvailabilityComparison {
   // Per view: the columns it contributes, joined by event time while every other view stays as known.
   const viewColumns = new Map<string, number[]>();
   pitFrame.columns.forEach((c, j) => viewColumns.set(c.view, [...(viewColumns.get(c.view) ?? []), j]));
-  const asKnownMetric = outOfTime(pitFrame.values);
-  const pointInTime = asKnownMetric;
-  const availabilityViews: AvailabilityViewDifference[] = viewNames.map((view) => {
+  const views: AvailabilityViewDifference[] = viewNames.map((view) => {
     const cols = new Set(viewColumns.get(view) ?? []);
     let differing = 0;
-    for (let i = 0; i < rows.length; i++) {
+    for (let i = 0; i < rowCount; i++) {
       for (const j of cols) {
         if (!same(pitFrame.values[j]![i]!, eventTimeFrame.values[j]![i]!)) {
           differing++;
@@ -206,37 +282,15 @@ export async function leakageAudit(offline: OfflineStore, model: ModelName, view
         }
       }
     }
-    const eventTime = differing === 0 ? asKnownMetric : outOfTime(pitFrame.values.map((col, j) => (cols.has(j) ? eventTimeFrame.values[j]! : col)));
+    const eventTime = differing === 0 ? asKnownMetric : score(pitFrame.values.map((col, j) => (cols.has(j) ? eventTimeFrame.values[j]! : col)));
     return { view, rows: differing, eventTime: metricValue(eventTime), difference: metricValue(eventTime - asKnownMetric) };
   });
-  const allEventTime = availabilityViews.every((v) => v.rows === 0) ? asKnownMetric : outOfTime(eventTimeFrame.values);
-  if (unavailableReason === null) {
-    const rawModel = fit(spec.task, pick(rawFrame.values, train), yTrain);
-    unguardedOffline = metric(rawModel.predict(pick(rawFrame.values, test)), yTest);
-    unguardedInProduction = metric(rawModel.predict(pick(pitFrame.values, test)), yTest);
-  }
+  const allEventTime = views.every((v) => v.rows === 0) ? asKnownMetric : score(eventTimeFrame.values);
   return {
-    labelSet: model.toUpperCase() as Uppercase<ModelName>,
-    labelRows: rows.length,
-    rowsWithFindings: flagged.reduce((s, f) => s + f, 0),
-    findings,
-    evaluation: {
-      metric: metricName(spec.task),
-      pointInTime: metricValue(pointInTime),
-      unguardedOffline: metricValue(unguardedOffline),
-      unguardedInProduction: metricValue(unguardedInProduction),
-      inflation: metricValue(unguardedOffline - pointInTime),
-      unavailableReason,
-      trainRows: train.length,
-      testRows: test.length,
-      testFrom: new Date(cutoff),
-    },
-    availability: {
-      asKnown: metricValue(asKnownMetric),
-      eventTime: metricValue(allEventTime),
-      difference: metricValue(allEventTime - asKnownMetric),
-      views: availabilityViews,
-    },
+    asKnown: metricValue(asKnownMetric),
+    eventTime: metricValue(allEventTime),
+    difference: metricValue(allEventTime - asKnownMetric),
+    views,
   };
 }
 

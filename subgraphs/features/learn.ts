@@ -1,4 +1,5 @@
 import { Random } from '../../platform/random.js';
+import { rocAuc, sigmoid } from '../../platform/statistics.js';
 
 /**
  * Small, dependable models for measuring what a frame is worth: L2-regularized logistic regression
@@ -122,32 +123,11 @@ export function fit(task: Task, columns: readonly Float64Array[], y: ArrayLike<n
       Xt.forEach((x, i) => {
         let z = 0;
         for (let k = 0; k < d; k++) z += w[k]! * x[k]!;
-        out[i] = task === 'classification' ? 1 / (1 + Math.exp(-z)) : z;
+        out[i] = task === 'classification' ? sigmoid(z) : z;
       });
       return out;
     },
   };
-}
-
-/** ROC AUC; NaN where it is undefined (no positive or no negative label). */
-export function rocAuc(score: ArrayLike<number>, label: ArrayLike<number>): number {
-  const order = Array.from({ length: score.length }, (_, i) => i).sort((a, b) => score[a]! - score[b]!);
-  let rankSum = 0;
-  let positives = 0;
-  for (let start = 0; start < order.length;) {
-    let end = start;
-    while (end + 1 < order.length && score[order[end + 1]!] === score[order[start]!]) end++;
-    const meanRank = (start + end) / 2 + 1;
-    for (let k = start; k <= end; k++)
-      if (label[order[k]!]! > 0) {
-        rankSum += meanRank;
-        positives++;
-      }
-    start = end + 1;
-  }
-  const negatives = order.length - positives;
-  if (positives === 0 || negatives === 0) return NaN;
-  return (rankSum - (positives * (positives + 1)) / 2) / (positives * negatives);
 }
 
 /** Coefficient of determination; NaN where it is undefined (no rows, or every label equal). */

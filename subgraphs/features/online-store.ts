@@ -6,7 +6,8 @@ import { periodic } from '../../platform/periodic.js';
 import type { EntityType } from './frame.js';
 import { VIEW_DEFINITIONS } from './registry.js';
 import type { EventHub } from '../../platform/event-hub.js';
-import { MATERIALIZED_TOPIC, onlineKey, type FeaturesStore, type MaterializationRecord, type OnlineRow, type StoredOnlineRow } from './store.js';
+import type { MaterializationRecord, OnlineRow, StoredOnlineRow } from './records.js';
+import { MATERIALIZED_TOPIC, onlineKey, type FeaturesStore } from './store.js';
 
 /**
  * The online store: what GET /features/online/... serves. The database by default (shared by every
@@ -169,6 +170,11 @@ export async function redisOnlineStore(
   /** How long a lookup or a ping waits for an answer (FEATURES_REDIS_TIMEOUT_MS). */
   timeoutMs: number,
 ): Promise<OnlineStore & { setRebuild(rebuild: (last: MaterializationRecord) => Promise<unknown>): void }> {
+  return new RedisOnlineStore(await connectRedis(url), prefix, store, events, timeoutMs);
+}
+
+/** A connected client that fails fast (no offline queue, a bounded queue) and reconnects by itself. */
+async function connectRedis(url: string) {
   // Loaded only when configured: a gateway without REDIS_URL never pays for the client's import.
   const { createClient } = await import('redis');
   const client = createClient({
@@ -185,119 +191,174 @@ export async function redisOnlineStore(
     // Reconnects by itself; commands fail meanwhile and are answered as errors.
   });
   await client.connect();
-  const current = `${prefix}:current`;
-  const marker = `${prefix}:materialization`;
-  const rebuildLock = `${prefix}:rebuilding`;
-  const instance = randomUUID();
-  let lost: string | null = null;
+  return client;
+}
+
+type RedisClient = Awaited<ReturnType<typeof connectRedis>>;
+
+const UNREACHABLE = 'Redis cannot be reached';
+const unavailable = (why: string) => domainError('SERVICE_UNAVAILABLE', `The online store is unavailable: ${why}; retry later`);
+
+/** The Redis online store over a connected client (see `redisOnlineStore` for its layout and guards). */
+class RedisOnlineStore implements OnlineStore {
+  readonly kind = 'redis';
+  private readonly current: string;
+  private readonly marker: string;
+  private readonly rebuildLock: string;
+  private readonly instance = randomUUID();
+  private readonly silent: string;
+  /** Why lookups answer 503 while Redis has lost the materialized values (null while it holds them). */
+  private lost: string | null = null;
   /** The newest materialization id the database recorded for Redis, as last read (null: none yet, or unknown). */
-  let expected: bigint | null = null;
-  let rebuild: ((last: MaterializationRecord) => Promise<unknown>) | null = null;
-  const unavailable = (why: string) => domainError('SERVICE_UNAVAILABLE', `The online store is unavailable: ${why}; retry later`);
-  const UNREACHABLE = 'Redis cannot be reached';
+  private expected: bigint | null = null;
+  private rebuild: ((last: MaterializationRecord) => Promise<unknown>) | null = null;
+  /**
+   * The pointers, kept in memory: a lookup is then one round trip (the value, and whether its hash still
+   * exists). Dropped after every materialization (here, or on another instance: the outbox event); a pointer
+   * to a hash that is gone, or no pointer for any view asked, makes the lookup read them again from Redis.
+   */
+  private pointers: Map<string, Pointer> | null = null;
+  private readonly watchdog: { stop(): Promise<void> };
+  private readonly stopWatching: () => Promise<void>;
+
+  constructor(
+    private readonly client: RedisClient,
+    private readonly prefix: string,
+    private readonly store: FeaturesStore,
+    events: EventHub,
+    private readonly timeoutMs: number,
+  ) {
+    this.current = `${prefix}:current`;
+    this.marker = `${prefix}:materialization`;
+    this.rebuildLock = `${prefix}:rebuilding`;
+    this.silent = `Redis did not answer within ${timeoutMs} ms`;
+    this.watchdog = periodic(() => this.check(), ONLINE_STORE_CHECK_MS);
+    this.stopWatching = onMaterialized(events, async () => {
+      this.pointers = null;
+    });
+  }
+
+  publish(m: Parameters<OnlineStore['publish']>[0], rows: readonly OnlineRow[], at: Date): Promise<MaterializationRecord> {
+    return this.guard(() => this.publishNow(m, rows, at));
+  }
+
+  read(entityType: EntityType, id: string): Promise<StoredOnlineRow[]> {
+    return this.guard(() => withDeadline(this.readRows(entityType, id), this.timeoutMs, () => unavailable(this.silent)));
+  }
+
+  async ping(): Promise<void> {
+    if (!this.client.isReady) throw new Error(UNREACHABLE);
+    await withDeadline(this.client.ping(), this.timeoutMs, () => new Error(this.silent));
+    if (this.lost) throw new Error(this.lost);
+  }
+
+  /** The materialization to re-run when Redis has lost its values (the service, once built). */
+  setRebuild(fn: (last: MaterializationRecord) => Promise<unknown>): void {
+    this.rebuild = fn;
+  }
+
+  async close(): Promise<void> {
+    await this.watchdog.stop();
+    await this.stopWatching();
+    await this.client.close().catch(() => this.client.destroy());
+  }
+
   /**
    * Runs Redis commands; while the client is disconnected, when it drops meanwhile, or when too many commands
    * already wait for answers, a 503.
    */
-  const guard = async <T>(call: () => Promise<T>): Promise<T> => {
-    if (!client.isReady) throw unavailable(UNREACHABLE);
+  private async guard<T>(call: () => Promise<T>): Promise<T> {
+    if (!this.client.isReady) throw unavailable(UNREACHABLE);
     try {
       return await call();
     } catch (error) {
-      if (!client.isReady) throw unavailable(UNREACHABLE);
+      if (!this.client.isReady) throw unavailable(UNREACHABLE);
       if (error instanceof Error && error.message === QUEUE_FULL) throw unavailable(`${MAX_QUEUED_COMMANDS} commands already wait for Redis`);
       throw error;
     }
-  };
-  const SILENT = `Redis did not answer within ${timeoutMs} ms`;
+  }
+
   /**
    * Is the materialization the database records for Redis still there? Returns it when it is lost. A marker
    * at or past the id last read answers without the database (newer materializations only move the marker
    * forward); the database is read only when the marker is missing or behind.
    */
-  const detect = async (): Promise<MaterializationRecord | null> => {
-    if (!client.isReady) return null;
-    const raw = await client.get(marker);
+  private async detect(): Promise<MaterializationRecord | null> {
+    if (!this.client.isReady) return null;
+    const raw = await this.client.get(this.marker);
     const held = raw === null ? null : BigInt(raw);
-    if (held !== null && expected !== null && held >= expected) {
-      lost = null;
+    if (held !== null && this.expected !== null && held >= this.expected) {
+      this.lost = null;
       return null;
     }
-    const last = await store.lastMaterialization('redis');
-    expected = last ? BigInt(last.id) : null;
+    const last = await this.store.lastMaterialization('redis');
+    this.expected = last ? BigInt(last.id) : null;
     if (!last || (held !== null && held >= BigInt(last.id))) {
-      lost = null;
+      this.lost = null;
       return null;
     }
     // The marker was read before the database: a materialization may have committed in between. Its swap
     // sets the marker before its record commits, so a marker read now is at least what the database says.
-    const now = await client.get(marker);
+    const now = await this.client.get(this.marker);
     if (now !== null && BigInt(now) >= BigInt(last.id)) {
-      lost = null;
+      this.lost = null;
       return null;
     }
-    lost = `Redis lost the materialized values (it holds ${held === null ? 'none' : `materialization ${held}`}, the database records ${last.id}): they are being rebuilt`;
+    this.lost = `Redis lost the materialized values (it holds ${held === null ? 'none' : `materialization ${held}`}, the database records ${last.id}): they are being rebuilt`;
     return last;
-  };
-  /** The watchdog's round: detect, and rebuild what was lost. */
-  const check = async (): Promise<void> => {
-    const last = await detect();
-    if (!last || !rebuild) return;
-    // One instance rebuilds; the others stay degraded until the marker is back.
-    if ((await client.set(rebuildLock, instance, { NX: true, PX: 10 * 60_000 })) !== 'OK') return;
-    try {
-      await rebuild(last);
-      lost = null;
-    } finally {
-      if ((await client.get(rebuildLock).catch(() => null)) === instance) await client.del(rebuildLock).catch(() => 0);
-    }
-  };
-  const watchdog = periodic(check, ONLINE_STORE_CHECK_MS);
+  }
 
-  // The pointers, kept in memory: a lookup is then one round trip (the value, and whether its hash still
-  // exists). Dropped after every materialization (here, or on another instance: the outbox event); a pointer
-  // to a hash that is gone, or no pointer for any view asked, makes the lookup read them again from Redis.
-  let pointers: Map<string, Pointer> | null = null;
-  const loadPointers = async (): Promise<Map<string, Pointer>> => {
-    const all = await client.hGetAll(current);
+  /** The watchdog's round: detect, and rebuild what was lost. */
+  private async check(): Promise<void> {
+    const last = await this.detect();
+    if (!last || !this.rebuild) return;
+    // One instance rebuilds; the others stay degraded until the marker is back.
+    if ((await this.client.set(this.rebuildLock, this.instance, { NX: true, PX: 10 * 60_000 })) !== 'OK') return;
+    try {
+      await this.rebuild(last);
+      this.lost = null;
+    } finally {
+      if ((await this.client.get(this.rebuildLock).catch(() => null)) === this.instance) await this.client.del(this.rebuildLock).catch(() => 0);
+    }
+  }
+
+  private async loadPointers(): Promise<Map<string, Pointer>> {
+    const all = await this.client.hGetAll(this.current);
     const fresh = new Map(Object.entries(all).map(([view, raw]) => [view, JSON.parse(raw) as Pointer] as const));
-    pointers = fresh;
+    this.pointers = fresh;
     return fresh;
-  };
-  const stopWatching = onMaterialized(events, async () => {
-    pointers = null;
-  });
+  }
 
   /**
    * For each view's hash, whether it exists and the entity's value in it: one command, so one round trip
    * and one reply however many views the entity has. The script is sent once; Redis keeps it by its digest.
    */
-  const lookup = async (keys: string[], id: string): Promise<unknown[]> => {
+  private async lookup(keys: string[], id: string): Promise<unknown[]> {
     const options = { keys, arguments: [id] };
     let reply: unknown;
     try {
-      reply = await client.evalSha(LOOKUP_SHA, options);
+      reply = await this.client.evalSha(LOOKUP_SHA, options);
     } catch (error) {
       if (!String(error).includes('NOSCRIPT')) throw error;
-      reply = await client.eval(LOOKUP_SCRIPT, options);
+      reply = await this.client.eval(LOOKUP_SCRIPT, options);
     }
     if (!Array.isArray(reply)) throw new Error(`the online store's lookup script answered ${typeof reply}, not a list`);
     return reply as unknown[];
-  };
+  }
 
-  const read = async (entityType: EntityType, id: string, attempt = 0): Promise<StoredOnlineRow[]> => {
-    if (lost) throw unavailable(lost);
-    const known = attempt > 0 || !pointers ? await loadPointers() : pointers;
+  private async readRows(entityType: EntityType, id: string, attempt = 0): Promise<StoredOnlineRow[]> {
+    if (this.lost) throw unavailable(this.lost);
+    const known = attempt > 0 || !this.pointers ? await this.loadPointers() : this.pointers;
     const live = VIEW_DEFINITIONS.filter((v) => v.entity === entityType && known.has(v.name)).map((v) => ({ view: v.name, pointer: known.get(v.name)! }));
-    if (live.length === 0 && attempt === 0) return read(entityType, id, 1);
+    if (live.length === 0 && attempt === 0) return this.readRows(entityType, id, 1);
     if (live.length === 0) {
       // Nothing in Redis at all: a store never materialized, or one that lost its values (found now, not
       // at the next watchdog round: the answer is 503, never 404).
-      await detect();
-      if (lost) throw unavailable(lost);
+      await this.detect();
+      if (this.lost) throw unavailable(this.lost);
     }
     const rows: StoredOnlineRow[] = [];
-    const found = await lookup(
+    const found = await this.lookup(
       live.map((l) => l.pointer.key),
       id,
     );
@@ -305,7 +366,7 @@ export async function redisOnlineStore(
       const exists = found[2 * i];
       const value = found[2 * i + 1];
       // The hash was replaced since its pointer was read: read again from the new pointers.
-      if (exists !== 1 && attempt < 2) return read(entityType, id, attempt + 1);
+      if (exists !== 1 && attempt < 2) return this.readRows(entityType, id, attempt + 1);
       if (typeof value !== 'string') continue;
       const [featureTs, ...values] = JSON.parse(value) as [number, ...(number | null)[]];
       rows.push({
@@ -319,69 +380,65 @@ export async function redisOnlineStore(
       });
     }
     return rows;
-  };
+  }
 
-  async function publish(m: Parameters<OnlineStore['publish']>[0], rows: readonly OnlineRow[], at: Date): Promise<MaterializationRecord> {
-    const keys = new Map(m.views.map((v) => [v.view, `${prefix}:v:${v.view}:${randomUUID()}`]));
+  /** Fills fresh hashes, then swaps the pointers to them inside the database transaction that records the materialization. */
+  private async publishNow(m: Parameters<OnlineStore['publish']>[0], rows: readonly OnlineRow[], at: Date): Promise<MaterializationRecord> {
+    const keys = new Map(m.views.map((v) => [v.view, `${this.prefix}:v:${v.view}:${randomUUID()}`]));
     try {
-      for (const [view, key] of keys) {
-        const entries = rows.filter((r) => r.view === view);
-        for (let i = 0; i < entries.length; i += HSET_BATCH) {
-          const batch: Record<string, string> = {};
-          for (const r of entries.slice(i, i + HSET_BATCH)) batch[r.entityId] = JSON.stringify([r.featureTs, ...r.values]);
-          await client.multi().hSet(key, batch).pExpire(key, FRESH_HASH_LEASE_MS).exec();
-        }
-      }
-      const renew = client.multi();
-      for (const key of keys.values()) renew.pExpire(key, FRESH_HASH_LEASE_MS);
-      await renew.exec();
+      await this.fillFreshHashes(keys, rows);
       let replaced: string[] = [];
-      const record = await store.recordMaterialization({ ...m, onlineStore: 'redis' }, null, at, async (id) => {
-        const old = await client.hmGet(current, [...keys.keys()]);
-        replaced = old.filter((o): o is string => typeof o === 'string').map((o) => (JSON.parse(o) as Pointer).key);
-        const swap: Record<string, string> = {};
-        for (const v of m.views) {
-          const pointer: Pointer = {
-            key: keys.get(v.view)!,
-            materializationId: id,
-            version: v.version,
-            asOf: m.asOf.toISOString(),
-            materializedAt: at.toISOString(),
-          };
-          swap[v.view] = JSON.stringify(pointer);
-        }
-        const commit = client.multi().hSet(current, swap).set(marker, id);
-        for (const key of keys.values()) commit.persist(key);
-        await commit.exec();
+      const record = await this.store.recordMaterialization({ ...m, onlineStore: 'redis' }, null, at, async (id) => {
+        replaced = await this.swapPointers(keys, m, id, at);
       });
-      pointers = null;
-      if (replaced.length > 0) await client.unlink(replaced);
+      this.pointers = null;
+      if (replaced.length > 0) await this.client.unlink(replaced);
       return record;
     } catch (error) {
       // Nothing points at the fresh hashes unless the swap committed.
-      const live = new Set(((await client.hVals(current).catch(() => [])) as string[]).map((p) => (JSON.parse(p) as Pointer).key));
+      const live = new Set(((await this.client.hVals(this.current).catch(() => [])) as string[]).map((p) => (JSON.parse(p) as Pointer).key));
       const orphans = [...keys.values()].filter((k) => !live.has(k));
-      if (orphans.length > 0) await client.unlink(orphans).catch(() => undefined);
+      if (orphans.length > 0) await this.client.unlink(orphans).catch(() => undefined);
       throw error;
     }
   }
 
-  return {
-    kind: 'redis',
-    publish: (m, rows, at) => guard(() => publish(m, rows, at)),
-    read: (entityType, id) => guard(() => withDeadline(read(entityType, id), timeoutMs, () => unavailable(SILENT))),
-    async ping() {
-      if (!client.isReady) throw new Error(UNREACHABLE);
-      await withDeadline(client.ping(), timeoutMs, () => new Error(SILENT));
-      if (lost) throw new Error(lost);
-    },
-    setRebuild(fn) {
-      rebuild = fn;
-    },
-    async close() {
-      await watchdog.stop();
-      await stopWatching();
-      await client.close().catch(() => client.destroy());
-    },
-  };
+  /** Each view's rows into its fresh hash, in batches, the hashes on their lease (renewed once more at the end). */
+  private async fillFreshHashes(keys: ReadonlyMap<string, string>, rows: readonly OnlineRow[]): Promise<void> {
+    for (const [view, key] of keys) {
+      const entries = rows.filter((r) => r.view === view);
+      for (let i = 0; i < entries.length; i += HSET_BATCH) {
+        const batch: Record<string, string> = {};
+        for (const r of entries.slice(i, i + HSET_BATCH)) batch[r.entityId] = JSON.stringify([r.featureTs, ...r.values]);
+        await this.client.multi().hSet(key, batch).pExpire(key, FRESH_HASH_LEASE_MS).exec();
+      }
+    }
+    const renew = this.client.multi();
+    for (const key of keys.values()) renew.pExpire(key, FRESH_HASH_LEASE_MS);
+    await renew.exec();
+  }
+
+  /**
+   * Points every materialized view at its fresh hash, sets the marker to materialization `id` and makes the
+   * fresh hashes permanent, in one MULTI; returns the hashes the pointers held before, to unlink.
+   */
+  private async swapPointers(keys: ReadonlyMap<string, string>, m: Parameters<OnlineStore['publish']>[0], id: string, at: Date): Promise<string[]> {
+    const old = await this.client.hmGet(this.current, [...keys.keys()]);
+    const replaced = old.filter((o): o is string => typeof o === 'string').map((o) => (JSON.parse(o) as Pointer).key);
+    const swap: Record<string, string> = {};
+    for (const v of m.views) {
+      const pointer: Pointer = {
+        key: keys.get(v.view)!,
+        materializationId: id,
+        version: v.version,
+        asOf: m.asOf.toISOString(),
+        materializedAt: at.toISOString(),
+      };
+      swap[v.view] = JSON.stringify(pointer);
+    }
+    const commit = this.client.multi().hSet(this.current, swap).set(this.marker, id);
+    for (const key of keys.values()) commit.persist(key);
+    await commit.exec();
+    return replaced;
+  }
 }

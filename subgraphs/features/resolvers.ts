@@ -2,10 +2,10 @@ import { DateTimeScalar } from '../../platform/scalars.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
 import { columnName, DEFAULT_AVAILABILITY, type EntityType } from './frame.js';
 import { asOfArg, firstArg, idArg, leakageAuditInput, materializeInput, pitTrainingInput, viewNameArg } from './inputs.js';
-import type { EntityRow, Frame, OfflineStore } from './offline.js';
+import type { EntityRow, Frame } from './offline.js';
+import type { MaterializationRecord } from './records.js';
 import { VIEW_DEFINITIONS, viewDefinition, viewVersion, type ViewDefinition } from './registry.js';
 import type { FeatureService, OnlineFeatures } from './service.js';
-import type { MaterializationRecord } from './store.js';
 import type { FeaturesContext } from './context.js';
 import type { Resolvers } from './schema-types.js';
 
@@ -15,7 +15,7 @@ const upper = <T extends string>(s: T) => s.toUpperCase() as Uppercase<T>;
 
 /** Entity ids the offline store does not know: 400 naming each row and key. */
 async function checkEntities(service: FeatureService, rows: readonly EntityRow[], root: string): Promise<void> {
-  const unknown = (await service.offline()).unknownEntities(rows);
+  const unknown = await service.unknownEntities(rows);
   if (unknown.length > 0) {
     throw invalidInput(
       unknown.slice(0, 20).map((u) => ({ field: `${root}.${u.index}.${u.key}`, message: `unknown ${u.key === 'policyId' ? 'policy' : 'claim'} ${u.id}` })),
@@ -54,7 +54,7 @@ function frameRows(frame: Frame): FrameRowView[] {
   }));
 }
 
-const viewOf = (offline: OfflineStore) => (v: ViewDefinition) => ({
+const viewOf = (rowCounts: ReadonlyMap<string, number>) => (v: ViewDefinition) => ({
   name: v.name,
   entity: upper(v.entity),
   description: v.description,
@@ -62,7 +62,7 @@ const viewOf = (offline: OfflineStore) => (v: ViewDefinition) => ({
   ttl: v.ttl,
   postOutcome: v.postOutcome,
   version: viewVersion(v),
-  rowCount: offline.views.get(v.name)?.length ?? 0,
+  rowCount: rowCounts.get(v.name) ?? 0,
   features: v.features.map((f) => ({ ...f, column: columnName(v.name, f.name) })),
 });
 
@@ -81,11 +81,11 @@ async function online(ctx: FeaturesContext, entity: EntityType, id: string) {
 export const featuresResolvers: Resolvers = {
   DateTime: DateTimeScalar,
   Query: {
-    featureViews: async (_, __, ctx) => VIEW_DEFINITIONS.map(viewOf(await ctx.service.offline())),
+    featureViews: async (_, __, ctx) => VIEW_DEFINITIONS.map(viewOf(await ctx.service.viewRowCounts())),
     featureView: async (_, args, ctx) => {
       const { name } = parseInput(viewNameArg, args);
       const def = viewDefinition(name);
-      return def ? viewOf(await ctx.service.offline())(def) : null;
+      return def ? viewOf(await ctx.service.viewRowCounts())(def) : null;
     },
     pitTraining: async (_, args, ctx) => {
       const input = parseInput(pitTrainingInput, args.input);
@@ -128,18 +128,18 @@ export const featuresResolvers: Resolvers = {
     featureImportance: (_, __, ctx) => ctx.service.importance(),
     materializations: async (_, args, ctx) => {
       const { first } = parseInput(firstArg, args);
-      return (await ctx.service.store.materializations(first ?? 20)).map(materializationOf);
+      return (await ctx.service.materializations(first ?? 20)).map(materializationOf);
     },
     featureStoreHealth: async (_, __, ctx) => {
       const health = await ctx.service.health();
-      const offline = await ctx.service.builtOffline();
+      const claims = await ctx.service.claimCount();
       return {
         ...health,
         uptimeSeconds: Math.round((Date.now() - ctx.service.startedAt) / 100) / 10,
         seed: ctx.service.options.seed,
         policies: ctx.service.options.policies,
-        claims: offline?.world.claimIds.length ?? null,
-        onlineStore: ctx.service.online.kind,
+        claims,
+        onlineStore: ctx.service.onlineStoreKind,
       };
     },
   },

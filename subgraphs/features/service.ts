@@ -3,10 +3,11 @@ import { withDeadline } from '../../platform/deadline.js';
 import { featureImportance, leakageAudit, type LeakageAudit, type ModelImportance } from './audit.js';
 import { columnName, emptyLabels, type Availability, type EntityType } from './frame.js';
 import type { ModelName } from './generator.js';
-import { defaultViews, labelSetRows, round3, type EngineName, type EntityRow, type Frame, type OfflineStore } from './offline.js';
+import { defaultViews, labelSetRows, round3, type EngineName, type EntityRow, type Frame, type OfflineStore, type UnknownEntity } from './offline.js';
 import type { OnlineStore } from './online-store.js';
 import { VIEW_DEFINITIONS, viewDefinition, viewVersion } from './registry.js';
-import type { FeaturesStore, MaterializationRecord, MaterializedViewRecord, OnlineRow, StoredOnlineRow } from './store.js';
+import type { MaterializationRecord, MaterializedViewRecord, OnlineRow, StoredOnlineRow } from './records.js';
+import type { FeaturesStore } from './store.js';
 
 export interface PitRequest {
   rows: readonly EntityRow[];
@@ -41,13 +42,13 @@ export class FeatureService {
    */
   constructor(
     private readonly openOffline: () => Promise<OfflineStore>,
-    readonly online: OnlineStore,
-    readonly store: FeaturesStore,
-    readonly clock: Clock,
+    private readonly online: OnlineStore,
+    private readonly store: FeaturesStore,
+    private readonly clock: Clock,
     readonly options: { seed: number; policies: number },
   ) {}
 
-  offline(): Promise<OfflineStore> {
+  private offline(): Promise<OfflineStore> {
     this.offlineStore ??= this.openOffline().catch((error: unknown) => {
       this.offlineStore = null;
       throw error;
@@ -56,8 +57,34 @@ export class FeatureService {
   }
 
   /** The offline store when it has been built (health and close must not build it). */
-  async builtOffline(): Promise<OfflineStore | null> {
+  private async builtOffline(): Promise<OfflineStore | null> {
     return this.offlineStore ? this.offlineStore.catch(() => null) : null;
+  }
+
+  /** Where materialized values are served from. */
+  get onlineStoreKind(): OnlineStore['kind'] {
+    return this.online.kind;
+  }
+
+  /** Rows of each feature view of the offline store, by view name (the store is built on first use). */
+  async viewRowCounts(): Promise<ReadonlyMap<string, number>> {
+    const offline = await this.offline();
+    return new Map([...offline.views].map(([name, view]) => [name, view.length]));
+  }
+
+  /** The entity ids among `rows` the offline store does not know. */
+  async unknownEntities(rows: readonly EntityRow[]): Promise<UnknownEntity[]> {
+    return (await this.offline()).unknownEntities(rows);
+  }
+
+  /** Claims of the generated world, or null while the offline store has not been built. */
+  async claimCount(): Promise<number | null> {
+    return (await this.builtOffline())?.world.claimIds.length ?? null;
+  }
+
+  /** The newest `first` materializations, newest first. */
+  materializations(first: number): Promise<MaterializationRecord[]> {
+    return this.store.materializations(first);
   }
 
   /** Refreshes the outbox-fed machine view when a request needs it. */

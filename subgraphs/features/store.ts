@@ -3,46 +3,9 @@ import type { Database, Queryable } from '../../platform/db.js';
 import { appendEvents } from '../../platform/outbox.js';
 import type { EntityType } from './frame.js';
 import type { MachineEvent } from './offline.js';
+import type { MaterializationRecord, MaterializedViewRecord, OnlineRow, StoredOnlineRow } from './records.js';
 
 /** All SQL of the features subgraph. */
-
-export interface MaterializedViewRecord {
-  view: string;
-  version: string;
-  rowsWritten: number;
-  watermark: number | null;
-}
-
-export interface MaterializationRecord {
-  id: string;
-  asOf: Date;
-  watermark: Date | null;
-  rowsWritten: number;
-  views: MaterializedViewRecord[];
-  onlineStore: 'database' | 'redis';
-  engine: string;
-  milliseconds: number;
-  materializedAt: Date;
-}
-
-export interface OnlineRow {
-  entityType: EntityType;
-  entityId: string;
-  view: string;
-  version: string;
-  featureTs: number;
-  values: (number | null)[];
-}
-
-export interface StoredOnlineRow {
-  view: string;
-  version: string;
-  materializationId: string;
-  materializedAt: Date;
-  asOf: Date;
-  featureTs: Date;
-  values: (number | null)[];
-}
 
 /** The outbox topic of a committed materialization (no key; payload: its id and views). */
 export const MATERIALIZED_TOPIC = 'features.materialized';

@@ -1,12 +1,11 @@
 import DataLoader from 'dataloader';
 import type { Clock } from '../../platform/clock.js';
 import type { EventHub } from '../../platform/event-hub.js';
-import { viewerOf } from '../../platform/ownership.js';
 import type { Principal } from '../../platform/principal.js';
 import type { VesselPosition } from './fleet.js';
 import type { JobResult } from './job.js';
-import type { RunService, SafetyService } from './service.js';
-import type { OptimizationStore, RunEventPayload, RunRecord, VesselRecord } from './store.js';
+import type { RunEventPayload, RunRecord, VesselRecord } from './records.js';
+import type { OptimizationService } from './service.js';
 import type { Verification } from './verify.js';
 
 /*
@@ -15,27 +14,23 @@ import type { Verification } from './verify.js';
  */
 
 export interface OptimizationContext {
-  store: OptimizationStore;
-  runs: RunService;
-  safety: SafetyService;
+  /** The optimization rules and reads (subgraphs/optimization/service.ts): every read and change goes through it. */
+  service: OptimizationService;
   events: EventHub;
   clock: Clock;
-  tickIntervalMs: number;
-  ready(): Promise<boolean>;
   loaders: ReturnType<typeof createLoaders>;
   /** Who the request acts for: runs are its tenant's. */
   principal: Principal;
 }
 
-export function createLoaders(store: OptimizationStore, principal: Principal) {
-  const viewer = viewerOf(principal);
+export function createLoaders(service: OptimizationService, principal: Principal) {
   return {
     vessel: new DataLoader<string, VesselRecord | null>(async (mmsis) => {
-      const rows = new Map((await store.vesselsByMmsi(mmsis)).map((v) => [v.mmsi, v]));
+      const rows = new Map((await service.vesselsByMmsi(mmsis)).map((v) => [v.mmsi, v]));
       return mmsis.map((m) => rows.get(m) ?? null);
     }),
     run: new DataLoader<string, RunRecord | null>(async (ids) => {
-      const rows = new Map((await store.runsByIds(ids, viewer)).map((r) => [r.id, r]));
+      const rows = new Map((await service.runsByIds(ids, principal)).map((r) => [r.id, r]));
       return ids.map((id) => rows.get(id) ?? null);
     }),
   };

@@ -6,8 +6,9 @@ import { createLoaders, type OptimizationContext } from './context.js';
 import { optimizationResolvers } from './resolvers.js';
 import { optimizationConfig } from './config.js';
 import { optimizationRoutes } from './rest.js';
-import { RunService, SafetyService } from './service.js';
-import { OptimizationStore, TOPICS } from './store.js';
+import { TOPICS } from './records.js';
+import { OptimizationService } from './service.js';
+import { OptimizationStore } from './store.js';
 import { periodic } from '../../platform/periodic.js';
 
 /**
@@ -53,17 +54,6 @@ export const optimization = defineSubgraph({
       },
       clock.now(),
     );
-    const runs = new RunService(store, clock, {
-      maxQubits: config.OPTIMIZATION_MAX_QUBITS,
-      maxConcurrentRuns: config.OPTIMIZATION_MAX_CONCURRENT_RUNS,
-      maxConcurrentRunsPerTenant: config.OPTIMIZATION_MAX_CONCURRENT_RUNS_PER_TENANT,
-      maxEstimatedSeconds: config.OPTIMIZATION_MAX_RUN_SECONDS,
-    });
-
-    // The solver's WebAssembly (a few hundred ms to seconds of CPU) is compiled on the first proof, not at
-    // start: processes and tests that never verify do not pay for it.
-    const safety = new SafetyService(store);
-
     const ready = async () => {
       try {
         await db.query('SELECT 1 FROM optimization_fleet LIMIT 1');
@@ -72,6 +62,16 @@ export const optimization = defineSubgraph({
         return false;
       }
     };
+    const service = new OptimizationService(store, clock, {
+      limits: {
+        maxQubits: config.OPTIMIZATION_MAX_QUBITS,
+        maxConcurrentRuns: config.OPTIMIZATION_MAX_CONCURRENT_RUNS,
+        maxConcurrentRunsPerTenant: config.OPTIMIZATION_MAX_CONCURRENT_RUNS_PER_TENANT,
+        maxEstimatedSeconds: config.OPTIMIZATION_MAX_RUN_SECONDS,
+      },
+      tickIntervalMs: config.FLEET_TICK_MS,
+      databaseAnswers: ready,
+    });
     const ticker = periodic(() => store.tick(clock.now()), config.FLEET_TICK_MS);
     // PostgreSQL, runs shared: this process's runs keep their lease, and any instance fails a run whose
     // process died (its lease expired). Embedded there is one writer, which failed its predecessors' runs at
@@ -80,13 +80,13 @@ export const optimization = defineSubgraph({
 
     return {
       context({ principal }): OptimizationContext {
-        return { store, runs, safety, events, clock, tickIntervalMs: config.FLEET_TICK_MS, ready, principal, loaders: createLoaders(store, principal) };
+        return { service, events, clock, principal, loaders: createLoaders(service, principal) };
       },
       ready,
       warmUp: () => store.warmProfiles(clock.now()),
       async close() {
         await ticker.stop();
-        await runs.close();
+        await service.close();
         await leases?.stop();
       },
     };

@@ -3,7 +3,7 @@ import { randomRestarts, refineStarts } from './local-search.js';
 import { approximationRatio, bitString, bitsOf, objectiveDiagonal, type IsingProblem } from './problem.js';
 import { optimizeQaoa } from './qaoa.js';
 import { Random } from '../../platform/random.js';
-import { BACKEND, costLevels, prepareQaoa, StateVector } from './statevector.js';
+import { BACKEND, costLevels, prepareQaoa, StateVector, type CostLevels } from './statevector.js';
 
 export interface JobOptions {
   depth: number;
@@ -77,27 +77,14 @@ export function runJob(problem: IsingProblem, options: JobOptions): JobResult {
   const optimizeMs = performance.now() - t;
 
   t = performance.now();
-  prepareQaoa(state, diag, levels, opt.gammas, opt.betas);
-  let optimumProbability = 0;
-  for (let k = 0; k < diag.length; k++) if (diag[k] === max) optimumProbability += state.probability(k);
-  const rng = new Random(options.seed, 'qaoa-shots');
-  const shots = state.sample(options.shots, rng);
-  const counts = new Map<number, number>();
-  let sum = 0;
-  for (const k of shots) {
-    counts.set(k, (counts.get(k) ?? 0) + 1);
-    sum += diag[k]!;
-  }
-  const distinct = [...counts].map(([k, count]) => ({ k, count, value: diag[k]! })).sort((a, b) => b.value - a.value || b.count - a.count || a.k - b.k);
-  const summary = (e: { k: number; count: number; value: number }): SampleSummary => ({
+  const { optimumProbability, distinct, sum } = measureShots(diag, state, levels, opt, options.shots, new Random(options.seed, 'qaoa-shots'), max);
+  const randomBest = bestOfRandomSamples(diag, options.shots, new Random(options.seed, 'random-shots'));
+  const sampleMs = performance.now() - t;
+  const summary = (e: DistinctSample): SampleSummary => ({
     bits: bitString(bitsOf(e.k, problem.n)),
     count: e.count,
     value: e.value,
   });
-  const random = new Random(options.seed, 'random-shots');
-  let randomBest = -Infinity;
-  for (let s = 0; s < options.shots; s++) randomBest = Math.max(randomBest, diag[Math.floor(random.next() * diag.length)]!);
-  const sampleMs = performance.now() - t;
 
   t = performance.now();
   const starts = distinct.slice(0, Math.max(1, options.refineTop)).map((e) => bitsOf(e.k, problem.n));
@@ -143,4 +130,45 @@ export function runJob(problem: IsingProblem, options: JobOptions): JobResult {
     },
     timings: { diagonalMs, optimizeMs, simulateMs: opt.simulateMs, sampleMs, exactMs, refineMs, totalMs: performance.now() - t0 },
   };
+}
+
+/** An assignment the shots measured (its index in the diagonal), how often, and its objective. */
+interface DistinctSample {
+  k: number;
+  count: number;
+  value: number;
+}
+
+/**
+ * The state at the optimized angles, measured: the probability of an optimal assignment, the `shots`
+ * samples' distinct assignments (best first, then the most frequent, then by index) and their objective sum.
+ */
+function measureShots(
+  diag: Float64Array,
+  state: StateVector,
+  levels: CostLevels | null,
+  opt: { gammas: number[]; betas: number[] },
+  shotCount: number,
+  rng: Random,
+  max: number,
+): { optimumProbability: number; distinct: DistinctSample[]; sum: number } {
+  prepareQaoa(state, diag, levels, opt.gammas, opt.betas);
+  let optimumProbability = 0;
+  for (let k = 0; k < diag.length; k++) if (diag[k] === max) optimumProbability += state.probability(k);
+  const shots = state.sample(shotCount, rng);
+  const counts = new Map<number, number>();
+  let sum = 0;
+  for (const k of shots) {
+    counts.set(k, (counts.get(k) ?? 0) + 1);
+    sum += diag[k]!;
+  }
+  const distinct = [...counts].map(([k, count]) => ({ k, count, value: diag[k]! })).sort((a, b) => b.value - a.value || b.count - a.count || a.k - b.k);
+  return { optimumProbability, distinct, sum };
+}
+
+/** The best of `shots` uniformly random assignments: what sampling alone gives. */
+function bestOfRandomSamples(diag: Float64Array, shots: number, random: Random): number {
+  let randomBest = -Infinity;
+  for (let s = 0; s < shots; s++) randomBest = Math.max(randomBest, diag[Math.floor(random.next() * diag.length)]!);
+  return randomBest;
 }

@@ -1,24 +1,21 @@
+import { sequenceCursor } from '../../platform/cursor.js';
 import { mapEvents } from '../../platform/event-hub.js';
 import { viewerOf } from '../../platform/ownership.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
-import { invalidInput, parseInput } from '../../platform/validate.js';
+import { parseInput } from '../../platform/validate.js';
 import { createLoaders, type OptimizationContext, type PositionsEventView, type RunEventView } from './context.js';
 import { LANES, SPEED_ZONES } from './fleet.js';
 import { minSeparation, mmsiArg, mmsiFilter, runId, runsFirst, startRunInput, trackLast } from './inputs.js';
+import { TOPICS, type PositionsEventPayload, type RunEventPayload } from './records.js';
 import type { Resolvers } from './schema-types.js';
 import { BACKEND } from './statevector.js';
-import { TOPICS, type PositionsEventPayload, type RunEventPayload } from './store.js';
 import { DEFAULT_MIN_SEPARATION_M } from './verify.js';
 
 /** An internal lower-case value as its GraphQL enum value. */
 const upper = <T extends string>(s: T) => s.toUpperCase() as Uppercase<T>;
 const coordinates = (p: { latitude: number; longitude: number }) => ({ latitude: p.latitude, longitude: p.longitude });
-const cursorOf = (seq: string) => Buffer.from(`run:${seq}`).toString('base64url');
-function seqOfCursor(cursor: string): string {
-  const match = /^run:([1-9]\d{0,17})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match || cursorOf(match[1]!) !== cursor) throw invalidInput([{ field: 'after', message: 'is not a cursor returned by this API' }]);
-  return match[1]!;
-}
+/** Cursors of the quantum runs, by run sequence number. */
+const runCursor = sequenceCursor('run');
 
 const vesselOrFail = async (ctx: OptimizationContext, mmsi: string) => {
   const v = await ctx.loaders.vessel.load(mmsi);
@@ -27,54 +24,54 @@ const vesselOrFail = async (ctx: OptimizationContext, mmsi: string) => {
 };
 
 function renew(ctx: OptimizationContext): void {
-  ctx.loaders = createLoaders(ctx.store, ctx.principal);
+  ctx.loaders = createLoaders(ctx.service, ctx.principal);
 }
 
 export const optimizationResolvers: Resolvers = {
   DateTime: DateTimeScalar,
   Query: {
     optimizationHealth: async (_, __, ctx) => {
-      const database = await ctx.ready();
-      const clock = database ? await ctx.store.fleetClock() : null;
-      return { status: database ? 'ok' : 'degraded', ready: database, database, fleetTick: clock?.tick ?? 0, solverLoaded: ctx.safety.solverLoaded() };
+      const { database, fleetTick, solverLoaded } = await ctx.service.health();
+      return { status: database ? 'ok' : 'degraded', ready: database, database, fleetTick, solverLoaded };
     },
     optimizationStatus: async (_, __, ctx) => {
-      const [clock, runs] = await Promise.all([ctx.store.fleetClock(), ctx.store.runCounts(viewerOf(ctx.principal))]);
+      const { clock, runs } = await ctx.service.status(ctx.principal);
+      const { limits } = ctx.service;
       return {
         service: 'optimization',
         version: '1.0',
-        backend: { ...BACKEND, maxQubits: ctx.runs.limits.maxQubits },
+        backend: { ...BACKEND, maxQubits: limits.maxQubits },
         limits: {
-          maxQubits: ctx.runs.limits.maxQubits,
+          maxQubits: limits.maxQubits,
           maxDepth: 5,
           maxShots: 100_000,
           maxEvaluations: 500,
-          maxConcurrentRuns: ctx.runs.limits.maxConcurrentRuns,
-          maxConcurrentRunsPerTenant: ctx.runs.limits.maxConcurrentRunsPerTenant,
-          maxEstimatedSeconds: ctx.runs.limits.maxEstimatedSeconds,
+          maxConcurrentRuns: limits.maxConcurrentRuns,
+          maxConcurrentRunsPerTenant: limits.maxConcurrentRunsPerTenant,
+          maxEstimatedSeconds: limits.maxEstimatedSeconds,
         },
-        fleet: { seed: clock.seed, vessels: clock.size, tick: clock.tick, tickIntervalMs: ctx.tickIntervalMs, updatedAt: clock.updatedAt },
+        fleet: { seed: clock.seed, vessels: clock.size, tick: clock.tick, tickIntervalMs: ctx.service.tickIntervalMs, updatedAt: clock.updatedAt },
         runs,
       };
     },
     vesselFleet: async (_, __, ctx) => {
-      const { clock, vessels } = await ctx.store.snapshot();
+      const { clock, vessels } = await ctx.service.snapshot();
       for (const v of vessels) ctx.loaders.vessel.prime(v.mmsi, v);
       return { tick: clock.tick, timestamp: clock.updatedAt, vesselCount: vessels.length, vessels, speedZones: [...SPEED_ZONES] };
     },
     vessel: (_, args, ctx) => ctx.loaders.vessel.load(parseInput(mmsiArg, args.mmsi, 'mmsi')),
-    fleetSafety: (_, args, ctx) => ctx.safety.verify(parseInput(minSeparation, args.minSeparationMeters, 'minSeparationMeters') ?? DEFAULT_MIN_SEPARATION_M),
+    fleetSafety: (_, args, ctx) => ctx.service.verify(parseInput(minSeparation, args.minSeparationMeters, 'minSeparationMeters') ?? DEFAULT_MIN_SEPARATION_M),
     quantumRuns: async (_, args, ctx) => {
       const first = parseInput(runsFirst, args.first ?? 20, 'first');
-      const before = args.after === null || args.after === undefined ? null : seqOfCursor(args.after);
-      const page = await ctx.store.runsPage(first, before, viewerOf(ctx.principal));
+      const before = args.after === null || args.after === undefined ? null : runCursor.decode(args.after);
+      const page = await ctx.service.runsPage(first, before, ctx.principal);
       for (const r of page.runs) ctx.loaders.run.prime(r.id, r);
-      const edges = page.runs.map((r) => ({ cursor: cursorOf(r.seq), node: r }));
+      const edges = page.runs.map((r) => ({ cursor: runCursor.encode(r.seq), node: r }));
       return { edges, pageInfo: { hasNextPage: page.hasNext, endCursor: edges.at(-1)?.cursor ?? null }, totalCount: page.total };
     },
     quantumRun: (_, args, ctx) => ctx.loaders.run.load(parseInput(runId, args.id, 'id')),
     latestRefinedResult: async (_, __, ctx) => {
-      const run = await ctx.store.latestCompleted(viewerOf(ctx.principal));
+      const run = await ctx.service.latestCompleted(ctx.principal);
       // A completed run has its result and completion time.
       if (!run?.result || !run.completedAt) return null;
       return {
@@ -86,10 +83,10 @@ export const optimizationResolvers: Resolvers = {
         completedAt: run.completedAt,
       };
     },
-    optimizationEventCursor: (_, __, ctx) => ctx.store.eventCursor(),
+    optimizationEventCursor: (_, __, ctx) => ctx.service.eventCursor(),
   },
   Mutation: {
-    startQuantumRun: (_, args, ctx) => ctx.runs.start(parseInput(startRunInput, args.input, 'input'), ctx.principal),
+    startQuantumRun: (_, args, ctx) => ctx.service.start(parseInput(startRunInput, args.input, 'input'), ctx.principal),
   },
   Subscription: {
     quantumRunCompleted: {
@@ -134,7 +131,7 @@ export const optimizationResolvers: Resolvers = {
     speedOverGround: (v) => v.sog,
     courseOverGround: (v) => v.cog,
     timestamp: (v) => v.at,
-    track: (v, args, ctx) => ctx.store.track(v.mmsi, parseInput(trackLast, args.last ?? 20, 'last')),
+    track: (v, args, ctx) => ctx.service.track(v.mmsi, parseInput(trackLast, args.last ?? 20, 'last')),
   },
   TrackPoint: {
     position: coordinates,

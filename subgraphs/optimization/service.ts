@@ -1,6 +1,6 @@
 import type { Clock } from '../../platform/clock.js';
 import { domainError } from '../../platform/errors.js';
-import { ownerOf } from '../../platform/ownership.js';
+import { ownerOf, viewerOf } from '../../platform/ownership.js';
 import { isOperator, type Principal } from '../../platform/principal.js';
 import { invalidInput } from '../../platform/validate.js';
 import { berthInstance, convoyInstance, qubitsFor, regular3Instance, type Instance } from './instances.js';
@@ -8,7 +8,8 @@ import type { StartRunInput } from './inputs.js';
 import type { JobResult } from './job.js';
 import { WorkerPool } from './runner.js';
 import { BACKEND } from './statevector.js';
-import type { OptimizationStore, RunRecord } from './store.js';
+import type { FleetClockRecord, RunRecord, TrackPointRecord, VesselRecord } from './records.js';
+import type { OptimizationStore } from './store.js';
 import { verifyFleet, type Verification } from './verify.js';
 
 export interface RunLimits {
@@ -39,12 +40,15 @@ interface Pending {
 /*
  * The optimization rules: which quantum runs may start (qubits, estimated time, global and per-tenant
  * caps), running them in worker threads and recording their outcome, and proofs of the fleet's safety
- * constraints. Resolvers call these services; they read and write through the store
- * (subgraphs/optimization/store.ts), which holds the SQL.
+ * constraints. Resolvers call OptimizationService, which holds both and the fleet and run reads; it
+ * reads and writes through the store (subgraphs/optimization/store.ts), which holds the SQL.
  */
 
+/** A fleet safety proof as of one fleet tick. */
+type TickVerification = Verification & { tick: number; timestamp: string };
+
 /** Starts runs in worker threads, records their outcome, and stops them when the service stops. */
-export class RunService {
+class RunService {
   private readonly pending = new Map<string, Pending>();
   private readonly pool = new WorkerPool();
 
@@ -150,14 +154,14 @@ export class RunService {
 }
 
 /** Proofs of the fleet's separation constraint (SMT, subgraphs/optimization/verify.ts), one per fleet tick and threshold. */
-export class SafetyService {
+class SafetyService {
   /** A proof is a function of the fleet tick and the threshold: the last few are kept. */
-  private readonly proofs = new Map<string, Promise<Verification & { tick: number; timestamp: string }>>();
+  private readonly proofs = new Map<string, Promise<TickVerification>>();
   private loaded = false;
 
   constructor(private readonly store: OptimizationStore) {}
 
-  async verify(minSeparationM: number): Promise<Verification & { tick: number; timestamp: string }> {
+  async verify(minSeparationM: number): Promise<TickVerification> {
     const { clock: fleetClock, vessels } = await this.store.snapshot();
     const key = `${fleetClock.tick}|${minSeparationM}`;
     let proof = this.proofs.get(key);
@@ -176,5 +180,96 @@ export class SafetyService {
   /** Whether the solver has been loaded (by a first proof). */
   solverLoaded(): boolean {
     return this.loaded;
+  }
+}
+
+export interface OptimizationServiceOptions {
+  limits: RunLimits;
+  /** How often the fleet moves (FLEET_TICK_MS), as the status reports it. */
+  tickIntervalMs: number;
+  /** Whether the database answers (the subgraph's readiness). */
+  databaseAnswers: () => Promise<boolean>;
+}
+
+/** The optimization subgraph's operations: quantum runs, safety proofs, and the fleet and run reads. */
+export class OptimizationService {
+  readonly limits: RunLimits;
+  readonly tickIntervalMs: number;
+  private readonly runs: RunService;
+  private readonly safety: SafetyService;
+  private readonly databaseAnswers: () => Promise<boolean>;
+
+  constructor(
+    private readonly store: OptimizationStore,
+    clock: Clock,
+    options: OptimizationServiceOptions,
+  ) {
+    this.limits = options.limits;
+    this.tickIntervalMs = options.tickIntervalMs;
+    this.databaseAnswers = options.databaseAnswers;
+    this.runs = new RunService(store, clock, options.limits);
+    // The solver's WebAssembly (a few hundred ms to seconds of CPU) is compiled on the first proof, not at
+    // start: processes and tests that never verify do not pay for it.
+    this.safety = new SafetyService(store);
+  }
+
+  /** Whether the database answers, the fleet's tick (0 while it does not), and whether the solver is loaded. */
+  async health(): Promise<{ database: boolean; fleetTick: number; solverLoaded: boolean }> {
+    const database = await this.databaseAnswers();
+    const clock = database ? await this.store.fleetClock() : null;
+    return { database, fleetTick: clock?.tick ?? 0, solverLoaded: this.safety.solverLoaded() };
+  }
+
+  /** The fleet's clock and the runs by status the principal may count (its tenant's; every tenant's for an operator). */
+  async status(principal: Principal): Promise<{ clock: FleetClockRecord; runs: { total: number; running: number; completed: number; failed: number } }> {
+    const [clock, runs] = await Promise.all([this.store.fleetClock(), this.store.runCounts(viewerOf(principal))]);
+    return { clock, runs };
+  }
+
+  /** Starts a run for `principal`, whose tenant owns it. */
+  start(input: StartRunInput, principal: Principal): Promise<RunRecord> {
+    return this.runs.start(input, principal);
+  }
+
+  /** The separation proof of the fleet's current tick. */
+  verify(minSeparationM: number): Promise<TickVerification> {
+    return this.safety.verify(minSeparationM);
+  }
+
+  snapshot(): Promise<{ clock: FleetClockRecord; vessels: VesselRecord[] }> {
+    return this.store.snapshot();
+  }
+
+  vesselsByMmsi(mmsis: readonly string[]): Promise<VesselRecord[]> {
+    return this.store.vesselsByMmsi(mmsis);
+  }
+
+  /** A vessel's last `last` positions. */
+  track(mmsi: string, last: number): Promise<TrackPointRecord[]> {
+    return this.store.track(mmsi, last);
+  }
+
+  /** The runs among `ids` the principal may see (another tenant's are left out, as unknown ids are). */
+  runsByIds(ids: readonly string[], principal: Principal): Promise<RunRecord[]> {
+    return this.store.runsByIds(ids, viewerOf(principal));
+  }
+
+  /** The principal's runs, newest first, `first` of them after (older than) the run with sequence number `beforeSeq`. */
+  runsPage(first: number, beforeSeq: string | null, principal: Principal): Promise<{ runs: RunRecord[]; hasNext: boolean; total: number }> {
+    return this.store.runsPage(first, beforeSeq, viewerOf(principal));
+  }
+
+  /** The principal's newest completed run. */
+  latestCompleted(principal: Principal): Promise<RunRecord | null> {
+    return this.store.latestCompleted(viewerOf(principal));
+  }
+
+  eventCursor(): Promise<string> {
+    return this.store.eventCursor();
+  }
+
+  /** Stops every run in progress; each is recorded as failed. */
+  close(): Promise<void> {
+    return this.runs.close();
   }
 }

@@ -3,85 +3,32 @@ import type { Database, Queryable } from '../../platform/db.js';
 import { appendEvents, type OutboxEvent } from '../../platform/outbox.js';
 import { viewedTenant, type Owner, type Viewer } from '../../platform/ownership.js';
 import { generateFleet, positionAt, type VesselPosition, type VesselSpec, type VesselTrack, type VesselType } from './fleet.js';
-import type { Instance, ProblemKind } from './instances.js';
+import type { ProblemKind } from './instances.js';
 import type { JobResult } from './job.js';
-
-export const TOPICS = {
-  /** fleet-wide, no key; payload: the tick's positions */
-  positions: 'optimization.positions',
-  /** key: run id */
-  run: 'optimization.run',
-} as const;
+import {
+  TOPICS,
+  type FleetClockRecord,
+  type PositionsEventPayload,
+  type RunEventPayload,
+  type RunRecord,
+  type RunStatus,
+  type TrackPointRecord,
+  type VesselRecord,
+} from './records.js';
 
 /** Position rows kept per vessel (the track a client can ask for). */
 const TRACK_HISTORY = 200;
 const FLEET_LOCK = 7_231_004_201;
 const RUN_LOCK = 7_231_004_202;
 
-export interface VesselRecord extends VesselPosition {
-  name: string;
-  type: VesselType;
-  lane: number;
-  tick: number;
-  at: string;
-}
-
-export interface TrackPointRecord extends VesselPosition {
-  tick: number;
-  at: string;
-}
-
-export interface FleetClockRecord {
-  seed: number;
-  size: number;
-  tick: number;
-  updatedAt: string;
-}
-
-type RunStatus = 'running' | 'completed' | 'failed';
-
-export interface RunRecord {
-  id: string;
-  seq: string;
-  /** Whose run it is: the tenant, and the principal of it that started the run. */
-  tenant: string;
-  principal: string;
-  status: RunStatus;
-  problem: ProblemKind;
-  size: number;
-  qubits: number;
-  depth: number;
-  shots: number;
-  seed: number;
-  maxEvaluations: number;
-  refineTop: number;
-  fleetTick: number | null;
-  instance: Pick<Instance, 'description' | 'variables' | 'edges'>;
-  backend: string;
-  result: JobResult | null;
-  error: string | null;
-  durationMs: number | null;
-  createdAt: string;
-  completedAt: string | null;
-}
+// The generated schema-types.ts maps GraphQL types to these records by this module (tools/codegen.ts).
+export type { RunRecord, TrackPointRecord, VesselRecord } from './records.js';
 
 /** What a new run is given; the rest of its record is filled in as it runs. */
 export type NewRun = Pick<
   RunRecord,
   'problem' | 'size' | 'qubits' | 'depth' | 'shots' | 'seed' | 'maxEvaluations' | 'refineTop' | 'fleetTick' | 'instance' | 'backend'
 >;
-
-export interface RunEventPayload {
-  runId: string;
-  status: RunStatus;
-  at: string;
-}
-
-export interface PositionsEventPayload {
-  tick: number;
-  at: string;
-  positions: VesselPosition[];
-}
 
 /** Fails the RUNNING runs (those whose lease expired, or all of them) and appends an event for each. */
 async function failRunning(tx: Queryable, which: 'expired' | 'all', message: string): Promise<string[]> {

@@ -1,4 +1,4 @@
-import type { init } from 'z3-solver';
+import type { Bool, CheckSatResult, Context, Solver, init } from 'z3-solver';
 import { SPEED_ZONES, plane, type SpeedZone, type VesselPosition } from './fleet.js';
 
 /**
@@ -148,11 +148,64 @@ async function verifyNow(vessels: readonly VesselPosition[], minSeparationM: num
   const t0 = performance.now();
   const api = await loadZ3();
   const ctx = api.Context('fleet');
-  // z3-solver's Context members are closures over their context, not methods that read `this`.
-  // eslint-disable-next-line @typescript-eslint/unbound-method
-  const { Int, Or, And } = ctx;
   const fixed = vessels.map(fix);
   const minCm = Math.round(minSeparationM * 100);
+  const zoneList = zoneFixed(zones);
+  const encoding = encodeFleet(ctx, fixed, minCm, zoneList);
+  const { proof, separationViolations, speedViolations, queries } = await prove(ctx, encoding, fixed, zoneList, { minSeparationM, minCm });
+
+  const plain = plainCheck(vessels, minSeparationM, zones);
+  const same = (a: string[], b: string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+  const agrees =
+    same(plain.separation.map(pairKey).sort(), separationViolations.map(pairKey).sort()) &&
+    same(plain.speed.map((v) => `${v.mmsi}|${v.zoneId}`).sort(), speedViolations.map((v) => `${v.mmsi}|${v.zoneId}`).sort());
+  if (!agrees) throw new Error('the solver and the plain check disagree');
+
+  const safe = separationViolations.length === 0 && speedViolations.length === 0;
+  return {
+    safe,
+    status: safe ? 'PROVED_SAFE' : 'VIOLATIONS_FOUND',
+    minSeparationM,
+    vesselCount: fixed.length,
+    zones,
+    pairs: (fixed.length * (fixed.length - 1)) / 2,
+    solverPairs: encoding.pairs.length,
+    separationViolations: separationViolations
+      .sort((a, b) => a.distanceM - b.distanceM || pairKey(a).localeCompare(pairKey(b)))
+      .slice(0, MAX_LISTED_VIOLATIONS),
+    speedViolations: speedViolations.slice(0, MAX_LISTED_VIOLATIONS),
+    closest: closestPair(fixed),
+    proof,
+    solver: { name: 'z3', version: api.getVersionString(), queries },
+    crossCheck: {
+      method: 'all pairs and all vessel-zone combinations in integer arithmetic',
+      separationViolations: plain.separation.length,
+      speedViolations: plain.speed.length,
+      agrees,
+    },
+    durationMs: Math.round(performance.now() - t0),
+  };
+}
+
+const pairKey = (v: SeparationViolation) => `${v.a}|${v.b}`;
+
+type FleetContext = Context<'fleet'>;
+type ZoneFixed = ReturnType<typeof zoneFixed>[number];
+
+/** The fleet as solver constants, and one term per candidate pair and per vessel-zone combination that is true where it is violated. */
+interface FleetEncoding {
+  solver: Solver<'fleet'>;
+  pairs: [number, number][];
+  separationTerms: Bool<'fleet'>[];
+  speedTerms: Bool<'fleet'>[];
+  /** The vessel and zone of each speed term. */
+  speedKeys: [number, number][];
+}
+
+function encodeFleet(ctx: FleetContext, fixed: Fixed[], minCm: number, zoneList: readonly ZoneFixed[]): FleetEncoding {
+  // z3-solver's Context members are closures over their context, not methods that read `this`.
+  // eslint-disable-next-line @typescript-eslint/unbound-method
+  const { Int, And } = ctx;
   const X = fixed.map((v, i) => Int.const(`x_${i}`));
   const Y = fixed.map((v, i) => Int.const(`y_${i}`));
   const S = fixed.map((v, i) => Int.const(`s_${i}`));
@@ -168,7 +221,6 @@ async function verifyNow(vessels: readonly VesselPosition[], minSeparationM: num
       .add(sq(Y[i]!.sub(Y[j]!)))
       .lt(min2),
   );
-  const zoneList = zoneFixed(zones);
   const speedKeys: [number, number][] = [];
   const speedTerms = zoneList.flatMap((z, zi) =>
     fixed.map((_, i) => {
@@ -181,6 +233,21 @@ async function verifyNow(vessels: readonly VesselPosition[], minSeparationM: num
       );
     }),
   );
+  return { solver, pairs, separationTerms, speedTerms, speedKeys };
+}
+
+/**
+ * Asks for the negated property: unsat is the proof of safety; sat lists every violation the model makes
+ * true, and a second query, with those excluded, proves the list complete.
+ */
+async function prove(
+  ctx: FleetContext,
+  encoding: FleetEncoding,
+  fixed: Fixed[],
+  zoneList: readonly ZoneFixed[],
+  { minSeparationM, minCm }: { minSeparationM: number; minCm: number },
+): Promise<{ proof: string; separationViolations: SeparationViolation[]; speedViolations: SpeedViolation[]; queries: SolverQuery[] }> {
+  const { solver, pairs, separationTerms, speedTerms } = encoding;
   const terms = [...separationTerms, ...speedTerms];
   const queries: SolverQuery[] = [];
   const ask = async (query: string) => {
@@ -190,63 +257,73 @@ async function verifyNow(vessels: readonly VesselPosition[], minSeparationM: num
     return result;
   };
   solver.push();
-  if (terms.length > 0) solver.add(Or(...terms));
+  if (terms.length > 0) solver.add(ctx.Or(...terms));
   else solver.add(ctx.Bool.val(false));
   const first = await ask('exists a pair closer than the threshold or a vessel in a zone over its limit');
-  const separationViolations: SeparationViolation[] = [];
-  const speedViolations: SpeedViolation[] = [];
-  let proof: string;
   if (first === 'unknown') throw new Error('the solver answered unknown');
   if (first === 'unsat') {
-    proof =
+    const proof =
       `unsat: given the ${fixed.length} positions (cm, local plane) and speeds (0.1 kn), no assignment satisfies ` +
       `"some pair has dx^2 + dy^2 < ${minCm}^2 cm^2, or some vessel inside one of ${zoneList.length} zones exceeds its limit"; ` +
       `the negated property is unsatisfiable, so every pair is at least ${minSeparationM} m apart and every zone limit holds` +
       (pairs.length < (fixed.length * (fixed.length - 1)) / 2
         ? ` (the solver was given the ${pairs.length} pairs in the same or adjacent ${minSeparationM} m grid cells; pairs further apart differ by at least ${minSeparationM} m in x or y).`
         : '.');
-  } else {
-    const model = solver.model();
-    const isTrue = (e: (typeof terms)[number]) => ctx.isTrue(model.eval(e, true));
-    const violated: number[] = [];
-    separationTerms.forEach((t, k) => {
-      if (!isTrue(t)) return;
-      violated.push(k);
-      const [i, j] = pairs[k]!;
-      separationViolations.push({ a: fixed[i]!.mmsi, b: fixed[j]!.mmsi, distanceM: metres(dist2(fixed[i]!, fixed[j]!)) });
-    });
-    speedTerms.forEach((t, k) => {
-      if (!isTrue(t)) return;
-      violated.push(separationTerms.length + k);
-      const [i, zi] = speedKeys[k]!;
-      speedViolations.push({ mmsi: fixed[i]!.mmsi, zoneId: zoneList[zi]!.zone.id, speedKnots: fixed[i]!.speed / 10, limitKnots: zoneList[zi]!.limit / 10 });
-    });
     solver.pop();
-    const violatedSet = new Set(violated);
-    const rest = terms.filter((_, k) => !violatedSet.has(k));
-    solver.push();
-    solver.add(rest.length > 0 ? Or(...rest) : ctx.Bool.val(false));
-    const second = await ask('exists a violation other than those listed');
-    if (second !== 'unsat') throw new Error(`the completeness query answered ${second}`);
-    const witness = [
-      ...separationViolations.slice(0, 3).map((v) => `${v.a} and ${v.b} are ${v.distanceM} m apart`),
-      ...speedViolations.slice(0, 3).map((v) => `${v.mmsi} makes ${v.speedKnots} kn in ${v.zoneId} (limit ${v.limitKnots} kn)`),
-    ].join('; ');
-    proof =
-      `sat: the negated property has a model, a witness that the fleet is unsafe: ${witness}` +
-      `${separationViolations.length + speedViolations.length > 6 ? '; ...' : ''}. ` +
-      `With those ${violated.length} violations excluded the negated property is unsatisfiable, so the list is complete.`;
+    return { proof, separationViolations: [], speedViolations: [], queries };
   }
+  const listed = await listViolations(ctx, encoding, fixed, zoneList, ask);
   solver.pop();
+  return { ...listed, queries };
+}
 
-  const plain = plainCheck(vessels, minSeparationM, zones);
-  const key = (v: SeparationViolation) => `${v.a}|${v.b}`;
-  const same = (a: string[], b: string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
-  const agrees =
-    same(plain.separation.map(key).sort(), separationViolations.map(key).sort()) &&
-    same(plain.speed.map((v) => `${v.mmsi}|${v.zoneId}`).sort(), speedViolations.map((v) => `${v.mmsi}|${v.zoneId}`).sort());
-  if (!agrees) throw new Error('the solver and the plain check disagree');
+/** Every violation the solver's model makes true; then, with those excluded, the query that proves there is no other. */
+async function listViolations(
+  ctx: FleetContext,
+  encoding: FleetEncoding,
+  fixed: Fixed[],
+  zoneList: readonly ZoneFixed[],
+  ask: (query: string) => Promise<CheckSatResult>,
+): Promise<{ proof: string; separationViolations: SeparationViolation[]; speedViolations: SpeedViolation[] }> {
+  const { solver, pairs, separationTerms, speedTerms, speedKeys } = encoding;
+  const terms = [...separationTerms, ...speedTerms];
+  const model = solver.model();
+  const isTrue = (e: Bool<'fleet'>) => ctx.isTrue(model.eval(e, true));
+  const violated: number[] = [];
+  const separationViolations: SeparationViolation[] = [];
+  const speedViolations: SpeedViolation[] = [];
+  separationTerms.forEach((t, k) => {
+    if (!isTrue(t)) return;
+    violated.push(k);
+    const [i, j] = pairs[k]!;
+    separationViolations.push({ a: fixed[i]!.mmsi, b: fixed[j]!.mmsi, distanceM: metres(dist2(fixed[i]!, fixed[j]!)) });
+  });
+  speedTerms.forEach((t, k) => {
+    if (!isTrue(t)) return;
+    violated.push(separationTerms.length + k);
+    const [i, zi] = speedKeys[k]!;
+    speedViolations.push({ mmsi: fixed[i]!.mmsi, zoneId: zoneList[zi]!.zone.id, speedKnots: fixed[i]!.speed / 10, limitKnots: zoneList[zi]!.limit / 10 });
+  });
+  solver.pop();
+  const violatedSet = new Set(violated);
+  const rest = terms.filter((_, k) => !violatedSet.has(k));
+  solver.push();
+  solver.add(rest.length > 0 ? ctx.Or(...rest) : ctx.Bool.val(false));
+  const second = await ask('exists a violation other than those listed');
+  if (second !== 'unsat') throw new Error(`the completeness query answered ${second}`);
+  const witness = [
+    ...separationViolations.slice(0, 3).map((v) => `${v.a} and ${v.b} are ${v.distanceM} m apart`),
+    ...speedViolations.slice(0, 3).map((v) => `${v.mmsi} makes ${v.speedKnots} kn in ${v.zoneId} (limit ${v.limitKnots} kn)`),
+  ].join('; ');
+  const proof =
+    `sat: the negated property has a model, a witness that the fleet is unsafe: ${witness}` +
+    `${separationViolations.length + speedViolations.length > 6 ? '; ...' : ''}. ` +
+    `With those ${violated.length} violations excluded the negated property is unsatisfiable, so the list is complete.`;
+  return { proof, separationViolations, speedViolations };
+}
 
+/** The closest pair of the fleet, over every pair (null for fewer than two vessels). */
+function closestPair(fixed: readonly Fixed[]): SeparationViolation | null {
   let closest: SeparationViolation | null = null;
   let best = Infinity;
   for (let i = 0; i < fixed.length; i++)
@@ -257,26 +334,5 @@ async function verifyNow(vessels: readonly VesselPosition[], minSeparationM: num
         closest = { a: fixed[i]!.mmsi, b: fixed[j]!.mmsi, distanceM: metres(d2) };
       }
     }
-  const safe = separationViolations.length === 0 && speedViolations.length === 0;
-  return {
-    safe,
-    status: safe ? 'PROVED_SAFE' : 'VIOLATIONS_FOUND',
-    minSeparationM,
-    vesselCount: fixed.length,
-    zones,
-    pairs: (fixed.length * (fixed.length - 1)) / 2,
-    solverPairs: pairs.length,
-    separationViolations: separationViolations.sort((a, b) => a.distanceM - b.distanceM || key(a).localeCompare(key(b))).slice(0, MAX_LISTED_VIOLATIONS),
-    speedViolations: speedViolations.slice(0, MAX_LISTED_VIOLATIONS),
-    closest,
-    proof,
-    solver: { name: 'z3', version: api.getVersionString(), queries },
-    crossCheck: {
-      method: 'all pairs and all vessel-zone combinations in integer arithmetic',
-      separationViolations: plain.separation.length,
-      speedViolations: plain.speed.length,
-      agrees,
-    },
-    durationMs: Math.round(performance.now() - t0),
-  };
+  return closest;
 }

@@ -1,5 +1,6 @@
 import { MAX_BINS, type Binned } from './binning.js';
 import type { Random } from '../../platform/random.js';
+import { sigmoid } from '../../platform/statistics.js';
 
 /*
  * Histogram-binned gradient-boosted trees (the LightGBM / sklearn HistGradientBoosting recipe, small):
@@ -225,8 +226,6 @@ export function quantileLoss(tau: number): Loss {
     },
   };
 }
-
-const sigmoid = (x: number) => 1 / (1 + Math.exp(-x));
 
 export const logisticLoss: Loss = {
   init(y) {

@@ -1,5 +1,6 @@
 import { angleOf, encodeCyclic, type ModelName } from './features.js';
 import { Random } from '../../platform/random.js';
+import { sigmoid } from '../../platform/statistics.js';
 
 /*
  * The generative process of the synthetic training data (no public data set exists for organ-transport
@@ -27,7 +28,6 @@ export interface Sample {
 const clip = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x));
 /** Log-uniform on [lo, hi]: as many draws between 1 and 10 as between 10 and 100. */
 const logUniform = (r: Random, lo: number, hi: number) => Math.exp(r.uniform(Math.log(lo), Math.log(hi)));
-const sigmoid = (x: number) => 1 / (1 + Math.exp(-x));
 const round = (x: number, digits: number) => Number(x.toFixed(digits));
 
 /** Relative activity at a facility or on the road by hour: morning and late-afternoon peaks. */

@@ -124,27 +124,6 @@ export function crossingRate(predictions: readonly QuantileTriple[]): number {
   return predictions.filter((p) => p.q10 > p.q50 || p.q50 > p.q90).length / predictions.length;
 }
 
-/** ROC-AUC by the rank-sum (Mann-Whitney) statistic, ties counted half. */
-export function rocAuc(score: ArrayLike<number>, label: ArrayLike<number>): number {
-  const order = Array.from({ length: score.length }, (_, i) => i).sort((a, b) => score[a]! - score[b]!);
-  let rankSumPositive = 0;
-  let positives = 0;
-  for (let start = 0; start < order.length;) {
-    let end = start;
-    while (end + 1 < order.length && score[order[end + 1]!] === score[order[start]!]) end++;
-    const meanRank = (start + end) / 2 + 1;
-    for (let k = start; k <= end; k++) {
-      if (label[order[k]!] === 1) {
-        rankSumPositive += meanRank;
-        positives++;
-      }
-    }
-    start = end + 1;
-  }
-  const negatives = order.length - positives;
-  return (rankSumPositive - (positives * (positives + 1)) / 2) / (positives * negatives);
-}
-
 export function brierScore(probability: ArrayLike<number>, label: ArrayLike<number>): number {
   let sum = 0;
   for (let i = 0; i < label.length; i++) sum += (probability[i]! - label[i]!) ** 2;

@@ -21,7 +21,6 @@ import {
   mean,
   meanWidth,
   pinballLosses,
-  rocAuc,
   type ClassifierMetrics,
   type MetricsReport,
   type QuantileModelMetrics,
@@ -30,6 +29,7 @@ import {
 } from './metrics.js';
 import { LockerModel, METRICS_FILE, MODELS_DIR, QuantileModel, artifactVersion, type ClassifierArtifact, type QuantileArtifact } from './model.js';
 import { Random } from '../../platform/random.js';
+import { rocAuc, sigmoid } from '../../platform/statistics.js';
 
 /*
  * `npm run train`: generates the synthetic data, splits each model's samples into train (of which the
@@ -143,30 +143,7 @@ export function trainQuantileModel(
   log: (line: string) => void,
 ): Trained<QuantileArtifact, QuantileModelMetrics> {
   const parts = split(samples, validationShare);
-  const fitVectors = vectors(model, parts.fit);
-  const validVectors = vectors(model, parts.validation);
-  const fitX = matrixOf(fitVectors);
-  const edges = fitEdges(fitX);
-  const fitBins = binMatrix(fitX, edges);
-  const validBins = binMatrix(matrixOf(validVectors), edges);
-  // The trees learn ln(minutes / baseline): the ratio to a physical estimate that keeps growing where the
-  // data thins out (baseline.ts).
-  const baselineOf = vectorBaseline(model);
-  const lnY = Float64Array.from(parts.fit, (s, i) => Math.log(s.target / baselineOf(fitVectors[i]!)));
-  const lnYValid = Float64Array.from(parts.validation, (s, i) => Math.log(s.target / baselineOf(validVectors[i]!)));
-
-  const ensembles = {} as Record<keyof typeof QUANTILES, EnsembleJson>;
-  const trees = { q10: 0, q50: 0, q90: 0 };
-  for (const key of ['q10', 'q50', 'q90'] as const) {
-    const started = Date.now();
-    const result = boost(fitBins, lnY, validBins, lnYValid, edges, quantileLoss(QUANTILES[key]), params, new Random(seed, `${model}:${key}`));
-    ensembles[key] = result.ensemble;
-    trees[key] = result.bestTrees;
-    log(
-      `  ${model} ${key}: ${result.bestTrees} trees, validation pinball (ln min) ${result.validationLoss[result.bestTrees]!.toFixed(5)} (${Date.now() - started} ms)`,
-    );
-  }
-
+  const { edges, ensembles, trees } = boostQuantiles(model, parts, seed, params, log);
   const unconformal: QuantileArtifact = {
     model,
     kind: 'quantile',
@@ -191,9 +168,50 @@ export function trainQuantileModel(
   );
   const artifact: QuantileArtifact = { ...unconformal, conformal };
   artifact.version = artifactVersion(artifact);
-  const served = new QuantileModel(artifact);
+  const metrics = evaluateQuantileModel(model, parts, { raw, served: new QuantileModel(artifact) }, { version: artifact.version, trees, conformal });
+  return { artifact, metrics };
+}
 
-  // Held-out evaluation on the test split, with exactly what the API serves.
+/**
+ * The q10, q50 and q90 ensembles, each boosted with its own seeded stream and stopped early on the
+ * validation split. The trees learn ln(minutes / baseline): the ratio to a physical estimate that keeps
+ * growing where the data thins out (baseline.ts).
+ */
+function boostQuantiles(model: 'dwell' | 'travel', parts: Split, seed: number, params: BoostParams, log: (line: string) => void) {
+  const fitVectors = vectors(model, parts.fit);
+  const validVectors = vectors(model, parts.validation);
+  const fitX = matrixOf(fitVectors);
+  const edges = fitEdges(fitX);
+  const fitBins = binMatrix(fitX, edges);
+  const validBins = binMatrix(matrixOf(validVectors), edges);
+  const baselineOf = vectorBaseline(model);
+  const lnY = Float64Array.from(parts.fit, (s, i) => Math.log(s.target / baselineOf(fitVectors[i]!)));
+  const lnYValid = Float64Array.from(parts.validation, (s, i) => Math.log(s.target / baselineOf(validVectors[i]!)));
+
+  const ensembles = {} as Record<keyof typeof QUANTILES, EnsembleJson>;
+  const trees = { q10: 0, q50: 0, q90: 0 };
+  for (const key of ['q10', 'q50', 'q90'] as const) {
+    const started = Date.now();
+    const result = boost(fitBins, lnY, validBins, lnYValid, edges, quantileLoss(QUANTILES[key]), params, new Random(seed, `${model}:${key}`));
+    ensembles[key] = result.ensemble;
+    trees[key] = result.bestTrees;
+    log(
+      `  ${model} ${key}: ${result.bestTrees} trees, validation pinball (ln min) ${result.validationLoss[result.bestTrees]!.toFixed(5)} (${Date.now() - started} ms)`,
+    );
+  }
+  return { edges, ensembles, trees };
+}
+
+/**
+ * Held-out evaluation on the test split, with exactly what the API serves (`served`), against the model
+ * before conformal shifts (`raw`) and a constant baseline: the training split's own quantiles.
+ */
+function evaluateQuantileModel(
+  model: 'dwell' | 'travel',
+  parts: Split,
+  { raw, served }: { raw: QuantileModel; served: QuantileModel },
+  fitted: { version: string; trees: QuantileModelMetrics['trees']; conformal: QuantileArtifact['conformal'] },
+): QuantileModelMetrics {
   const testVectors = vectors(model, parts.test);
   const outcome = Float64Array.from(parts.test, (s) => s.target);
   const predictions = testVectors.map((x) => served.predictVector(x));
@@ -206,11 +224,10 @@ export function trainQuantileModel(
   const constant: QuantileTriple = { q10: quantileOf(trainY, 0.1), q50: quantileOf(trainY, 0.5), q90: quantileOf(trainY, 0.9) };
   const baseline = parts.test.map(() => constant);
   const widths = Float64Array.from(predictions, (p) => p.q90 - p.q10);
-
-  const metrics: QuantileModelMetrics = {
-    version: artifact.version,
+  return {
+    version: fitted.version,
     samples: sizes(parts),
-    trees,
+    trees: fitted.trees,
     coverage80: r4(intervalCoverage(predictions, outcome)),
     meanWidthMin: r2(meanWidth(predictions)),
     medianWidthMin: r2(quantileOf(widths, 0.5)),
@@ -224,7 +241,7 @@ export function trainQuantileModel(
       ]),
     ),
     uncalibratedCoverage80: r4(intervalCoverage(uncalibrated, outcome)),
-    conformalShift: { lower: conformal.lower, upper: conformal.upper },
+    conformalShift: { lower: fitted.conformal.lower, upper: fitted.conformal.upper },
     pinball: roundLosses(pinballLosses(predictions, outcome)),
     baselinePinball: roundLosses(pinballLosses(baseline, outcome)),
     baselineCoverage80: r4(intervalCoverage(baseline, outcome)),
@@ -232,7 +249,6 @@ export function trainQuantileModel(
     crossingRateBeforeSorting: r4(crossingRate(unsorted)),
     specCoverage80: model === 'dwell' ? SPEC.dwellCoverage80 : SPEC.travelCoverage80,
   };
-  return { artifact, metrics };
 }
 
 export function trainLockerModel(
@@ -279,20 +295,31 @@ export function trainLockerModel(
   );
   const artifact: ClassifierArtifact = { ...uncalibratedArtifact, calibration };
   artifact.version = artifactVersion(artifact);
-  const served = new LockerModel(artifact);
+  const metrics = evaluateLockerModel(parts, { raw, served: new LockerModel(artifact) }, { version: artifact.version, trees: result.bestTrees });
+  return { artifact, metrics };
+}
 
+/**
+ * Held-out evaluation of the locker classifier on the test split: the served (calibrated) probabilities,
+ * the raw ones before isotonic calibration, the generator's true probabilities (the oracle) and the
+ * training split's base rate as a constant baseline.
+ */
+function evaluateLockerModel(
+  parts: Split,
+  { raw, served }: { raw: LockerModel; served: LockerModel },
+  fitted: { version: string; trees: number },
+): ClassifierMetrics {
   const testVectors = vectors('locker', parts.test);
   const label = Float64Array.from(parts.test, (s) => s.target);
   const probability = testVectors.map((x) => served.predictVector(x));
-  const rawProbability = testVectors.map((x) => 1 / (1 + Math.exp(-raw.logOdds(x))));
+  const rawProbability = testVectors.map((x) => sigmoid(raw.logOdds(x)));
   const oracle = parts.test.map((s) => s.probability ?? Number.NaN);
   const trainBaseRate = mean(Float64Array.from([...parts.fit, ...parts.validation], (s) => s.target));
   const constant = parts.test.map(() => trainBaseRate);
-
-  const metrics: ClassifierMetrics = {
-    version: artifact.version,
+  return {
+    version: fitted.version,
     samples: sizes(parts),
-    trees: result.bestTrees,
+    trees: fitted.trees,
     rocAuc: r4(rocAuc(probability, label)),
     brier: r4(brierScore(probability, label)),
     logLoss: r4(logLoss(probability, label)),
@@ -317,7 +344,6 @@ export function trainLockerModel(
     specRocAuc: SPEC.lockerRocAuc,
     specBaseRate: SPEC.lockerBaseRate,
   };
-  return { artifact, metrics };
 }
 
 export interface TrainResult {

@@ -3,9 +3,8 @@ import type { Clock } from '../../platform/clock.js';
 import type { EventHub } from '../../platform/event-hub.js';
 import { viewerOf, type Viewer } from '../../platform/ownership.js';
 import type { Principal } from '../../platform/principal.js';
-import type { BookingRecord } from './records.js';
+import type { BookingRecord, MachineStatusEvent } from './records.js';
 import type { RentalService } from './service.js';
-import type { MachineStatusEvent, RentalStore } from './store.js';
 import type { TrackingEventPayload, TrackingState } from './tracking.js';
 
 /*
@@ -14,8 +13,8 @@ import type { TrackingEventPayload, TrackingState } from './tracking.js';
  */
 
 export interface RentalContext {
-  /** The rental rules (subgraphs/rental/service.ts); the loaders below read its store. */
-  rental: RentalService;
+  /** The rental rules (subgraphs/rental/service.ts): every read and change goes through it. */
+  service: RentalService;
   events: EventHub;
   clock: Clock;
   /**
@@ -34,7 +33,7 @@ export interface RentalContext {
  * Per-request loaders. Quotes and bookings of another tenant load as null, exactly as an unknown id, so
  * every path that reaches one (a root field, an entity reference, a subscription) answers as for nothing.
  */
-export function createLoaders(store: RentalStore, principal: Principal) {
+export function createLoaders(service: RentalService, principal: Principal) {
   const viewer = viewerOf(principal);
   const byId = <T extends { id: string }>(fetch: (ids: readonly string[]) => Promise<T[]>, keep: (row: T | undefined) => T | null = (r) => r ?? null) =>
     new DataLoader<string, T | null>(async (ids) => {
@@ -42,11 +41,11 @@ export function createLoaders(store: RentalStore, principal: Principal) {
       return ids.map((id) => keep(rows.get(id)));
     });
   return {
-    machine: byId((ids) => store.machinesByIds(ids)),
-    quote: byId((ids) => store.quotesByIds(ids, viewer)),
-    booking: byId((ids) => store.bookingsByIds(ids, viewer)),
+    machine: byId((ids) => service.machinesByIds(ids)),
+    quote: byId((ids) => service.quotesByIds(ids, viewer)),
+    booking: byId((ids) => service.bookingsByIds(ids, viewer)),
     bookingByQuote: new DataLoader<string, BookingRecord | null>(async (quoteIds) => {
-      const rows = new Map((await store.bookingsByQuoteIds(quoteIds, viewer)).map((b) => [b.quoteId, b]));
+      const rows = new Map((await service.bookingsByQuoteIds(quoteIds, viewer)).map((b) => [b.quoteId, b]));
       return quoteIds.map((id) => rows.get(id) ?? null);
     }),
   };

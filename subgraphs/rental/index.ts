@@ -6,7 +6,8 @@ import { rentalConfig } from './config.js';
 import { rentalRoutes } from './rest.js';
 import { createQuoteSigner } from './signing.js';
 import { RentalService } from './service.js';
-import { RentalStore, TOPICS } from './store.js';
+import { TOPICS } from './records.js';
+import { RentalStore } from './store.js';
 import { predictionForecaster } from './travel.js';
 import { periodic } from '../../platform/periodic.js';
 
@@ -51,7 +52,7 @@ export const rental = defineSubgraph({
   async start({ db, config, clock, events, peers }) {
     const signer = await createQuoteSigner(db, config.QUOTE_SIGNING_KEY);
     const store = await RentalStore.open(db, { onEvents: () => void events.wake() });
-    const rental = new RentalService(store, signer, {
+    const service = new RentalService(store, signer, {
       quoteTtlSeconds: config.QUOTE_TTL_SECONDS,
       trackingTickMs: config.TRACKING_TICK_MS,
       // Truck runs are forecast by the prediction subgraph's travel model, the one that answers
@@ -61,19 +62,19 @@ export const rental = defineSubgraph({
 
     // The sweeper releases machines of expired quotes even when nobody asks; the tracker publishes
     // delivery progress. Both are safe to run on every instance (conditional updates).
-    const sweeper = periodic(() => store.releaseExpired(clock.now()), config.QUOTE_SWEEP_INTERVAL_MS);
-    const tracker = periodic(() => rental.publishTracking(clock.now()), Math.min(config.TRACKING_TICK_MS, 1000));
+    const sweeper = periodic(() => service.releaseExpired(clock.now()), config.QUOTE_SWEEP_INTERVAL_MS);
+    const tracker = periodic(() => service.publishTracking(clock.now()), Math.min(config.TRACKING_TICK_MS, 1000));
 
     return {
       context(request): RentalContext {
         return {
-          rental,
+          service,
           events,
           clock,
           now: clock.now(),
           idempotencyKey: request.headers['idempotency-key'],
           principal: request.principal,
-          loaders: createLoaders(store, request.principal),
+          loaders: createLoaders(service, request.principal),
         };
       },
       async close() {

@@ -6,6 +6,29 @@ export type MachineStatus = 'available' | 'reserved' | 'in_use';
 export type QuoteStatus = 'active' | 'confirmed' | 'expired';
 type BookingStatus = 'confirmed' | 'completed';
 
+/** The outbox topics the rental subgraph writes (subgraphs/rental/store.ts) and its subscriptions read. */
+export const TOPICS = {
+  /** key: machine id */
+  machineStatus: 'rental.machine_status',
+  /** fleet-wide, no key */
+  fleetSummary: 'rental.fleet_summary',
+  /** key: booking id */
+  booking: 'rental.booking',
+  /** key: booking id */
+  tracking: 'rental.tracking',
+} as const;
+
+/** A machine's status change as its event carries it. */
+export interface MachineStatusEvent {
+  machineId: string;
+  previousStatus: MachineStatus;
+  status: MachineStatus;
+  reason: 'quote' | 'confirm' | 'complete' | 'expiry';
+  quoteId: string | null;
+  bookingId: string | null;
+  at: string;
+}
+
 export interface Place {
   id: string;
   name: string;

@@ -1,3 +1,4 @@
+import { sequenceCursor } from '../../platform/cursor.js';
 import { domainError } from '../../platform/errors.js';
 import { mapEvents } from '../../platform/event-hub.js';
 import { isOperator } from '../../platform/principal.js';
@@ -19,9 +20,8 @@ import {
   quoteIdArg,
   quoteIdRef,
 } from './inputs.js';
-import { effectiveQuoteStatus, type BookingRecord, type FleetSummaryRecord } from './records.js';
+import { TOPICS, effectiveQuoteStatus, type BookingRecord, type FleetSummaryRecord, type MachineStatusEvent } from './records.js';
 import type { Resolvers } from './schema-types.js';
-import { TOPICS, type MachineStatusEvent } from './store.js';
 import { criticalLeg, earliestStart, type TrackingEventPayload } from './tracking.js';
 
 const must = <T>(value: T | null | undefined, what: string): T => {
@@ -37,63 +37,58 @@ const machinesOf = async (ids: string[], ctx: RentalContext) =>
     if (m instanceof Error) throw m;
     return must(m, `machine ${ids[i]}`);
   });
-const cursorOf = (seq: string) => Buffer.from(`booking:${seq}`).toString('base64url');
-function seqOfCursor(cursor: string): string {
-  // Only the exact text this API hands out: no leading zeros, no other spelling of the same bytes.
-  const match = /^booking:([1-9]\d{0,17})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match || cursorOf(match[1]!) !== cursor) throw invalidInput([{ field: 'after', message: 'is not a cursor returned by this API' }]);
-  return match[1]!;
-}
+/** Cursors of the bookings ledger, by booking sequence number. */
+const bookingCursor = sequenceCursor('booking');
 
 /** The leg that arrives last: the booking is on site when it is. */
 const lastLeg = (b: BookingRecord) => criticalLeg(b.legs);
 
 function trackingOf(booking: BookingRecord, ctx: RentalContext): TrackingView {
-  return { booking, state: ctx.rental.tracking(booking, ctx.now), computedAt: ctx.now };
+  return { booking, state: ctx.service.tracking(booking, ctx.now), computedAt: ctx.now };
 }
 
 /** Fresh time and loaders for one subscription event: a long-lived context must not serve stale rows. */
 function renew(ctx: RentalContext): void {
   ctx.now = ctx.clock.now();
-  ctx.loaders = createLoaders(ctx.rental.store, ctx.principal);
+  ctx.loaders = createLoaders(ctx.service, ctx.principal);
 }
 
 export const rentalResolvers: Resolvers = {
   DateTime: DateTimeScalar,
   Query: {
     machines: async (_, __, ctx) => {
-      return ctx.rental.machines(ctx.now);
+      return ctx.service.machines(ctx.now);
     },
     machine: async (_, args, ctx) => {
       const id = parseInput(machineIdArg, args.id, 'id');
-      await ctx.rental.releaseExpired(ctx.now);
+      await ctx.service.releaseExpired(ctx.now);
       return ctx.loaders.machine.load(id);
     },
-    locations: (_, __, ctx) => ctx.rental.locations(),
-    depots: (_, __, ctx) => ctx.rental.depots(),
+    locations: (_, __, ctx) => ctx.service.locations(),
+    depots: (_, __, ctx) => ctx.service.depots(),
     fleetSummary: async (_, __, ctx) => {
-      return ctx.rental.fleetSummary(ctx.now);
+      return ctx.service.fleetSummary(ctx.now);
     },
     quote: async (_, args, ctx) => {
       const id = parseInput(quoteIdArg, args.id, 'id');
-      await ctx.rental.releaseExpired(ctx.now);
+      await ctx.service.releaseExpired(ctx.now);
       return ctx.loaders.quote.load(id);
     },
     booking: (_, args, ctx) => ctx.loaders.booking.load(parseInput(bookingIdArg, args.id, 'id')),
     bookings: async (_, args, ctx) => {
       const { first, after } = parseInput(bookingsPageArgs, args);
       const viewer = viewerOf(ctx.principal);
-      const page = await ctx.rental.bookingsPage(first, after === null || after === undefined ? null : seqOfCursor(after), viewer);
+      const page = await ctx.service.bookingsPage(first, after === null || after === undefined ? null : bookingCursor.decode(after), viewer);
       for (const b of page.rows) ctx.loaders.booking.prime(b.id, b);
-      const edges = page.rows.map((node) => ({ cursor: cursorOf(node.seq), node }));
+      const edges = page.rows.map((node) => ({ cursor: bookingCursor.encode(node.seq), node }));
       return { edges, pageInfo: { hasNextPage: page.hasNext, endCursor: edges.at(-1)?.cursor ?? null }, viewer };
     },
     tracking: async (_, args, ctx) => {
       const booking = await ctx.loaders.booking.load(parseInput(bookingIdArg, args.bookingId, 'bookingId'));
       return booking ? trackingOf(booking, ctx) : null;
     },
-    quoteSigningKeys: async (_, __, ctx) => (await ctx.rental.signer.jwks()).keys,
-    eventCursor: (_, __, ctx) => ctx.rental.eventCursor(),
+    quoteSigningKeys: (_, __, ctx) => ctx.service.signingKeys(),
+    eventCursor: (_, __, ctx) => ctx.service.eventCursor(),
     viewer: (_, __, ctx) => ({
       id: ctx.principal.id,
       tenant: ctx.principal.tenant,
@@ -107,7 +102,7 @@ export const rentalResolvers: Resolvers = {
         const after = await ctx.events.resumeCursor(args.after, TOPICS.machineStatus);
         const keys = parseInput(machineIdsFilter, args.machineIds, 'machineIds') ?? null;
         if (keys) {
-          const known = new Set((await ctx.rental.machinesByIds(keys)).map((m) => m.id));
+          const known = new Set((await ctx.service.machinesByIds(keys)).map((m) => m.id));
           const unknown = keys.filter((id) => !known.has(id));
           if (unknown.length > 0) throw domainError('NOT_FOUND', `Machine ${unknown.join(', ')} not found`);
         }
@@ -174,20 +169,20 @@ export const rentalResolvers: Resolvers = {
       if (input.startTime.getTime() > latest) {
         throw invalidInput([{ field: 'startTime', message: `must be at most ${START_TIME_WINDOW.futureDays} days ahead` }]);
       }
-      const quote = await ctx.rental.createQuote({ ...input, now: ctx.now, owner: ownerOf(ctx.principal) });
+      const quote = await ctx.service.createQuote({ ...input, now: ctx.now, owner: ownerOf(ctx.principal) });
       ctx.loaders.quote.prime(quote.id, quote);
       return quote;
     },
     confirmBooking: async (_, args, ctx) => {
       const input = parseInput(confirmBookingInput, args.input);
       const key = ctx.idempotencyKey === undefined ? null : parseInput(idempotencyKey, ctx.idempotencyKey, 'Idempotency-Key');
-      const booking = await ctx.rental.confirmBooking({ ...input, idempotencyKey: key, now: ctx.now, viewer: viewerOf(ctx.principal) });
+      const booking = await ctx.service.confirmBooking({ ...input, idempotencyKey: key, now: ctx.now, viewer: viewerOf(ctx.principal) });
       ctx.loaders.booking.prime(booking.id, booking);
       return booking;
     },
     completeBooking: async (_, args, ctx) => {
       const bookingId = parseInput(bookingIdArg, args.bookingId, 'bookingId');
-      const booking = await ctx.rental.completeBooking({ bookingId, now: ctx.now, viewer: viewerOf(ctx.principal) });
+      const booking = await ctx.service.completeBooking({ bookingId, now: ctx.now, viewer: viewerOf(ctx.principal) });
       ctx.loaders.booking.clear(booking.id).prime(booking.id, booking);
       return booking;
     },
@@ -196,7 +191,7 @@ export const rentalResolvers: Resolvers = {
     __resolveReference: (ref, ctx) => ctx.loaders.machine.load(parseInput(idArg, ref.id, 'id')),
     hourlyRate: (m) => euros(m.hourlyRateCents),
     status: (m) => upper(m.status),
-    depot: (m, _, ctx) => must(ctx.rental.depot(m.depotId), `depot ${m.depotId}`),
+    depot: (m, _, ctx) => must(ctx.service.depot(m.depotId), `depot ${m.depotId}`),
   },
   Depot: { coordinates },
   Location: { coordinates },
@@ -204,7 +199,7 @@ export const rentalResolvers: Resolvers = {
     __resolveReference: async (ref, ctx) => ctx.loaders.quote.load(parseInput(quoteIdRef, ref.id, 'id')),
     status: (q, _, ctx) => upper(effectiveQuoteStatus(q, ctx.now)),
     machines: (q, _, ctx) => machinesOf(q.machineIds, ctx),
-    location: (q, _, ctx) => must(ctx.rental.location(q.locationId), `location ${q.locationId}`),
+    location: (q, _, ctx) => must(ctx.service.location(q.locationId), `location ${q.locationId}`),
     lineItems: (q) => q.lineItems,
     deliveries: (q) => q.deliveries,
     subtotal: (q) => euros(q.subtotalCents),
@@ -219,19 +214,19 @@ export const rentalResolvers: Resolvers = {
     amount: (l) => euros(l.amountCents),
   },
   DeliveryCharge: {
-    depot: (d, _, ctx) => must(ctx.rental.depot(d.depotId), `depot ${d.depotId}`),
+    depot: (d, _, ctx) => must(ctx.service.depot(d.depotId), `depot ${d.depotId}`),
     machines: (d, _, ctx) => machinesOf(d.machineIds, ctx),
     amount: (d) => euros(d.amountCents),
   },
   BookingConnection: {
-    totalCount: (page, _, ctx) => ctx.rental.bookingsTotal(page.viewer),
+    totalCount: (page, _, ctx) => ctx.service.bookingsTotal(page.viewer),
   },
   Booking: {
     __resolveReference: (ref, ctx) => ctx.loaders.booking.load(parseInput(bookingIdRef, ref.id, 'id')),
     status: (b) => upper(b.status),
     quote: async (b, _, ctx) => must(await ctx.loaders.quote.load(b.quoteId), 'quote'),
     machines: (b, _, ctx) => machinesOf(b.machineIds, ctx),
-    location: (b, _, ctx) => must(ctx.rental.location(b.locationId), `location ${b.locationId}`),
+    location: (b, _, ctx) => must(ctx.service.location(b.locationId), `location ${b.locationId}`),
     bill: (b) => ({
       currency: 'EUR',
       quotedHours: b.durationHours,
@@ -262,7 +257,7 @@ export const rentalResolvers: Resolvers = {
     computedAt: (t) => t.computedAt,
   },
   DeliveryLeg: {
-    depot: (l, _, ctx) => must(ctx.rental.depot(l.leg.depotId), `depot ${l.leg.depotId}`),
+    depot: (l, _, ctx) => must(ctx.service.depot(l.leg.depotId), `depot ${l.leg.depotId}`),
     machines: (l, _, ctx) => machinesOf(l.leg.machineIds, ctx),
     status: (l) => upper(l.status),
     distanceKm: (l) => l.leg.distanceKm,

@@ -4,7 +4,7 @@ import { domainError } from '../../platform/errors.js';
 import type { Owner, Viewer } from '../../platform/ownership.js';
 import { PRICING, closeBill, deliveryRuns, priceQuote } from './pricing.js';
 import type { BookingRecord, FleetSummaryRecord, MachineRecord, Place, QuoteRecord } from './records.js';
-import type { QuoteSigner } from './signing.js';
+import type { PublicJwk, QuoteSigner } from './signing.js';
 import type { RentalStore, TrackedBooking } from './store.js';
 import {
   DELIVERY,
@@ -46,8 +46,8 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 export class RentalService {
   constructor(
-    readonly store: RentalStore,
-    readonly signer: QuoteSigner,
+    private readonly store: RentalStore,
+    private readonly signer: QuoteSigner,
     private readonly options: RentalServiceOptions,
   ) {}
 
@@ -94,6 +94,26 @@ export class RentalService {
 
   machinesByIds(ids: readonly string[]): Promise<MachineRecord[]> {
     return this.store.machinesByIds(ids);
+  }
+
+  /** The quotes of these ids the viewer may see (another tenant's are left out, as unknown ids). */
+  quotesByIds(ids: readonly string[], viewer: Viewer): Promise<QuoteRecord[]> {
+    return this.store.quotesByIds(ids, viewer);
+  }
+
+  /** The bookings of these ids the viewer may see. */
+  bookingsByIds(ids: readonly string[], viewer: Viewer): Promise<BookingRecord[]> {
+    return this.store.bookingsByIds(ids, viewer);
+  }
+
+  /** The bookings the viewer may see that confirmed these quotes. */
+  bookingsByQuoteIds(quoteIds: readonly string[], viewer: Viewer): Promise<BookingRecord[]> {
+    return this.store.bookingsByQuoteIds(quoteIds, viewer);
+  }
+
+  /** The public keys that verify quote signatures (a JWKS). */
+  async signingKeys(): Promise<PublicJwk[]> {
+    return (await this.signer.jwks()).keys;
   }
 
   eventCursor(): Promise<string> {

@@ -4,29 +4,17 @@ import { domainError } from '../../platform/errors.js';
 import { appendEvents, lockCommitOrder, type OutboxEvent } from '../../platform/outbox.js';
 import { viewedTenant, type Owner, type Viewer } from '../../platform/ownership.js';
 import { surgeMultiplier, utilizationOf, type Bill, type FleetCounts } from './pricing.js';
-import type { BookingRecord, FleetSummaryRecord, MachineRecord, MachineStatus, Place, QuoteRecord } from './records.js';
+import {
+  TOPICS,
+  type BookingRecord,
+  type FleetSummaryRecord,
+  type MachineRecord,
+  type MachineStatus,
+  type MachineStatusEvent,
+  type Place,
+  type QuoteRecord,
+} from './records.js';
 import type { PlannedLeg, TrackingEventPayload, TrackingStatus } from './tracking.js';
-
-export const TOPICS = {
-  /** key: machine id */
-  machineStatus: 'rental.machine_status',
-  /** fleet-wide, no key */
-  fleetSummary: 'rental.fleet_summary',
-  /** key: booking id */
-  booking: 'rental.booking',
-  /** key: booking id */
-  tracking: 'rental.tracking',
-} as const;
-
-export interface MachineStatusEvent {
-  machineId: string;
-  previousStatus: MachineStatus;
-  status: MachineStatus;
-  reason: 'quote' | 'confirm' | 'complete' | 'expiry';
-  quoteId: string | null;
-  bookingId: string | null;
-  at: string;
-}
 
 const MACHINE_COLUMNS = `id, name, category, hourly_rate_cents AS "hourlyRateCents", depot_id AS "depotId", status`;
 const QUOTE_COLUMNS = `id::text AS id, tenant, principal, status, machine_ids AS "machineIds", location_id AS "locationId",
@@ -80,6 +68,21 @@ export interface QuoteTerms {
   currency: string;
   signature: string;
   expiresAt: Date;
+}
+
+/** A confirm as the service hands it to the store (RentalService.confirmBooking). */
+interface ConfirmQuoteInput {
+  quoteId: string;
+  customerName: string;
+  idempotencyKey: string | null;
+  /** The request as its Idempotency-Key remembers it (subgraphs/rental/service.ts). */
+  fingerprint: string;
+  now: Date;
+  viewer: Viewer;
+  /** The delivery plan, forecast from the quote's terms before the transaction; null when the quote was not active. */
+  planned: PlannedLeg[] | null;
+  /** The new booking's tracking: its status and the event announcing it. */
+  tracking: (bookingId: string, legs: PlannedLeg[], locationId: string) => { status: TrackingStatus; payload: TrackingEventPayload };
 }
 
 export class RentalStore {
@@ -396,20 +399,8 @@ export class RentalStore {
    * fingerprint are inserted with the booking, in its transaction: a concurrent request with the same
    * key waits on that insert (the unique key) or on the quote's row, then reads the committed booking.
    */
-  async confirmQuote(input: {
-    quoteId: string;
-    customerName: string;
-    idempotencyKey: string | null;
-    /** The request as its Idempotency-Key remembers it (subgraphs/rental/service.ts). */
-    fingerprint: string;
-    now: Date;
-    viewer: Viewer;
-    /** The delivery plan, forecast from the quote's terms before the transaction; null when the quote was not active. */
-    planned: PlannedLeg[] | null;
-    /** The new booking's tracking: its status and the event announcing it. */
-    tracking: (bookingId: string, legs: PlannedLeg[], locationId: string) => { status: TrackingStatus; payload: TrackingEventPayload };
-  }): Promise<BookingRecord> {
-    const { now, quoteId, idempotencyKey, viewer, fingerprint, planned } = input;
+  async confirmQuote(input: ConfirmQuoteInput): Promise<BookingRecord> {
+    const { now, quoteId, idempotencyKey, viewer, fingerprint } = input;
     try {
       return await this.transact(async (tx) => {
         const replay = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint, viewer);
@@ -421,72 +412,7 @@ export class RentalStore {
             [quoteId, now, viewedTenant(viewer)],
           )
         ).rows[0];
-        if (!quote) {
-          const found = (
-            await tx.query<{ status: string; expiresAt: Date; bookingId: string | null }>(
-              `SELECT q.status, q.expires_at AS "expiresAt", b.id AS "bookingId"
-               FROM rental_quotes q LEFT JOIN rental_bookings b ON b.quote_id = q.id
-               WHERE q.id = $1 AND ($2::text IS NULL OR q.tenant = $2)`,
-              [quoteId, viewedTenant(viewer)],
-            )
-          ).rows[0];
-          if (!found) throw domainError('NOT_FOUND', `Quote ${quoteId} not found`);
-          if (found.status === 'confirmed') {
-            // A concurrent confirm with the same key may have committed while this one waited.
-            const raced = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint, viewer);
-            if (raced) return raced;
-            throw domainError('CONFLICT', `Quote ${quoteId} is already confirmed as booking ${found.bookingId ?? ''}`.trim());
-          }
-          throw domainError('GONE', `Quote ${quoteId} expired at ${found.expiresAt.toISOString()}`);
-        }
-        const bookingId = `BK-${randomBytes(6).toString('hex').toUpperCase()}`;
-        const moved = await tx.query<{ id: string }>(
-          `UPDATE rental_machines SET status = 'in_use', quote_id = NULL, booking_id = $2, updated_at = $3
-           WHERE quote_id = $1 AND status = 'reserved' RETURNING id`,
-          [quoteId, bookingId, now],
-        );
-        if (moved.rowCount !== quote.machineIds.length) {
-          throw new Error(`quote ${quoteId} held ${moved.rowCount} of its ${quote.machineIds.length} machines`);
-        }
-        if (!planned) throw new Error(`quote ${quoteId} was confirmed without a delivery plan`);
-        const legs = planned;
-        const tracking = input.tracking(bookingId, legs, quote.locationId);
-        // The ledger pages by seq: draw it in commit order, so a client paging meanwhile never passes
-        // over a booking whose number was drawn earlier but not yet committed.
-        await lockCommitOrder(tx);
-        const booking = (
-          await tx.query<BookingRecord>(
-            `INSERT INTO rental_bookings (id, tenant, principal, quote_id, idempotency_key, customer_name, status, machine_ids, location_id,
-               start_time, duration_hours, confirmed_at, legs, quoted_cents, tracking_status, tracking_at, idempotency_fingerprint)
-             VALUES ($1, $14, $15, $2, $3, $4, 'confirmed', $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $9, $13)
-             RETURNING ${BOOKING_COLUMNS}`,
-            [
-              bookingId,
-              quoteId,
-              idempotencyKey,
-              input.customerName,
-              quote.machineIds,
-              quote.locationId,
-              quote.startTime,
-              quote.durationHours,
-              now,
-              JSON.stringify(legs),
-              quote.totalCents,
-              tracking.status,
-              idempotencyKey === null ? null : fingerprint,
-              quote.tenant,
-              viewer.owner.principal,
-            ],
-          )
-        ).rows[0]!;
-        const owner = { tenant: booking.tenant, principal: booking.principal };
-        await appendEvents(tx, [
-          ...quote.machineIds.map((id) => machineEvent(id, 'reserved', 'in_use', 'confirm', now, { quoteId, bookingId }, owner)),
-          await fleetEvent(tx, now),
-          bookingEvent(bookingId, 'confirmed', now, owner),
-          trackingEvent(bookingId, tracking.payload, owner),
-        ]);
-        return booking;
+        return quote ? this.book(tx, quote, input) : this.answerForInactiveQuote(tx, input);
       });
     } catch (error) {
       // Another confirm with this key committed while this one ran (its insert waited on the unique key):
@@ -498,6 +424,87 @@ export class RentalStore {
       if ((error as { code?: string }).code === '23505') throw domainError('CONFLICT', `Quote ${quoteId} was confirmed by a concurrent request`);
       throw error;
     }
+  }
+
+  /**
+   * The answer to a confirm whose quote was not active: the booking a concurrent confirm with the same
+   * key committed while this one waited; otherwise 404 (unknown, or another tenant's), 409 (already
+   * confirmed) or 410 (expired).
+   */
+  private async answerForInactiveQuote(tx: Queryable, input: ConfirmQuoteInput): Promise<BookingRecord> {
+    const { quoteId, idempotencyKey, fingerprint, viewer } = input;
+    const found = (
+      await tx.query<{ status: string; expiresAt: Date; bookingId: string | null }>(
+        `SELECT q.status, q.expires_at AS "expiresAt", b.id AS "bookingId"
+         FROM rental_quotes q LEFT JOIN rental_bookings b ON b.quote_id = q.id
+         WHERE q.id = $1 AND ($2::text IS NULL OR q.tenant = $2)`,
+        [quoteId, viewedTenant(viewer)],
+      )
+    ).rows[0];
+    if (!found) throw domainError('NOT_FOUND', `Quote ${quoteId} not found`);
+    if (found.status === 'confirmed') {
+      const raced = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint, viewer);
+      if (raced) return raced;
+      throw domainError('CONFLICT', `Quote ${quoteId} is already confirmed as booking ${found.bookingId ?? ''}`.trim());
+    }
+    throw domainError('GONE', `Quote ${quoteId} expired at ${found.expiresAt.toISOString()}`);
+  }
+
+  /**
+   * The booking of a quote this transaction has just confirmed: its machines move from reserved to in use,
+   * the booking is inserted with its delivery plan, tracking status and the request's key, and the
+   * machine, fleet, booking and tracking events are appended.
+   */
+  private async book(tx: Queryable, quote: QuoteRecord, input: ConfirmQuoteInput): Promise<BookingRecord> {
+    const { now, quoteId, idempotencyKey, viewer, fingerprint, planned } = input;
+    const bookingId = `BK-${randomBytes(6).toString('hex').toUpperCase()}`;
+    const moved = await tx.query<{ id: string }>(
+      `UPDATE rental_machines SET status = 'in_use', quote_id = NULL, booking_id = $2, updated_at = $3
+       WHERE quote_id = $1 AND status = 'reserved' RETURNING id`,
+      [quoteId, bookingId, now],
+    );
+    if (moved.rowCount !== quote.machineIds.length) {
+      throw new Error(`quote ${quoteId} held ${moved.rowCount} of its ${quote.machineIds.length} machines`);
+    }
+    if (!planned) throw new Error(`quote ${quoteId} was confirmed without a delivery plan`);
+    const legs = planned;
+    const tracking = input.tracking(bookingId, legs, quote.locationId);
+    // The ledger pages by seq: draw it in commit order, so a client paging meanwhile never passes
+    // over a booking whose number was drawn earlier but not yet committed.
+    await lockCommitOrder(tx);
+    const booking = (
+      await tx.query<BookingRecord>(
+        `INSERT INTO rental_bookings (id, tenant, principal, quote_id, idempotency_key, customer_name, status, machine_ids, location_id,
+           start_time, duration_hours, confirmed_at, legs, quoted_cents, tracking_status, tracking_at, idempotency_fingerprint)
+         VALUES ($1, $14, $15, $2, $3, $4, 'confirmed', $5, $6, $7, $8, $9, $10::jsonb, $11, $12, $9, $13)
+         RETURNING ${BOOKING_COLUMNS}`,
+        [
+          bookingId,
+          quoteId,
+          idempotencyKey,
+          input.customerName,
+          quote.machineIds,
+          quote.locationId,
+          quote.startTime,
+          quote.durationHours,
+          now,
+          JSON.stringify(legs),
+          quote.totalCents,
+          tracking.status,
+          idempotencyKey === null ? null : fingerprint,
+          quote.tenant,
+          viewer.owner.principal,
+        ],
+      )
+    ).rows[0]!;
+    const owner = { tenant: booking.tenant, principal: booking.principal };
+    await appendEvents(tx, [
+      ...quote.machineIds.map((id) => machineEvent(id, 'reserved', 'in_use', 'confirm', now, { quoteId, bookingId }, owner)),
+      await fleetEvent(tx, now),
+      bookingEvent(bookingId, 'confirmed', now, owner),
+      trackingEvent(bookingId, tracking.payload, owner),
+    ]);
+    return booking;
   }
 
   /**

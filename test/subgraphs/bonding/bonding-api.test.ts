@@ -6,6 +6,7 @@ import { startTestServer, targets, type TestServer } from '../../support/server.
 import { Collector, wsClient } from '../../support/ws.js';
 import { SYSTEM_PRINCIPAL, type Principal } from '../../../platform/principal.js';
 import { BondingService } from '../../../subgraphs/bonding/service.js';
+import { BondingStore } from '../../../subgraphs/bonding/store.js';
 import { createLoaders, type BondingContext } from '../../../subgraphs/bonding/context.js';
 import { until, waitFor } from '../../support/wait.js';
 
@@ -344,14 +345,14 @@ describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode
   it("outside demo mode, keys are distilled on and shown to the session's own user only", async () => {
     const instance = server.subgraphs.get('bonding')!;
     const start = await rest(url, 'POST', '/bonding/api/bonding/start?user_id=keyed');
+    // This server runs in demo mode; the service is made as a server with credentials would make it, over
+    // the same database.
+    const db = server.subgraphServers.get('bonding')?.runtime.db ?? server.db;
+    const store = new BondingStore(db, { tickMs: 100, simSecondsPerTick: 60, sessionTtlSeconds: 3600, maxOpenSessionsPerUser: 3 });
+    const service = new BondingService(store, false);
     const run = (principal: Principal) => {
-      // This server runs in demo mode; the context is made as a server with credentials would make it.
       const ctx = instance.context({ headers: {}, principal }) as BondingContext;
-      const contextValue: BondingContext = {
-        ...ctx,
-        bonding: new BondingService(ctx.bonding.store, false),
-        loaders: createLoaders(ctx.bonding.store, principal),
-      };
+      const contextValue: BondingContext = { ...ctx, service, loaders: createLoaders(service, principal) };
       return execute({
         schema: instance.schema,
         document: parse('mutation($i: QuantumKeyInput!) { generateQuantumKey(input: $i) { status key fingerprint } }'),

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { rocAuc, rSquared, undefinedOn } from '../../../subgraphs/features/learn.js';
+import { rocAuc } from '../../../platform/statistics.js';
+import { rSquared, undefinedOn } from '../../../subgraphs/features/learn.js';
 
 describe('features learn: metrics are undefined where the data leaves them undefined', () => {
   it('ROC AUC: ranks, ties as half, NaN with one class or no rows', () => {

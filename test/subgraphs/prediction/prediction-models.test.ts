@@ -6,9 +6,10 @@ import { conformalQuantile } from '../../../subgraphs/prediction/conformal.js';
 import { MODEL_FEATURES, angleOf, encodeCyclic, restFeatureSchema, type ModelName } from '../../../subgraphs/prediction/features.js';
 import { composeColdChain, deliveryTravelFeatures, readDwell } from '../../../subgraphs/prediction/forecasts.js';
 import { generate } from '../../../subgraphs/prediction/generator.js';
-import { expectedCalibrationError, rocAuc } from '../../../subgraphs/prediction/metrics.js';
+import { expectedCalibrationError } from '../../../subgraphs/prediction/metrics.js';
 import { loadModels } from '../../../subgraphs/prediction/model.js';
 import { Random } from '../../../platform/random.js';
+import { rocAuc } from '../../../platform/statistics.js';
 
 const models = loadModels();
 
@@ -180,9 +181,19 @@ describe('building blocks', () => {
     expect(expectedCalibrationError(calibrated, label)).toBeLessThan(0.03);
   });
 
-  it('rocAuc counts ties as half', () => {
+  it('rocAuc is the Mann-Whitney share of pairs ordered right, a tied pair counting half', () => {
     expect(rocAuc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1])).toBeCloseTo(0.75, 9);
     expect(rocAuc([0.5, 0.5], [0, 1])).toBe(0.5);
+    // Positives 0.5, 0.5, 0.9 against negatives 0.1, 0.2, 0.5: each 0.5 beats two negatives and ties one
+    // (2.5 pairs each), 0.9 beats all three, so 8 of the 9 pairs. By ranks: the three 0.5s share rank 4,
+    // the positives' rank sum is 4 + 4 + 6 = 14, U = 14 - 3 * 4 / 2 = 8.
+    expect(rocAuc([0.2, 0.5, 0.5, 0.5, 0.9, 0.1], [0, 1, 0, 1, 1, 0])).toBeCloseTo(8 / 9, 12);
+    // Every score tied: no pair is ordered, each counts half.
+    expect(rocAuc([0.3, 0.3, 0.3, 0.3], [1, 0, 0, 1])).toBe(0.5);
+    // A label above 0 is positive (a count of claims reads as "any"); one class only leaves AUC undefined.
+    expect(rocAuc([0.1, 0.9, 0.5], [0, 2, 1])).toBe(1);
+    expect(rocAuc([0.1, 0.9], [1, 1])).toBeNaN();
+    expect(rocAuc([0.1, 0.9], [0, 0])).toBeNaN();
   });
 
   it('reads the dwell risk from the q90 margin and names it', () => {

@@ -4,6 +4,7 @@ import { SATURATING_INPUTS, dwellMinutes, generate, lockerLogit, travelMinutes }
 import { coverageByDecile, intervalCoverage, type QuantileTriple } from '../../../subgraphs/prediction/metrics.js';
 import { loadModels } from '../../../subgraphs/prediction/model.js';
 import { Random } from '../../../platform/random.js';
+import { sigmoid } from '../../../platform/statistics.js';
 
 /*
  * The checked-in models over everything the API accepts, checked against the generator itself: its
@@ -19,7 +20,6 @@ const BAND = 0.04;
 
 const numericInputs = (model: ModelName) => MODEL_FEATURES[model].filter((s) => s.kind === 'number' || s.kind === 'count');
 const draw = { dwell: dwellMinutes, travel: travelMinutes };
-const sigmoid = (x: number) => 1 / (1 + Math.exp(-x));
 const trueProbability = (record: Record<string, number>) => sigmoid(lockerLogit(record, angleOf(record['hour_sin']!, record['hour_cos']!, 24)));
 
 describe('the training data reaches the ends of every accepted range', () => {
