@@ -73,9 +73,9 @@ export default tseslint.config(
     // The layout (tools/layout-rules.mjs): the layers, gateway/'s rooms and what each may import, and inside
     // a subgraph resolvers -> service -> store with the service handle named `service`. Judged as an import
     // is written; test/repository/architecture.test.ts reads every import of the tree by the same rules.
-    files: ['gateway/**/*.ts', 'platform/**/*.{ts,mjs}', 'schema/**/*.ts', 'tools/**/*.{ts,mjs}'],
+    files: ['gateway/**/*.ts', 'platform/**/*.{ts,mjs}', 'subgraphs/**/*.{ts,mjs}', 'schema/**/*.ts', 'tools/**/*.{ts,mjs}'],
     plugins: { layout: layoutPlugin },
-    rules: { 'layout/imports': 'error' },
+    rules: { 'layout/imports': 'error', 'layout/service-handle': 'error' },
   },
   {
     // Tests and benchmarks read JSON answers off the wire (`Record<string, any>`) and check them with

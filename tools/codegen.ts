@@ -61,10 +61,10 @@ const CONFIG: Record<SubgraphName, SubgraphTypes> = {
   bonding: {
     context: './context.js#BondingContext',
     mappers: {
-      BondingSession: './store.js#SessionRecord',
+      BondingSession: './records.js#SessionRecord',
       BondPath: './link-model.js#PathState',
       Plane: './state-machine.js#PlaneRecord',
-      QuantumKeySummary: './store.js#KeySummary',
+      QuantumKeySummary: './records.js#KeySummary',
       BondingSessionEvent: './context.js#EventView',
     },
   },
@@ -75,13 +75,13 @@ const CONFIG: Record<SubgraphName, SubgraphTypes> = {
   optimization: {
     context: './context.js#OptimizationContext',
     mappers: {
-      Vessel: './store.js#VesselRecord',
-      TrackPoint: './store.js#TrackPointRecord',
+      Vessel: './records.js#VesselRecord',
+      TrackPoint: './records.js#TrackPointRecord',
       SpeedZone: './fleet.js#SpeedZone',
       SafetyVerification: './context.js#SafetyView',
       SeparationViolation: './verify.js#SeparationViolation',
       SpeedViolation: './verify.js#SpeedViolation',
-      QuantumRun: './store.js#RunRecord',
+      QuantumRun: './records.js#RunRecord',
       RunResult: './job.js#JobResult',
       Sample: './job.js#SampleSummary',
       RefinedSolution: './context.js#RefinedView',

@@ -113,6 +113,9 @@ function subgraphViolation(file, target, second, targetLayer, targetSecond) {
   if (file === 'subgraphs/config.ts')
     return targetLayer === 'subgraphs' && target.endsWith('/config.ts') ? null : "subgraphs/config.ts imports each subgraph's config.ts only";
   if (targetLayer !== 'subgraphs' || targetSecond !== second) return `subgraphs/${second} shares code with other subgraphs only through platform/`;
+  if (file === `subgraphs/${second}/resolvers.ts` && target === `subgraphs/${second}/store.ts`) {
+    return `resolvers reach the store only through the service (subgraphs/${second}/service.ts, ctx.service)`;
+  }
   return null;
 }
 

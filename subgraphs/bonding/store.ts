@@ -7,9 +7,6 @@ import { initialState, step, type PathSpec, type PathState } from './link-model.
 import { TOPICS, type KeySummary, type Overview, type SessionEventKind, type SessionEventPayload, type SessionRecord } from './records.js';
 import { afterStep, initialPlanes, type Planes, type SessionState } from './state-machine.js';
 
-// The generated schema-types.ts maps GraphQL types to these records by this module (tools/codegen.ts).
-export type { KeySummary, SessionRecord } from './records.js';
-
 /** A session's owner columns: its user is the principal. */
 const USER_COLUMNS = { tenant: 'tenant', principal: 'user_id' };
 

@@ -21,9 +21,6 @@ const TRACK_HISTORY = 200;
 const FLEET_LOCK = 7_231_004_201;
 const RUN_LOCK = 7_231_004_202;
 
-// The generated schema-types.ts maps GraphQL types to these records by this module (tools/codegen.ts).
-export type { RunRecord, TrackPointRecord, VesselRecord } from './records.js';
-
 /** What a new run is given; the rest of its record is filled in as it runs. */
 export type NewRun = Pick<
   RunRecord,

@@ -111,6 +111,8 @@ describe('the layers', () => {
     expect(violation('gateway/server.ts', 'subgraphs/rental/store.ts')).toMatch(/registry/);
     expect(violation('subgraphs/rental/store.ts', 'subgraphs/rental/tracking.ts')).toBeNull();
     expect(violation('gateway/planner/plan-executor.ts', 'gateway/security/authorization.ts')).toMatch(/may import observability, not gateway\/security/);
+    expect(violation('subgraphs/rental/resolvers.ts', 'subgraphs/rental/store.ts')).toMatch(/only through the service/);
+    expect(violation('subgraphs/rental/service.ts', 'subgraphs/rental/store.ts')).toBeNull();
     expect(violation('gateway/http/app.ts', 'gateway/server.ts')).toMatch(/entry point/);
     expect(violation('gateway/server.ts', 'gateway/http/app.ts')).toBeNull();
   });
