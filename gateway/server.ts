@@ -9,7 +9,6 @@ import { subgraphs as allSubgraphs } from '../subgraphs/registry.js';
 import { type Config } from './config.js';
 import { boundedVariablesPolicy } from './pipeline/bounded-errors.js';
 import { requestErrorPolicy } from './pipeline/graphql-errors.js';
-import { loadGraphQLJit } from './sources/in-process-data-source.js';
 import { graphqlValidation, pipelinePlugin, type Pipeline } from './pipeline/pipeline.js';
 import { remoteSubgraphs, subgraphsPlugin } from './sources/subgraphs.js';
 import { usagePlugin, usagePolicy } from './governance/usage-recording.js';
@@ -98,7 +97,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const app = createHttpApp(config, { admission: true });
   // A busy port is reported before the slow part of the start (database, migrations, gateway).
   await assertPortFree(config.HOST, config.PORT);
-  await app
+  void app
     .register(metricsPlugin)
     .register(admissionPlugin)
     .register(warmUpPlugin)
@@ -129,14 +128,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     .register(restPlugin, (parent) => ({ modules, execute: parent.graphql.execute, authorizer: parent.supergraph.authorizer }))
     .register(gatewayHealthPlugin, (parent) => gatewayHealth(parent, isDemoMode(config)))
     .register(dashboardPlugin, {});
-  app.warmUp.add('graphql-jit', () => void loadGraphQLJit());
-  const url = await readyAndListen(app, config);
-  if (isDemoMode(config)) {
-    app.log.warn(
-      `demo mode on ${config.HOST}: no credential is configured (API_KEYS, API_KEYS_FILE, AUTH_JWKS_URL), so every caller acts as the demo principal, holding every scope`,
-    );
-  }
-  return runningServer(app, url);
+  return runningServer(app, await readyAndListen(app, config));
 }
 
 /** The in-process subgraphs' database, when its opening was started before the server's modules loaded. */

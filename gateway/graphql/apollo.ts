@@ -5,6 +5,7 @@ import {
   ApolloServerPluginUsageReportingDisabled,
 } from '@apollo/server/plugin/disabled';
 import type { FastifyInstance } from 'fastify';
+import { loadGraphQLJit } from '../sources/in-process-data-source.js';
 import fp from 'fastify-plugin';
 import { GraphQLError, type GraphQLFormattedError, type GraphQLSchema } from 'graphql';
 import type { GatewayContext } from '../pipeline/context.js';
@@ -36,8 +37,9 @@ export const graphqlServerPlugin = fp(
     const graphql = await startGraphQLServer({ app, config, gateway: app.federation.gateway, authorizer: app.supergraph.authorizer, pipeline: app.pipeline });
     app.addHook('onClose', () => graphql.apollo.stop());
     app.decorate('graphql', graphql);
+    app.warmUp.add('graphql-jit', () => void loadGraphQLJit());
   },
-  { name: 'graphql-server', fastify: '5.x', dependencies: ['supergraph', 'pipeline'] },
+  { name: 'graphql-server', fastify: '5.x', dependencies: ['warm-up', 'supergraph', 'pipeline'] },
 );
 
 interface GraphQLServerOptions {

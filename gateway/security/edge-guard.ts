@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { platformConfig, sectionOf, type PlatformConfig } from '../../platform/config.js';
+import { isDemoMode, platformConfig, sectionOf, type PlatformConfig } from '../../platform/config.js';
 import { hasScope, isOperator } from '../../platform/principal.js';
 import { pathOf, refuse } from '../http/problem.js';
 import type { RouteTable } from '../http/route-table.js';
@@ -13,7 +13,7 @@ import { RateLimiter, rateHeaders, rateLimitedError } from './rate-limit.js';
 const REFUSAL_PAUSE_MS = 1000;
 
 export interface EdgeGuardPluginOptions {
-  config: PlatformConfig & SecurityConfig;
+  config: PlatformConfig & SecurityConfig & { HOST: string };
 }
 
 /**
@@ -30,6 +30,13 @@ export const edgeGuardPlugin = fp(
     app.decorate('browserOrigins', browserOrigins);
     app.decorate('rateLimiter', rateLimiter);
     registerEdgeGuard(app, { routes: app.routeTable, auth, browserOrigins, rateLimiter });
+    if (isDemoMode(config)) {
+      app.addHook('onListen', async () => {
+        app.log.warn(
+          `demo mode on ${options.config.HOST}: no credential is configured (API_KEYS, API_KEYS_FILE, AUTH_JWKS_URL), so every caller acts as the demo principal, holding every scope`,
+        );
+      });
+    }
   },
   { name: 'edge-guard', fastify: '5.x' },
 );

@@ -46,7 +46,7 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
   const sdl = readSubgraphSdl(module.name);
   const onInternalError = (error: unknown) => app.log.error({ err: error, subgraph: module.name }, 'subgraph fault');
   const instanceOf = (parent: FastifyInstance) => parent.subgraphs.local.get(module.name)!;
-  await app
+  void app
     .register(warmUpPlugin)
     .register(subgraphsPlugin, { config, modules: [module], remoteUrls: new Map(), clock: options.clock ?? systemClock })
     // The operation pipeline (gateway/pipeline/pipeline.ts) with the steps that apply to its gateway's

@@ -1,10 +1,15 @@
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../gateway/config.js';
 import { createHttpApp } from '../../../gateway/http/app.js';
 import { graphqlRoutePlugin } from '../../../gateway/graphql/route.js';
 import { edgeGuardPlugin } from '../../../gateway/security/edge-guard.js';
 import { httpConfig } from '../../../gateway/http/config.js';
+import { startServer } from '../../../gateway/server.js';
 import { ConfigError, sectionOf, type PlatformConfig } from '../../../platform/config.js';
+import { LOCK_FILE } from '../../../platform/data-dir-lock.js';
 import { startTestServer } from '../../support/server.js';
 
 /*
@@ -60,6 +65,21 @@ describe('the parts', () => {
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as ConfigError).message).toMatch(/edge-guard: its configuration has no .*AUTH_RECHECK_S.*platform.s section, platform\/config.ts/);
     await app.close();
+  });
+
+  it('a part that fails to start closes what the parts before it opened: the database and its data directory', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'ops-supergraph-parts-'));
+    const documents = mkdtempSync(join(tmpdir(), 'ops-supergraph-parts-documents-'));
+    writeFileSync(join(documents, 'broken.json'), '{ not json');
+    try {
+      const config = loadConfig({ PORT: '0', DATA_DIR: dataDir, TRUSTED_DOCUMENTS_DIR: documents, TRUSTED_DOCUMENTS: 'allow', LOG_LEVEL: 'silent' });
+      await expect(startServer({ config })).rejects.toThrow(/TRUSTED_DOCUMENTS_DIR/);
+      // The subgraphs' part had opened the database (holding the directory's lock); its onClose released it.
+      expect(existsSync(join(dataDir, LOCK_FILE))).toBe(false);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+      rmSync(documents, { recursive: true, force: true });
+    }
   });
 
   it("a part's section rules are checked with it, naming the part", () => {
