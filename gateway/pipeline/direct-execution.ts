@@ -122,17 +122,88 @@ export interface DirectExecution {
 }
 
 export function createDirectExecution(options: DirectExecutionOptions): DirectExecution {
-  const { policies } = options;
-  const prepared = new WeakMap<GraphQLSchema, Map<string, Prepared>>();
+  return new DirectExecutor(options);
+}
 
-  const prepare = (schema: GraphQLSchema, source: string): Prepared | { syntax: GraphQLError } => {
-    let bySource = prepared.get(schema);
-    if (!bySource) prepared.set(schema, (bySource = new Map<string, Prepared>()));
+/**
+ * The direct execution of a schema being served. Documents are prepared once per schema and source text
+ * (`prepare`); both doors, a REST route's `operation` and GraphQL over HTTP's `accept` and `http`, then run
+ * them through `run` and answer its outcome their own way.
+ */
+class DirectExecutor implements DirectExecution {
+  private readonly policies: readonly OperationPolicy[];
+  /** Per schema, the documents prepared by their source text (a supergraph update starts a new map). */
+  private readonly prepared = new WeakMap<GraphQLSchema, Map<string, Prepared>>();
+
+  constructor(private readonly options: DirectExecutionOptions) {
+    this.policies = options.policies;
+  }
+
+  async operation(source: string, variables: Record<string, unknown>, context: GatewayContext): Promise<OperationAnswer> {
+    await startPolicies(this.policies);
+    const headers = new Map<string, string>();
+    const served = this.options.served();
+    if (!served) throw new Error('the gateway has not loaded its supergraph yet');
+    const ready = this.prepare(served.schema, source);
+    if ('syntax' in ready) return this.failed([withCode(ready.syntax, 'GRAPHQL_PARSE_FAILED')], undefined, headers);
+    if (ready.invalid) return this.failed(ready.invalid, undefined, headers);
+    const { document } = ready;
+    const operation = getOperationAST(document) ?? undefined;
+    const resolved: ResolvedOperation = { schema: served.schema, document, operation, operationName: undefined, source, variables, context };
+    const outcome = await this.run(served, ready, resolved, headers, undefined);
+    if (outcome.kind === 'stopped') return this.failed(outcome.errors, resolved, headers);
+    const answer: OperationAnswer =
+      outcome.kind === 'instead'
+        ? { errors: outcome.errors, status: outcome.status, headers }
+        : {
+            ...(outcome.data !== undefined ? { data: outcome.data } : {}),
+            ...(outcome.errors ? { errors: this.format(outcome.errors) } : {}),
+            headers,
+          };
+    answerPolicies(this.policies, answer, resolved);
+    return answer;
+  }
+
+  accept(source: string, operationName: string | null): AcceptedRequest | null {
+    const served = this.options.served();
+    if (!served) return null;
+    const ready = this.prepare(served.schema, source);
+    if ('syntax' in ready || ready.invalid || !ready.plain) return null;
+    const operation = getOperationAST(ready.document, operationName);
+    if (!operation || operation.operation === OperationTypeNode.SUBSCRIPTION) return null;
+    return { served, source, prepared: ready, operation, operationName };
+  }
+
+  async http(request: AcceptedRequest, variables: Record<string, unknown> | null, context: GatewayContext, contentType: string): Promise<HttpAnswer> {
+    directCounts.http += 1;
+    await startPolicies(this.policies);
+    const { served, source, prepared, operation, operationName } = request;
+    const headers = new Map<string, string>();
+    const resolved: ResolvedOperation = {
+      schema: served.schema,
+      document: prepared.document,
+      operation,
+      operationName,
+      source,
+      variables: variables ?? undefined,
+      context,
+    };
+    const cachePolicy = new CachePolicy();
+    const outcome = await this.run(served, prepared, resolved, headers, cachePolicy);
+    const answer = this.httpAnswerOf(outcome, headers);
+    answerPolicies(this.policies, answer, resolved);
+    return written(answer, headers, outcome.kind === 'ran' ? outcome.extensions : undefined, contentType, cachePolicy);
+  }
+
+  /** The document of `source` parsed and validated against `schema`, or its syntax error; kept per schema. */
+  private prepare(schema: GraphQLSchema, source: string): Prepared | { syntax: GraphQLError } {
+    let bySource = this.prepared.get(schema);
+    if (!bySource) this.prepared.set(schema, (bySource = new Map<string, Prepared>()));
     const known = bySource.get(source);
     if (known) return known;
     let document: DocumentNode;
     try {
-      document = parse(source, { maxTokens: options.maxTokens });
+      document = parse(source, { maxTokens: this.options.maxTokens });
     } catch (error) {
       return { syntax: error instanceof GraphQLError ? error : new GraphQLError(String(error)) };
     }
@@ -146,37 +217,40 @@ export function createDirectExecution(options: DirectExecutionOptions): DirectEx
     if (bySource.size >= MAX_PREPARED) bySource.clear();
     bySource.set(source, made);
     return made;
-  };
+  }
 
-  const format = (errors: readonly GraphQLError[]) => formatErrors(errors, options.formatError);
+  private format(errors: readonly GraphQLError[]): GraphQLFormattedError[] {
+    return formatErrors(errors, this.options.formatError);
+  }
+
   /** The answer of a request refused or failed before (or instead of) its execution. */
-  const failed = (errors: readonly GraphQLError[], operation: ResolvedOperation | undefined, headers: AnswerHeaders): OperationAnswer => {
-    const answer: OperationAnswer = { errors: format(errors), headers };
-    answerPolicies(policies, answer, operation);
+  private failed(errors: readonly GraphQLError[], operation: ResolvedOperation | undefined, headers: AnswerHeaders): OperationAnswer {
+    const answer: OperationAnswer = { errors: this.format(errors), headers };
+    answerPolicies(this.policies, answer, operation);
     return answer;
-  };
+  }
 
   /**
    * What follows the document's preparation on both paths: the policies asked about the resolved operation,
    * an answer given instead, or the executor run (variables that do not coerce coded BAD_USER_INPUT, as
    * Apollo Server codes them). Errors are still unformatted: each path answers them its own way.
    */
-  const run = async (
+  private async run(
     served: ServedExecution,
     ready: Prepared,
     resolved: ResolvedOperation,
     headers: AnswerHeaders,
     cachePolicy: CachePolicy | undefined,
-  ): Promise<Outcome> => {
+  ): Promise<Outcome> {
     try {
-      resolvePolicies(policies, resolved, headers);
+      resolvePolicies(this.policies, resolved, headers);
     } catch (error) {
       return { kind: 'stopped', errors: [asGraphQLError(error)] };
     }
-    const instead = answerInstead(policies, resolved);
+    const instead = answerInstead(this.policies, resolved);
     if (instead) return { kind: 'instead', ...instead };
     const { source, operation, operationName, variables, context } = resolved;
-    const requestContext = requestContextOf(served, source, ready, operation, operationName ?? null, variables, context, cachePolicy);
+    const requestContext = this.requestContextOf(served, source, ready, operation, operationName ?? null, variables, context, cachePolicy);
     try {
       const result = await served.executor(requestContext);
       const errors = result.errors?.map((e) => (isVariableCoercion(e) ? withCode(e, 'BAD_USER_INPUT') : e));
@@ -184,34 +258,10 @@ export function createDirectExecution(options: DirectExecutionOptions): DirectEx
     } catch (error) {
       return { kind: 'stopped', errors: [asGraphQLError(error)] };
     }
-  };
+  }
 
-  const operation: DirectExecution['operation'] = async (source, variables, context) => {
-    await startPolicies(policies);
-    const headers = new Map<string, string>();
-    const served = options.served();
-    if (!served) throw new Error('the gateway has not loaded its supergraph yet');
-    const ready = prepare(served.schema, source);
-    if ('syntax' in ready) return failed([withCode(ready.syntax, 'GRAPHQL_PARSE_FAILED')], undefined, headers);
-    if (ready.invalid) return failed(ready.invalid, undefined, headers);
-    const { document } = ready;
-    const operation = getOperationAST(document) ?? undefined;
-    const resolved: ResolvedOperation = { schema: served.schema, document, operation, operationName: undefined, source, variables, context };
-    const outcome = await run(served, ready, resolved, headers, undefined);
-    if (outcome.kind === 'stopped') return failed(outcome.errors, resolved, headers);
-    const answer: OperationAnswer =
-      outcome.kind === 'instead'
-        ? { errors: outcome.errors, status: outcome.status, headers }
-        : {
-            ...(outcome.data !== undefined ? { data: outcome.data } : {}),
-            ...(outcome.errors ? { errors: format(outcome.errors) } : {}),
-            headers,
-          };
-    answerPolicies(policies, answer, resolved);
-    return answer;
-  };
-
-  const requestContextOf = (
+  /** The request context the gateway's executor reads, as Apollo Server would have built it. */
+  private requestContextOf(
     served: ServedExecution,
     source: string,
     ready: Prepared,
@@ -220,74 +270,45 @@ export function createDirectExecution(options: DirectExecutionOptions): DirectEx
     variables: Record<string, unknown> | undefined,
     context: GatewayContext,
     overallCachePolicy: CachePolicy | undefined,
-  ): GatewayGraphQLRequestContext => ({
-    request: { query: source, variables, ...(operationName !== null ? { operationName } : {}) },
-    logger: options.logger,
-    schema: served.schema,
-    schemaHash: 'unused' as GatewayGraphQLRequestContext['schemaHash'],
-    context,
-    cache: NO_CACHE,
-    queryHash: ready.queryHash,
-    document: ready.document,
-    source,
-    operationName: operation?.name?.value ?? null,
-    operation: operation!,
-    metrics: {},
-    overallCachePolicy,
-  });
-
-  const accept: DirectExecution['accept'] = (source, operationName) => {
-    const served = options.served();
-    if (!served) return null;
-    const ready = prepare(served.schema, source);
-    if ('syntax' in ready || ready.invalid || !ready.plain) return null;
-    const operation = getOperationAST(ready.document, operationName);
-    if (!operation || operation.operation === OperationTypeNode.SUBSCRIPTION) return null;
-    return { served, source, prepared: ready, operation, operationName };
-  };
-
-  const http: DirectExecution['http'] = async (request, variables, context, contentType) => {
-    directCounts.http += 1;
-    await startPolicies(policies);
-    const { served, source, prepared, operation, operationName } = request;
-    const headers = new Map<string, string>();
-    const resolved: ResolvedOperation = {
+  ): GatewayGraphQLRequestContext {
+    return {
+      request: { query: source, variables, ...(operationName !== null ? { operationName } : {}) },
+      logger: this.options.logger,
       schema: served.schema,
-      document: prepared.document,
-      operation,
-      operationName,
-      source,
-      variables: variables ?? undefined,
+      schemaHash: 'unused' as GatewayGraphQLRequestContext['schemaHash'],
       context,
+      cache: NO_CACHE,
+      queryHash: ready.queryHash,
+      document: ready.document,
+      source,
+      operationName: operation?.name?.value ?? null,
+      operation: operation!,
+      metrics: {},
+      overallCachePolicy,
     };
-    const cachePolicy = new CachePolicy();
-    const outcome = await run(served, prepared, resolved, headers, cachePolicy);
-    let answer: OperationAnswer;
+  }
+
+  /** A GraphQL-over-HTTP request's answer to its outcome, with Apollo Server's status; the policies have their say after. */
+  private httpAnswerOf(outcome: Outcome, headers: Map<string, string>): OperationAnswer {
     if (outcome.kind === 'stopped') {
       // Apollo Server's answer to errors that stop the request: their `extensions.http` set the status and
-      // headers, 500 otherwise; then the policies have their say.
+      // headers, 500 otherwise.
       const http = httpOfErrors(outcome.errors, headers);
-      answer = { errors: format(outcome.errors), status: http.status ?? 500, headers };
-    } else if (outcome.kind === 'instead') {
-      answer = { errors: outcome.errors, status: outcome.status, headers };
-    } else {
-      const { data, errors } = outcome;
-      const http = errors ? httpOfErrors(errors, headers) : {};
-      // A request whose variables did not coerce ran nothing: 400 (Apollo Server's
-      // status400ForVariableCoercionErrors, on by default).
-      const status = http.status ?? (errors?.length && data === undefined ? 400 : undefined);
-      answer = {
-        ...(data !== undefined ? { data } : {}),
-        ...(errors ? { errors: format(errors) } : {}),
-        ...(status !== undefined ? { status } : {}),
-        headers,
-      };
+      return { errors: this.format(outcome.errors), status: http.status ?? 500, headers };
     }
-    answerPolicies(policies, answer, resolved);
-    return written(answer, headers, outcome.kind === 'ran' ? outcome.extensions : undefined, contentType, cachePolicy);
-  };
-
-  return { operation, accept, http };
+    if (outcome.kind === 'instead') return { errors: outcome.errors, status: outcome.status, headers };
+    const { data, errors } = outcome;
+    const http = errors ? httpOfErrors(errors, headers) : {};
+    // A request whose variables did not coerce ran nothing: 400 (Apollo Server's
+    // status400ForVariableCoercionErrors, on by default).
+    const status = http.status ?? (errors?.length && data === undefined ? 400 : undefined);
+    return {
+      ...(data !== undefined ? { data } : {}),
+      ...(errors ? { errors: this.format(errors) } : {}),
+      ...(status !== undefined ? { status } : {}),
+      headers,
+    };
+  }
 }
 
 /**

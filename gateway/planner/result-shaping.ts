@@ -9,8 +9,10 @@ import {
   isSubtype,
   parseSelectionSet,
   Variable,
+  type Directive,
   type FieldSelection,
   type NamedType,
+  type OperationElement,
   type Operation,
   type Schema,
   type Selection,
@@ -152,92 +154,15 @@ type CompiledSelection = (
   path?: readonly (string | number)[],
 ) => { data: ResultMap | null; errors: GraphQLError[] };
 
-/* Longer than most, on purpose: it follows @apollo/gateway's result shaping case by case, so the two read side by side. */
+/**
+ * Compiles a selection set's shaping once: its shapes against the operation's schema, then a function that
+ * runs them per request with the operation's variable defaults.
+ */
 function compileSelection(operation: Operation, selectionSet: SelectionSet, parentTypeName: string): CompiledSelection {
-  const schema = operation.schema();
-  const facts = factsOf(schema);
-  const leafKinds = new Map<NamedType, LeafKind>([
-    [schema.booleanType(), 'boolean'],
-    [schema.intType(), 'int'],
-    [schema.idType(), 'id'],
-    [schema.floatType(), 'float'],
-  ]);
-  const matchesCache = new Map<string, ReadonlySet<string>>();
-  let usesVariables = false;
-
-  const skipTest = (selection: Selection): SkipTest | null => {
-    const element = selection.element;
-    const skip = element.appliedDirectivesOf(schema.skipDirective())[0];
-    const include = element.appliedDirectivesOf(schema.includeDirective())[0];
-    if (!skip && !include) return null;
-    const ifOf = (directive: NonNullable<typeof skip>): SkipTest => {
-      const arg = (directive.arguments() as { if: unknown }).if;
-      if (arg instanceof Variable) {
-        usesVariables = true;
-        const name = arg.name;
-        const described = `${arg}`;
-        const of = `${directive}`;
-        return (variables) => {
-          const value = variables[name];
-          if (value === undefined || typeof value !== 'boolean') throw new Error(`Unexpected value ${String(value)} for variable ${described} of ${of}`);
-          return value;
-        };
-      }
-      const constant = Boolean(arg);
-      return () => constant;
-    };
-    const skipIf = skip ? ifOf(skip) : null;
-    const includeIf = include ? ifOf(include) : null;
-    return (variables) => Boolean((skipIf && skipIf(variables)) || (includeIf && !includeIf(variables)));
-  };
-
-  const matches = (condition: NamedType): ReadonlySet<string> => {
-    let set = matchesCache.get(condition.name);
-    if (!set) {
-      set = new Set([...facts.named.values()].filter((t) => isSubtype(condition as never, t as never)).map((t) => t.name));
-      matchesCache.set(condition.name, set);
-    }
-    return set;
-  };
-
-  const valueShape = (type: Type, selectionSet: SelectionSet | undefined): ValueShape => {
-    const sel = selectionSet !== undefined;
-    const typeStr = type.toString();
-    if (isNonNullType(type)) return { kind: 'nonNull', of: valueShape(type.ofType as Type, selectionSet), sel, typeStr };
-    if (isListType(type)) return { kind: 'list', of: valueShape(type.ofType as Type, selectionSet), sel, typeStr };
-    if (isCompositeType(type)) {
-      const selections = selectionSet ? selectionShapes(selectionSet) : [];
-      return { kind: 'composite', selections, typeName: type.name, sel, typeStr, plain: plainObjects(selections) };
-    }
-    const named = type as NamedType;
-    const leaf: LeafKind = isCustomScalarType(named) ? 'custom' : isEnumType(named) ? 'enum' : (leafKinds.get(named) ?? 'string');
-    const enumValues = isEnumType(named) ? new Set(named.values.map((v) => v.name)) : null;
-    return { kind: 'leaf', leaf, enumValues, sel, typeStr };
-  };
-
-  const selectionShapes = (selectionSet: SelectionSet): SelectionShape[] =>
-    selectionSet.selections().map((selection): SelectionShape => {
-      const skip = skipTest(selection);
-      if (selection.kind === 'FieldSelection') {
-        const field = selection.element;
-        const responseName = field.responseName();
-        if (field.definition.isSchemaIntrospectionField()) return { kind: 'introspection', responseName, skip, selection: selection };
-        if (field.name === '__typename') return { kind: 'typename', responseName, skip };
-        return { kind: 'field', responseName, skip, value: valueShape(field.definition.type!, selection.selectionSet) };
-      }
-      const fragment = selection.element;
-      const condition = fragment.typeCondition;
-      return {
-        kind: 'fragment',
-        skip,
-        matches: condition ? matches(condition) : null,
-        typeConditionName: condition?.name ?? null,
-        selections: selectionShapes(selection.selectionSet),
-      };
-    });
-
-  const root = selectionShapes(selectionSet);
+  const compiler = new ShapeCompiler(operation.schema());
+  const root = compiler.selectionShapes(selectionSet);
   const rootPlain = plainObjects(root);
+  const { facts, usesVariables } = compiler;
   const defaults = operation.collectDefaultedVariableValues();
   const hasDefaults = Object.keys(defaults).length > 0;
 
@@ -255,6 +180,106 @@ function compileSelection(operation: Operation, selectionSet: SelectionSet, pare
     const bubbled = applySelections(state, input, root, data, parentTypeName);
     return { data: bubbled ? null : data, errors: state.errors };
   };
+}
+
+/**
+ * The shapes of an operation's selections against its schema, built case by case as @apollo/gateway's
+ * result shaping reads the operation. One compiler per compiled selection: it remembers the fragment
+ * conditions it has resolved and whether any @skip or @include reads a variable.
+ */
+class ShapeCompiler {
+  readonly facts: SchemaFacts;
+  /** Whether a @skip or @include of the selections compiled reads a variable (then each request's are merged with the defaults). */
+  usesVariables = false;
+  private readonly leafKinds: ReadonlyMap<NamedType, LeafKind>;
+  /** The names of the types a fragment on each type condition applies to, by the condition's name. */
+  private readonly matchesCache = new Map<string, ReadonlySet<string>>();
+
+  constructor(private readonly schema: Schema) {
+    this.facts = factsOf(schema);
+    this.leafKinds = new Map<NamedType, LeafKind>([
+      [schema.booleanType(), 'boolean'],
+      [schema.intType(), 'int'],
+      [schema.idType(), 'id'],
+      [schema.floatType(), 'float'],
+    ]);
+  }
+
+  selectionShapes(selectionSet: SelectionSet): SelectionShape[] {
+    return selectionSet.selections().map((selection): SelectionShape => {
+      const skip = this.skipTest(selection);
+      if (selection.kind === 'FieldSelection') {
+        const field = selection.element;
+        const responseName = field.responseName();
+        if (field.definition.isSchemaIntrospectionField()) return { kind: 'introspection', responseName, skip, selection: selection };
+        if (field.name === '__typename') return { kind: 'typename', responseName, skip };
+        return { kind: 'field', responseName, skip, value: this.valueShape(field.definition.type!, selection.selectionSet) };
+      }
+      const fragment = selection.element;
+      const condition = fragment.typeCondition;
+      return {
+        kind: 'fragment',
+        skip,
+        matches: condition ? this.matches(condition) : null,
+        typeConditionName: condition?.name ?? null,
+        selections: this.selectionShapes(selection.selectionSet),
+      };
+    });
+  }
+
+  private valueShape(type: Type, selectionSet: SelectionSet | undefined): ValueShape {
+    const sel = selectionSet !== undefined;
+    const typeStr = type.toString();
+    if (isNonNullType(type)) return { kind: 'nonNull', of: this.valueShape(type.ofType as Type, selectionSet), sel, typeStr };
+    if (isListType(type)) return { kind: 'list', of: this.valueShape(type.ofType as Type, selectionSet), sel, typeStr };
+    if (isCompositeType(type)) {
+      const selections = selectionSet ? this.selectionShapes(selectionSet) : [];
+      return { kind: 'composite', selections, typeName: type.name, sel, typeStr, plain: plainObjects(selections) };
+    }
+    const named = type as NamedType;
+    const leaf: LeafKind = isCustomScalarType(named) ? 'custom' : isEnumType(named) ? 'enum' : (this.leafKinds.get(named) ?? 'string');
+    const enumValues = isEnumType(named) ? new Set(named.values.map((v) => v.name)) : null;
+    return { kind: 'leaf', leaf, enumValues, sel, typeStr };
+  }
+
+  /** The selection's @skip and @include as one test (null without either). */
+  private skipTest(selection: Selection): SkipTest | null {
+    const element = selection.element;
+    const skip = element.appliedDirectivesOf(this.schema.skipDirective())[0];
+    const include = element.appliedDirectivesOf(this.schema.includeDirective())[0];
+    if (!skip && !include) return null;
+    const skipIf = skip ? this.conditionOf(skip) : null;
+    const includeIf = include ? this.conditionOf(include) : null;
+    return (variables) => Boolean((skipIf && skipIf(variables)) || (includeIf && !includeIf(variables)));
+  }
+
+  /** The value of a @skip or @include's `if`: a constant, or a variable read per request (a boolean, or the request fails). */
+  private conditionOf(directive: Directive<OperationElement>): SkipTest {
+    const arg = (directive.arguments() as { if: unknown }).if;
+    if (arg instanceof Variable) {
+      this.usesVariables = true;
+      const name = arg.name;
+      const described = `${arg}`;
+      const of = `${directive}`;
+      return (variables) => {
+        const value = variables[name];
+        if (value === undefined || typeof value !== 'boolean') throw new Error(`Unexpected value ${String(value)} for variable ${described} of ${of}`);
+        return value;
+      };
+    }
+    const constant = Boolean(arg);
+    return () => constant;
+  }
+
+  /** The names of the types a fragment on `condition` applies to. */
+  private matches(condition: NamedType): ReadonlySet<string> {
+    let set = this.matchesCache.get(condition.name);
+    if (!set) {
+      set = new Set([...this.facts.named.values()].filter((t) => isSubtype(condition as never, t as never)).map((t) => t.name));
+      this.matchesCache.set(condition.name, set);
+    }
+    return set;
+  }
 }
 
 /**
@@ -346,7 +371,9 @@ function validLeaf(shape: Extract<ValueShape, { kind: 'leaf' }>, value: unknown)
 
 /**
  * The shaped value; sets `state.invalid` and `state.hasErrors` as the gateway's result object would say.
- * Longer than most, on purpose: it is @apollo/gateway's `updateValue`, case by case in the same order.
+ * It is @apollo/gateway's `updateValue`, case by case in the same order. It runs for every value of every
+ * answer, so the cases stay inline; only what happens when a value is wrong (`nullInNonNull`,
+ * `invalidValue`) is a function of its own.
  */
 function updateValue(state: ShapeState, outputValue: unknown, shape: ValueShape, inputValue: unknown, parentTypeName: string): unknown {
   if (inputValue === undefined) throw new Error('Should not pass undefined for `inputValue` to this method');
@@ -358,18 +385,7 @@ function updateValue(state: ShapeState, outputValue: unknown, shape: ValueShape,
   switch (shape.kind) {
     case 'nonNull': {
       const updated = updateValue(state, outputValue, shape.of, inputValue, parentTypeName);
-      if (updated === null) {
-        if (!state.hasErrors) {
-          state.errors.push(
-            ERRORS.INVALID_GRAPHQL.err(`Cannot return null for non-nullable ${describeLast(state.path, shape.of.typeStr, parentTypeName)}.`, {
-              path: [...state.path],
-            }),
-          );
-        }
-        state.invalid = true;
-        state.hasErrors = true;
-        return null;
-      }
+      if (updated === null) return nullInNonNull(state, shape.of.typeStr, parentTypeName);
       state.invalid = false;
       state.hasErrors = false;
       return updated;
@@ -409,16 +425,8 @@ function updateValue(state: ShapeState, outputValue: unknown, shape: ValueShape,
         throw new Error(`Invalid non-string value ${String(inputTypename)} for __typename at ${String(state.path)}`);
       let typeName = shape.typeName;
       if (inputTypename) {
-        if (!state.facts.composites.has(inputTypename)) {
-          state.errors.push(
-            ERRORS.INVALID_GRAPHQL.err(`Invalid __typename found for object at ${describeLast(state.path, shape.typeStr, parentTypeName)}.`, {
-              path: [...state.path],
-            }),
-          );
-          state.invalid = false;
-          state.hasErrors = true;
-          return null;
-        }
+        if (!state.facts.composites.has(inputTypename))
+          return invalidValue(state, `Invalid __typename found for object at ${describeLast(state.path, shape.typeStr, parentTypeName)}.`);
         typeName = inputTypename;
       }
       const output = outputValue !== undefined ? (outputValue as ResultMap) : shape.plain ? {} : (Object.create(null) as ResultMap);
@@ -430,17 +438,35 @@ function updateValue(state: ShapeState, outputValue: unknown, shape: ValueShape,
     case 'leaf': {
       if (inputValue === null) return settle(state, null);
       if (outputValue !== undefined) throw new Error(`Excepted output to be undefined but got ${shape.typeStr} for type ${shape.typeStr}`);
-      const valid = validLeaf(shape, inputValue);
-      if (!valid) {
-        state.errors.push(
-          ERRORS.INVALID_GRAPHQL.err(`Invalid value found for ${describeLast(state.path, shape.typeStr, parentTypeName)}.`, { path: [...state.path] }),
-        );
-      }
+      if (!validLeaf(shape, inputValue)) return invalidValue(state, `Invalid value found for ${describeLast(state.path, shape.typeStr, parentTypeName)}.`);
       state.invalid = false;
-      state.hasErrors = !valid;
-      return valid ? inputValue : null;
+      state.hasErrors = false;
+      return inputValue;
     }
   }
+}
+
+/**
+ * A null where a non-null was owed: it bubbles up to the nearest nullable position, with an error unless
+ * the null already came with its own.
+ */
+function nullInNonNull(state: ShapeState, typeStr: string, parentTypeName: string): null {
+  if (!state.hasErrors) {
+    state.errors.push(
+      ERRORS.INVALID_GRAPHQL.err(`Cannot return null for non-nullable ${describeLast(state.path, typeStr, parentTypeName)}.`, { path: [...state.path] }),
+    );
+  }
+  state.invalid = true;
+  state.hasErrors = true;
+  return null;
+}
+
+/** A value its type does not allow: null, with an error at its path (a non-null type around it bubbles the null up without a second one). */
+function invalidValue(state: ShapeState, message: string): null {
+  state.errors.push(ERRORS.INVALID_GRAPHQL.err(message, { path: [...state.path] }));
+  state.invalid = false;
+  state.hasErrors = true;
+  return null;
 }
 
 function settle(state: ShapeState, value: null): null {

@@ -78,88 +78,29 @@ export type Denier = (parent: GraphQLObjectType, field: FieldNode) => FieldDenia
 
 /**
  * The operation without the fields `deny` refuses, and how to shape its answer; null when nothing of the
- * operation remains (the whole operation is then refused). One walk of the document, in one function: the
- * visitor's enter and leave steps share the stacks kept here.
+ * operation remains (the whole operation is then refused).
  */
 export function filterOperation(schema: GraphQLSchema, document: DocumentNode, operation: OperationDefinitionNode, deny: Denier): FilteredOperation | null {
   const fragments = new Map<string, FragmentDefinitionNode>();
   for (const def of document.definitions) if (def.kind === Kind.FRAGMENT_DEFINITION) fragments.set(def.name.value, def);
-  const removed = new Map<FieldNode, Removal>();
-  const filteredFragments = new Map<string, { selectionSet: SelectionSetNode | null; denials: FieldDenial[] }>();
-
-  const filterSet = (set: SelectionSetNode, parent: GraphQLObjectType): { selectionSet: SelectionSetNode | null; denials: FieldDenial[] } => {
-    const kept: SelectionNode[] = [];
-    const denials: FieldDenial[] = [];
-    for (const selection of set.selections) {
-      if (selection.kind === Kind.FIELD) {
-        const denial = selection.name.value.startsWith('__') ? null : deny(parent, selection);
-        if (denial) {
-          removed.set(selection, { denials: [denial], emptied: false });
-          denials.push(denial);
-          continue;
-        }
-        const type = parent.getFields()[selection.name.value]?.type;
-        const named = type ? getNamedType(type) : null;
-        if (!selection.selectionSet || !named || !isObjectType(named)) {
-          kept.push(selection);
-          continue;
-        }
-        const below = filterSet(selection.selectionSet, named);
-        denials.push(...below.denials);
-        if (below.selectionSet) kept.push(below.selectionSet === selection.selectionSet ? selection : { ...selection, selectionSet: below.selectionSet });
-        else removed.set(selection, { denials: below.denials, emptied: true });
-      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
-        const on = selection.typeCondition ? schema.getType(selection.typeCondition.name.value) : parent;
-        const below = filterSet(selection.selectionSet, on && isObjectType(on) ? on : parent);
-        denials.push(...below.denials);
-        if (below.selectionSet) kept.push(below.selectionSet === selection.selectionSet ? selection : { ...selection, selectionSet: below.selectionSet });
-      } else {
-        const below = filterFragment(selection.name.value);
-        denials.push(...below.denials);
-        if (below.selectionSet) kept.push(selection);
-      }
-    }
-    const unchanged = kept.length === set.selections.length && kept.every((s, i) => s === set.selections[i]);
-    return { selectionSet: kept.length === 0 ? null : unchanged ? set : { ...set, selections: kept }, denials };
-  };
-  const filterFragment = (name: string) => {
-    let done = filteredFragments.get(name);
-    if (done) return done;
-    const fragment = fragments.get(name);
-    const on = fragment ? schema.getType(fragment.typeCondition.name.value) : null;
-    done = fragment && on && isObjectType(on) ? filterSet(fragment.selectionSet, on) : { selectionSet: null, denials: [] };
-    filteredFragments.set(name, done);
-    return done;
-  };
-
+  const filter = new DeniedFieldFilter(schema, fragments, deny);
   const root = rootType(schema, operation);
-  const top = filterSet(operation.selectionSet, root);
+  const top = filter.selectionSet(operation.selectionSet, root);
   if (!top.selectionSet) return null;
   const kept: OperationDefinitionNode = { ...operation, selectionSet: top.selectionSet };
-
   // The fragments the filtered operation still spreads, each filtered.
   const used = new Set<string>();
-  const spreads = (set: SelectionSetNode) => {
-    for (const s of set.selections) {
-      if (s.kind === Kind.FRAGMENT_SPREAD) {
-        if (used.has(s.name.value)) continue;
-        used.add(s.name.value);
-        const f = filteredFragments.get(s.name.value)?.selectionSet;
-        if (f) spreads(f);
-      } else if (s.selectionSet) spreads(s.selectionSet);
-    }
-  };
-  spreads(top.selectionSet);
+  collectSpreads(top.selectionSet, filter.filteredFragments, used);
   const definitions = [
     kept,
     ...[...used].map((name) => ({
       ...(fragments.get(name) as FragmentDefinitionNode),
-      selectionSet: filteredFragments.get(name)?.selectionSet as SelectionSetNode,
+      selectionSet: filter.filteredFragments.get(name)?.selectionSet as SelectionSetNode,
     })),
   ];
   const filtered: DocumentNode = { kind: Kind.DOCUMENT, definitions };
   const source = print(filtered);
-  const shape = shapeOf([{ set: operation.selectionSet, conditions: [] }], root, fragments, removed) ?? { fields: [], order: [] };
+  const shape = shapeOf([{ set: operation.selectionSet, conditions: [] }], root, fragments, filter.removed) ?? { fields: [], order: [] };
   return {
     document: filtered,
     operation: kept,
@@ -170,6 +111,89 @@ export function filterOperation(schema: GraphQLSchema, document: DocumentNode, o
       (f) => f.removal && isNonNullType(f.type) && f.conditions.some((chain) => chain.every((node) => !node.directives?.length)),
     ),
   };
+}
+
+/** A selection set without its denied fields (null: nothing of it remains), and the denials met in it. */
+interface FilteredSelections {
+  selectionSet: SelectionSetNode | null;
+  denials: FieldDenial[];
+}
+
+/**
+ * One walk of an operation's selections, removing the fields `deny` refuses: a selection set left empty
+ * takes its field with it, and each fragment is filtered once, whichever spread reaches it first.
+ */
+class DeniedFieldFilter {
+  /** Every field removed, with why: read again to shape the answer to the operation as sent. */
+  readonly removed = new Map<FieldNode, Removal>();
+  /** The fragments filtered so far, by name. */
+  readonly filteredFragments = new Map<string, FilteredSelections>();
+
+  constructor(
+    private readonly schema: GraphQLSchema,
+    private readonly fragments: ReadonlyMap<string, FragmentDefinitionNode>,
+    private readonly deny: Denier,
+  ) {}
+
+  /** `set` as selected on `parent`, without its denied fields; the set itself when nothing was removed. */
+  selectionSet(set: SelectionSetNode, parent: GraphQLObjectType): FilteredSelections {
+    const kept: SelectionNode[] = [];
+    const denials: FieldDenial[] = [];
+    for (const selection of set.selections) {
+      if (selection.kind === Kind.FIELD) {
+        const denial = selection.name.value.startsWith('__') ? null : this.deny(parent, selection);
+        if (denial) {
+          this.removed.set(selection, { denials: [denial], emptied: false });
+          denials.push(denial);
+          continue;
+        }
+        const type = parent.getFields()[selection.name.value]?.type;
+        const named = type ? getNamedType(type) : null;
+        if (!selection.selectionSet || !named || !isObjectType(named)) {
+          kept.push(selection);
+          continue;
+        }
+        const below = this.selectionSet(selection.selectionSet, named);
+        denials.push(...below.denials);
+        if (below.selectionSet) kept.push(below.selectionSet === selection.selectionSet ? selection : { ...selection, selectionSet: below.selectionSet });
+        else this.removed.set(selection, { denials: below.denials, emptied: true });
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        const on = selection.typeCondition ? this.schema.getType(selection.typeCondition.name.value) : parent;
+        const below = this.selectionSet(selection.selectionSet, on && isObjectType(on) ? on : parent);
+        denials.push(...below.denials);
+        if (below.selectionSet) kept.push(below.selectionSet === selection.selectionSet ? selection : { ...selection, selectionSet: below.selectionSet });
+      } else {
+        const below = this.fragment(selection.name.value);
+        denials.push(...below.denials);
+        if (below.selectionSet) kept.push(selection);
+      }
+    }
+    const unchanged = kept.length === set.selections.length && kept.every((s, i) => s === set.selections[i]);
+    return { selectionSet: kept.length === 0 ? null : unchanged ? set : { ...set, selections: kept }, denials };
+  }
+
+  /** The fragment `name` filtered on its type condition (nothing remains of one the document does not define). */
+  private fragment(name: string): FilteredSelections {
+    let done = this.filteredFragments.get(name);
+    if (done) return done;
+    const fragment = this.fragments.get(name);
+    const on = fragment ? this.schema.getType(fragment.typeCondition.name.value) : null;
+    done = fragment && on && isObjectType(on) ? this.selectionSet(fragment.selectionSet, on) : { selectionSet: null, denials: [] };
+    this.filteredFragments.set(name, done);
+    return done;
+  }
+}
+
+/** Adds to `used` the fragments `set` spreads, directly or through the filtered fragments it spreads, in the order first spread. */
+function collectSpreads(set: SelectionSetNode, filteredFragments: ReadonlyMap<string, FilteredSelections>, used: Set<string>): void {
+  for (const s of set.selections) {
+    if (s.kind === Kind.FRAGMENT_SPREAD) {
+      if (used.has(s.name.value)) continue;
+      used.add(s.name.value);
+      const f = filteredFragments.get(s.name.value)?.selectionSet;
+      if (f) collectSpreads(f, filteredFragments, used);
+    } else if (s.selectionSet) collectSpreads(s.selectionSet, filteredFragments, used);
+  }
 }
 
 function rootType(schema: GraphQLSchema, operation: OperationDefinitionNode): GraphQLObjectType {

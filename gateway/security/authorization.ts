@@ -311,130 +311,156 @@ export const INTROSPECTION_RULES: ReadonlyMap<string, Requirement> = new Map([
 
 /**
  * The authorizer of a schema: the gateway's, from the supergraph; a subgraph server's, from its own SDL and
- * the schema it serves (`options.schema`), judging with the same rules and the same code. The methods of
- * the authorizer share the verdict cache and the rules kept in this closure, hence one function.
+ * the schema it serves (`options.schema`), judging with the same rules and the same code.
  */
 export function createAuthorizer(supergraphSdl: string, options: { schema?: GraphQLSchema } = {}): Authorizer {
-  // Parsed once: the rules, both checks and the planners' copy are read from this one document.
-  const document = parse(supergraphSdl);
-  const rules = securityRules(document);
-  const undeclared = [...undeclaredRootFields(document, rules), ...undeclaredEntityFields(document, rules)];
-  if (undeclared.length > 0) {
-    throw new Error(
-      `every root field, and every field a subgraph adds to an entity another serves, declares who may use it (@requiresScopes, @authenticated; @requiresScopes(scopes: [[]]) for a public one), and these declare nothing: ${undeclared.join(', ')}`,
-    );
+  return new DeclaredRulesAuthorizer(supergraphSdl, options);
+}
+
+/** A principal with no scope at all: it is denied every field that names one (their first alternatives, for `scopesOf`). */
+const NOBODY: Principal = { id: 'documentation', tenant: 'documentation', scopes: [] };
+
+/**
+ * What an operation comes to: its denied fields, and for a query some of whose fields are denied the
+ * operation without them (null: refused whole). It depends on the document, the operation, what its
+ * conditions resolve to and what the principal holds, not on who it is: worked out once and kept. The
+ * messages name the caller, so they are made for each request from what is kept, never kept themselves.
+ */
+interface Judgement {
+  denied: Denial[];
+  filtered: FilteredOperation | null;
+}
+
+/**
+ * The rules declared in an SDL, with the schema they judge operations on. Its methods share the judgements
+ * kept per document and the documents of REST operations parsed once.
+ */
+class DeclaredRulesAuthorizer implements Authorizer {
+  readonly rules: ReadonlyMap<string, Requirement>;
+  readonly plannerSdl: string;
+  private readonly schema: GraphQLSchema;
+  /** Per document, its judgements by operation, holdings and resolved conditions (at most MAX_VERDICTS_PER_DOCUMENT). */
+  private readonly judgements = new WeakMap<DocumentNode, Map<string, Judgement>>();
+  /** REST operations' documents, by their text. */
+  private readonly parsed = new Map<string, DocumentNode>();
+
+  constructor(supergraphSdl: string, options: { schema?: GraphQLSchema }) {
+    // Parsed once: the rules, both checks and the planners' copy are read from this one document.
+    const document = parse(supergraphSdl);
+    const rules = securityRules(document);
+    const undeclared = [...undeclaredRootFields(document, rules), ...undeclaredEntityFields(document, rules)];
+    if (undeclared.length > 0) {
+      throw new Error(
+        `every root field, and every field a subgraph adds to an entity another serves, declares who may use it (@requiresScopes, @authenticated; @requiresScopes(scopes: [[]]) for a public one), and these declare nothing: ${undeclared.join(', ')}`,
+      );
+    }
+    for (const [coordinate, requirement] of INTROSPECTION_RULES) rules.set(coordinate, requirement);
+    if (options.schema) for (const [coordinate, requirement] of FEDERATION_RULES) rules.set(coordinate, requirement);
+    const plannerDocument = withoutSecurity(document);
+    this.rules = rules;
+    this.plannerSdl = print(plannerDocument);
+    this.schema = options.schema ?? buildASTSchema(plannerDocument, { assumeValidSDL: true });
   }
-  for (const [coordinate, requirement] of INTROSPECTION_RULES) rules.set(coordinate, requirement);
-  if (options.schema) for (const [coordinate, requirement] of FEDERATION_RULES) rules.set(coordinate, requirement);
-  const plannerDocument = withoutSecurity(document);
-  const plannerSdl = print(plannerDocument);
-  const schema: GraphQLSchema = options.schema ?? buildASTSchema(plannerDocument, { assumeValidSDL: true });
+
+  denials(document: DocumentNode, principal: Principal, variables?: Variables, operationName?: string | null): Denial[] {
+    const operation = operationOf(document, operationName);
+    return operation ? this.deniedIn(document, operation, principal, variables) : [];
+  }
+
+  check(document: DocumentNode, principal: Principal): GraphQLError | null {
+    return refusalFor(this.denials(document, principal), principal);
+  }
+
+  judge(document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Verdict {
+    const { denied, filtered } = this.judgement(document, operationName, principal, variables);
+    if (denied.length === 0) return null;
+    return filtered ? { filtered } : { refused: refusalFor(denied, principal)! };
+  }
+
+  refusal(document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): GraphQLError | null {
+    return refusalFor(this.judgement(document, operationName, principal, variables).denied, principal);
+  }
+
+  checkOperation(operation: string, principal: Principal): GraphQLError | null {
+    return refusalFor(this.judgement(this.documentOf(operation), undefined, principal, undefined).denied, principal);
+  }
+
+  scopesOf(operation: string): string[] {
+    const names = this.denials(this.documentOf(operation), NOBODY).flatMap((d) => d.requirement.scopes?.[0] ?? []);
+    return [...new Set(names)].sort();
+  }
 
   /**
    * What a field that runs requires. A field selected on an interface or union is judged by every concrete
    * type it may resolve on (the strictest of their rules); a root field that declares nothing is refused to
    * everyone (a supergraph whose root field declares nothing does not load, so this is the last guard).
    */
-  const requirementOf = (field: { coordinate: string; parent: GraphQLNamedType; node: FieldNode }): Requirement | undefined => {
+  private requirementOf(field: { coordinate: string; parent: GraphQLNamedType; node: FieldNode }): Requirement | undefined {
     const name = field.node.name.value;
-    const own = rules.get(field.coordinate);
+    const own = this.rules.get(field.coordinate);
     if (own) return own;
     if (isAbstractType(field.parent)) {
-      const concrete = schema
+      const concrete = this.schema
         .getPossibleTypes(field.parent)
-        .map((type) => rules.get(`${type.name}.${name}`))
+        .map((type) => this.rules.get(`${type.name}.${name}`))
         .filter((r): r is Requirement => r !== undefined);
       if (concrete.length === 0) return undefined;
       return concrete.length === 1 ? concrete[0] : strictest(concrete);
     }
     if (ROOT_TYPES.has(field.parent.name) && !name.startsWith('__')) return UNDECLARED;
     return undefined;
-  };
+  }
 
   /** The fields of the operation that runs that `principal` may not use, fragments followed, conditions resolved. */
-  const deniedIn = (document: DocumentNode, operation: OperationDefinitionNode, principal: Principal, variables: Variables): Denial[] => {
+  private deniedIn(document: DocumentNode, operation: OperationDefinitionNode, principal: Principal, variables: Variables): Denial[] {
     // Collected for every caller, operators too: a document too large to judge is refused whoever sends it.
-    const fields = collectRunFields(schema, document, operation, variables);
+    const fields = collectRunFields(this.schema, document, operation, variables);
     // An operator holds every scope: only a field that declares nothing is refused to it.
     const operator = isOperator(principal);
     const found: Denial[] = [];
     for (const field of fields) {
-      const requirement = requirementOf(field);
+      const requirement = this.requirementOf(field);
       if (!requirement || (operator && !requirement.undeclared)) continue;
       if (!satisfies(principal, requirement)) found.push({ coordinate: field.coordinate, path: [...field.path], requirement, node: field.node });
     }
     return found;
-  };
-  const denials = (document: DocumentNode, principal: Principal, variables?: Variables, operationName?: string | null): Denial[] => {
-    const operation = operationOf(document, operationName);
-    return operation ? deniedIn(document, operation, principal, variables) : [];
-  };
-
-  const parsed = new Map<string, DocumentNode>();
-  const check = (document: DocumentNode, principal: Principal): GraphQLError | null => refusalFor(denials(document, principal), principal);
-
-  const documentOf = (operation: string) => {
-    let document = parsed.get(operation);
-    if (!document) parsed.set(operation, (document = parse(operation)));
-    return document;
-  };
-  /** A principal with no scope at all is denied every field that names one: their first alternatives. */
-  const nobody: Principal = { id: 'documentation', tenant: 'documentation', scopes: [] };
-
-  // What an operation comes to depends on the document, the operation, what its conditions resolve to and
-  // what the principal holds, not on who it is: that is worked out once and kept. The messages name the
-  // caller, so they are made for each request from what is kept, never kept themselves.
-  interface Judgement {
-    denied: Denial[];
-    /** For a query some of whose fields are denied: the operation without them; null: refused whole. */
-    filtered: FilteredOperation | null;
   }
-  const judgements = new WeakMap<DocumentNode, Map<string, Judgement>>();
-  const judgement = (document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Judgement => {
+
+  private documentOf(operation: string): DocumentNode {
+    let document = this.parsed.get(operation);
+    if (!document) this.parsed.set(operation, (document = parse(operation)));
+    return document;
+  }
+
+  /** The judgement of the operation for what `principal` holds, kept per document. */
+  private judgement(document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Judgement {
     const key = `${operationName ?? ''}\n${holdsOf(principal)}\n${conditionKey(document, variables)}`;
-    let byKey = judgements.get(document);
-    if (!byKey) judgements.set(document, (byKey = new Map<string, Judgement>()));
+    let byKey = this.judgements.get(document);
+    if (!byKey) this.judgements.set(document, (byKey = new Map<string, Judgement>()));
     const known = byKey.get(key);
     if (known) return known;
     if (byKey.size >= MAX_VERDICTS_PER_DOCUMENT) byKey.clear();
-    const judged = judgeOnce(document, operationName, principal, variables);
+    const judged = this.judgeOnce(document, operationName, principal, variables);
     byKey.set(key, judged);
     return judged;
-  };
-  const judgeOnce = (document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Judgement => {
+  }
+
+  private judgeOnce(document: DocumentNode, operationName: string | null | undefined, principal: Principal, variables: Variables): Judgement {
     const operation = operationOf(document, operationName);
     if (!operation) return { denied: [], filtered: null };
-    const denied = deniedIn(document, operation, principal, variables);
+    const denied = this.deniedIn(document, operation, principal, variables);
     // Introspection denied refuses the whole operation: it is not a field a partial answer could leave out.
     if (denied.length === 0 || operation.operation !== OperationTypeNode.QUERY || denied.some((d) => INTROSPECTION_RULES.has(d.coordinate)))
       return { denied, filtered: null };
     const only: DocumentNode = { ...document, definitions: document.definitions.filter((d) => d.kind !== Kind.OPERATION_DEFINITION || d === operation) };
     const byNode = new Map(denied.map((d) => [d.node, d]));
-    const filtered = filterOperation(schema, only, operation, (_parent, field) => {
+    const filtered = filterOperation(this.schema, only, operation, (_parent, field) => {
       const denial = byNode.get(field);
       return denial ? { coordinate: denial.coordinate, needs: describeRequirement(denial.requirement) } : null;
     });
     // A removed non-null root field the client always asks for would null the whole answer: refused whole.
     return { denied, filtered: filtered && !filtered.certainlyNull ? filtered : null };
-  };
-
-  return {
-    rules,
-    plannerSdl,
-    denials,
-    check,
-    judge(document, operationName, principal, variables) {
-      const { denied, filtered } = judgement(document, operationName, principal, variables);
-      if (denied.length === 0) return null;
-      return filtered ? { filtered } : { refused: refusalFor(denied, principal)! };
-    },
-    refusal: (document, operationName, principal, variables) => refusalFor(judgement(document, operationName, principal, variables).denied, principal),
-    checkOperation: (operation, principal) => refusalFor(judgement(documentOf(operation), undefined, principal, undefined).denied, principal),
-    scopesOf(operation) {
-      const names = denials(documentOf(operation), nobody).flatMap((d) => d.requirement.scopes?.[0] ?? []);
-      return [...new Set(names)].sort();
-    },
-  };
+  }
 }
 
 /**
