@@ -78,6 +78,21 @@ export default tseslint.config(
     rules: { 'layout/imports': 'error', 'layout/service-handle': 'error' },
   },
   {
+    // A function a reader can hold: at most 80 lines of code (blank lines and comments not counted). Test
+    // suites (a describe's callback holds its cases) are containers, not functions, and are exempt; a
+    // benchmark's table of figures is a module constant, not a function body.
+    files: [
+      'gateway/**/*.ts',
+      'platform/**/*.{ts,mjs}',
+      'subgraphs/**/*.{ts,mjs}',
+      'schema/**/*.ts',
+      'tools/**/*.{ts,mjs}',
+      'bench/**/*.ts',
+      'web/src/**/*.ts',
+    ],
+    rules: { 'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true, IIFEs: true }] },
+  },
+  {
     // Tests and benchmarks read JSON answers off the wire (`Record<string, any>`) and check them with
     // `expect`: the assertions are their type checks, so the rules about untyped values stay off there.
     files: ['test/**/*.ts', 'bench/**/*.ts'],
