@@ -10,7 +10,7 @@ import { type Config } from './config.js';
 import { boundedVariablesPolicy } from './pipeline/bounded-errors.js';
 import { requestErrorPolicy } from './pipeline/graphql-errors.js';
 import { graphqlValidation, pipelinePlugin, type Pipeline } from './pipeline/pipeline.js';
-import { remoteSubgraphs, subgraphsPlugin } from './sources/subgraphs.js';
+import { subgraphsPlugin } from './sources/subgraphs.js';
 import { usagePlugin, usagePolicy } from './governance/usage-recording.js';
 import { graphqlServerPlugin } from './graphql/apollo.js';
 import { documentStep, documentsPlugin, type DocumentsReload } from './graphql/documents.js';
@@ -96,13 +96,24 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const modules = options.subgraphs ?? allSubgraphs;
   const app = createHttpApp(config, { admission: true });
   // A busy port is reported before the slow part of the start (database, migrations, gateway).
-  await assertPortFree(config.HOST, config.PORT);
+  await assertPortFree(config.HOST, config.PORT).catch(async (error: unknown) => {
+    await (await options.database?.catch(() => null))?.close();
+    throw error;
+  });
   void app
     .register(metricsPlugin)
     .register(admissionPlugin)
     .register(warmUpPlugin)
+    .register(subgraphsPlugin, (parent) => ({
+      config,
+      modules,
+      remote: 'SUBGRAPH_URLS' as const,
+      clock: options.clock ?? systemClock,
+      ...database(options),
+      warmUp: parent.warmUp,
+      metrics: parent.metrics,
+    }))
     .register(edgeGuardPlugin, { config })
-    .register(subgraphsPlugin, { config, modules, remoteUrls: remoteSubgraphs(config, modules), clock: options.clock ?? systemClock, ...database(options) })
     .register(supergraphPlugin, { config })
     .register(usagePlugin, (parent) => ({ config, schema: parent.supergraph.schema, supergraphSdl: () => parent.supergraph.sdl }))
     .register(documentsPlugin, (parent) => ({ config, modules, schema: parent.supergraph.schema }))
@@ -121,9 +132,19 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       before: [requestErrorPolicy(), boundedVariablesPolicy(), { started: () => parent.admission!.enter() }],
     }))
     .register(graphqlServerPlugin, { config })
-    .register(httpStreamsPlugin, (parent) => ({ config, schema: parent.supergraph.schema, execute: parent.graphql.executeOnSocket }))
+    .register(httpStreamsPlugin, (parent) => ({
+      config,
+      schema: parent.supergraph.schema,
+      subscriptions: parent.subscriptions,
+      execute: parent.graphql.executeOnSocket,
+    }))
     .register(graphqlRoutePlugin)
-    .register(graphqlWsPlugin, (parent) => ({ config, schema: parent.supergraph.schema, execute: parent.graphql.executeOnSocket }))
+    .register(graphqlWsPlugin, (parent) => ({
+      config,
+      schema: parent.supergraph.schema,
+      subscriptions: parent.subscriptions,
+      execute: parent.graphql.executeOnSocket,
+    }))
     .register(credentialRecheckPlugin, { config })
     .register(restPlugin, (parent) => ({ modules, execute: parent.graphql.execute, authorizer: parent.supergraph.authorizer }))
     .register(gatewayHealthPlugin, (parent) => gatewayHealth(parent, isDemoMode(config)))

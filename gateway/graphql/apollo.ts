@@ -101,6 +101,9 @@ async function startGraphQLServer(options: GraphQLServerOptions): Promise<GraphQ
       stop: () => gateway.stop(),
     },
     includeStacktraceInErrorResponses: false,
+    // The app's close stops this server (onClose, once the server has drained its connections): on its own
+    // at a signal, Apollo would stop while requests are still being answered.
+    stopOnTerminationSignals: false,
     // Explicit, so NODE_ENV does not change the API: frontend teams and their tools read the schema.
     introspection: true,
     // The limits hook has already parsed every document within this bound; this keeps Apollo's own parse

@@ -4,15 +4,17 @@ import fp from 'fastify-plugin';
 import { sectionOf } from '../../platform/config.js';
 import { readCheckedInSupergraph } from '../../schema/supergraph-file.js';
 import { sourcesConfig, type SourcesConfig } from '../sources/config.js';
-import { createFederatedGateway } from '../sources/federated-gateway.js';
-import { requestLimitsOf, type RequestLimitsConfig } from '../security/limits.js';
+import { createFederatedGateway, type FederatedGateway } from '../sources/federated-gateway.js';
+import { securityConfig, type SecurityConfig } from '../security/config.js';
+import { requestLimitsOf } from '../security/limits.js';
 import { subscriptionsConfig, type SubscriptionsConfig } from '../subscriptions/config.js';
+import type { SubscriptionExecutor } from '../subscriptions/executor.js';
 import { federatedSubscriptions } from '../subscriptions/federated.js';
 import { graphqlConfig, type GraphQLConfig } from './config.js';
 import { ServedSupergraph, type ReloadResult } from './served-supergraph.js';
 
 export interface SupergraphOptions {
-  config: GraphQLConfig & SourcesConfig & SubscriptionsConfig & RequestLimitsConfig;
+  config: GraphQLConfig & SourcesConfig & SubscriptionsConfig & SecurityConfig;
 }
 
 /**
@@ -24,7 +26,8 @@ export interface SupergraphOptions {
 export const supergraphPlugin = fp(
   async (app: FastifyInstance, options: SupergraphOptions) => {
     const config = { ...sectionOf(graphqlConfig, options.config, 'supergraph'), ...sectionOf(sourcesConfig, options.config, 'supergraph') };
-    const supergraph = ServedSupergraph.initial(readSupergraph(config.SUPERGRAPH_FILE), requestLimitsOf(options.config));
+    const limits = requestLimitsOf(sectionOf(securityConfig, options.config, 'supergraph'));
+    const supergraph = ServedSupergraph.initial(readSupergraph(config.SUPERGRAPH_FILE), limits);
     const { modules, remoteUrls, local, signer, trust } = app.subgraphs;
     const parts = { supergraphSdl: supergraph.plannerSdl, remoteUrls, local, signer, trust, metrics: app.metrics, log: app.log };
     const federation = createFederatedGateway({ ...parts, config, modules });
@@ -73,7 +76,8 @@ function watch(app: FastifyInstance, supergraph: ServedSupergraph, file: string,
   app.addHook('onReady', async () => {
     watchFile(file, { interval: intervalMs, persistent: false }, changed);
   });
-  app.addHook('onClose', async () => {
+  // Before the app drains: a change that comes while it closes serves nothing.
+  app.addHook('preClose', async () => {
     unwatchFile(file, changed);
   });
 }
@@ -82,6 +86,10 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The supergraph served now, and what a reload swaps with it. */
     supergraph: ServedSupergraph;
+    /** The query planner and its data sources, made from the supergraph. */
+    federation: FederatedGateway;
+    /** Federated subscriptions: shared upstream streams, made from the supergraph. */
+    subscriptions: SubscriptionExecutor;
     /**
      * Reads SUPERGRAPH_FILE (or the checked-in supergraph) again and serves it (`SIGHUP`, or the file
      * changing): built and checked whole first; on a failure the supergraph served before stays.

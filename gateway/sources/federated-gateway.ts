@@ -130,10 +130,3 @@ function registerFetchCacheGauges(metrics: GatewayMetrics, fetchCache: FetchCach
     collect: (gauge) => gauge.set(fetchCache.snapshot().bytes),
   });
 }
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** The query planner and its data sources (made from the supergraph, gateway/graphql/supergraph.ts). */
-    federation: FederatedGateway;
-  }
-}

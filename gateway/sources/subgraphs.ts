@@ -8,6 +8,7 @@ import { PrincipalSigner } from '../../platform/principal.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../../platform/runtime.js';
 import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
 import { SubgraphTrust, UntrustedSubgraph } from '../../platform/subgraph-trust.js';
+import type { GatewayMetrics } from '../observability/metrics.js';
 import { sourcesConfig, type SourcesConfig } from './config.js';
 
 /*
@@ -20,12 +21,19 @@ export interface SubgraphsOptions {
   config: PlatformConfig & SourcesConfig & Readonly<Record<string, unknown>>;
   /** Every subgraph of the supergraph. */
   modules: readonly SubgraphModule[];
-  /** Those served by servers of their own, by name (`remoteSubgraphs`); the rest run in this process. */
-  remoteUrls: ReadonlyMap<string, string>;
+  /**
+   * `SUBGRAPH_URLS`: the subgraphs it names are served by servers of their own (a gateway); `none`: every
+   * module runs here, SUBGRAPH_URLS naming only the peers they ask (a subgraph server).
+   */
+  remote: 'SUBGRAPH_URLS' | 'none';
   /** Source of "now" for every time rule. @default the system clock */
   clock?: Clock;
   /** The database, when its opening was started before the server's modules loaded. @default opened here */
   database?: Promise<Database>;
+  /** Where the subgraphs' warm-up tasks go (run after the other parts', once the server listens). */
+  warmUp: { add(name: string, run: () => void): void };
+  /** The registry their gauges go to; null where there are no metrics (a subgraph server). */
+  metrics: GatewayMetrics | null;
 }
 
 /** What the `subgraphs` part decorates the app with. */
@@ -44,12 +52,22 @@ interface Subgraphs {
 
 /**
  * The `subgraphs` part (`app.subgraphs`): starts the local subgraphs on their database, closed with the
- * app; asks each subgraph server whether it refuses unsigned calls; with metrics, their gauges.
+ * app; asks each subgraph server whether it refuses unsigned calls; their gauges and warm-up tasks. The
+ * database handed in is this part's from the start: closed here when the part fails before the subgraphs
+ * take it, or when no subgraph runs here.
  */
 export const subgraphsPlugin = fp(
   async (app: FastifyInstance, options: SubgraphsOptions) => {
-    const config = { ...sectionOf(platformConfig, options.config, 'subgraphs'), ...sectionOf(sourcesConfig, options.config, 'subgraphs') };
-    const local = options.modules.filter((m) => !options.remoteUrls.has(m.name));
+    let config: PlatformConfig & SourcesConfig;
+    let remoteUrls: ReadonlyMap<string, string>;
+    try {
+      config = { ...sectionOf(platformConfig, options.config, 'subgraphs'), ...sectionOf(sourcesConfig, options.config, 'subgraphs') };
+      remoteUrls = options.remote === 'none' ? new Map() : remoteSubgraphs(config, options.modules);
+    } catch (error) {
+      await (await options.database?.catch(() => null))?.close();
+      throw error;
+    }
+    const local = options.modules.filter((m) => !remoteUrls.has(m.name));
     if (local.length === 0) await (await options.database)?.close();
     const runtime =
       local.length === 0
@@ -65,25 +83,24 @@ export const subgraphsPlugin = fp(
     if (runtime) app.addHook('onClose', () => runtime.close());
     const subgraphs: Subgraphs = {
       modules: options.modules,
-      remoteUrls: options.remoteUrls,
+      remoteUrls,
       local: runtime?.instances ?? new Map(),
       runtime,
       signer: PrincipalSigner.from(config.PRINCIPAL_SECRET),
-      trust: subgraphTrust(options.remoteUrls, config.SUBGRAPH_TIMEOUT_MS, app.log),
+      trust: subgraphTrust(remoteUrls, config.SUBGRAPH_TIMEOUT_MS, app.log),
     };
     app.decorate('subgraphs', subgraphs);
-    for (const [name, instance] of subgraphs.local)
-      if (instance.warmUp && app.hasDecorator('warmUp')) app.warmUp.add(`subgraph ${name}`, () => instance.warmUp!());
-    if (app.hasDecorator('metrics')) registerGauges(app, subgraphs);
+    // The subgraphs' own warm-up runs after every other part's (added once all are registered).
+    app.addHook('onReady', async () => {
+      for (const [name, instance] of subgraphs.local) if (instance.warmUp) options.warmUp.add(`subgraph ${name}`, () => instance.warmUp!());
+    });
+    if (options.metrics) registerGauges(options.metrics, subgraphs);
   },
   { name: 'subgraphs', fastify: '5.x' },
 );
 
 /** SUBGRAPH_URLS, checked: each names a known subgraph, and signed calls are possible where they are needed. */
-export function remoteSubgraphs(
-  config: Pick<PlatformConfig, 'SUBGRAPH_URLS' | 'PRINCIPAL_SECRET'>,
-  modules: readonly SubgraphModule[],
-): ReadonlyMap<string, string> {
+function remoteSubgraphs(config: Pick<PlatformConfig, 'SUBGRAPH_URLS' | 'PRINCIPAL_SECRET'>, modules: readonly SubgraphModule[]): ReadonlyMap<string, string> {
   const remoteUrls = new Map(Object.entries(config.SUBGRAPH_URLS));
   const unknown = [...remoteUrls.keys()].filter((name) => !modules.some((m) => m.name === name));
   if (unknown.length > 0) {
@@ -115,8 +132,7 @@ function subgraphTrust(remoteUrls: ReadonlyMap<string, string>, timeoutMs: numbe
 }
 
 /** The gauges of the local subgraphs: the outbox and relay lag, the database pool and read cache, readiness. */
-function registerGauges(app: FastifyInstance, { runtime, local }: Subgraphs): void {
-  const { metrics } = app;
+function registerGauges(metrics: GatewayMetrics, { runtime, local }: Subgraphs): void {
   const relay = () => (runtime?.relay ? runtime.relay.status().catch(() => null) : Promise.resolve(null));
   metrics.gauge({
     name: 'outbox_lag_events',

@@ -106,6 +106,9 @@ function subgraphApollo(instance: SubgraphInstance, sdl: string, pipeline: Pipel
     // The subgraph's schema, its operations run compiled (./compiled-executor.ts).
     gateway: compiledSubgraphGateway(instance.schema, sdl),
     includeStacktraceInErrorResponses: false,
+    // The app's close stops this server (onClose, once the server has drained its connections): on its own
+    // at a signal, Apollo would stop while requests are still being answered.
+    stopOnTerminationSignals: false,
     // Its gateway sends text: a hash names nothing here.
     persistedQueries: false,
     // Explicit, so NODE_ENV does not change the API: the schema is public to the gateway and to tools.

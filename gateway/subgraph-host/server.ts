@@ -48,7 +48,14 @@ export async function startSubgraphServer(options: { config: SubgraphServerConfi
   const instanceOf = (parent: FastifyInstance) => parent.subgraphs.local.get(module.name)!;
   void app
     .register(warmUpPlugin)
-    .register(subgraphsPlugin, { config, modules: [module], remoteUrls: new Map(), clock: options.clock ?? systemClock })
+    .register(subgraphsPlugin, (parent) => ({
+      config,
+      modules: [module],
+      remote: 'none' as const,
+      clock: options.clock ?? systemClock,
+      warmUp: parent.warmUp,
+      metrics: null,
+    }))
     // The operation pipeline (gateway/pipeline/pipeline.ts) with the steps that apply to its gateway's
     // signed calls, on both of its doors (HTTP and the socket); docs/operations.md says why each other
     // step is the gateway's alone.

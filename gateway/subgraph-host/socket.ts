@@ -19,7 +19,10 @@ import { CloseCode } from '../subscriptions/close-codes.js';
 export const subgraphSocketPlugin = fp(
   async (app: FastifyInstance, options: SubgraphSocketOptions) => {
     const socket = attachSubgraphSocket(app.server, options);
-    app.addHook('preClose', () => socket.close());
+    app.addHook('preClose', async () => {
+      // A failing preClose would keep the hooks after it from running (the sockets would hold the close).
+      await socket.close().catch((error: unknown) => app.log.warn({ err: error }, 'subgraph socket not closed cleanly'));
+    });
   },
   { name: 'subgraph-socket', fastify: '5.x', dependencies: ['signed-caller'] },
 );

@@ -20,7 +20,7 @@ export const credentialRecheckPlugin = fp(
       recheck().catch((error: unknown) => app.log.warn({ err: error }, 'credential recheck failed'));
     }, config.AUTH_RECHECK_S * 1000);
     timer.unref();
-    app.addHook('onClose', async () => clearInterval(timer));
+    app.addHook('preClose', async () => clearInterval(timer));
     app.decorate('recheckCredentials', recheck);
   },
   { name: 'credential-recheck', fastify: '5.x', dependencies: ['edge-guard', 'graphql-ws', 'http-streams'] },

@@ -47,10 +47,3 @@ export function federatedSubscriptions(options: FederatedSubscriptionsOptions): 
   });
   return { subscriptions, close: () => remote.close() };
 }
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** Federated subscriptions: shared upstream streams (made from the supergraph, gateway/graphql/supergraph.ts). */
-    subscriptions: SubscriptionExecutor;
-  }
-}

@@ -327,6 +327,8 @@ export interface HttpStreamsPluginOptions {
   config: SubscriptionsConfig;
   /** The schema served now, and what runs a query or mutation streamed (gateway/graphql/apollo.ts). */
   schema: OperationGate['schema'];
+  /** Federated subscriptions (made from the supergraph, gateway/graphql/supergraph.ts). */
+  subscriptions: SubscriptionExecutor;
   execute: SocketExecution;
 }
 
@@ -339,13 +341,20 @@ export const httpStreamsPlugin = fp(
     const config = sectionOf(subscriptionsConfig, options.config, 'http-streams');
     const streams = new HttpStreams({
       gate: { schema: options.schema, pipeline: app.pipeline },
-      subscriptions: app.subscriptions,
+      subscriptions: options.subscriptions,
       execute: options.execute,
       maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
       maxPerPrincipal: config.HTTP_MAX_STREAMS_PER_PRINCIPAL,
       heartbeatMs: config.HTTP_STREAM_HEARTBEAT_MS,
     });
-    app.addHook('preClose', async () => streams.close());
+    app.addHook('preClose', async () => {
+      // A failing preClose would keep the hooks after it from running (the sockets would hold the close).
+      try {
+        streams.close();
+      } catch (error) {
+        app.log.warn({ err: error }, 'HTTP streams not ended at close');
+      }
+    });
     app.metrics.gauge({
       name: 'http_streams_open',
       help: 'Operations streamed over HTTP now (Server-Sent Events and multipart subscriptions)',
@@ -358,7 +367,7 @@ export const httpStreamsPlugin = fp(
     });
     app.decorate('httpStreams', streams);
   },
-  { name: 'http-streams', fastify: '5.x', dependencies: ['metrics', 'pipeline', 'supergraph'] },
+  { name: 'http-streams', fastify: '5.x', dependencies: ['metrics', 'pipeline'] },
 );
 
 declare module 'fastify' {

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { GraphQLError, type ExecutionArgs, type ExecutionResult, type GraphQLSchema } from 'graphql';
 import { sectionOf } from '../../platform/config.js';
+import { httpConfig, type HttpConfig } from '../http/config.js';
 import { subscriptionsConfig, type SubscriptionsConfig } from './config.js';
 
 import type { Context as WsConnection, SubscribePayload } from 'graphql-ws';
@@ -343,9 +344,11 @@ function unauthenticated(): never {
 }
 
 export interface GraphQLWebSocketPluginOptions {
-  config: SubscriptionsConfig & { BODY_LIMIT_BYTES: number };
+  config: SubscriptionsConfig & HttpConfig;
   /** The schema served now, and what runs a query or mutation sent on a socket (gateway/graphql/apollo.ts). */
   schema: () => GraphQLSchema;
+  /** Federated subscriptions (made from the supergraph, gateway/graphql/supergraph.ts). */
+  subscriptions: SubscriptionExecutor;
   execute: SocketExecution;
 }
 
@@ -355,13 +358,13 @@ export interface GraphQLWebSocketPluginOptions {
  */
 export const graphqlWsPlugin = fp(
   async (app: FastifyInstance, options: GraphQLWebSocketPluginOptions) => {
-    const config = sectionOf(subscriptionsConfig, options.config, 'graphql-ws');
+    const config = { ...sectionOf(subscriptionsConfig, options.config, 'graphql-ws'), ...sectionOf(httpConfig, options.config, 'graphql-ws') };
     const socket = new GraphQLWebSocketServer({
       server: app.server,
       path: '/graphql',
       schema: options.schema,
       auth: app.auth,
-      subscriptions: app.subscriptions,
+      subscriptions: options.subscriptions,
       execute: options.execute,
       pipeline: app.pipeline,
       rateLimiter: app.rateLimiter,
@@ -369,10 +372,13 @@ export const graphqlWsPlugin = fp(
       connectionInitTimeoutMs: config.WS_CONNECTION_INIT_TIMEOUT_MS,
       keepAliveMs: config.WS_KEEPALIVE_MS,
       maxBufferedBytes: config.WS_MAX_BUFFERED_BYTES,
-      maxPayloadBytes: options.config.BODY_LIMIT_BYTES,
+      maxPayloadBytes: config.BODY_LIMIT_BYTES,
       maxSubscriptions: config.WS_MAX_SUBSCRIPTIONS,
     });
-    app.addHook('preClose', () => socket.close());
+    app.addHook('preClose', async () => {
+      // A failing preClose would keep the hooks after it from running (the sockets would hold the close).
+      await socket.close().catch((error: unknown) => app.log.warn({ err: error }, 'graphql-ws not closed cleanly'));
+    });
     const gauges: Array<[string, string, () => number]> = [
       ['websocket_connections', 'Open graphql-ws connections', () => socket.connections()],
       ['websocket_operations', 'Operations open on graphql-ws connections (subscriptions and operations in flight)', () => socket.operations()],
@@ -385,7 +391,7 @@ export const graphqlWsPlugin = fp(
     for (const [name, help, read] of gauges) app.metrics.gauge({ name, help, collect: (gauge) => gauge.set(read()) });
     app.decorate('graphqlWs', socket);
   },
-  { name: 'graphql-ws', fastify: '5.x', dependencies: ['metrics', 'edge-guard', 'pipeline', 'supergraph'] },
+  { name: 'graphql-ws', fastify: '5.x', dependencies: ['metrics', 'edge-guard', 'pipeline'] },
 );
 
 declare module 'fastify' {
