@@ -33,6 +33,7 @@ import type { SocketExecution } from './ws-server.js';
 const TRANSPORTS = { sse: sseTransport, multipart: multipartTransport } satisfies Record<string, StreamTransport>;
 
 export type StreamProtocol = keyof typeof TRANSPORTS;
+const BY_PREFERENCE = Object.entries(TRANSPORTS) as Array<[StreamProtocol, StreamTransport]>;
 
 export interface HttpStreamsOptions {
   gate: OperationGate;
@@ -87,7 +88,7 @@ export class HttpStreams {
   protocolOf(accept: string | undefined, subscription: boolean): StreamProtocol | null {
     if (!accept) return null;
     const types = accept.split(',').map((part) => part.split(';').map((p) => p.trim().toLowerCase()));
-    for (const [protocol, transport] of Object.entries(TRANSPORTS)) if (transport.accepts(types, subscription)) return protocol as StreamProtocol;
+    for (const [protocol, transport] of BY_PREFERENCE) if (transport.accepts(types, subscription)) return protocol;
     return null;
   }
 
