@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { systemClock, type Clock } from '../platform/clock.js';
 import { isDemoMode } from '../platform/config.js';
-import type { Database } from '../platform/db.js';
+import { closeOpening, type Database } from '../platform/db.js';
 import type { EventHub } from '../platform/event-hub.js';
 import type { EventRelay } from '../platform/event-relay.js';
 import type { SubgraphInstance, SubgraphModule } from '../platform/subgraph.js';
@@ -97,7 +97,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const app = createHttpApp(config, { admission: true });
   // A busy port is reported before the slow part of the start (database, migrations, gateway).
   await assertPortFree(config.HOST, config.PORT).catch(async (error: unknown) => {
-    await (await options.database?.catch(() => null))?.close();
+    await closeOpening(options.database);
     throw error;
   });
   void app

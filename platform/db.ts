@@ -311,3 +311,8 @@ async function retriedTransaction<T>(pool: Pool, fn: (tx: Queryable) => Promise<
     }
   }
 }
+
+/** Closes a database whose opening was started and not handed on (a start that failed first); an opening that failed has nothing to close. */
+export async function closeOpening(opening: Promise<Database> | undefined): Promise<void> {
+  await (await opening?.catch(() => null))?.close();
+}

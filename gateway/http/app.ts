@@ -103,6 +103,21 @@ export function createHttpApp(config: HttpConfig, options: HttpAppOptions = {}):
 }
 
 /**
+ * Ends, before the server drains its connections, something that holds them open (sockets, streams). A
+ * failure is logged, never thrown: fastify skips the preClose hooks after one that rejects, and the
+ * connections they hold would keep the close waiting.
+ */
+export function closeBeforeDrain(app: FastifyInstance, what: string, close: () => unknown): void {
+  app.addHook('preClose', async () => {
+    try {
+      await close();
+    } catch (error) {
+      app.log.warn({ err: error }, `${what} not closed cleanly`);
+    }
+  });
+}
+
+/**
  * Loads every registered part, then listens on HOST:PORT and returns the base URL (`http://127.0.0.1:4000`).
  * A part that fails to load, or a listen that fails, closes what was opened (every part's `onClose`) and
  * throws: a listen failure as a one-line startup error naming the cause.

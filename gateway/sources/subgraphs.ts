@@ -2,7 +2,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { systemClock, type Clock } from '../../platform/clock.js';
 import { ConfigError, platformConfig, sectionOf, type PlatformConfig } from '../../platform/config.js';
-import type { Database } from '../../platform/db.js';
+import { closeOpening, type Database } from '../../platform/db.js';
 import { restoreMessage } from '../../platform/database-identity.js';
 import { PrincipalSigner } from '../../platform/principal.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../../platform/runtime.js';
@@ -64,7 +64,7 @@ export const subgraphsPlugin = fp(
       config = { ...sectionOf(platformConfig, options.config, 'subgraphs'), ...sectionOf(sourcesConfig, options.config, 'subgraphs') };
       remoteUrls = options.remote === 'none' ? new Map() : remoteSubgraphs(config, options.modules);
     } catch (error) {
-      await (await options.database?.catch(() => null))?.close();
+      await closeOpening(options.database);
       throw error;
     }
     const local = options.modules.filter((m) => !remoteUrls.has(m.name));

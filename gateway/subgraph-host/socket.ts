@@ -1,3 +1,4 @@
+import { closeBeforeDrain } from '../http/app.js';
 import type { Server, IncomingMessage } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -19,10 +20,7 @@ import { CloseCode } from '../subscriptions/close-codes.js';
 export const subgraphSocketPlugin = fp(
   async (app: FastifyInstance, options: SubgraphSocketOptions) => {
     const socket = attachSubgraphSocket(app.server, options);
-    app.addHook('preClose', async () => {
-      // A failing preClose would keep the hooks after it from running (the sockets would hold the close).
-      await socket.close().catch((error: unknown) => app.log.warn({ err: error }, 'subgraph socket not closed cleanly'));
-    });
+    closeBeforeDrain(app, 'subgraph socket', () => socket.close());
   },
   { name: 'subgraph-socket', fastify: '5.x', dependencies: ['signed-caller'] },
 );

@@ -1,3 +1,4 @@
+import { closeBeforeDrain } from '../http/app.js';
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -348,14 +349,7 @@ export const httpStreamsPlugin = fp(
       maxPerPrincipal: config.HTTP_MAX_STREAMS_PER_PRINCIPAL,
       heartbeatMs: config.HTTP_STREAM_HEARTBEAT_MS,
     });
-    app.addHook('preClose', async () => {
-      // A failing preClose would keep the hooks after it from running (the sockets would hold the close).
-      try {
-        streams.close();
-      } catch (error) {
-        app.log.warn({ err: error }, 'HTTP streams not ended at close');
-      }
-    });
+    closeBeforeDrain(app, 'HTTP streams', () => streams.close());
     app.metrics.gauge({
       name: 'http_streams_open',
       help: 'Operations streamed over HTTP now (Server-Sent Events and multipart subscriptions)',

@@ -1,3 +1,4 @@
+import { closeBeforeDrain } from '../http/app.js';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
@@ -375,10 +376,7 @@ export const graphqlWsPlugin = fp(
       maxPayloadBytes: config.BODY_LIMIT_BYTES,
       maxSubscriptions: config.WS_MAX_SUBSCRIPTIONS,
     });
-    app.addHook('preClose', async () => {
-      // A failing preClose would keep the hooks after it from running (the sockets would hold the close).
-      await socket.close().catch((error: unknown) => app.log.warn({ err: error }, 'graphql-ws not closed cleanly'));
-    });
+    closeBeforeDrain(app, 'graphql-ws', () => socket.close());
     const gauges: Array<[string, string, () => number]> = [
       ['websocket_connections', 'Open graphql-ws connections', () => socket.connections()],
       ['websocket_operations', 'Operations open on graphql-ws connections (subscriptions and operations in flight)', () => socket.operations()],
