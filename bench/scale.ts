@@ -232,6 +232,7 @@ async function eventsIntoLog(db: pg.Client, url: string): Promise<RelayFigures> 
     const before = (await jsm.streams.info(STREAM)).state.messages;
     const events = Array.from({ length: RELAY_EVENTS }, (_, i) => ({
       audience: 'everyone' as const,
+      tags: [],
       topic: 'bench.relay',
       key: `K-${i % 100}`,
       payload: { n: i, at: new Date().toISOString() },
@@ -393,7 +394,12 @@ async function steadyRate(perGateway: number, gateways: ServerProcess[], db: pg.
       sent.set(number, performance.now());
       await db.query('BEGIN');
       await appendEvents(db, [
-        { audience: 'everyone' as const, topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: number, at: new Date().toISOString() } },
+        {
+          audience: 'everyone' as const,
+          tags: [],
+          topic: 'rental.fleet_summary',
+          payload: { ...fleetPayload, reserved: number, at: new Date().toISOString() },
+        },
       ]);
       await db.query('COMMIT');
     }
@@ -524,6 +530,7 @@ async function commitMachineEvents(db: pg.Client, events: number, started: numbe
     const [id] = await appendEvents(db, [
       {
         audience: 'everyone' as const,
+        tags: [],
         topic: 'rental.machine_status',
         key: machine,
         payload: { machineId: machine, previousStatus: 'available', status: 'reserved', reason: 'quote', at: new Date().toISOString() },
@@ -541,7 +548,7 @@ async function commitBurst(db: pg.Client, fleetPayload: Record<string, unknown>,
     sent.set(k, performance.now());
     await db.query('BEGIN');
     await appendEvents(db, [
-      { audience: 'everyone' as const, topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: k, at: new Date().toISOString() } },
+      { audience: 'everyone' as const, tags: [], topic: 'rental.fleet_summary', payload: { ...fleetPayload, reserved: k, at: new Date().toISOString() } },
     ]);
     await db.query('COMMIT');
   }

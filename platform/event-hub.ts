@@ -14,6 +14,8 @@ export interface StoredEvent<P = unknown> {
   payload: P;
   /** Who may receive it (platform/outbox.ts, read by `audienceOf`); null: no tenant, operators only. */
   audience: Audience | null;
+  /** What it changed, as state caches read it (platform/state-trace.ts); empty for an event about no state. */
+  tags: readonly string[];
 }
 
 /**
@@ -72,9 +74,9 @@ export interface EventLog {
   horizon(topic: string, position: bigint): Promise<bigint>;
 }
 
-type StoredRow = Omit<StoredEvent, 'audience'> & { audience: unknown };
+type StoredRow = Omit<StoredEvent, 'audience' | 'tags'> & { audience: unknown; tags: string[] | null };
 
-const storedEventOf = (row: StoredRow): StoredEvent => ({ ...row, audience: audienceOf(row.audience) });
+const storedEventOf = (row: StoredRow): StoredEvent => ({ ...row, audience: audienceOf(row.audience), tags: row.tags ?? [] });
 
 /** The outbox table itself: NOTIFY wakes the hub, from any instance writing to the same database. */
 export function outboxLog(db: Database): EventLog {
@@ -84,15 +86,15 @@ export function outboxLog(db: Database): EventLog {
       return BigInt(res.rows[0]?.max ?? '0');
     },
     async after(position, limit) {
-      const res = await db.query<StoredRow>('SELECT id::text AS id, topic, key, payload, audience FROM outbox WHERE id > $1 ORDER BY outbox.id LIMIT $2', [
-        position.toString(),
-        limit,
-      ]);
+      const res = await db.query<StoredRow>(
+        'SELECT id::text AS id, topic, key, payload, audience, tags FROM outbox WHERE id > $1 ORDER BY outbox.id LIMIT $2',
+        [position.toString(), limit],
+      );
       return res.rows.map(storedEventOf);
     },
     async topic(topic, after, upTo, keys, limit) {
       const res = await db.query<StoredRow>(
-        `SELECT id::text AS id, topic, key, payload, audience FROM outbox
+        `SELECT id::text AS id, topic, key, payload, audience, tags FROM outbox
          WHERE topic = $1 AND id > $2 AND id <= $3 AND ($4::text[] IS NULL OR key = ANY($4))
          ORDER BY outbox.id LIMIT $5`,
         [topic, after.toString(), upTo.toString(), keys ? [...keys] : null, limit],
@@ -141,6 +143,10 @@ export class EventHub {
    * many others filter on other keys.
    */
   private readonly listeners = new Map<string, Set<Listener>>();
+  /** Listeners of every event, in id order (the gateway's state cache). */
+  private readonly taps = new Set<Listener>();
+  /** Called after each read of the log that reached its end, with when that read started (`now()`). */
+  private readonly caughtUp = new Set<(readStartedAt: number) => void>();
   private pumping: Promise<void> | null = null;
   private again = false;
   private timer: NodeJS.Timeout | undefined;
@@ -190,6 +196,20 @@ export class EventHub {
     this.timer.unref();
   }
 
+  /**
+   * Hands every event read from now on to `listener`, in id order, before any stream gets it; `caughtUp`
+   * hears of each read that reached the end of the log, with when it started (`now()`). Returns a function
+   * that stops both.
+   */
+  tap(listener: (event: StoredEvent) => void, caughtUp: (readStartedAt: number) => void): () => void {
+    this.taps.add(listener);
+    this.caughtUp.add(caughtUp);
+    return () => {
+      this.taps.delete(listener);
+      this.caughtUp.delete(caughtUp);
+    };
+  }
+
   /** The id of the last event read from the outbox and handed to this hub's streams. */
   get delivered(): bigint {
     return this.position;
@@ -234,16 +254,19 @@ export class EventHub {
     do {
       this.again = false;
       for (;;) {
+        const startedAt = this.now();
         const rows = await this.log.after(this.position, PAGE);
         const readAt = this.now();
         for (const event of rows) {
           this.position = BigInt(event.id);
           this.recent.push(event);
           this.recentReadAt.push(readAt);
+          for (const tap of this.taps) tap(event);
           for (const listener of this.listeners.get(event.topic) ?? []) listener(event);
           if (event.key !== null) for (const listener of this.listeners.get(slotOf(event.topic, event.key)) ?? []) listener(event);
         }
         this.trimRecent(readAt);
+        if (rows.length < PAGE) for (const reached of this.caughtUp) reached(startedAt);
         if (rows.length < PAGE || this.closed) break;
       }
     } while (this.again && !this.closed);

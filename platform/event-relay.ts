@@ -31,6 +31,11 @@ export const LINEAGE_HEADER = 'Ops-Lineage';
  * relayed before audiences were explicit) reaches no tenant.
  */
 export const AUDIENCE_HEADER = 'Ops-Audience';
+/**
+ * The event's state tags (platform/state-trace.ts) as a JSON array. A message without it (relayed before
+ * events carried tags) is read as having changed anything (`*`).
+ */
+export const TAGS_HEADER = 'Ops-Tags';
 
 export interface EventRelayOptions {
   url: string;
@@ -85,6 +90,7 @@ interface OutboxRow {
   key: string | null;
   payload: unknown;
   audience: unknown;
+  tags: string[] | null;
 }
 
 export class EventRelay {
@@ -304,7 +310,7 @@ export class EventRelay {
     for (;;) {
       const rows = await this.db.query<OutboxRow>(
         // Ordered by the bigint column, not by the text the id is read as ('10' sorts before '9').
-        'SELECT id::text AS id, topic, key, payload, audience FROM outbox WHERE id > $1::bigint ORDER BY outbox.id LIMIT $2',
+        'SELECT id::text AS id, topic, key, payload, audience, tags FROM outbox WHERE id > $1::bigint ORDER BY outbox.id LIMIT $2',
         [this.position.toString(), batch],
       );
       if (rows.rows.length === 0) break;
@@ -316,6 +322,8 @@ export class EventRelay {
           if (row.key !== null) h.set('Ops-Key', row.key);
           // Who may receive it travels with it: every reader of the stream applies the same rule.
           if (row.audience !== null) h.set(AUDIENCE_HEADER, JSON.stringify(row.audience));
+          // What it changed travels with it too: every gateway's state cache drops the same entries.
+          h.set(TAGS_HEADER, JSON.stringify(row.tags ?? []));
           return this.js.publish(subject(row.topic), this.encoder.encode(JSON.stringify(row.payload)), {
             msgID: row.id,
             headers: h,

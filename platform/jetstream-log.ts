@@ -1,7 +1,7 @@
 import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { EventLog, StoredEvent } from './event-hub.js';
-import { AUDIENCE_HEADER, OUTBOX_ID_HEADER } from './event-relay.js';
+import { AUDIENCE_HEADER, OUTBOX_ID_HEADER, TAGS_HEADER } from './event-relay.js';
 import { audienceOf } from './outbox.js';
 
 /*
@@ -115,7 +115,7 @@ export class JetStreamLog implements EventLog {
       for (const event of page) {
         if (BigInt(event.id) > upTo) return out;
         if (!keys || (event.key !== null && keys.has(event.key)))
-          out.push({ id: event.id, topic: event.topic, key: event.key, payload: event.payload, audience: event.audience });
+          out.push({ id: event.id, topic: event.topic, key: event.key, payload: event.payload, audience: event.audience, tags: event.tags });
         if (out.length >= limit) return out;
       }
       from = page.at(-1)!.seq + 1;
@@ -210,10 +210,14 @@ export class JetStreamLog implements EventLog {
   }
 
   private sequenced(m: JsMsg): Sequenced {
-    return { ...this.eventOf(m.subject, m.headers?.get(OUTBOX_ID_HEADER), m.headers?.get(KEY_HEADER), m.headers?.get(AUDIENCE_HEADER), m.data), seq: m.seq };
+    return { ...this.eventOf(m.subject, m.headers, m.data), seq: m.seq };
   }
 
-  private eventOf(subject: string, id: string | undefined, key: string | undefined, audience: string | undefined, data: Uint8Array): StoredEvent {
+  private eventOf(subject: string, h: JsMsg['headers'], data: Uint8Array): StoredEvent {
+    const id = h?.get(OUTBOX_ID_HEADER);
+    const key = h?.get(KEY_HEADER);
+    const audience = h?.get(AUDIENCE_HEADER);
+    const tags = h?.get(TAGS_HEADER);
     if (!id) throw new Error(`a message on ${subject} has no ${OUTBOX_ID_HEADER}`);
     return {
       id,
@@ -221,8 +225,15 @@ export class JetStreamLog implements EventLog {
       key: key ? key : null,
       payload: JSON.parse(this.decoder.decode(data)) as unknown,
       audience: audience ? audienceOf(parsedJson(audience)) : null,
+      tags: tagsOf(tags),
     };
   }
+}
+
+/** A message's state tags: `*` (anything may have changed) when it carries none or they are not a list of text. */
+function tagsOf(header: string | undefined): readonly string[] {
+  const tags = header ? parsedJson(header) : undefined;
+  return Array.isArray(tags) && tags.every((t) => typeof t === 'string') ? tags : ['*'];
 }
 
 /** A header's JSON, or undefined when it is not JSON (such an audience reaches no tenant). */

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { Queryable } from './db.js';
 import type { Grain, Owner } from './ownership.js';
+import { noteAppended } from './state-trace.js';
 
 /** The NOTIFY channel that announces new outbox rows (payload: the newest id). */
 export const OUTBOX_CHANNEL = 'outbox_events';
@@ -43,6 +44,11 @@ export interface OutboxEvent<P = unknown> {
   payload: P;
   /** Required: an event cannot be written without saying whose it is. */
   audience: Audience;
+  /**
+   * Required: what the write changed, as state caches read it (platform/state-trace.ts: the collection of
+   * every state table written, and the rows and owners it touched). Empty for an event about no state.
+   */
+  tags: readonly string[];
 }
 
 /**
@@ -67,15 +73,25 @@ export async function appendEvents(tx: Queryable, events: readonly OutboxEvent[]
   const res = await tx.query<{ id: string }>(
     `WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1) AS held),
      appended AS (
-       INSERT INTO outbox (topic, key, payload, audience)
-       SELECT e.topic, e.key, e.payload, e.audience
-       FROM locked, ROWS FROM (jsonb_to_recordset($2::jsonb) AS (topic text, key text, payload jsonb, audience jsonb)) WITH ORDINALITY AS e(topic, key, payload, audience, n)
+       INSERT INTO outbox (topic, key, payload, audience, tags)
+       SELECT e.topic, e.key, e.payload, e.audience, COALESCE(e.tags, '{}')
+       FROM locked, ROWS FROM (jsonb_to_recordset($2::jsonb) AS (topic text, key text, payload jsonb, audience jsonb, tags text[])) WITH ORDINALITY AS e(topic, key, payload, audience, tags, n)
        ORDER BY e.n
        RETURNING id
      ),
      notified AS MATERIALIZED (SELECT pg_notify($3, max(id)::text) FROM appended)
      SELECT appended.id::text AS id FROM appended, notified ORDER BY appended.id`,
-    [OUTBOX_LOCK, JSON.stringify(events.map((e) => ({ topic: e.topic, key: e.key ?? null, payload: e.payload, audience: e.audience }))), OUTBOX_CHANNEL],
+    [
+      OUTBOX_LOCK,
+      JSON.stringify(events.map((e) => ({ topic: e.topic, key: e.key ?? null, payload: e.payload, audience: e.audience, tags: e.tags }))),
+      OUTBOX_CHANNEL,
+    ],
   );
-  return res.rows.map((r) => r.id);
+  const ids = res.rows.map((r) => r.id);
+  noteAppended(
+    tx,
+    events.flatMap((e) => e.tags),
+    ids,
+  );
+  return ids;
 }

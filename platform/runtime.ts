@@ -12,6 +12,7 @@ import { createPeers } from './peers.js';
 import { SubgraphTrust } from './subgraph-trust.js';
 import { PrincipalSigner } from './principal.js';
 import type { SubgraphInstance, SubgraphModule } from './subgraph.js';
+import { traceStateAccess } from './state-trace.js';
 
 const platformMigrations = { owner: 'platform', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) };
 
@@ -99,7 +100,18 @@ export async function startSubgraphRuntime(args: {
     }
     await events.start();
     for (const module of modules)
-      instances.set(module.name, await module.start({ db, config: sliceOf(module.config, config), demoMode: isDemoMode(config), clock, events, peers }));
+      instances.set(
+        module.name,
+        await module.start({
+          // Its reads traced and its writes held to their events (platform/state-trace.ts).
+          db: traceStateAccess(db, module.state ?? {}, `${module.name}_`),
+          config: sliceOf(module.config, config),
+          demoMode: isDemoMode(config),
+          clock,
+          events,
+          peers,
+        }),
+      );
     // The outbox is bounded: pruned in short batches, never an event the bus has not received.
     const policies = modules.flatMap((m) => m.retention ?? []);
     const stream = config.EVENT_BUS_URL ? config.EVENT_STREAM : null;

@@ -12,6 +12,7 @@ import type { TopicRetention } from './outbox-retention.js';
 import type { Grain } from './ownership.js';
 import type { Principal } from './principal.js';
 import type { RestRoute } from './rest.js';
+import { watchContext, type StateTables } from './state-trace.js';
 
 /** What a subgraph learns about the request that reached the gateway (forwarded as headers). */
 interface SubgraphRequest {
@@ -91,6 +92,12 @@ export interface SubgraphModule<S extends ConfigShape = ConfigShape> {
    * (platform/outbox-retention.ts). @default every topic kept for OUTBOX_RETENTION_S
    */
   retention?: readonly TopicRetention[];
+  /**
+   * Its state tables: the type each table's rows are and who may see them (platform/state-trace.ts). Reads
+   * of them are cached by the gateways, and every write to one must append an event tagged with its type
+   * (the database handle the subgraph is given refuses any other). @default none: no answer is cached
+   */
+  state?: StateTables;
   start(deps: SubgraphDeps<ConfigValues<S>>): Promise<SubgraphInstance>;
 }
 
@@ -165,7 +172,7 @@ export interface SubgraphDefinition<S extends ConfigShape, Context> extends Omit
  * context holds the loaded models.
  */
 export function defineSubgraph<S extends ConfigShape, Context>(definition: SubgraphDefinition<S, Context>): SubgraphModule<S> {
-  const { name, config, restPrefix, routes, migrations, peers, pure, owned, shared, retention, resolvers, readiness } = definition;
+  const { name, config, restPrefix, routes, migrations, peers, pure, owned, shared, retention, state, resolvers, readiness } = definition;
   return {
     ...{ name, config, restPrefix, routes, migrations },
     ...(peers ? { peers } : {}),
@@ -173,6 +180,7 @@ export function defineSubgraph<S extends ConfigShape, Context>(definition: Subgr
     ...(owned ? { owned } : {}),
     ...(shared ? { shared } : {}),
     ...(retention ? { retention } : {}),
+    ...(state ? { state } : {}),
     async start(deps) {
       const parts = await definition.start(deps);
       const schema = buildSubgraphSchema({ typeDefs: parse(readSubgraphSdl(definition.name)), resolvers: resolvers as ResolverMap });
@@ -187,7 +195,8 @@ export function defineSubgraph<S extends ConfigShape, Context>(definition: Subgr
       };
       return {
         schema,
-        context: (request) => parts.context(request),
+        // What an answer read beyond the tables (the clock, the caller) is noted as it is read.
+        context: (request) => watchContext(parts.context(request)),
         ready: parts.ready ? () => parts.ready!() : tableAnswers,
         close: async () => {
           await parts.close?.();

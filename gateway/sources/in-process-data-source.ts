@@ -4,6 +4,7 @@ import { tracer, tracingEnabled } from '../observability/tracing.js';
 import { execute, parse, validate, type DocumentNode, type ExecutionResult, type GraphQLError, type GraphQLSchema } from 'graphql';
 import type { CompiledQuery } from 'graphql-jit';
 import { SYSTEM_PRINCIPAL } from '../../platform/principal.js';
+import { stateExtension, StateTrace, traceRequest } from '../../platform/state-trace.js';
 import type { SubgraphInstance } from '../../platform/subgraph.js';
 import type { GatewayContext } from '../pipeline/context.js';
 import { serializeSubgraphError, unavailableErrors } from './subgraph-errors.js';
@@ -80,20 +81,24 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
       return { errors: prepared.errors.map((e) => ({ ...e.toJSON(), extensions: { ...e.extensions, code: 'GRAPHQL_VALIDATION_FAILED' } })) };
     }
     let result: ExecutionResult;
+    // What the request read and wrote of the state, answered as a subgraph server answers it (`extensions.state`).
+    const trace = new StateTrace();
     try {
       const contextValue = this.subgraph.context({ headers, principal });
       const compiled = compiledSubgraphs ? prepared.compiled : null;
       if (compiled) subgraphExecutionCounts.compiled += 1;
       else subgraphExecutionCounts.interpreted += 1;
-      result = compiled
-        ? await compiled.query(undefined, contextValue, variables)
-        : await execute({
-            schema: this.subgraph.schema,
-            document: prepared.document,
-            variableValues: variables,
-            operationName: options.request.operationName ?? null,
-            contextValue,
-          });
+      result = await traceRequest(trace, async () =>
+        compiled
+          ? await compiled.query(undefined, contextValue, variables)
+          : await execute({
+              schema: this.subgraph.schema,
+              document: prepared.document,
+              variableValues: variables,
+              operationName: options.request.operationName ?? null,
+              contextValue,
+            }),
+      );
     } catch (error) {
       // The subgraph could not answer at all: as over the network, its fields fail and the rest stands.
       this.onInternalError(error);
@@ -104,6 +109,8 @@ export class InProcessDataSource implements GraphQLDataSource<GatewayContext> {
     // Without data, execution never started: the request itself was bad (variables that do not coerce).
     const requestError = !('data' in result);
     if (result.errors) response.errors = result.errors.map((e) => serializeSubgraphError(e, this.onInternalError, requestError));
+    const state = stateExtension(trace);
+    if (state) response.extensions = { state };
     return response;
   }
 

@@ -1,4 +1,5 @@
 import type { GatewayExecutor, GatewayInterface, GatewaySchemaLoadOrUpdateCallback } from '@apollo/server-gateway-interface';
+import { stateExtension, StateTrace, traceRequest } from '../../platform/state-trace.js';
 import { execute, Kind, OperationTypeNode, type DocumentNode, type GraphQLSchema, type OperationDefinitionNode } from 'graphql';
 import type { CompiledQuery } from 'graphql-jit';
 import { compiledOrNull, compiledSubgraphExecution, subgraphExecutionCounts } from '../sources/in-process-data-source.js';
@@ -25,7 +26,14 @@ export function compiledSubgraphGateway(schema: GraphQLSchema, sdl: string): Gat
     }
     return compiled;
   };
+  // What each operation read and wrote of the state travels back in `extensions.state` (platform/state-trace.ts).
   const executor: GatewayExecutor = async (request) => {
+    const trace = new StateTrace();
+    const result = await traceRequest(trace, () => run(request));
+    const state = stateExtension(trace);
+    return state ? { ...result, extensions: { ...result.extensions, state } } : result;
+  };
+  const run: GatewayExecutor = async (request) => {
     const { document, operation, operationName, context } = request;
     const variables = request.request.variables ?? {};
     const compiled = compiledSubgraphExecution() ? await compiledFor(document, operation, operationName) : null;

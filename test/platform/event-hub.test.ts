@@ -51,7 +51,7 @@ describe('outbox event hub', () => {
 
   const write = async (n: number, key: (i: number) => string) => {
     for (let i = 0; i < n; i++) {
-      await db.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: 't', key: key(i), payload: { i } }]));
+      await db.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, tags: [], topic: 't', key: key(i), payload: { i } }]));
     }
     await hub.wake();
   };
@@ -112,7 +112,7 @@ describe('outbox event hub when the database fails', () => {
     const hub = new EventHub(flaky, { pollMs: 60_000, onError: (e) => errors.push(e) });
     await hub.start();
     const live = hub.stream<{ i: number }>('f', { viewer: SYSTEM_VIEWER });
-    await db.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: 'f', key: null, payload: { i: 1 } }]));
+    await db.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, tags: [], topic: 'f', key: null, payload: { i: 1 } }]));
     failNext = true;
     await expect(hub.wake()).resolves.toBeUndefined();
     expect(errors.map(String)).toEqual(['Error: connection lost']);
@@ -131,7 +131,9 @@ describe('outbox event hub when the database fails', () => {
     try {
       const live = small.stream<{ i: number }>('odd', { viewer: SYSTEM_VIEWER });
       for (let i = 0; i < 20; i++)
-        await mem.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: i % 2 ? 'odd' : 'even', key: `k${i % 3}`, payload: { i } }]));
+        await mem.transaction((tx) =>
+          appendEvents(tx, [{ audience: 'everyone' as const, tags: [], topic: i % 2 ? 'odd' : 'even', key: `k${i % 3}`, payload: { i } }]),
+        );
       await small.wake();
       const all = await within(take(live, 10), 'the live events');
       await live.return!();
@@ -162,7 +164,7 @@ describe('outbox event hub when the database fails', () => {
     await hub.start();
     const append = async (from: number, to: number) => {
       for (let i = from; i < to; i++)
-        await mem.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: 't', key: null, payload: { i } }]));
+        await mem.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, tags: [], topic: 't', key: null, payload: { i } }]));
       await hub.wake();
     };
     const replay = async (after: string, n: number) => {
@@ -212,7 +214,7 @@ describe('outbox event hub when the database fails', () => {
       // The first arrives once the LISTEN connection is back (by NOTIFY, or the wake that follows the
       // reconnect when it was written before); the second, written after that, only by NOTIFY.
       for (const i of [1, 2]) {
-        await writer.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, topic: 'r', key: null, payload: { i } }]));
+        await writer.transaction((tx) => appendEvents(tx, [{ audience: 'everyone' as const, tags: [], topic: 'r', key: null, payload: { i } }]));
         const got = await within(take(live, 1), `event ${i} after the LISTEN connection was terminated`);
         expect(got.map((e) => e.payload.i)).toEqual([i]);
       }
@@ -262,7 +264,7 @@ describe('event audiences', () => {
     ]);
     // New rows must say whose they are: the database refuses one that does not.
     await expect(db.query(`INSERT INTO outbox (topic, payload) VALUES ('t', '{}')`)).rejects.toThrow(/outbox_audience_declared/);
-    await db.transaction((tx) => appendEvents(tx, [{ audience: 'everyone', topic: 'rental.fleet_summary', payload: { n: 5 } }]));
+    await db.transaction((tx) => appendEvents(tx, [{ audience: 'everyone', tags: [], topic: 'rental.fleet_summary', payload: { n: 5 } }]));
     expect((await db.query<{ audience: unknown }>(`SELECT audience FROM outbox WHERE payload->>'n' = '5'`)).rows[0]!.audience).toBe('everyone');
 
     const hub = new EventHub(db, { pollMs: 60_000 });
@@ -276,7 +278,7 @@ describe('event audiences', () => {
       await db.transaction((tx) =>
         appendEvents(
           tx,
-          topics.map((topic) => ({ audience: 'everyone' as const, topic, payload: { n: end } })),
+          topics.map((topic) => ({ audience: 'everyone' as const, tags: [], topic, payload: { n: end } })),
         ),
       );
       await hub.wake();

@@ -227,7 +227,7 @@ describe.runIf(NATS_SERVER).each(backends)('the outbox relayed to JetStream (%s)
       await server.db.transaction((tx) =>
         appendEvents(
           tx,
-          Array.from({ length: block }, (_, i) => ({ audience: 'everyone' as const, topic: 'test.block', key: `K-${i % 7}`, payload: { n: i } })),
+          Array.from({ length: block }, (_, i) => ({ audience: 'everyone' as const, tags: [], topic: 'test.block', key: `K-${i % 7}`, payload: { n: i } })),
         ),
       );
       await a.drained(60_000);

@@ -51,8 +51,8 @@ describe.runIf(TEST_DATABASE_URL)('outbox ids seen in order by a reader while wr
           for (let i = 0; i < perWriter; i++) {
             await db.transaction(async (tx) => {
               await appendEvents(tx, [
-                { audience: 'everyone', topic: 'order.test', key: `w${w}`, payload: { i } },
-                { audience: 'everyone', topic: 'order.test', key: `w${w}`, payload: { i, second: true } },
+                { audience: 'everyone', tags: [], topic: 'order.test', key: `w${w}`, payload: { i } },
+                { audience: 'everyone', tags: [], topic: 'order.test', key: `w${w}`, payload: { i, second: true } },
               ]);
               // Work after the ids are drawn, before the commit: the window in which an unordered writer
               // would let a later id commit first.
