@@ -28,9 +28,11 @@ export const supergraphPlugin = fp(
     const config = { ...sectionOf(graphqlConfig, options.config, 'supergraph'), ...sectionOf(sourcesConfig, options.config, 'supergraph') };
     const limits = requestLimitsOf(sectionOf(securityConfig, options.config, 'supergraph'));
     const supergraph = ServedSupergraph.initial(readSupergraph(config.SUPERGRAPH_FILE), limits);
-    const { modules, remoteUrls, local, signer, trust } = app.subgraphs;
+    const { modules, remoteUrls, local, signer, trust, log: eventLog } = app.subgraphs;
     const parts = { supergraphSdl: supergraph.plannerSdl, remoteUrls, local, signer, trust, metrics: app.metrics, log: app.log };
-    const federation = createFederatedGateway({ ...parts, config, modules });
+    // An entry's life is capped by the `@cacheControl` hints of the supergraph served when it is stored.
+    const cacheCap = (query: string) => supergraph.cachePolicies.capOf(query);
+    const federation = createFederatedGateway({ ...parts, config, modules, eventLog, cacheCap });
     app.addHook('onClose', () => federation.close());
     const { subscriptions, close } = federatedSubscriptions({
       ...parts,
