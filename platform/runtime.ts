@@ -99,19 +99,7 @@ export async function startSubgraphRuntime(args: {
       }
     }
     await events.start();
-    for (const module of modules)
-      instances.set(
-        module.name,
-        await module.start({
-          // Its reads traced and its writes held to their events (platform/state-trace.ts).
-          db: traceStateAccess(db, module.state ?? {}, `${module.name}_`),
-          config: sliceOf(module.config, config),
-          demoMode: isDemoMode(config),
-          clock,
-          events,
-          peers,
-        }),
-      );
+    for (const module of modules) instances.set(module.name, await startModule(module, { db, config, clock, events, peers }));
     // The outbox is bounded: pruned in short batches, never an event the bus has not received.
     const policies = modules.flatMap((m) => m.retention ?? []);
     const stream = config.EVENT_BUS_URL ? config.EVENT_STREAM : null;
@@ -133,4 +121,20 @@ export async function startSubgraphRuntime(args: {
     throw error;
   }
   return { db, events, relay, instances, close };
+}
+
+/** One subgraph on its database handle: its reads traced and its writes held to their events (platform/state-trace.ts). */
+function startModule(
+  module: SubgraphModule,
+  deps: { db: Database; config: PlatformConfig & Readonly<Record<string, unknown>>; clock: Clock; events: EventHub; peers: ReturnType<typeof createPeers> },
+): Promise<SubgraphInstance> {
+  const { db, config, clock, events, peers } = deps;
+  return module.start({
+    db: traceStateAccess(db, module.state ?? {}, `${module.name}_`),
+    config: sliceOf(module.config, config),
+    demoMode: isDemoMode(config),
+    clock,
+    events,
+    peers,
+  });
 }

@@ -1,5 +1,4 @@
 import type { GraphQLDataSource, GraphQLDataSourceProcessOptions } from '@apollo/gateway';
-import type { GatewayGraphQLResponse } from '@apollo/server-gateway-interface';
 import { describe, expect, it } from 'vitest';
 import type { GatewayContext, StatePositions } from '../../../gateway/pipeline/context.js';
 import { StateCache, type StateCacheOptions } from '../../../gateway/sources/state-cache.js';
@@ -51,7 +50,7 @@ function subgraph(state: (query: string, principal: Principal) => StateExtension
       const n = calls;
       if (gate) await gate;
       const principal = options.context.principal;
-      return { data: { n, who: principal.id }, extensions: { state: state(options.request.query ?? '', principal) } } as GatewayGraphQLResponse;
+      return { data: { n, who: principal.id }, extensions: { state: state(options.request.query ?? '', principal) } };
     },
   };
   return {
@@ -124,7 +123,7 @@ describe('the state cache', () => {
     }
     let calls = 0;
     const failing = cache.wrap('rental', {
-      process: async () => ({ data: { x: ++calls }, errors: [{ message: 'no' }], extensions: { state: fleetRead() } }) as unknown as GatewayGraphQLResponse,
+      process: async () => ({ data: { x: ++calls }, errors: [{ message: 'no' }], extensions: { state: fleetRead() } }),
     });
     await failing.process(fetchOf(MACHINES, alice));
     await failing.process(fetchOf(MACHINES, alice));
@@ -260,7 +259,7 @@ describe('the state cache', () => {
       kept.process({
         ...fetchOf(BOOKINGS, p),
         request: { query: BOOKINGS, variables: { i, pad: 'x'.repeat(400) } },
-      } as GraphQLDataSourceProcessOptions<GatewayContext>);
+      });
     for (let i = 0; i < 60; i += 1) await read(i, alice);
     const acme = cache.snapshot().bytes;
     expect(acme).toBeLessThanOrEqual(20_000);
