@@ -115,7 +115,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       metrics: parent.metrics,
     }))
     .register(edgeGuardPlugin, { config })
-    .register(supergraphPlugin, { config })
+    .register(supergraphPlugin, { config, clock: options.clock ?? systemClock })
     .register(stateCachePlugin, { modules })
     .register(usagePlugin, (parent) => ({ config, schema: parent.supergraph.schema, supergraphSdl: () => parent.supergraph.sdl }))
     .register(documentsPlugin, (parent) => ({ config, modules, schema: parent.supergraph.schema }))

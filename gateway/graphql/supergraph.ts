@@ -1,6 +1,7 @@
 import { readFileSync, unwatchFile, watchFile } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import type { Clock } from '../../platform/clock.js';
 import { sectionOf } from '../../platform/config.js';
 import { readCheckedInSupergraph } from '../../schema/supergraph-file.js';
 import { sourcesConfig, type SourcesConfig } from '../sources/config.js';
@@ -15,6 +16,8 @@ import { ServedSupergraph, type ReloadResult } from './served-supergraph.js';
 
 export interface SupergraphOptions {
   config: GraphQLConfig & SourcesConfig & SubscriptionsConfig & SecurityConfig;
+  /** The subgraphs' clock (the state cache reads their answers' bounds by it). */
+  clock: Clock;
 }
 
 /**
@@ -32,7 +35,7 @@ export const supergraphPlugin = fp(
     const parts = { supergraphSdl: supergraph.plannerSdl, remoteUrls, local, signer, trust, metrics: app.metrics, log: app.log };
     // An entry's life is capped by the `@cacheControl` hints of the supergraph served when it is stored.
     const cacheCap = (query: string) => supergraph.cachePolicies.capOf(query);
-    const federation = createFederatedGateway({ ...parts, config, modules, eventLog, cacheCap });
+    const federation = createFederatedGateway({ ...parts, config, modules, eventLog, cacheCap, clock: options.clock });
     app.addHook('onClose', () => federation.close());
     const { subscriptions, close } = federatedSubscriptions({
       ...parts,

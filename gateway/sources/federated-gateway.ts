@@ -14,6 +14,7 @@ import { InProcessDataSource, setCompiledSubgraphExecution } from './in-process-
 import { installCompiledExecution } from '../planner/plan-executor.js';
 import { RemoteDataSource } from './remote-data-source.js';
 import { StateCache } from './state-cache.js';
+import type { Clock } from '../../platform/clock.js';
 import type { EventHub } from '../../platform/event-hub.js';
 
 export interface FederatedGatewayOptions {
@@ -35,6 +36,8 @@ export interface FederatedGatewayOptions {
   eventLog: { events: EventHub } | null;
   /** Seconds an entry of a subgraph fetch document may live by its `@cacheControl` hints; null: no hint caps it. */
   cacheCap: (query: string) => number | null;
+  /** The subgraphs' clock: what their answers' `validUntil` is given in. */
+  clock: Clock;
 }
 
 export interface FederatedGateway {
@@ -125,7 +128,7 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
 }
 
 /** The state cache, when it is on and an event log is read here. */
-function stateCacheOf({ config, eventLog, cacheCap }: FederatedGatewayOptions): StateCache | null {
+function stateCacheOf({ config, eventLog, cacheCap, clock }: FederatedGatewayOptions): StateCache | null {
   if (config.STATE_CACHE_MB === 0 || !eventLog) return null;
   const { events } = eventLog;
   return new StateCache({
@@ -138,6 +141,7 @@ function stateCacheOf({ config, eventLog, cacheCap }: FederatedGatewayOptions): 
     delivered: () => events.delivered,
     wake: () => events.wake(),
     capOf: cacheCap,
+    wallClock: () => clock.now().getTime(),
   });
 }
 

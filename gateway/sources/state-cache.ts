@@ -46,7 +46,10 @@ export interface StateCacheOptions {
   wake: () => Promise<void>;
   /** Seconds an entry of this fetch document may live by its `@cacheControl` hints; null: no hint caps it. */
   capOf?: (query: string) => number | null;
+  /** Monotonic time (ms) for ages and the lag bound. @default performance.now */
   now?: () => number;
+  /** The subgraphs' clock (epoch ms), which their `validUntil` is given in. @default Date.now */
+  wallClock?: () => number;
   onLineageLost?: (message: string) => void;
 }
 
@@ -70,6 +73,8 @@ interface Entry {
   bytes: number;
   tags: readonly string[];
   expiresAt: number;
+  /** Epoch ms (the subgraphs' clock) from which its answer no longer holds; infinite when it read no clock. */
+  validUntil: number;
   /** The log position its fetch started at. */
   position: bigint;
 }
@@ -100,11 +105,13 @@ export class StateCache {
   private lineageLost = false;
   private lastLag: { events: bigint; probedAt: number } | null = null;
   private readonly now: () => number;
+  private readonly wallClock: () => number;
   readonly stats: StateCacheStats = { hits: new Map(), misses: new Map(), bypassed: new Map(), evictions: new Map(), fenced: 0 };
   private readonly caps = new Map<string, number | null>();
 
   constructor(readonly options: StateCacheOptions) {
     this.now = options.now ?? (() => performance.now());
+    this.wallClock = options.wallClock ?? Date.now;
   }
 
   /** Whether entries may be served now: the log caught up within the bound, its lineage intact. */
@@ -278,16 +285,16 @@ export class StateCache {
     let life = this.options.maxAgeMs;
     const cap = this.capOf(query);
     if (cap !== null) life = Math.min(life, cap * 1000);
-    // `validUntil` is wall-clock time (the subgraph's clock); this cache's clock is monotonic.
-    if (state.validUntil !== undefined) life = Math.min(life, state.validUntil - Date.now());
-    if (life <= 0) return;
+    // `validUntil` is the subgraphs' clock, read again at every serve (a clock may jump).
+    const validUntil = state.validUntil ?? Number.POSITIVE_INFINITY;
+    if (life <= 0 || validUntil <= this.wallClock()) return;
     const grain = state.grain;
     if (this.grains.size >= MAX_GRAINS && !this.grains.has(base)) this.grains.delete(this.grains.keys().next().value!);
     this.grains.set(base, grain);
     const key = base + callerPart(grain, principal);
     const text = JSON.stringify({ data: response.data });
     const slot = grain === 'everyone' ? '*' : principal.tenant;
-    this.store({ key, slot, text, bytes: 2 * (key.length + text.length) + ENTRY_OVERHEAD, tags, expiresAt: now + life, position });
+    this.store({ key, slot, text, bytes: 2 * (key.length + text.length) + ENTRY_OVERHEAD, tags, expiresAt: now + life, validUntil, position });
   }
 
   /** Whether an eviction since `startedSeq` named one of `tags` (or everything), or the ring no longer reaches back that far. */
@@ -323,7 +330,7 @@ export class StateCache {
   private read(key: string): string | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
-    if (entry.expiresAt <= this.now()) {
+    if (entry.expiresAt <= this.now() || entry.validUntil <= this.wallClock()) {
       this.drop(entry, 'expired');
       return undefined;
     }
