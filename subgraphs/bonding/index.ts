@@ -5,7 +5,7 @@ import { bondingResolvers } from './resolvers.js';
 import { bondingConfig } from './config.js';
 import { bondingRoutes } from './rest.js';
 import { BondingService } from './service.js';
-import { TOPICS } from './records.js';
+import { STATE_TYPES, TOPICS } from './records.js';
 import { BondingStore } from './store.js';
 import { periodic } from '../../platform/periodic.js';
 
@@ -33,6 +33,12 @@ export const bonding = defineSubgraph({
       make: async (run) => createdId(await run('mutation { startBondingSession(seed: 7) { id } }'), 'startBondingSession'),
     },
   ],
+  // What its reads depend on (platform/state-trace.ts; docs/bonding.md, State the gateways cache): a session
+  // and its key generations are their user's alone.
+  state: {
+    bonding_sessions: { type: STATE_TYPES.session, grain: 'principal' },
+    bonding_keys: { type: STATE_TYPES.key, grain: 'principal' },
+  },
   restPrefix: '/bonding',
   routes: bondingRoutes,
   migrations: [{ owner: 'bonding', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],

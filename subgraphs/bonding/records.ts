@@ -12,6 +12,12 @@ export const TOPICS = {
   session: 'bonding.session',
 } as const;
 
+/**
+ * The types the state tables' rows are (platform/state-trace.ts; index.ts declares the tables): sessions
+ * and their key generations, both their user's.
+ */
+export const STATE_TYPES = { session: 'BondingSession', key: 'BondingKey' } as const;
+
 export type SessionEventKind = 'started' | 'state' | 'metrics' | 'key' | 'closed';
 
 export interface SessionEventPayload {

@@ -2,6 +2,7 @@ import { domainError } from '../../platform/errors.js';
 import { mapEvents } from '../../platform/event-hub.js';
 import { viewerOf } from '../../platform/ownership.js';
 import { DateTimeScalar } from '../../platform/scalars.js';
+import { currentTrace } from '../../platform/state-trace.js';
 import { parseInput } from '../../platform/validate.js';
 import { RiskModel, defaultGroupOutage } from './correlation.js';
 import {
@@ -132,6 +133,13 @@ export const bondingResolvers: Resolvers = {
       return { pathIds: s.model.paths.map((p) => p.id), matrix: model.matrix().map((row) => row.map((x) => Math.round(x * 1e6) / 1e6)) };
     },
     lastKey: (s) => s.lastKey,
+  },
+  PathRecommendation: {
+    // A measurement of the computation that made this answer: an answer selecting it is not kept.
+    elapsedMs: (r) => {
+      currentTrace()?.refuse('elapsedMs measures one computation');
+      return r.elapsedMs;
+    },
   },
   BondPath: {
     kind: (p) => kindToEnum(p.kind),

@@ -2,9 +2,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Database, Queryable } from '../../platform/db.js';
 import { domainError } from '../../platform/errors.js';
 import { appendEvents, type OutboxEvent } from '../../platform/outbox.js';
-import { ownedBy, type Owner, type Viewer } from '../../platform/ownership.js';
+import { ownedBy, viewedTenant, type Owner, type Viewer } from '../../platform/ownership.js';
+import { readingOnly, stateTag, unobservedWrite } from '../../platform/state-trace.js';
 import { initialState, step, type PathSpec, type PathState } from './link-model.js';
-import { TOPICS, type KeySummary, type Overview, type SessionEventKind, type SessionEventPayload, type SessionRecord } from './records.js';
+import { STATE_TYPES, TOPICS, type KeySummary, type Overview, type SessionEventKind, type SessionEventPayload, type SessionRecord } from './records.js';
 import { afterStep, initialPlanes, type Planes, type SessionState } from './state-machine.js';
 
 /** A session's owner columns: its user is the principal. */
@@ -12,6 +13,20 @@ const USER_COLUMNS = { tenant: 'tenant', principal: 'user_id' };
 
 const COLUMNS = `id, tenant, user_id AS "userId", state, state_reason AS "stateReason", seed, tick, model, planes,
   last_key AS "lastKey", created_at AS "createdAt", updated_at AS "updatedAt", closed_at AS "closedAt"`;
+
+/** A well-formed session id: any other is no row's (the table's CHECK), so a read of it depends on nothing. */
+const SESSION_ID = /^BS-[0-9a-f]{12}$/;
+
+/** Runs `read` as reading only the sessions `ids`. */
+const readingSessions = <T>(ids: readonly string[], read: () => Promise<T>): Promise<T> =>
+  readingOnly(
+    ids.filter((id) => SESSION_ID.test(id)).map((id) => stateTag.key(STATE_TYPES.session, id)),
+    read,
+  );
+
+/** Runs `read` as reading only sessions of `tenant` (a user's are among them); null: every tenant's. */
+const readingSessionsOf = <T>(tenant: string | null, read: () => Promise<T>): Promise<T> =>
+  tenant === null ? read() : readingOnly([stateTag.owner(STATE_TYPES.session, tenant)], read);
 
 export interface BondingStoreOptions {
   tickMs: number;
@@ -58,27 +73,35 @@ export class BondingStore {
   /** The sessions among `ids` that `viewer` may see (another user's are left out, as unknown ids are). */
   async sessionsByIds(ids: readonly string[], viewer: Viewer): Promise<SessionRecord[]> {
     const params: unknown[] = [[...ids]];
-    const res = await this.db.query<SessionRecord>(
-      `SELECT ${COLUMNS} FROM bonding_sessions WHERE id = ANY($1) AND ${ownedBy(viewer, 'principal', params, USER_COLUMNS)}`,
-      params,
+    // Depends on each session asked for, found or not.
+    const res = await readingSessions(ids, () =>
+      this.db.query<SessionRecord>(
+        `SELECT ${COLUMNS} FROM bonding_sessions WHERE id = ANY($1) AND ${ownedBy(viewer, 'principal', params, USER_COLUMNS)}`,
+        params,
+      ),
     );
     return res.rows;
   }
 
   /** The user's newest open session, else the newest one. */
   async currentSession(user: Owner): Promise<SessionRecord | null> {
-    const res = await this.db.query<SessionRecord>(
-      `SELECT ${COLUMNS} FROM bonding_sessions WHERE tenant = $1 AND user_id = $2
-       ORDER BY (state <> 'closed') DESC, created_at DESC, id DESC LIMIT 1`,
-      [user.tenant, user.principal],
+    const res = await readingSessionsOf(user.tenant, () =>
+      this.db.query<SessionRecord>(
+        `SELECT ${COLUMNS} FROM bonding_sessions WHERE tenant = $1 AND user_id = $2
+         ORDER BY (state <> 'closed') DESC, created_at DESC, id DESC LIMIT 1`,
+        [user.tenant, user.principal],
+      ),
     );
     return res.rows[0] ?? null;
   }
 
   async sessions(user: Owner, first: number): Promise<SessionRecord[]> {
-    const res = await this.db.query<SessionRecord>(
-      `SELECT ${COLUMNS} FROM bonding_sessions WHERE tenant = $1 AND user_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3`,
-      [user.tenant, user.principal, first],
+    const res = await readingSessionsOf(user.tenant, () =>
+      this.db.query<SessionRecord>(`SELECT ${COLUMNS} FROM bonding_sessions WHERE tenant = $1 AND user_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3`, [
+        user.tenant,
+        user.principal,
+        first,
+      ]),
     );
     return res.rows;
   }
@@ -86,9 +109,11 @@ export class BondingStore {
   /** Open sessions by state: the viewer's tenant's (every tenant's for an operator), never another's count. */
   async overview(viewer: Viewer): Promise<Overview> {
     const params: unknown[] = [];
-    const res = await this.db.query<{ state: SessionState; n: number }>(
-      `SELECT state, count(*) AS n FROM bonding_sessions WHERE state <> 'closed' AND ${ownedBy(viewer, 'tenant', params, USER_COLUMNS)} GROUP BY state`,
-      params,
+    const res = await readingSessionsOf(viewedTenant(viewer), () =>
+      this.db.query<{ state: SessionState; n: number }>(
+        `SELECT state, count(*) AS n FROM bonding_sessions WHERE state <> 'closed' AND ${ownedBy(viewer, 'tenant', params, USER_COLUMNS)} GROUP BY state`,
+        params,
+      ),
     );
     const by = Object.fromEntries(res.rows.map((r) => [r.state, r.n])) as Partial<Record<SessionState, number>>;
     return {
@@ -180,6 +205,7 @@ export class BondingStore {
   /** Records a key generation on its session: figures, the security plane, an event; one transaction. */
   async recordKey(input: KeyRecordInput, viewer: Viewer): Promise<SessionRecord> {
     const at = input.now.toISOString();
+    const keyId = `KG-${randomBytes(8).toString('hex')}`;
     return this.transact(async (tx) => {
       const params: unknown[] = [input.sessionId];
       const current = await tx.query<SessionRecord>(
@@ -193,7 +219,7 @@ export class BondingStore {
         `INSERT INTO bonding_keys (id, session_id, status, key_id, fingerprint, bits, qber, eavesdropper_detected, figures, created_at, tenant, principal)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
         [
-          `KG-${randomBytes(8).toString('hex')}`,
+          keyId,
           input.sessionId,
           input.status,
           input.keyId,
@@ -231,7 +257,9 @@ export class BondingStore {
          WHERE id = $1 RETURNING ${COLUMNS}`,
         [row.id, JSON.stringify(summary), JSON.stringify(planes), input.now],
       );
-      await appendEvents(tx, [event(row, 'key', row.state, null, row.tick, security.lastAction, row.model.paths, at)]);
+      const recorded = event(row, 'key', row.state, null, row.tick, security.lastAction, row.model.paths, at);
+      const keyTags = [stateTag.collection(STATE_TYPES.key), stateTag.key(STATE_TYPES.key, keyId), stateTag.owner(STATE_TYPES.key, row.tenant)];
+      await appendEvents(tx, [{ ...recorded, tags: [...recorded.tags, ...keyTags] }]);
       return res.rows[0]!;
     });
   }
@@ -248,14 +276,17 @@ export class BondingStore {
     const open = await this.db.query(`SELECT 1 FROM bonding_sessions WHERE state <> 'closed' LIMIT 1`);
     if (open.rows.length === 0) return 0;
     const leaseMs = Math.max(3 * this.options.tickMs, 2000);
-    const claimed = await this.db.query<{ id: string }>(
-      `UPDATE bonding_sessions SET lease_owner = $1, lease_until = $2
-       WHERE id IN (
-         SELECT id FROM bonding_sessions
-         WHERE state <> 'closed' AND (lease_owner = $1 OR lease_until IS NULL OR lease_until < $3)
-         ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED)
-       RETURNING id`,
-      [this.instanceId, new Date(now.getTime() + leaseMs), now],
+    // A lease (`lease_owner`, `lease_until`) is no read's answer: claiming one needs no event.
+    const claimed = await unobservedWrite(() =>
+      this.db.query<{ id: string }>(
+        `UPDATE bonding_sessions SET lease_owner = $1, lease_until = $2
+         WHERE id IN (
+           SELECT id FROM bonding_sessions
+           WHERE state <> 'closed' AND (lease_owner = $1 OR lease_until IS NULL OR lease_until < $3)
+           ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED)
+         RETURNING id`,
+        [this.instanceId, new Date(now.getTime() + leaseMs), now],
+      ),
     );
     let stepped = 0;
     for (const { id } of claimed.rows) if (await this.stepSession(id, now)) stepped++;
@@ -309,7 +340,10 @@ export class BondingStore {
   }
 }
 
-/** A session's events are its user's alone (operators see every session's). */
+/**
+ * A session's events are its user's alone (operators see every session's); each says, for the state
+ * caches, that it changed the sessions, this one and its tenant's.
+ */
 function event(
   session: { id: string; tenant: string; userId: string },
   kind: SessionEventKind,
@@ -327,5 +361,6 @@ function event(
     key: sessionId,
     audience: { owner: { tenant: session.tenant, principal: session.userId }, grain: 'principal' },
     payload: { sessionId, kind, state, previousState, tick, reason, paths, at, ...(runner ? { runner } : {}) },
+    tags: [stateTag.collection(STATE_TYPES.session), stateTag.key(STATE_TYPES.session, sessionId), stateTag.owner(STATE_TYPES.session, session.tenant)],
   };
 }

@@ -6,7 +6,7 @@ import { createLoaders, type OptimizationContext } from './context.js';
 import { optimizationResolvers } from './resolvers.js';
 import { optimizationConfig } from './config.js';
 import { optimizationRoutes } from './rest.js';
-import { TOPICS } from './records.js';
+import { STATE_TYPES, TOPICS } from './records.js';
 import { OptimizationService } from './service.js';
 import { OptimizationStore } from './store.js';
 import { periodic } from '../../platform/periodic.js';
@@ -23,6 +23,14 @@ export const optimization = defineSubgraph({
   // Every fleet tick carries every vessel's position: an hour of them is kept (the tracks live in their own
   // table); runs' ends are kept whole.
   retention: [{ topic: TOPICS.positions, maxAgeS: 3600 }],
+  // What its reads depend on (platform/state-trace.ts; docs/optimization.md, State the gateways cache): the
+  // fleet's clock and vessels are everyone's, a run its tenant's.
+  state: {
+    optimization_fleet: { type: STATE_TYPES.fleet, grain: 'everyone' },
+    optimization_vessels: { type: STATE_TYPES.vessel, grain: 'everyone' },
+    optimization_positions: { type: STATE_TYPES.vessel, grain: 'everyone' },
+    optimization_runs: { type: STATE_TYPES.run, grain: 'tenant' },
+  },
   owned: [
     {
       type: 'QuantumRun',

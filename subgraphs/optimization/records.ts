@@ -11,9 +11,18 @@ import type { JobResult } from './job.js';
 export const TOPICS = {
   /** fleet-wide, no key; payload: the tick's positions */
   positions: 'optimization.positions',
-  /** key: run id */
+  /** key: run id; a run's end (completed or failed) */
   run: 'optimization.run',
+  /** key: run id; a run recorded RUNNING (its start), for the state caches: the run's end is `run` */
+  state: 'optimization.state',
 } as const;
+
+/**
+ * The types the state tables' rows are (platform/state-trace.ts; index.ts declares the tables): the fleet's
+ * clock (one row), the vessels with their positions (keyed by MMSI), the quantum runs (keyed by id, owned
+ * by a tenant).
+ */
+export const STATE_TYPES = { fleet: 'Fleet', vessel: 'Vessel', run: 'QuantumRun' } as const;
 
 export interface VesselRecord extends VesselPosition {
   name: string;
@@ -66,6 +75,11 @@ export interface RunEventPayload {
   runId: string;
   status: RunStatus;
   at: string;
+}
+
+/** A run recorded RUNNING (`TOPICS.state`). */
+export interface RunStatePayload {
+  runId: string;
 }
 
 export interface PositionsEventPayload {

@@ -2,6 +2,7 @@ import type { Clock } from '../../platform/clock.js';
 import { domainError } from '../../platform/errors.js';
 import { ownerOf, viewerOf } from '../../platform/ownership.js';
 import { isOperator, type Principal } from '../../platform/principal.js';
+import { currentTrace } from '../../platform/state-trace.js';
 import { invalidInput } from '../../platform/validate.js';
 import { berthInstance, convoyInstance, qubitsFor, regular3Instance, type Instance } from './instances.js';
 import type { StartRunInput } from './inputs.js';
@@ -215,6 +216,8 @@ export class OptimizationService {
 
   /** Whether the database answers, the fleet's tick (0 while it does not), and whether the solver is loaded. */
   async health(): Promise<{ database: boolean; fleetTick: number; solverLoaded: boolean }> {
+    // Whether the database answers now, and the solver loaded in this process: no event says when either changes.
+    currentTrace()?.refuse('health is a check made now');
     const database = await this.databaseAnswers();
     const clock = database ? await this.store.fleetClock() : null;
     return { database, fleetTick: clock?.tick ?? 0, solverLoaded: this.safety.solverLoaded() };

@@ -2,15 +2,18 @@ import { randomUUID } from 'node:crypto';
 import type { Database, Queryable } from '../../platform/db.js';
 import { appendEvents, type OutboxEvent } from '../../platform/outbox.js';
 import { viewedTenant, type Owner, type Viewer } from '../../platform/ownership.js';
+import { readingOnly, stateTag, unobservedWrite } from '../../platform/state-trace.js';
 import { generateFleet, positionAt, type VesselPosition, type VesselSpec, type VesselTrack, type VesselType } from './fleet.js';
 import type { ProblemKind } from './instances.js';
 import type { JobResult } from './job.js';
 import {
+  STATE_TYPES,
   TOPICS,
   type FleetClockRecord,
   type PositionsEventPayload,
   type RunEventPayload,
   type RunRecord,
+  type RunStatePayload,
   type RunStatus,
   type TrackPointRecord,
   type VesselRecord,
@@ -27,31 +30,80 @@ export type NewRun = Pick<
   'problem' | 'size' | 'qubits' | 'depth' | 'shots' | 'seed' | 'maxEvaluations' | 'refineTop' | 'fleetTick' | 'instance' | 'backend'
 >;
 
+/*
+ * Every statement that writes a state table comes with an event tagged with what it changed
+ * (platform/state-trace.ts), even one that turns out to change no row. So a write that may find nothing
+ * to change (a run no longer running, a tick another instance recorded) first locks the rows it will
+ * change (`FOR UPDATE`) and writes only when there are some.
+ */
+
 /** Fails the RUNNING runs (those whose lease expired, or all of them) and appends an event for each. */
 async function failRunning(tx: Queryable, which: 'expired' | 'all', message: string): Promise<string[]> {
+  const found = await tx.query<{ id: string }>(
+    `SELECT id::text AS id FROM optimization_runs WHERE status = 'running' ${which === 'expired' ? 'AND lease_until < clock_timestamp()' : ''} FOR UPDATE`,
+  );
+  if (found.rows.length === 0) return [];
   const res = await tx.query<{ id: string; completed_at: Date | string; tenant: string; principal: string }>(
     `UPDATE optimization_runs SET status = 'failed', error = $1, completed_at = clock_timestamp(), lease_until = NULL
-     WHERE status = 'running' ${which === 'expired' ? 'AND lease_until < clock_timestamp()' : ''}
+     WHERE id = ANY($2::uuid[]) AND status = 'running'
      RETURNING id::text AS id, completed_at, tenant, principal`,
-    [message],
+    [message, found.rows.map((r) => r.id)],
   );
-  if (res.rows.length > 0)
-    await appendEvents(
-      tx,
-      res.rows.map((r) => runEvent(r.id, 'failed', iso(r.completed_at), r)),
-    );
+  await appendEvents(
+    tx,
+    res.rows.map((r) => runEvent(r.id, 'failed', iso(r.completed_at), r)),
+  );
   return res.rows.map((r) => r.id);
 }
 
+/** The owner of run `id` when it is RUNNING, its row locked until the transaction ends; null otherwise. */
+async function runningOwner(tx: Queryable, id: string): Promise<Owner | null> {
+  const res = await tx.query<Owner>(`SELECT tenant, principal FROM optimization_runs WHERE id = $1 AND status = 'running' FOR UPDATE`, [id]);
+  return res.rows[0] ?? null;
+}
+
+/** What a write of run `id` changed, as the state caches read it: the runs, that run, its tenant's runs. */
+const runTags = (id: string, owner: Owner) => [
+  stateTag.collection(STATE_TYPES.run),
+  stateTag.key(STATE_TYPES.run, id),
+  stateTag.owner(STATE_TYPES.run, owner.tenant),
+];
+
+/**
+ * What a write of the fleet changed: its clock (one row) and every vessel whose rows (the vessel, its
+ * positions) it wrote.
+ */
+const fleetTags = (mmsis: readonly string[]) => [
+  stateTag.collection(STATE_TYPES.fleet),
+  stateTag.key(STATE_TYPES.fleet, '1'),
+  stateTag.collection(STATE_TYPES.vessel),
+  ...mmsis.map((m) => stateTag.key(STATE_TYPES.vessel, m)),
+];
+
+const runAudience = (owner: Owner) => ({ owner: { tenant: owner.tenant, principal: owner.principal }, grain: 'tenant' as const });
+
 /** A run's end: its tenant's alone to hear of (operators hear of every run). */
 function runEvent(runId: string, status: RunStatus, at: string, owner: Owner): OutboxEvent<RunEventPayload> {
-  return {
-    topic: TOPICS.run,
-    key: runId,
-    payload: { runId, status, at },
-    audience: { owner: { tenant: owner.tenant, principal: owner.principal }, grain: 'tenant' },
-  };
+  return { topic: TOPICS.run, key: runId, payload: { runId, status, at }, audience: runAudience(owner), tags: runTags(runId, owner) };
 }
+
+/** A run recorded RUNNING: its tenant's alone to hear of; the state caches drop what read its tenant's runs. */
+function runStartEvent(runId: string, owner: Owner): OutboxEvent<RunStatePayload> {
+  return { topic: TOPICS.state, key: runId, payload: { runId }, audience: runAudience(owner), tags: runTags(runId, owner) };
+}
+
+/** Runs `read` as reading only the runs `viewer` may see: its tenant's (every tenant's for an operator). */
+function readingRunsOf<T>(viewer: Viewer, read: () => Promise<T>): Promise<T> {
+  const tenant = viewedTenant(viewer);
+  return tenant === null ? read() : readingOnly([stateTag.owner(STATE_TYPES.run, tenant)], read);
+}
+
+/** Runs `read` as reading only the vessels `mmsis` (their rows and positions). */
+const readingVessels = <T>(mmsis: readonly string[], read: () => Promise<T>): Promise<T> =>
+  readingOnly(
+    mmsis.map((m) => stateTag.key(STATE_TYPES.vessel, m)),
+    read,
+  );
 
 const iso = (v: unknown) => (v instanceof Date ? v.toISOString() : new Date(String(v)).toISOString());
 
@@ -154,12 +206,11 @@ export class OptimizationStore {
          SELECT v.mmsi, v.name, v.type, v.lane, v.track FROM jsonb_to_recordset($1::jsonb) AS v(mmsi text, name text, type text, lane int, track jsonb)`,
         [JSON.stringify(specs.map((s) => ({ mmsi: s.mmsi, name: s.name, type: s.type, lane: s.track.lane, track: s.track })))],
       );
-      await insertPositions(
-        tx,
-        specs.map((s) => positionAt(s, now)),
-        0,
-        now,
-      );
+      const positions = specs.map((s) => positionAt(s, now));
+      await insertPositions(tx, positions, 0, now);
+      // The fleet's first positions (tick 0), as every tick's are announced.
+      const payload: PositionsEventPayload = { tick: 0, at: now.toISOString(), positions };
+      await appendEvents(tx, [{ topic: TOPICS.positions, payload, audience: 'everyone', tags: fleetTags(specs.map((s) => s.mmsi)) }]);
     });
     const rows = await db.query<{ mmsi: string; name: string; type: VesselType; track: VesselTrack }>(
       'SELECT mmsi, name, type, track FROM optimization_vessels ORDER BY mmsi',
@@ -193,20 +244,21 @@ export class OptimizationStore {
    */
   async tick(now: Date): Promise<number | null> {
     const ticked = await this.db.transaction(async (tx) => {
-      const res = await tx.query<{ tick: number }>(
-        `UPDATE optimization_fleet SET tick = tick + 1, updated_at = $1
+      const due = await tx.query<{ tick: number }>(
+        `SELECT tick FROM optimization_fleet
          WHERE id = 1 AND updated_at <= $1::timestamptz - make_interval(secs => $2::double precision / 1000.0 * 0.9)
-         RETURNING tick`,
+         FOR UPDATE`,
         [now, this.options.tickMs],
       );
-      const tick = res.rows[0]?.tick;
-      if (tick === undefined) return null;
+      if (due.rows.length === 0) return null;
+      const tick = due.rows[0]!.tick + 1;
+      await tx.query('UPDATE optimization_fleet SET tick = $2, updated_at = $1 WHERE id = 1', [now, tick]);
       const positions = this.specs.map((s) => positionAt(s, now));
       await insertPositions(tx, positions, tick, now);
       await tx.query('DELETE FROM optimization_positions WHERE tick <= $1', [tick - TRACK_HISTORY]);
       const payload: PositionsEventPayload = { tick, at: now.toISOString(), positions };
       // The fleet is everyone's: every subscriber receives its positions.
-      await appendEvents(tx, [{ topic: TOPICS.positions, payload, audience: 'everyone' }]);
+      await appendEvents(tx, [{ topic: TOPICS.positions, payload, audience: 'everyone', tags: fleetTags(this.specs.map((s) => s.mmsi)) }]);
       return tick;
     });
     if (ticked !== null) this.options.onEvents();
@@ -230,18 +282,22 @@ export class OptimizationStore {
 
   /** The newest position of each vessel asked for. */
   async vesselsByMmsi(mmsis: readonly string[]): Promise<VesselRecord[]> {
-    const res = await this.db.query<VesselRow>(
-      `SELECT DISTINCT ON (v.mmsi) ${VESSEL_COLUMNS} FROM optimization_vessels v JOIN optimization_positions p ON p.mmsi = v.mmsi
-       WHERE v.mmsi = ANY($1) ORDER BY v.mmsi, p.tick DESC`,
-      [[...mmsis]],
+    const res = await readingVessels(mmsis, () =>
+      this.db.query<VesselRow>(
+        `SELECT DISTINCT ON (v.mmsi) ${VESSEL_COLUMNS} FROM optimization_vessels v JOIN optimization_positions p ON p.mmsi = v.mmsi
+         WHERE v.mmsi = ANY($1) ORDER BY v.mmsi, p.tick DESC`,
+        [[...mmsis]],
+      ),
     );
     return res.rows.map(vesselOf);
   }
 
   async track(mmsi: string, last: number): Promise<TrackPointRecord[]> {
-    const res = await this.db.query<Omit<VesselRow, 'name' | 'type' | 'lane'>>(
-      `SELECT mmsi, latitude, longitude, sog, cog, heading, tick, at FROM optimization_positions WHERE mmsi = $1 ORDER BY tick DESC LIMIT $2`,
-      [mmsi, last],
+    const res = await readingVessels([mmsi], () =>
+      this.db.query<Omit<VesselRow, 'name' | 'type' | 'lane'>>(
+        `SELECT mmsi, latitude, longitude, sog, cog, heading, tick, at FROM optimization_positions WHERE mmsi = $1 ORDER BY tick DESC LIMIT $2`,
+        [mmsi, last],
+      ),
     );
     return res.rows.map((r) => ({ ...r, at: iso(r.at) }));
   }
@@ -252,11 +308,12 @@ export class OptimizationStore {
    * starts on any instance cannot overshoot. `{ full }` names the cap that was reached.
    */
   async insertRun(run: NewRun, owner: Owner, slots: { global: number; tenant: number | null }, now: Date): Promise<RunRecord | { full: 'global' | 'tenant' }> {
-    return this.db.transaction(async (tx) => {
+    let expired = 0;
+    const inserted = await this.db.transaction(async (tx): Promise<RunRecord | { full: 'global' | 'tenant' }> => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [RUN_LOCK]);
       // Shared runs (PostgreSQL): a dead process's run must not hold a slot. Embedded, the one writer failed
       // its predecessors' runs at start and renews no lease.
-      if (this.db.kind === 'postgres') await this.expireLeases(tx);
+      if (this.db.kind === 'postgres') expired = (await this.expireLeases(tx)).length;
       const running = await tx.query<{ n: number; mine: number }>(
         `SELECT count(*)::int AS n, (count(*) FILTER (WHERE tenant = $1))::int AS mine FROM optimization_runs WHERE status = 'running'`,
         [owner.tenant],
@@ -288,8 +345,12 @@ export class OptimizationStore {
           owner.principal,
         ],
       );
-      return runOf(res.rows[0]!);
+      const made = runOf(res.rows[0]!);
+      await appendEvents(tx, [runStartEvent(made.id, owner)]);
+      return made;
     });
+    if (expired > 0 || !('full' in inserted)) this.options.onEvents();
+    return inserted;
   }
 
   /** Fails the RUNNING runs whose lease has expired (their process died), each with its event. */
@@ -299,14 +360,15 @@ export class OptimizationStore {
 
   /** Renews the lease of this process's RUNNING runs and fails every expired one; returns the ids failed. */
   async renewAndSweep(): Promise<string[]> {
-    const failed = await this.db.transaction(async (tx) => {
-      await tx.query(
+    // A lease (`owner`, `lease_until`) is no read's answer: renewing it needs no event.
+    await unobservedWrite(() =>
+      this.db.query(
         `UPDATE optimization_runs SET lease_until = clock_timestamp() + make_interval(secs => $2::double precision / 1000.0)
          WHERE status = 'running' AND owner = $1`,
         [this.options.owner, this.options.leaseMs],
-      );
-      return this.expireLeases(tx);
-    });
+      ),
+    );
+    const failed = await this.db.transaction((tx) => this.expireLeases(tx));
     if (failed.length > 0) this.options.onEvents();
     return failed;
   }
@@ -321,10 +383,12 @@ export class OptimizationStore {
   /** RUNNING -> COMPLETED with the result, and its event, in one transaction; false if it was not running. */
   async completeRun(id: string, result: JobResult, now: Date): Promise<boolean> {
     const done = await this.db.transaction(async (tx) => {
-      const res = await tx.query(
+      const owner = await runningOwner(tx, id);
+      if (!owner) return false;
+      await tx.query(
         `UPDATE optimization_runs SET status = 'completed', result = $2, energy = $3, optimality_ratio = $4, refined_ratio = $5,
            baseline_ratio = $6, duration_ms = $7, completed_at = $8, lease_until = NULL
-         WHERE id = $1 AND status = 'running' RETURNING tenant, principal`,
+         WHERE id = $1`,
         [
           id,
           JSON.stringify(result),
@@ -336,8 +400,6 @@ export class OptimizationStore {
           now,
         ],
       );
-      const owner = res.rows[0] as Owner | undefined;
-      if (!owner) return false;
       await appendEvents(tx, [runEvent(id, 'completed', now.toISOString(), owner)]);
       return true;
     });
@@ -347,13 +409,14 @@ export class OptimizationStore {
 
   async failRun(id: string, message: string, durationMs: number, now: Date): Promise<boolean> {
     const done = await this.db.transaction(async (tx) => {
-      const res = await tx.query(
-        `UPDATE optimization_runs SET status = 'failed', error = $2, duration_ms = $3, completed_at = $4, lease_until = NULL
-         WHERE id = $1 AND status = 'running' RETURNING tenant, principal`,
-        [id, message, durationMs, now],
-      );
-      const owner = res.rows[0] as Owner | undefined;
+      const owner = await runningOwner(tx, id);
       if (!owner) return false;
+      await tx.query(`UPDATE optimization_runs SET status = 'failed', error = $2, duration_ms = $3, completed_at = $4, lease_until = NULL WHERE id = $1`, [
+        id,
+        message,
+        durationMs,
+        now,
+      ]);
       await appendEvents(tx, [runEvent(id, 'failed', now.toISOString(), owner)]);
       return true;
     });
@@ -365,41 +428,54 @@ export class OptimizationStore {
   async runsByIds(ids: readonly string[], viewer: Viewer): Promise<RunRecord[]> {
     const uuids = ids.filter((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id));
     if (uuids.length === 0) return [];
-    const res = await this.db.query<RunRow>(`SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE id = ANY($1::uuid[]) AND ($2::text IS NULL OR tenant = $2)`, [
-      uuids,
-      viewedTenant(viewer),
-    ]);
+    // Depends on each run asked for, found or not (an id malformed reads nothing: no run has it).
+    const res = await readingOnly(
+      uuids.map((id) => stateTag.key(STATE_TYPES.run, id)),
+      () =>
+        this.db.query<RunRow>(`SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE id = ANY($1::uuid[]) AND ($2::text IS NULL OR tenant = $2)`, [
+          uuids,
+          viewedTenant(viewer),
+        ]),
+    );
     return res.rows.map(runOf);
   }
 
   /** The viewer's runs, newest first, `first` of them after the run with sequence number `beforeSeq`. */
   async runsPage(first: number, beforeSeq: string | null, viewer: Viewer): Promise<{ runs: RunRecord[]; hasNext: boolean; total: number }> {
-    return this.db.transaction(async (tx) => {
-      const res = await tx.query<RunRow>(
-        `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE ($1::bigint IS NULL OR seq < $1::bigint) AND ($3::text IS NULL OR tenant = $3)
-         ORDER BY optimization_runs.seq DESC LIMIT $2`,
-        [beforeSeq, first + 1, viewedTenant(viewer)],
-      );
-      const total = await tx.query<{ n: number }>('SELECT count(*) AS n FROM optimization_runs WHERE $1::text IS NULL OR tenant = $1', [viewedTenant(viewer)]);
-      return { runs: res.rows.slice(0, first).map(runOf), hasNext: res.rows.length > first, total: total.rows[0]!.n };
-    });
+    return readingRunsOf(viewer, () =>
+      this.db.transaction(async (tx) => {
+        const res = await tx.query<RunRow>(
+          `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE ($1::bigint IS NULL OR seq < $1::bigint) AND ($3::text IS NULL OR tenant = $3)
+           ORDER BY optimization_runs.seq DESC LIMIT $2`,
+          [beforeSeq, first + 1, viewedTenant(viewer)],
+        );
+        const total = await tx.query<{ n: number }>('SELECT count(*) AS n FROM optimization_runs WHERE $1::text IS NULL OR tenant = $1', [
+          viewedTenant(viewer),
+        ]);
+        return { runs: res.rows.slice(0, first).map(runOf), hasNext: res.rows.length > first, total: total.rows[0]!.n };
+      }),
+    );
   }
 
   /** The viewer's newest completed run. */
   async latestCompleted(viewer: Viewer): Promise<RunRecord | null> {
-    const res = await this.db.query<RunRow>(
-      `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE status = 'completed' AND ($1::text IS NULL OR tenant = $1)
-       ORDER BY completed_at DESC, optimization_runs.seq DESC LIMIT 1`,
-      [viewedTenant(viewer)],
+    const res = await readingRunsOf(viewer, () =>
+      this.db.query<RunRow>(
+        `SELECT ${RUN_COLUMNS} FROM optimization_runs WHERE status = 'completed' AND ($1::text IS NULL OR tenant = $1)
+         ORDER BY completed_at DESC, optimization_runs.seq DESC LIMIT 1`,
+        [viewedTenant(viewer)],
+      ),
     );
     return res.rows[0] ? runOf(res.rows[0]) : null;
   }
 
   /** The viewer's runs by status. */
   async runCounts(viewer: Viewer): Promise<{ total: number; running: number; completed: number; failed: number }> {
-    const res = await this.db.query<{ status: RunStatus; n: number }>(
-      'SELECT status, count(*) AS n FROM optimization_runs WHERE $1::text IS NULL OR tenant = $1 GROUP BY status',
-      [viewedTenant(viewer)],
+    const res = await readingRunsOf(viewer, () =>
+      this.db.query<{ status: RunStatus; n: number }>(
+        'SELECT status, count(*) AS n FROM optimization_runs WHERE $1::text IS NULL OR tenant = $1 GROUP BY status',
+        [viewedTenant(viewer)],
+      ),
     );
     const by = Object.fromEntries(res.rows.map((r) => [r.status, r.n])) as Partial<Record<RunStatus, number>>;
     const running = by.running ?? 0;
