@@ -1,6 +1,9 @@
 import { resolve } from 'node:path';
 import { ROOT } from '../gateway/run-context.js';
 
+/** The targets, in the order the rounds take them. */
+const TARGET_KEYS = ['project-cached', 'project-uncached', 'hive-cached'] as const;
+
 /** The command line of `npm run bench -- cache` (the flags are listed in bench/cache.ts). */
 export interface CacheOptions {
   seconds: number;
@@ -30,6 +33,9 @@ export function parseCacheOptions(args: string[]): CacheOptions {
       throw new Error(`${flag} wants ${integer ? 'an integer' : 'a number'} of at least ${min}, not ${raw}`);
     return n;
   };
+  const targets = value('--targets')?.split(',');
+  const unknown = targets?.filter((key) => !(TARGET_KEYS as readonly string[]).includes(key)) ?? [];
+  if (unknown.length > 0) throw new Error(`--targets: no target ${unknown.join(', ')} (${TARGET_KEYS.join(', ')})`);
   return {
     seconds: number('--seconds', 5, { integer: false }),
     warmup: number('--warmup', 2, { min: 0, integer: false }),
@@ -38,7 +44,7 @@ export function parseCacheOptions(args: string[]): CacheOptions {
     concurrency: number('--concurrency', 32),
     tenants: number('--tenants', 4),
     lagMs: number('--lag', 1000, { min: 0 }),
-    targets: value('--targets') ? new Set(value('--targets')!.split(',')) : null,
+    targets: targets ? new Set(targets) : null,
     out: resolve(value('--out') ?? `${ROOT}bench/results`),
   };
 }
