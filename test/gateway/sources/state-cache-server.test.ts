@@ -42,10 +42,10 @@ const QUOTE = 'mutation Q($input: CreateQuoteInput!) { createQuote(input: $input
 const BOOK = 'mutation B($input: ConfirmBookingInput!) { confirmBooking(input: $input) { id } }';
 
 /** The state cache's reads so far, by result (`hit`, `miss`, `bypass`), from /metrics. */
-async function reads(url: string): Promise<Record<string, number>> {
+async function reads(url: string): Promise<{ hit: number; miss: number; bypass: number }> {
   const text = await (await fetch(`${url}/metrics`, { headers: as(OPERATOR) })).text();
-  const out: Record<string, number> = { hit: 0, miss: 0, bypass: 0 };
-  for (const m of text.matchAll(/^state_cache_reads_total\{subgraph="rental",result="(\w+)"\} (\d+)/gm)) out[m[1]!] = Number(m[2]);
+  const out = { hit: 0, miss: 0, bypass: 0 };
+  for (const m of text.matchAll(/^state_cache_reads_total\{subgraph="rental",result="(hit|miss|bypass)"\} (\d+)/gm)) out[m[1] as keyof typeof out] = Number(m[2]);
   return out;
 }
 
