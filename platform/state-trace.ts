@@ -61,6 +61,8 @@ export class StateTrace {
   clockRead = false;
   /** The newest log position this request's writes appended, and the tags they carried. */
   written: { position: bigint; tags: Set<string> } | null = null;
+  /** The identity of the database it read or wrote (platform/database-identity.ts): whose event log tells of its writes. */
+  lineage: string | null = null;
 
   refuse(reason: string): void {
     this.uncacheable ??= reason;
@@ -162,6 +164,8 @@ export interface StateExtension {
   /** Epoch ms until which the answer holds (the clock was read); absent: until a write. */
   validUntil?: number;
   uncacheable?: string;
+  /** The database the answer came from: a gateway keeps it only when it reads that database's event log. */
+  lineage?: string;
   /** The newest log position of the request's writes, as decimal text. */
   position?: string;
   changed?: string[];
@@ -181,7 +185,9 @@ export function stateExtension(trace: StateTrace): StateExtension | null {
     out.grain = trace.grain;
     if (trace.validUntil !== null && Number.isFinite(trace.validUntil)) out.validUntil = trace.validUntil;
   }
-  return Object.keys(out).length > 0 ? out : null;
+  if (Object.keys(out).length === 0) return null;
+  if (trace.lineage) out.lineage = trace.lineage;
+  return out;
 }
 
 /** Tables a statement names, by what it does to them. */
@@ -237,13 +243,16 @@ const MAX_KNOWN_STATEMENTS = 2000;
 /**
  * `db` as a subgraph with state `tables` uses it: reads traced, writes to state tables refused unless their
  * transaction appends an event tagged with the table's collection. `ownPrefix` marks the subgraph's tables
- * (`rental_`): a read of one that is not declared leaves the answer uncacheable.
+ * (`rental_`): a read of one that is not declared leaves the answer uncacheable. `lineage` is the database's
+ * identity, which every answer carries: a gateway reading another database's log keeps none of them.
  */
-export function traceStateAccess(db: Database, tables: StateTables, ownPrefix: string): Database {
+export function traceStateAccess(db: Database, tables: StateTables, ownPrefix: string, lineage: string): Database {
   const statement = statementReader(tables, ownPrefix);
   const traceRead = (found: StatementTables) => {
     const scope = scopes.getStore();
-    if (scope) noteRead(scope, found, tables);
+    if (!scope) return;
+    scope.trace.lineage = lineage;
+    noteRead(scope, found, tables);
   };
   const writtenTypes = (found: StatementTables) => found.written.filter((t) => t in tables).map((t) => tables[t]!.type);
   const inTransaction = (tx: Queryable, changed: Set<string>): Queryable => ({

@@ -33,7 +33,7 @@ export interface FederatedGatewayOptions {
   metrics: GatewayMetrics;
   log: FastifyBaseLogger;
   /** The event log this process reads (the local subgraphs', or the shared database's); null: no state is cached. */
-  eventLog: { events: EventHub } | null;
+  eventLog: { events: EventHub; identity: string } | null;
   /** Seconds an entry of a subgraph fetch document may live by its `@cacheControl` hints; null: no hint caps it. */
   cacheCap: (query: string) => number | null;
   /** The subgraphs' clock: what their answers' `validUntil` is given in. */
@@ -130,7 +130,7 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
 /** The state cache, when it is on and an event log is read here. */
 function stateCacheOf({ config, eventLog, cacheCap, clock }: FederatedGatewayOptions): StateCache | null {
   if (config.STATE_CACHE_MB === 0 || !eventLog) return null;
-  const { events } = eventLog;
+  const { events, identity } = eventLog;
   return new StateCache({
     maxBytes: config.STATE_CACHE_MB * 1024 * 1024,
     tenantShare: config.STATE_CACHE_TENANT_SHARE_PERCENT / 100,
@@ -142,6 +142,7 @@ function stateCacheOf({ config, eventLog, cacheCap, clock }: FederatedGatewayOpt
     wake: () => events.wake(),
     capOf: cacheCap,
     wallClock: () => clock.now().getTime(),
+    lineage: identity,
   });
 }
 

@@ -51,6 +51,11 @@ export interface StateCacheOptions {
   /** The subgraphs' clock (epoch ms), which their `validUntil` is given in. @default Date.now */
   wallClock?: () => number;
   onLineageLost?: (message: string) => void;
+  /**
+   * The identity of the database whose log this process reads: answers from another database (a subgraph
+   * server on a database of its own) are never kept, since none of its writes would evict them.
+   */
+  lineage: string;
 }
 
 export interface StateCacheStats {
@@ -275,7 +280,7 @@ export class StateCache {
     position: bigint,
   ): void {
     const tags = state.tags;
-    if (!tags || tags.length === 0 || state.uncacheable || !state.grain) return;
+    if (!tags || tags.length === 0 || state.uncacheable || !state.grain || state.lineage !== this.options.lineage) return;
     if (!this.serving()) return;
     if (this.fenced(tags, startedSeq)) {
       this.stats.fenced += 1;

@@ -4,7 +4,7 @@ import { systemClock, type Clock } from '../../platform/clock.js';
 import { ConfigError, platformConfig, sectionOf, type PlatformConfig } from '../../platform/config.js';
 import { closeOpening, openRuntimeDatabase, type Database } from '../../platform/db.js';
 import { EventHub } from '../../platform/event-hub.js';
-import { restoreMessage } from '../../platform/database-identity.js';
+import { databaseIdentity, restoreMessage } from '../../platform/database-identity.js';
 import { PrincipalSigner } from '../../platform/principal.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../../platform/runtime.js';
 import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
@@ -49,7 +49,7 @@ interface Subgraphs {
    * The event log this process reads, and its database: the local subgraphs', or (every subgraph remote)
    * the shared database at DATABASE_URL when the state cache is on; null: none (no state is cached).
    */
-  log: { db: Database; events: EventHub } | null;
+  log: { db: Database; events: EventHub; identity: string } | null;
   /** Signs the principal each call acts for, with PRINCIPAL_SECRET; null without one. */
   signer: PrincipalSigner | null;
   /** Which subgraph servers refuse unsigned calls (platform/subgraph-trust.ts). */
@@ -92,7 +92,7 @@ export const subgraphsPlugin = fp(
       remoteUrls,
       local: runtime?.instances ?? new Map(),
       runtime,
-      log: runtime ? { db: runtime.db, events: runtime.events } : logOnly,
+      log: runtime ? { db: runtime.db, events: runtime.events, identity: runtime.identity } : logOnly,
       signer: PrincipalSigner.from(config.PRINCIPAL_SECRET),
       trust: subgraphTrust(remoteUrls, config.SUBGRAPH_TIMEOUT_MS, app.log),
     };
@@ -115,14 +115,16 @@ async function openLogOnly(
   app: FastifyInstance,
   config: PlatformConfig & SourcesConfig,
   opening: Promise<Database> | undefined,
-): Promise<{ db: Database; events: EventHub } | null> {
+): Promise<{ db: Database; events: EventHub; identity: string } | null> {
   if (!config.DATABASE_URL || config.STATE_CACHE_MB === 0) {
     await (await opening)?.close();
     return null;
   }
   const db = await (opening ?? openRuntimeDatabase(config));
   const events = new EventHub(db, { onError: (error) => app.log.warn({ err: error }, 'event log read failed; retrying') });
+  let identity: string;
   try {
+    identity = await databaseIdentity(db);
     await events.start();
   } catch (error) {
     app.log.warn({ err: error }, 'the event log at DATABASE_URL cannot be read (are its subgraph servers migrated?): no state is cached');
@@ -133,7 +135,7 @@ async function openLogOnly(
     await events.close();
     await db.close();
   });
-  return { db, events };
+  return { db, events, identity };
 }
 
 /** SUBGRAPH_URLS, checked: each names a known subgraph, and signed calls are possible where they are needed. */

@@ -42,7 +42,7 @@ describe('the state trace', () => {
       CREATE TABLE demo_secrets (id text PRIMARY KEY);
       INSERT INTO demo_machines VALUES ('M-1', 'available'), ('M-2', 'available');
       INSERT INTO demo_bookings VALUES ('B-1', 'acme');`);
-    db = traceStateAccess(raw, tables, 'demo_');
+    db = traceStateAccess(raw, tables, 'demo_', 'demo-lineage');
   });
   afterAll(async () => {
     await raw?.close();
@@ -74,7 +74,7 @@ describe('the state trace', () => {
     );
     const stored = await raw.query<{ id: string; tags: string[] }>('SELECT id::text AS id, tags FROM outbox ORDER BY outbox.id');
     expect(stored.rows.at(-1)!.tags).toEqual(['Machine', 'Machine:M-1']);
-    expect(stateExtension(trace)).toEqual({ position: stored.rows.at(-1)!.id, changed: ['Machine', 'Machine:M-1'] });
+    expect(stateExtension(trace)).toEqual({ position: stored.rows.at(-1)!.id, changed: ['Machine', 'Machine:M-1'], lineage: 'demo-lineage' });
     await unobservedWrite(() => db.query("UPDATE demo_machines SET status = status WHERE id = 'M-2'"));
     // Tables that are not state (not declared) are written freely.
     await db.query("INSERT INTO demo_secrets VALUES ('s')");
@@ -83,11 +83,11 @@ describe('the state trace', () => {
   it('says what a read depends on: each collection it names, narrowed where the code says which rows, the finest grain', async () => {
     const list = new StateTrace();
     await traceRequest(list, () => db.query('SELECT m.id FROM demo_machines m JOIN demo_bookings b ON b.id = m.id'));
-    expect(stateExtension(list)).toEqual({ tags: ['Machine', 'Booking'], grain: 'tenant' });
+    expect(stateExtension(list)).toEqual({ tags: ['Machine', 'Booking'], grain: 'tenant', lineage: 'demo-lineage' });
 
     const one = new StateTrace();
     await traceRequest(one, () => readingOnly([stateTag.key('Machine', 'M-1')], () => db.query("SELECT * FROM demo_machines WHERE id = 'M-1'")));
-    expect(stateExtension(one)).toEqual({ tags: ['Machine:M-1'], grain: 'everyone' });
+    expect(stateExtension(one)).toEqual({ tags: ['Machine:M-1'], grain: 'everyone', lineage: 'demo-lineage' });
 
     // Narrowing one read does not narrow another of the same request.
     const both = new StateTrace();
@@ -101,7 +101,7 @@ describe('the state trace', () => {
 
     const secret = new StateTrace();
     await traceRequest(secret, () => db.query('SELECT * FROM demo_secrets'));
-    expect(stateExtension(secret)).toEqual({ uncacheable: 'reads demo_secrets, which is not declared state' });
+    expect(stateExtension(secret)).toEqual({ uncacheable: 'reads demo_secrets, which is not declared state', lineage: 'demo-lineage' });
     const outbox = new StateTrace();
     await traceRequest(outbox, () => db.query('SELECT max(id) FROM outbox'));
     expect(stateExtension(outbox)?.uncacheable).toMatch(/outbox/);
@@ -114,14 +114,14 @@ describe('the state trace', () => {
       await db.query('SELECT * FROM demo_machines');
       return context.now;
     });
-    expect(stateExtension(silent)).toEqual({ uncacheable: 'read the clock without saying until when its answer holds' });
+    expect(stateExtension(silent)).toEqual({ uncacheable: 'read the clock without saying until when its answer holds', lineage: 'demo-lineage' });
     const bounded = new StateTrace();
     await traceRequest(bounded, async () => {
       await db.query('SELECT * FROM demo_machines');
       validUntil(new Date(context.now.getTime() + 5_000));
       validUntil(new Date(context.now.getTime() + 9_000));
     });
-    expect(stateExtension(bounded)).toEqual({ tags: ['Machine'], grain: 'everyone', validUntil: 6_000 });
+    expect(stateExtension(bounded)).toEqual({ tags: ['Machine'], grain: 'everyone', validUntil: 6_000, lineage: 'demo-lineage' });
     const caller = new StateTrace();
     await traceRequest(caller, async () => {
       await db.query('SELECT * FROM demo_machines');

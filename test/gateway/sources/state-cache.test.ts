@@ -50,7 +50,7 @@ function subgraph(state: (query: string, principal: Principal) => StateExtension
       const n = calls;
       if (gate) await gate;
       const principal = options.context.principal;
-      return { data: { n, who: principal.id }, extensions: { state: state(options.request.query ?? '', principal) } };
+      return { data: { n, who: principal.id }, extensions: { state: { lineage: LINEAGE, ...state(options.request.query ?? '', principal) } } };
     },
   };
   return {
@@ -67,12 +67,23 @@ function subgraph(state: (query: string, principal: Principal) => StateExtension
   };
 }
 
+const LINEAGE = '5a0c2a4e-1f0b-4c53-9d0a-3f1f7f1e2b11';
+
 const fleetRead = (): StateExtension => ({ tags: ['Machine'], grain: 'everyone' });
 const tenantRead = (_q: string, p: Principal): StateExtension => ({ tags: [`Booking@${p.tenant}`], grain: 'tenant' });
 
 async function started(overrides: Partial<StateCacheOptions> = {}) {
   const { log, options } = logStandIn();
-  const cache = new StateCache({ maxBytes: 1 << 20, tenantShare: 0.25, maxLagMs: 60_000, waitMs: 200, maxAgeMs: 60_000, ...options, ...overrides });
+  const cache = new StateCache({
+    maxBytes: 1 << 20,
+    tenantShare: 0.25,
+    maxLagMs: 60_000,
+    waitMs: 200,
+    maxAgeMs: 60_000,
+    lineage: LINEAGE,
+    ...options,
+    ...overrides,
+  });
   await cache.probe();
   return { cache, log };
 }
@@ -123,11 +134,21 @@ describe('the state cache', () => {
     }
     let calls = 0;
     const failing = cache.wrap('rental', {
-      process: async () => ({ data: { x: ++calls }, errors: [{ message: 'no' }], extensions: { state: fleetRead() } }),
+      process: async () => ({ data: { x: ++calls }, errors: [{ message: 'no' }], extensions: { state: { lineage: LINEAGE, ...fleetRead() } } }),
     });
     await failing.process(fetchOf(MACHINES, alice));
     await failing.process(fetchOf(MACHINES, alice));
     expect(calls).toBe(2);
+  });
+
+  it('never keeps an answer from a database whose event log it does not read', async () => {
+    const { cache } = await started();
+    const other = subgraph(() => ({ tags: ['Machine'], grain: 'everyone', lineage: 'another-database' }));
+    const kept = cache.wrap('optimization', other.source);
+    await kept.process(fetchOf(MACHINES, alice));
+    await kept.process(fetchOf(MACHINES, alice));
+    expect(other.calls()).toBe(2);
+    expect(cache.snapshot().entries).toBe(0);
   });
 
   it('drops exactly the entries an event names, and everything for an event that names `*`', async () => {
