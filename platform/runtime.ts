@@ -64,7 +64,7 @@ export async function startSubgraphRuntime(args: {
     timeoutMs: config.PEER_TIMEOUT_MS,
   });
   let relay: EventRelay | null = null;
-  let identity = '';
+  let identity: string;
   let pruner: { stop(): Promise<void> } | null = null;
   const close = async () => {
     await pruner?.stop();
