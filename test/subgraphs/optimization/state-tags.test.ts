@@ -200,6 +200,10 @@ describe.each(backends)('optimization state (%s)', (backend) => {
       const hidden = await ask(ALICE, 'query ($id: ID!) { quantumRun(id: $id) { id } }', { id: bobRun });
       expect(hidden.data!['quantumRun']).toBeNull();
       expect(hidden.state?.tags).toEqual([`QuantumRun:${bobRun}`]);
+      // An operator sees it: that answer is the operator's alone.
+      const operators = await ask(OPERATOR, 'query ($id: ID!) { quantumRun(id: $id) { id } }', { id: bobRun });
+      expect(operators.data!['quantumRun']).toEqual({ id: bobRun });
+      expect(operators.state).toEqual({ tags: [`QuantumRun:${bobRun}`], grain: 'principal' });
 
       const other = await startRun(ALICE);
       expect(intersects(read.state?.tags, other.answer.state?.changed)).toBe(false);
