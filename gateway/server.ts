@@ -11,6 +11,7 @@ import { boundedVariablesPolicy } from './pipeline/bounded-errors.js';
 import { requestErrorPolicy } from './pipeline/graphql-errors.js';
 import { graphqlValidation, pipelinePlugin, type Pipeline } from './pipeline/pipeline.js';
 import { subgraphsPlugin } from './sources/subgraphs.js';
+import { stateCachePlugin, statePositionPolicy } from './sources/state-route.js';
 import { usagePlugin, usagePolicy } from './governance/usage-recording.js';
 import { graphqlServerPlugin } from './graphql/apollo.js';
 import { documentStep, documentsPlugin, type DocumentsReload } from './graphql/documents.js';
@@ -114,7 +115,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       metrics: parent.metrics,
     }))
     .register(edgeGuardPlugin, { config })
-    .register(supergraphPlugin, { config })
+    .register(supergraphPlugin, { config, clock: options.clock ?? systemClock })
+    .register(stateCachePlugin, { modules })
     .register(usagePlugin, (parent) => ({ config, schema: parent.supergraph.schema, supergraphSdl: () => parent.supergraph.sdl }))
     .register(documentsPlugin, (parent) => ({ config, modules, schema: parent.supergraph.schema }))
     .register(pipelinePlugin, (parent) => ({
@@ -127,9 +129,9 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         audit: auditPolicy(options.audit ?? ((entry) => parent.log.info({ audit: entry }, 'audit'))),
         usage: parent.usage ? usagePolicy(parent.usage) : { notApplied: 'USAGE_RECORDING=false' },
       },
-      // What every execution does first: the request's refusals, bounded variable errors, and a turn of the
-      // event loop before the operation is read.
-      before: [requestErrorPolicy(), boundedVariablesPolicy(), { started: () => parent.admission!.enter() }],
+      // What every execution does first: the request's refusals, bounded variable errors, a turn of the
+      // event loop before the operation is read, and the log position of its writes on its answer.
+      before: [requestErrorPolicy(), boundedVariablesPolicy(), { started: () => parent.admission!.enter() }, statePositionPolicy()],
     }))
     .register(graphqlServerPlugin, { config })
     .register(httpStreamsPlugin, (parent) => ({

@@ -145,8 +145,6 @@ export class EventHub {
   private readonly listeners = new Map<string, Set<Listener>>();
   /** Listeners of every event, in id order (the gateway's state cache). */
   private readonly taps = new Set<Listener>();
-  /** Called after each read of the log that reached its end, with when that read started (`now()`). */
-  private readonly caughtUp = new Set<(readStartedAt: number) => void>();
   private pumping: Promise<void> | null = null;
   private again = false;
   private timer: NodeJS.Timeout | undefined;
@@ -196,18 +194,10 @@ export class EventHub {
     this.timer.unref();
   }
 
-  /**
-   * Hands every event read from now on to `listener`, in id order, before any stream gets it; `caughtUp`
-   * hears of each read that reached the end of the log, with when it started (`now()`). Returns a function
-   * that stops both.
-   */
-  tap(listener: (event: StoredEvent) => void, caughtUp: (readStartedAt: number) => void): () => void {
+  /** Hands every event read from now on to `listener`, in id order, before any stream gets it; returns a function that stops it. */
+  tap(listener: (event: StoredEvent) => void): () => void {
     this.taps.add(listener);
-    this.caughtUp.add(caughtUp);
-    return () => {
-      this.taps.delete(listener);
-      this.caughtUp.delete(caughtUp);
-    };
+    return () => void this.taps.delete(listener);
   }
 
   /** The id of the last event read from the outbox and handed to this hub's streams. */
@@ -217,9 +207,14 @@ export class EventHub {
 
   /** Events written to the outbox and not yet handed to this hub's streams (the outbox lag). */
   async lag(): Promise<bigint> {
-    const res = await this.db.query<{ max: string | null }>('SELECT max(id)::text AS max FROM outbox');
-    const newest = BigInt(res.rows[0]?.max ?? '0');
+    const newest = await this.newestWritten();
     return newest > this.position ? newest - this.position : 0n;
+  }
+
+  /** The newest event id in the outbox itself (ahead of a relayed log). */
+  async newestWritten(): Promise<bigint> {
+    const res = await this.db.query<{ max: string | null }>('SELECT max(id)::text AS max FROM outbox');
+    return BigInt(res.rows[0]?.max ?? '0');
   }
 
   async close(): Promise<void> {
@@ -254,7 +249,6 @@ export class EventHub {
     do {
       this.again = false;
       for (;;) {
-        const startedAt = this.now();
         const rows = await this.log.after(this.position, PAGE);
         const readAt = this.now();
         for (const event of rows) {
@@ -266,7 +260,6 @@ export class EventHub {
           if (event.key !== null) for (const listener of this.listeners.get(slotOf(event.topic, event.key)) ?? []) listener(event);
         }
         this.trimRecent(readAt);
-        if (rows.length < PAGE) for (const reached of this.caughtUp) reached(startedAt);
         if (rows.length < PAGE || this.closed) break;
       }
     } while (this.again && !this.closed);

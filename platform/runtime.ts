@@ -23,6 +23,8 @@ export interface SubgraphRuntime {
   /** The relay of the outbox to the event bus (EVENT_BUS_URL); null without one. */
   relay: EventRelay | null;
   instances: ReadonlyMap<string, SubgraphInstance>;
+  /** The database's identity (platform/database-identity.ts): the lineage of its event log. */
+  identity: string;
   close(): Promise<void>;
 }
 
@@ -62,6 +64,7 @@ export async function startSubgraphRuntime(args: {
     timeoutMs: config.PEER_TIMEOUT_MS,
   });
   let relay: EventRelay | null = null;
+  let identity = '';
   let pruner: { stop(): Promise<void> } | null = null;
   const close = async () => {
     await pruner?.stop();
@@ -72,7 +75,7 @@ export async function startSubgraphRuntime(args: {
   };
   try {
     await migrate(db, [platformMigrations, ...modules.flatMap((m) => m.migrations)]);
-    const identity = await databaseIdentity(db);
+    identity = await databaseIdentity(db);
     if (config.EVENT_BUS_URL) {
       // The outbox relayed to JetStream, and this process's streams read from there. The NATS client loads
       // only then: a start without an event bus does not pay for it.
@@ -99,19 +102,7 @@ export async function startSubgraphRuntime(args: {
       }
     }
     await events.start();
-    for (const module of modules)
-      instances.set(
-        module.name,
-        await module.start({
-          // Its reads traced and its writes held to their events (platform/state-trace.ts).
-          db: traceStateAccess(db, module.state ?? {}, `${module.name}_`),
-          config: sliceOf(module.config, config),
-          demoMode: isDemoMode(config),
-          clock,
-          events,
-          peers,
-        }),
-      );
+    for (const module of modules) instances.set(module.name, await startModule(module, { db, identity, config, clock, events, peers }));
     // The outbox is bounded: pruned in short batches, never an event the bus has not received.
     const policies = modules.flatMap((m) => m.retention ?? []);
     const stream = config.EVENT_BUS_URL ? config.EVENT_STREAM : null;
@@ -132,5 +123,28 @@ export async function startSubgraphRuntime(args: {
     await close();
     throw error;
   }
-  return { db, events, relay, instances, close };
+  return { db, events, relay, instances, identity, close };
+}
+
+/** One subgraph on its database handle: its reads traced and its writes held to their events (platform/state-trace.ts). */
+function startModule(
+  module: SubgraphModule,
+  deps: {
+    db: Database;
+    identity: string;
+    config: PlatformConfig & Readonly<Record<string, unknown>>;
+    clock: Clock;
+    events: EventHub;
+    peers: ReturnType<typeof createPeers>;
+  },
+): Promise<SubgraphInstance> {
+  const { db, identity, config, clock, events, peers } = deps;
+  return module.start({
+    db: traceStateAccess(db, module.state ?? {}, `${module.name}_`, identity),
+    config: sliceOf(module.config, config),
+    demoMode: isDemoMode(config),
+    clock,
+    events,
+    peers,
+  });
 }

@@ -40,7 +40,7 @@ export const stateTag = {
 };
 
 /** A well-formed tag: a type name, then optionally `:key` or `@tenant` (no spaces, at most 200 characters). */
-export const STATE_TAG = /^[A-Z][A-Za-z0-9]{0,63}(?:[:@][^\s\u0000]{1,200})?$/;
+export const STATE_TAG = /^[A-Z][A-Za-z0-9]{0,63}(?:[:@][!-~\u00a1-\uffff]{1,200})?$/;
 
 /** The type a tag belongs to. */
 export const typeOfTag = (tag: string): string => /^[A-Za-z0-9]+/.exec(tag)?.[0] ?? tag;
@@ -61,6 +61,8 @@ export class StateTrace {
   clockRead = false;
   /** The newest log position this request's writes appended, and the tags they carried. */
   written: { position: bigint; tags: Set<string> } | null = null;
+  /** The identity of the database it read or wrote (platform/database-identity.ts): whose event log tells of its writes. */
+  lineage: string | null = null;
 
   refuse(reason: string): void {
     this.uncacheable ??= reason;
@@ -162,6 +164,8 @@ export interface StateExtension {
   /** Epoch ms until which the answer holds (the clock was read); absent: until a write. */
   validUntil?: number;
   uncacheable?: string;
+  /** The database the answer came from: a gateway keeps it only when it reads that database's event log. */
+  lineage?: string;
   /** The newest log position of the request's writes, as decimal text. */
   position?: string;
   changed?: string[];
@@ -181,7 +185,9 @@ export function stateExtension(trace: StateTrace): StateExtension | null {
     out.grain = trace.grain;
     if (trace.validUntil !== null && Number.isFinite(trace.validUntil)) out.validUntil = trace.validUntil;
   }
-  return Object.keys(out).length > 0 ? out : null;
+  if (Object.keys(out).length === 0) return null;
+  if (trace.lineage) out.lineage = trace.lineage;
+  return out;
 }
 
 /** Tables a statement names, by what it does to them. */
@@ -237,32 +243,16 @@ const MAX_KNOWN_STATEMENTS = 2000;
 /**
  * `db` as a subgraph with state `tables` uses it: reads traced, writes to state tables refused unless their
  * transaction appends an event tagged with the table's collection. `ownPrefix` marks the subgraph's tables
- * (`rental_`): a read of one that is not declared leaves the answer uncacheable.
+ * (`rental_`): a read of one that is not declared leaves the answer uncacheable. `lineage` is the database's
+ * identity, which every answer carries: a gateway reading another database's log keeps none of them.
  */
-export function traceStateAccess(db: Database, tables: StateTables, ownPrefix: string): Database {
-  const known = new Map<string, StatementTables>();
-  const isTable = (name: string) => name in tables || name.startsWith(ownPrefix) || name === 'outbox';
-  const statement = (sql: string) => {
-    let found = known.get(sql);
-    if (!found) {
-      found = tablesOf(sql, isTable);
-      if (known.size >= MAX_KNOWN_STATEMENTS) known.clear();
-      known.set(sql, found);
-    }
-    return found;
-  };
+export function traceStateAccess(db: Database, tables: StateTables, ownPrefix: string, lineage: string): Database {
+  const statement = statementReader(tables, ownPrefix);
   const traceRead = (found: StatementTables) => {
     const scope = scopes.getStore();
     if (!scope) return;
-    for (const table of found.read) {
-      const declared = tables[table];
-      if (!declared) {
-        scope.trace.refuse(`reads ${table}, which is not declared state`);
-        continue;
-      }
-      scope.trace.widen(declared.grain);
-      if (!scope.narrowed?.has(declared.type)) scope.trace.tags.add(stateTag.collection(declared.type));
-    }
+    scope.trace.lineage = lineage;
+    noteRead(scope, found, tables);
   };
   const writtenTypes = (found: StatementTables) => found.written.filter((t) => t in tables).map((t) => tables[t]!.type);
   const inTransaction = (tx: Queryable, changed: Set<string>): Queryable => ({
@@ -283,8 +273,7 @@ export function traceStateAccess(db: Database, tables: StateTables, ownPrefix: s
     query(sql, params) {
       const found = statement(sql);
       traceRead(found);
-      const types = writtenTypes(found);
-      if (types.length > 0 && !scopes.getStore()?.unobserved) {
+      if (writtenTypes(found).length > 0 && !scopes.getStore()?.unobserved) {
         return Promise.reject(
           new StateWriteError(`a write to ${found.written.join(', ')} outside a transaction cannot append its event: write state in a transaction`),
         );
@@ -300,22 +289,10 @@ export function traceStateAccess(db: Database, tables: StateTables, ownPrefix: s
         appended = { tags: new Set(), position: 0n };
         appendedBy.set(tx, appended);
         const value = await fn(tx);
-        if (!unobserved) {
-          const silent = [...changed].filter((type) => !appended!.tags.has(stateTag.collection(type)));
-          if (silent.length > 0)
-            throw new StateWriteError(
-              `a write to the ${silent.join(', ')} state appends no event tagged ${silent.join(', ')}: every gateway's cache would keep what it changed`,
-            );
-        }
+        if (!unobserved) refuseSilentWrites(changed, appended);
         return value;
       });
-      const done = appended as Appended | null;
-      const trace = currentTrace();
-      if (trace && done && done.position > 0n) {
-        trace.written ??= { position: 0n, tags: new Set() };
-        if (done.position > trace.written.position) trace.written.position = done.position;
-        for (const tag of done.tags) trace.written.tags.add(tag);
-      }
+      noteWritten(appended);
       return result;
     },
     exec: (sql) => db.exec(sql),
@@ -324,4 +301,51 @@ export function traceStateAccess(db: Database, tables: StateTables, ownPrefix: s
     listen: (channel, onPayload) => db.listen(channel, onPayload),
     close: () => db.close(),
   };
+}
+
+/** The tables of a statement, found once per text. */
+function statementReader(tables: StateTables, ownPrefix: string): (sql: string) => StatementTables {
+  const known = new Map<string, StatementTables>();
+  const isTable = (name: string) => name in tables || name.startsWith(ownPrefix) || name === 'outbox';
+  return (sql) => {
+    let found = known.get(sql);
+    if (!found) {
+      found = tablesOf(sql, isTable);
+      if (known.size >= MAX_KNOWN_STATEMENTS) known.clear();
+      known.set(sql, found);
+    }
+    return found;
+  };
+}
+
+/** A read in a request: its state tables' collections (unless narrowed) and grains, or why it cannot be kept. */
+function noteRead(scope: Scope, found: StatementTables, tables: StateTables): void {
+  for (const table of found.read) {
+    const declared = tables[table];
+    if (!declared) {
+      scope.trace.refuse(`reads ${table}, which is not declared state`);
+      continue;
+    }
+    scope.trace.widen(declared.grain);
+    if (!scope.narrowed?.has(declared.type)) scope.trace.tags.add(stateTag.collection(declared.type));
+  }
+}
+
+/** Refuses a transaction that wrote a state type without an event tagged with its collection. */
+function refuseSilentWrites(changed: ReadonlySet<string>, appended: Appended): void {
+  const silent = [...changed].filter((type) => !appended.tags.has(stateTag.collection(type)));
+  if (silent.length > 0) {
+    throw new StateWriteError(
+      `a write to the ${silent.join(', ')} state appends no event tagged ${silent.join(', ')}: every gateway's cache would keep what it changed`,
+    );
+  }
+}
+
+/** After a commit that appended events: the request learns their newest position and the tags they carried. */
+function noteWritten(appended: Appended | null): void {
+  const trace = currentTrace();
+  if (!trace || !appended || appended.position === 0n) return;
+  trace.written ??= { position: 0n, tags: new Set() };
+  if (appended.position > trace.written.position) trace.written.position = appended.position;
+  for (const tag of appended.tags) trace.written.tags.add(tag);
 }

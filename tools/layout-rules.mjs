@@ -46,8 +46,9 @@ export const GATEWAY_ROOMS = {
     imports: ['planner'],
   },
   sources: {
-    about: 'the subgraphs served (in process, on servers of their own), their data sources, fetch collapsing and cache, the federated gateway',
-    imports: ['observability', 'planner', 'pipeline'],
+    about:
+      'the subgraphs served (in process, on servers of their own), their data sources, fetch collapsing and cache, the state cache kept exact by the event log, the federated gateway',
+    imports: ['observability', 'http', 'planner', 'pipeline'],
   },
   security: { about: 'credentials, edge guard, authorization, request and rate limits, CORS, audit trail', imports: ['http', 'pipeline'] },
   governance: { about: 'field usage per client and operation, the usage route, schema checks', imports: ['http', 'pipeline', 'security', 'sources'] },

@@ -1,7 +1,7 @@
 import { env } from 'node:process';
 import pg from 'pg';
 import type { Options } from './options.js';
-import { log, type BenchRun } from './run-context.js';
+import { log, type BenchRun, type PostgresSchema } from './run-context.js';
 import { POOL_PER_TARGET, seedDatabase } from './seed.js';
 
 const LOCAL_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
@@ -12,8 +12,7 @@ const LOCAL_POSTGRES = 'postgres://postgres@127.0.0.1:5432/test';
  * before it is seeded so that it is dropped at the end whatever happens.
  */
 export async function seedDatabases(run: BenchRun, options: Options): Promise<void> {
-  const url = await postgresUrl();
-  run.postgres = url ? { url, schema: `bench_gateway_${Date.now().toString(36)}` } : null;
+  run.postgres = await postgresSchema('bench_gateway');
   // Six targets at most, 150 machines each from EQ-100: the pool fills the ids up to EQ-999.
   const plan = { bookings: options.bookings, poolMachines: 6 * POOL_PER_TARGET };
   log(`seeding ${plan.bookings} bookings and ${plan.poolMachines} pool machines: PGlite${run.postgres ? ` and PostgreSQL schema ${run.postgres.schema}` : ''}`);
@@ -25,6 +24,15 @@ export async function seedDatabases(run: BenchRun, options: Options): Promise<vo
 export function isLocal(url: string): boolean {
   const host = new URL(url).hostname;
   return host === '127.0.0.1' || host === 'localhost' || host === '[::1]' || host === '';
+}
+
+/**
+ * A schema of the run's own (`<prefix>_<time>`, not created yet) on BENCH_DATABASE_URL, or on the local server
+ * when it answers; null without either.
+ */
+export async function postgresSchema(prefix: string): Promise<PostgresSchema | null> {
+  const url = await postgresUrl();
+  return url ? { url, schema: `${prefix}_${Date.now().toString(36)}` } : null;
 }
 
 async function postgresUrl(): Promise<string | null> {

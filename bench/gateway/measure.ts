@@ -35,7 +35,7 @@ export interface Cell {
 /** What a round reads CPU time from: a process id, or a reader of the CPU ms used so far (PostgreSQL, the machine). */
 export type CpuMeter = number | (() => number);
 
-const readMeter = (meter: CpuMeter) => (typeof meter === 'number' ? cpuMs(meter) : meter());
+export const readMeter = (meter: CpuMeter) => (typeof meter === 'number' ? cpuMs(meter) : meter());
 
 export interface Round {
   load: LoadResult;
@@ -193,7 +193,7 @@ export function pairedSide(runs: LoadResult[]): PairedSide {
 }
 
 /** Waits until the processes together use under 10% of a core over 300 ms (at most 30 s). */
-async function quiet(pids: number[]): Promise<void> {
+export async function quiet(pids: number[]): Promise<void> {
   const total = () => pids.reduce((s, pid) => s + cpuMs(pid), 0);
   const deadline = Date.now() + 30_000;
   let last = total();

@@ -133,7 +133,8 @@ export function printResults(workloads: WorkloadResult[], bench?: BenchResults):
   }
 }
 
-function commit(root: string): string {
+/** The commit the tree is at, and whether it has changes not committed. */
+export function commit(root: string): string {
   try {
     const sha = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
     const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: root, encoding: 'utf8' }).trim();

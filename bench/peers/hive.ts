@@ -25,10 +25,14 @@ export function ensurePeersInstalled(): void {
   execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: PEERS_DIR, stdio: 'inherit' });
 }
 
-/** Hive Gateway's configuration: signs the subgraph calls; its environment is described there. */
-const HIVE_CONFIG = join(PEERS_DIR, 'hive.config.ts');
+/**
+ * Hive Gateway's configurations, their environment described in each: `plain` signs the subgraph calls as the
+ * demo principal; `cache` (`npm run bench -- cache`) signs them as each request's API key's principal and
+ * turns Hive's response cache on.
+ */
+const HIVE_CONFIGS = { plain: join(PEERS_DIR, 'hive.config.ts'), cache: join(PEERS_DIR, 'hive-cache.config.ts') };
 
-export function hiveGatewayArgs(supergraphFile: string, port: number, options: { rustPlanner?: boolean } = {}): string[] {
+export function hiveGatewayArgs(supergraphFile: string, port: number, options: { rustPlanner?: boolean; config?: keyof typeof HIVE_CONFIGS } = {}): string[] {
   ensurePeersInstalled();
   const pkg = createRequire(join(PEERS_DIR, 'package.json')).resolve('@graphql-hive/gateway/package.json');
   return [
@@ -41,6 +45,6 @@ export function hiveGatewayArgs(supergraphFile: string, port: number, options: {
     String(port),
     ...(options.rustPlanner ? ['--hive-router-runtime'] : []),
     '--config-path',
-    HIVE_CONFIG,
+    HIVE_CONFIGS[options.config ?? 'plain'],
   ];
 }

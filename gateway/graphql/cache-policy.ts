@@ -68,6 +68,55 @@ export class CachePolicies {
     return Number.isFinite(policy.maxAge) && policy.maxAge > 0 ? { maxAge: policy.maxAge, scope: policy.scope } : NOT_CACHEABLE;
   }
 
+  /**
+   * The least maxAge (seconds) of the hinted fields a subgraph fetch document selects (root fields, or the
+   * entity fragments of `_entities`); null when no field it selects carries a hint. Fields without one do not
+   * shorten it: what caps a state entry is a hint, what keeps it exact is the event log.
+   */
+  capOf(query: string): number | null {
+    let document: DocumentNode;
+    try {
+      document = parse(query, { noLocation: true });
+    } catch {
+      return 0;
+    }
+    const root = this.schema.getQueryType();
+    const operation = document.definitions.find((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION);
+    if (!root || !operation) return 0;
+    const fragments = new Map(
+      document.definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((f) => [f.name.value, f] as const),
+    );
+    const cap = { maxAge: Number.POSITIVE_INFINITY };
+    this.capWalk(operation.selectionSet, root, fragments, cap, new Set());
+    return Number.isFinite(cap.maxAge) ? cap.maxAge : null;
+  }
+
+  private capWalk(
+    selections: SelectionSetNode,
+    parent: GraphQLCompositeType,
+    fragments: ReadonlyMap<string, FragmentDefinitionNode>,
+    cap: { maxAge: number },
+    spread: Set<string>,
+  ): void {
+    for (const selection of selections.selections) {
+      if (selection.kind === Kind.INLINE_FRAGMENT || selection.kind === Kind.FRAGMENT_SPREAD) {
+        const fragment = selection.kind === Kind.FRAGMENT_SPREAD ? fragments.get(selection.name.value) : selection;
+        if (!fragment || (selection.kind === Kind.FRAGMENT_SPREAD && spread.has(selection.name.value))) continue;
+        if (selection.kind === Kind.FRAGMENT_SPREAD) spread.add(selection.name.value);
+        const condition = fragment.typeCondition ? this.schema.getType(fragment.typeCondition.name.value) : parent;
+        this.capWalk(fragment.selectionSet, condition && isCompositeType(condition) ? condition : parent, fragments, cap, spread);
+        continue;
+      }
+      const name = selection.name.value;
+      const field = isObjectType(parent) || isInterfaceType(parent) ? parent.getFields()[name] : undefined;
+      const type = field ? getNamedType(field.type) : undefined;
+      const hint = this.hints.get(`${parent.name}.${name}`) ?? (type && isCompositeType(type) ? this.hints.get(type.name) : undefined);
+      if (hint) cap.maxAge = Math.min(cap.maxAge, hint.maxAge);
+      // `_entities` is no field of the API schema: its fragments name their types.
+      if (selection.selectionSet) this.capWalk(selection.selectionSet, type && isCompositeType(type) ? type : parent, fragments, cap, spread);
+    }
+  }
+
   private walk(
     selections: SelectionSetNode,
     parent: GraphQLCompositeType,

@@ -1,6 +1,7 @@
 import { readFileSync, unwatchFile, watchFile } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import type { Clock } from '../../platform/clock.js';
 import { sectionOf } from '../../platform/config.js';
 import { readCheckedInSupergraph } from '../../schema/supergraph-file.js';
 import { sourcesConfig, type SourcesConfig } from '../sources/config.js';
@@ -15,6 +16,8 @@ import { ServedSupergraph, type ReloadResult } from './served-supergraph.js';
 
 export interface SupergraphOptions {
   config: GraphQLConfig & SourcesConfig & SubscriptionsConfig & SecurityConfig;
+  /** The subgraphs' clock (the state cache reads their answers' bounds by it). */
+  clock: Clock;
 }
 
 /**
@@ -28,9 +31,11 @@ export const supergraphPlugin = fp(
     const config = { ...sectionOf(graphqlConfig, options.config, 'supergraph'), ...sectionOf(sourcesConfig, options.config, 'supergraph') };
     const limits = requestLimitsOf(sectionOf(securityConfig, options.config, 'supergraph'));
     const supergraph = ServedSupergraph.initial(readSupergraph(config.SUPERGRAPH_FILE), limits);
-    const { modules, remoteUrls, local, signer, trust } = app.subgraphs;
+    const { modules, remoteUrls, local, signer, trust, log: eventLog } = app.subgraphs;
     const parts = { supergraphSdl: supergraph.plannerSdl, remoteUrls, local, signer, trust, metrics: app.metrics, log: app.log };
-    const federation = createFederatedGateway({ ...parts, config, modules });
+    // An entry's life is capped by the `@cacheControl` hints of the supergraph served when it is stored.
+    const cacheCap = (query: string) => supergraph.cachePolicies.capOf(query);
+    const federation = createFederatedGateway({ ...parts, config, modules, eventLog, cacheCap, clock: options.clock });
     app.addHook('onClose', () => federation.close());
     const { subscriptions, close } = federatedSubscriptions({
       ...parts,

@@ -28,6 +28,16 @@ export interface GatewayContext {
    * read): the rate charge takes them off the operation's cost, once. @default 0
    */
   prepaid?: number;
+  /**
+   * The event log positions of the request (gateway/sources/state-cache.ts): the one its caller asked to read
+   * at least (`state-position`), and the newest its writes reached (answered as `state-position`).
+   */
+  statePositions?: StatePositions;
+}
+
+export interface StatePositions {
+  asked: bigint | null;
+  written: bigint | null;
 }
 
 /** Identifies a principal in keys of shared work (collapsed fetches, shared streams): answers depend on it. */
@@ -49,6 +59,7 @@ export function gatewayContextFrom(headers: IncomingHttpHeaders | Record<string,
   return {
     headers: picked,
     principal,
+    statePositions: { asked: null, written: null },
     client: { name: headerValue(headers['apollographql-client-name']), version: headerValue(headers['apollographql-client-version']) },
   };
 }
@@ -67,6 +78,8 @@ declare module 'fastify' {
     prepaid: number;
     /** When the request's credential expires (a JWT's `exp`, ms since the epoch); null: it does not. */
     credentialExpiresAt: number | null;
+    /** The event log position the caller asked to read at least (`state-position`, gateway/sources/state-route.ts); null: none. */
+    statePosition: bigint | null;
   }
 }
 
@@ -75,6 +88,7 @@ export function gatewayContextOfRequest(request: FastifyRequest, intake: Intake)
   const context = gatewayContextFrom(request.headers, principalOf(request));
   context.intake = intake;
   context.prepaid = request.prepaid;
+  context.statePositions!.asked = request.statePosition;
   // The token pays for one operation only.
   request.prepaid = 0;
   return context;

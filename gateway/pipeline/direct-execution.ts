@@ -192,7 +192,9 @@ class DirectExecutor implements DirectExecution {
     const outcome = await this.run(served, prepared, resolved, headers, cachePolicy);
     const answer = this.httpAnswerOf(outcome, headers);
     answerPolicies(this.policies, answer, resolved);
-    return written(answer, headers, outcome.kind === 'ran' ? outcome.extensions : undefined, contentType, cachePolicy);
+    const extensions =
+      outcome.kind === 'ran' || answer.extensions ? { ...(outcome.kind === 'ran' ? outcome.extensions : {}), ...answer.extensions } : undefined;
+    return written(answer, headers, extensions && Object.keys(extensions).length > 0 ? extensions : undefined, contentType, cachePolicy);
   }
 
   /** The document of `source` parsed and validated against `schema`, or its syntax error; kept per schema. */

@@ -40,6 +40,8 @@ export interface OperationAnswer {
   /** The HTTP status of a GraphQL-over-HTTP answer; unset: 200 (REST maps errors to a status of its own). */
   status?: number;
   readonly headers: AnswerHeaders;
+  /** Entries a policy adds to the answer's `extensions` (GraphQL answers; a REST body has none). */
+  extensions?: Record<string, unknown>;
 }
 
 export interface OperationPolicy {
@@ -139,6 +141,7 @@ export function policyPlugin(policies: readonly OperationPolicy[]): ApolloServer
           };
           answerPolicies(policies, answer, operationOf(request));
           if (answer.errors !== result.errors) result.errors = answer.errors;
+          if (answer.extensions) result.extensions = { ...result.extensions, ...answer.extensions };
           if (answer.status !== undefined) response.http.status = answer.status;
         },
       };

@@ -128,6 +128,9 @@ function routeOptions(prefix: string, route: RestRoute, execute: OperationExecut
       const context = gatewayContextOfRequest(request, taken.intake);
       context.route = routeName;
       const result = await execute(route.operation, variables, context);
+      // A write's log position: a later request that sends it back reads state at least that new.
+      const written = context.statePositions?.written;
+      if (written !== null && written !== undefined) void reply.header('state-position', written.toString());
       const failure = result.errors?.[0];
       const retryAfter = failure?.extensions?.['retryAfter'];
       if (failure?.extensions?.['code'] === 'RATE_LIMITED' && typeof retryAfter === 'number') void reply.header('retry-after', String(retryAfter));

@@ -24,6 +24,25 @@ export const sourcesConfig = configSection('gateway/sources', 'gateway/sources/c
     .describe(
       'seconds such an answer is served before it is fetched again: how long a subgraph redeployed with other models can still be answered by the old ones',
     ),
+  STATE_CACHE_MB: intFrom('STATE_CACHE_MB', 0, 4096)
+    .default(64)
+    .describe(
+      'memory for subgraph state reads kept until a write changes what they read, as the event log tells every gateway ([Scaling](scaling.md#the-state-cache)); `0` reads state from the subgraphs every time. With every subgraph remote it needs `DATABASE_URL` (the log it reads)',
+    ),
+  STATE_CACHE_TENANT_SHARE_PERCENT: intFrom('STATE_CACHE_TENANT_SHARE_PERCENT', 1, 100)
+    .default(25)
+    .describe("most of the state cache's memory one tenant's entries may hold; answers every caller may see (the fleet) share the whole"),
+  STATE_CACHE_MAX_LAG_MS: intFrom('STATE_CACHE_MAX_LAG_MS', 100, 60_000)
+    .default(1000)
+    .describe(
+      'the state cache serves nothing while this gateway has not caught up with the event log within this bound: how stale a cached read can be after a write made elsewhere',
+    ),
+  STATE_CACHE_WAIT_MS: intFrom('STATE_CACHE_WAIT_MS', 0, 10_000)
+    .default(500)
+    .describe('how long a request carrying a `state-position` waits for this gateway to read the log that far before reading from the subgraphs'),
+  STATE_CACHE_MAX_AGE_S: intFrom('STATE_CACHE_MAX_AGE_S', 1, 86_400)
+    .default(600)
+    .describe('no state entry is served after this many seconds, whatever the log says (`@cacheControl` hints cap it further)'),
 });
 
 export type SourcesConfig = ConfigValues<typeof sourcesConfig.shape>;

@@ -13,6 +13,9 @@ import { FetchCache } from './fetch-cache.js';
 import { InProcessDataSource, setCompiledSubgraphExecution } from './in-process-data-source.js';
 import { installCompiledExecution } from '../planner/plan-executor.js';
 import { RemoteDataSource } from './remote-data-source.js';
+import { StateCache } from './state-cache.js';
+import type { Clock } from '../../platform/clock.js';
+import type { EventHub } from '../../platform/event-hub.js';
 
 export interface FederatedGatewayOptions {
   config: SourcesConfig;
@@ -29,6 +32,12 @@ export interface FederatedGatewayOptions {
   trust: SubgraphTrust;
   metrics: GatewayMetrics;
   log: FastifyBaseLogger;
+  /** The event log this process reads (the local subgraphs', or the shared database's); null: no state is cached. */
+  eventLog: { events: EventHub; identity: string } | null;
+  /** Seconds an entry of a subgraph fetch document may live by its `@cacheControl` hints; null: no hint caps it. */
+  cacheCap: (query: string) => number | null;
+  /** The subgraphs' clock: what their answers' `validUntil` is given in. */
+  clock: Clock;
 }
 
 export interface FederatedGateway {
@@ -41,6 +50,8 @@ export interface FederatedGateway {
   /** The data source of each subgraph, by name, once the gateway has loaded (subscriptions reuse them). */
   dataSources: ReadonlyMap<string, GraphQLDataSource>;
   fetchCache: FetchCache;
+  /** State reads kept until a write changes them (gateway/sources/state-cache.ts); null when off or without an event log. */
+  stateCache: StateCache | null;
   /** Closes the connections to subgraph servers. */
   close(): Promise<void>;
 }
@@ -55,6 +66,7 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
   const { config, remoteUrls, local, metrics, log } = options;
   const fetchCache = new FetchCache({ maxBytes: config.GATEWAY_FETCH_CACHE_MB * 1024 * 1024, maxAgeMs: config.GATEWAY_FETCH_CACHE_MAX_AGE_S * 1000 });
   const dataSources = new Map<string, GraphQLDataSource>();
+  const stateCache = stateCacheOf(options);
   installCompiledExecution(config.GATEWAY_COMPILED_EXECUTION);
   setCompiledSubgraphExecution(config.SUBGRAPH_COMPILED_EXECUTION);
   const sourceOf = (name: string): GraphQLDataSource<GatewayContext> => {
@@ -87,10 +99,11 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
       const source = sourceOf(name);
       dataSources.set(name, source);
       // Timed as made; identical reads in flight collapsed before that; answers that are functions of the
-      // request alone kept before that.
+      // request alone kept before that; state reads kept, and writes' evictions applied, before that.
       const measured = metrics.measured(name, source);
       const collapsed = config.GATEWAY_COLLAPSE_FETCHES ? collapsing(measured, metrics.collapsedFetch(name)) : measured;
-      return fetchCache.wrap(name, options.modules.find((m) => m.name === name)?.pure, collapsed);
+      const pure = fetchCache.wrap(name, options.modules.find((m) => m.name === name)?.pure, collapsed);
+      return stateCache ? stateCache.wrap(name, pure) : pure;
     },
     logger: log,
     // Deferred fragments are planned as fetches of their own (gateway/planner/plan-executor.ts runs them).
@@ -107,10 +120,30 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
     },
     dataSources,
     fetchCache,
+    stateCache,
     async close() {
       for (const source of dataSources.values()) if (source instanceof RemoteDataSource) await source.close();
     },
   };
+}
+
+/** The state cache, when it is on and an event log is read here. */
+function stateCacheOf({ config, eventLog, cacheCap, clock }: FederatedGatewayOptions): StateCache | null {
+  if (config.STATE_CACHE_MB === 0 || !eventLog) return null;
+  const { events, identity } = eventLog;
+  return new StateCache({
+    maxBytes: config.STATE_CACHE_MB * 1024 * 1024,
+    tenantShare: config.STATE_CACHE_TENANT_SHARE_PERCENT / 100,
+    maxLagMs: config.STATE_CACHE_MAX_LAG_MS,
+    waitMs: config.STATE_CACHE_WAIT_MS,
+    maxAgeMs: config.STATE_CACHE_MAX_AGE_S * 1000,
+    newest: () => events.newestWritten(),
+    delivered: () => events.delivered,
+    wake: () => events.wake(),
+    capOf: cacheCap,
+    wallClock: () => clock.now().getTime(),
+    lineage: identity,
+  });
 }
 
 /** The fetch cache's gauges: reads by result per subgraph, and the bytes it holds. */

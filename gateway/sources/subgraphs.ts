@@ -2,8 +2,9 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { systemClock, type Clock } from '../../platform/clock.js';
 import { ConfigError, platformConfig, sectionOf, type PlatformConfig } from '../../platform/config.js';
-import { closeOpening, type Database } from '../../platform/db.js';
-import { restoreMessage } from '../../platform/database-identity.js';
+import { closeOpening, openRuntimeDatabase, type Database } from '../../platform/db.js';
+import { EventHub } from '../../platform/event-hub.js';
+import { databaseIdentity, restoreMessage } from '../../platform/database-identity.js';
 import { PrincipalSigner } from '../../platform/principal.js';
 import { startSubgraphRuntime, type SubgraphRuntime } from '../../platform/runtime.js';
 import type { SubgraphInstance, SubgraphModule } from '../../platform/subgraph.js';
@@ -44,6 +45,11 @@ interface Subgraphs {
   local: ReadonlyMap<string, SubgraphInstance>;
   /** Their database, event hub and relay; null when every subgraph runs on its own. */
   runtime: SubgraphRuntime | null;
+  /**
+   * The event log this process reads, and its database: the local subgraphs', or (every subgraph remote)
+   * the shared database at DATABASE_URL when the state cache is on; null: none (no state is cached).
+   */
+  log: { db: Database; events: EventHub; identity: string } | null;
   /** Signs the principal each call acts for, with PRINCIPAL_SECRET; null without one. */
   signer: PrincipalSigner | null;
   /** Which subgraph servers refuse unsigned calls (platform/subgraph-trust.ts). */
@@ -68,7 +74,7 @@ export const subgraphsPlugin = fp(
       throw error;
     }
     const local = options.modules.filter((m) => !remoteUrls.has(m.name));
-    if (local.length === 0) await (await options.database)?.close();
+    const logOnly = local.length === 0 ? await openLogOnly(app, config, options.database) : null;
     const runtime =
       local.length === 0
         ? null
@@ -86,6 +92,7 @@ export const subgraphsPlugin = fp(
       remoteUrls,
       local: runtime?.instances ?? new Map(),
       runtime,
+      log: runtime ? { db: runtime.db, events: runtime.events, identity: runtime.identity } : logOnly,
       signer: PrincipalSigner.from(config.PRINCIPAL_SECRET),
       trust: subgraphTrust(remoteUrls, config.SUBGRAPH_TIMEOUT_MS, app.log),
     };
@@ -98,6 +105,38 @@ export const subgraphsPlugin = fp(
   },
   { name: 'subgraphs', fastify: '5.x' },
 );
+
+/**
+ * With every subgraph remote, the event log the state cache reads: the shared database at DATABASE_URL (its
+ * subgraph servers' own), read only. Without DATABASE_URL, or with the state cache off, none: the database
+ * opened early is closed. A log that cannot be read at start (its tables not made yet) is said and not used.
+ */
+async function openLogOnly(
+  app: FastifyInstance,
+  config: PlatformConfig & SourcesConfig,
+  opening: Promise<Database> | undefined,
+): Promise<{ db: Database; events: EventHub; identity: string } | null> {
+  if (!config.DATABASE_URL || config.STATE_CACHE_MB === 0) {
+    await (await opening)?.close();
+    return null;
+  }
+  const db = await (opening ?? openRuntimeDatabase(config));
+  const events = new EventHub(db, { onError: (error) => app.log.warn({ err: error }, 'event log read failed; retrying') });
+  let identity: string;
+  try {
+    identity = await databaseIdentity(db);
+    await events.start();
+  } catch (error) {
+    app.log.warn({ err: error }, 'the event log at DATABASE_URL cannot be read (are its subgraph servers migrated?): no state is cached');
+    await db.close();
+    return null;
+  }
+  app.addHook('onClose', async () => {
+    await events.close();
+    await db.close();
+  });
+  return { db, events, identity };
+}
 
 /** SUBGRAPH_URLS, checked: each names a known subgraph, and signed calls are possible where they are needed. */
 function remoteSubgraphs(config: Pick<PlatformConfig, 'SUBGRAPH_URLS' | 'PRINCIPAL_SECRET'>, modules: readonly SubgraphModule[]): ReadonlyMap<string, string> {

@@ -71,6 +71,7 @@ const NO_OPERATION: ReadonlyArray<readonly [RegExp, string]> = [
   [/^\/$/, 'the dashboard'],
   [/^\/(assets\/[\w.-]+|favicon\.svg)$/, "the dashboard's files"],
   [/^\/admin\/(usage|supergraph)$/, 'field usage and the served supergraph (ops:admin)'],
+  [/^\/admin\/state-cache\/invalidate$/, "the state cache's invalidation by operators (ops:admin)"],
   [/^\/\.well-known\/jwks\.json$/, 'the quote-signing keys'],
 ];
 

@@ -121,7 +121,7 @@ describe.each(backends)('bonding state (%s)', (backend) => {
       const { id } = await start(BOB);
       // Another instance of the store, on the database as the subgraph is given it (a write without its
       // event is refused), an hour on: the lease has expired, the session is idle past its time.
-      const db = traceStateAccess(runtime.db, bonding.state!, 'bonding_');
+      const db = traceStateAccess(runtime.db, bonding.state!, 'bonding_', runtime.identity);
       const store = new BondingStore(db, { tickMs: 100, simSecondsPerTick: 60, sessionTtlSeconds: 60, maxOpenSessionsPerUser: 16 });
       const later = new Date(Date.now() + 3600_000);
       await waitFor(async () => {

@@ -126,7 +126,7 @@ describe.each(backends)('optimization state (%s)', (backend) => {
 
     it('the store: a run failed, completed, failed at start or on an expired lease carries its tags; a write that finds nothing to change appends nothing and is no error', async () => {
       // The store on the database as the subgraph is given it: a write without its event is refused.
-      const db = traceStateAccess(runtime.db, optimization.state!, 'optimization_');
+      const db = traceStateAccess(runtime.db, optimization.state!, 'optimization_', runtime.identity);
       const options = { seed: 7, size: 24, tickMs: 300, leaseMs: 60_000, owner: 'state-tags-test', onEvents: () => undefined };
       // Opened before any run is inserted: embedded, opening a store fails every run left running.
       const store = await OptimizationStore.open(db, options, new Date());
