@@ -157,6 +157,8 @@ describe.each(stores)('features state ($name)', ({ backend, redis }) => {
     await onlinePolicy();
     const read = await onlinePolicy();
     expect((read.data!['onlinePolicyFeatures'] as { id: string }).id).toBe(POLICY);
+    // Answered from memory or Redis: no statement ran, so it names no database and a gateway does not keep
+    // it (platform/state-trace.ts, lineage); its tags are what would drop it.
     expect({ ...read.state, tags: sorted(read.state?.tags) }).toEqual({ tags: POLICY_ONLINE, grain: 'everyone' });
     const through = await entity('Policy', POLICY, 'online { id }');
     expect(sorted(through.state?.tags)).toEqual(POLICY_ONLINE);
@@ -174,8 +176,9 @@ describe.each(stores)('features state ($name)', ({ backend, redis }) => {
 
   it('the materializations list depends on the collection; the feature views on the rental machines', async () => {
     const list = await ask('{ materializations(first: 5) { id } }');
-    expect(list.state).toEqual({ tags: ['FeatureMaterialization'], grain: 'everyone' });
+    expect(list.state).toEqual({ tags: ['FeatureMaterialization'], grain: 'everyone', lineage: runtime.identity });
     const views = await ask('{ featureViews { name rowCount } }');
+    // From memory: it names no database either.
     expect(views.state).toEqual({ tags: ['Machine'], grain: 'everyone' });
     // A view of the generated world never changes: its answer depends on no state.
     expect((await ask('{ featureView(name: "policy_profile") { rowCount } }')).state).toBeNull();
