@@ -122,10 +122,11 @@ async function writeEvents(db: Database): Promise<Written> {
   // In statements of 100,000 (each well within DATABASE_QUERY_TIMEOUT_MS).
   for (let from = 0; from < EVENTS; from += 100_000) {
     await db.query(
-      `INSERT INTO outbox (topic, key, payload, audience, created_at)
-       SELECT 'bonding.session', 'BS-' || lpad((i % 1000)::text, 12, '0'), $1::jsonb,
-              '{"owner":{"tenant":"bench","principal":"bench"},"grain":"principal"}'::jsonb, now() - interval '8 days'
-       FROM generate_series($2::int, $3::int) AS i`,
+      `INSERT INTO outbox (topic, key, payload, audience, tags, created_at)
+       SELECT 'bonding.session', k.key, $1::jsonb,
+              '{"owner":{"tenant":"bench","principal":"bench"},"grain":"principal"}'::jsonb,
+              ARRAY['BondingSession', 'BondingSession:' || k.key, 'BondingSession@bench'], now() - interval '8 days'
+       FROM generate_series($2::int, $3::int) AS i, LATERAL (SELECT 'BS-' || lpad((i % 1000)::text, 12, '0') AS key) k`,
       [JSON.stringify(metricsPayload()), from + 1, Math.min(EVENTS, from + 100_000)],
     );
   }

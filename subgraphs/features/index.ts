@@ -7,6 +7,7 @@ import { featuresResolvers } from './resolvers.js';
 import { featuresConfig } from './config.js';
 import { featuresRoutes } from './rest.js';
 import { FeatureService } from './service.js';
+import { STATE_TYPES } from './records.js';
 import { FeaturesStore } from './store.js';
 
 /**
@@ -19,6 +20,12 @@ export const features = defineSubgraph({
   config: featuresConfig,
   resolvers: featuresResolvers,
   shared: ['Policy', 'Claim', 'Machine'],
+  // What its reads depend on (platform/state-trace.ts; docs/features.md, State the gateways cache): the
+  // materializations and the online rows, the same for every caller.
+  state: {
+    features_materializations: { type: STATE_TYPES.materialization, grain: 'everyone' },
+    features_online: { type: STATE_TYPES.online, grain: 'everyone' },
+  },
   restPrefix: '/features',
   routes: featuresRoutes,
   migrations: [{ owner: 'features', dir: fileURLToPath(new URL('./migrations/', import.meta.url)) }],

@@ -132,6 +132,33 @@ export class OfflineStore {
     this.machineSeq = newest;
   }
 
+  /**
+   * The first instant after `t` at which the point-in-time answer for entity `id` in `views` may change:
+   * one of its rows becomes available (its feature or created timestamp) or leaves its view's TTL; null
+   * when no row of it does.
+   */
+  changesAfter(entity: EntityType, id: string, views: readonly string[], t: number): number | null {
+    const code = this.dicts[entity].find(id);
+    if (code < 0) return null;
+    let next = Number.POSITIVE_INFINITY;
+    const consider = (at: number) => {
+      if (at > t && at < next) next = at;
+    };
+    for (const name of views) {
+      const sorted = this.sorted.get(name);
+      if (!sorted || sorted.view.entity !== entity || code >= sorted.view.entityCount) continue;
+      const { view, start, order } = sorted;
+      for (let i = start[code]!; i < start[code + 1]!; i++) {
+        const r = order[i]!;
+        consider(view.ts[r]!);
+        consider(view.created[r]!);
+        // A row older than t - ttl does not match: it leaves the view 1 ms after ts + ttl.
+        if (view.ttlMs !== null) consider(view.ts[r]! + view.ttlMs + 1);
+      }
+    }
+    return Number.isFinite(next) ? next : null;
+  }
+
   /** The newest feature_timestamp of the generated sources. */
   sourceWatermark(): number {
     let max = 0;

@@ -1,4 +1,5 @@
 import { DateTimeScalar } from '../../platform/scalars.js';
+import { currentTrace, validUntil } from '../../platform/state-trace.js';
 import { invalidInput, parseInput } from '../../platform/validate.js';
 import { columnName, DEFAULT_AVAILABILITY, type EntityType } from './frame.js';
 import { asOfArg, firstArg, idArg, leakageAuditInput, materializeInput, pitTrainingInput, viewNameArg } from './inputs.js';
@@ -78,14 +79,24 @@ async function online(ctx: FeaturesContext, entity: EntityType, id: string) {
   return onlineOf(await ctx.service.onlineFeatures(entity, id));
 }
 
+/**
+ * An entity's point-in-time features as of `asOf`, or of the request's now: that answer then holds until
+ * one of the entity's rows becomes available or leaves its TTL.
+ */
+async function pointFeatures(ctx: FeaturesContext, entity: EntityType, id: string, asOf: Date | null | undefined) {
+  const { values, changesAt } = await ctx.service.pointFeatures(entity, id, (asOf ?? ctx.now).getTime());
+  if (!asOf) validUntil(changesAt);
+  return values;
+}
+
 export const featuresResolvers: Resolvers = {
   DateTime: DateTimeScalar,
   Query: {
-    featureViews: async (_, __, ctx) => VIEW_DEFINITIONS.map(viewOf(await ctx.service.viewRowCounts())),
+    featureViews: async (_, __, ctx) => VIEW_DEFINITIONS.map(viewOf(await ctx.service.viewRowCounts(VIEW_DEFINITIONS.map((v) => v.name)))),
     featureView: async (_, args, ctx) => {
       const { name } = parseInput(viewNameArg, args);
       const def = viewDefinition(name);
-      return def ? viewOf(await ctx.service.viewRowCounts())(def) : null;
+      return def ? viewOf(await ctx.service.viewRowCounts([name]))(def) : null;
     },
     pitTraining: async (_, args, ctx) => {
       const input = parseInput(pitTrainingInput, args.input);
@@ -153,16 +164,23 @@ export const featuresResolvers: Resolvers = {
   },
   Policy: {
     __resolveReference: (ref) => ref,
-    features: async (p, args, ctx) => ctx.service.pointFeatures('policy', p.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
+    features: (p, args, ctx) => pointFeatures(ctx, 'policy', p.id, parseInput(asOfArg, args).asOf),
     online: (p, _, ctx) => online(ctx, 'policy', p.id),
   },
   Claim: {
     __resolveReference: (ref) => ref,
-    features: async (c, args, ctx) => ctx.service.pointFeatures('claim', c.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
+    features: (c, args, ctx) => pointFeatures(ctx, 'claim', c.id, parseInput(asOfArg, args).asOf),
     online: (c, _, ctx) => online(ctx, 'claim', c.id),
   },
   Machine: {
     __resolveReference: (ref) => ref,
-    utilizationFeatures: async (m, args, ctx) => ctx.service.pointFeatures('machine', m.id, (parseInput(asOfArg, args).asOf ?? ctx.now).getTime()),
+    utilizationFeatures: (m, args, ctx) => pointFeatures(ctx, 'machine', m.id, parseInput(asOfArg, args).asOf),
+  },
+  EngineRun: {
+    // A measurement of the computation that made this answer: an answer selecting it is not kept.
+    milliseconds: (r) => {
+      currentTrace()?.refuse('an engine run time measures one computation');
+      return r.milliseconds;
+    },
   },
 };

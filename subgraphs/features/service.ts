@@ -1,12 +1,13 @@
 import type { Clock } from '../../platform/clock.js';
 import { withDeadline } from '../../platform/deadline.js';
+import { currentTrace, readingOnly, stateTag } from '../../platform/state-trace.js';
 import { featureImportance, leakageAudit, type LeakageAudit, type ModelImportance } from './audit.js';
 import { columnName, emptyLabels, type Availability, type EntityType } from './frame.js';
 import type { ModelName } from './generator.js';
 import { defaultViews, labelSetRows, round3, type EngineName, type EntityRow, type Frame, type OfflineStore, type UnknownEntity } from './offline.js';
 import type { OnlineStore } from './online-store.js';
 import { VIEW_DEFINITIONS, viewDefinition, viewVersion } from './registry.js';
-import type { MaterializationRecord, MaterializedViewRecord, OnlineRow, StoredOnlineRow } from './records.js';
+import { onlineTags, RENTAL_MACHINE_TYPE, type MaterializationRecord, type MaterializedViewRecord, type OnlineRow, type StoredOnlineRow } from './records.js';
 import type { FeaturesStore } from './store.js';
 
 export interface PitRequest {
@@ -66,10 +67,18 @@ export class FeatureService {
     return this.online.kind;
   }
 
-  /** Rows of each feature view of the offline store, by view name (the store is built on first use). */
-  async viewRowCounts(): Promise<ReadonlyMap<string, number>> {
-    const offline = await this.offline();
-    return new Map([...offline.views].map(([name, view]) => [name, view.length]));
+  /**
+   * Rows of each of `views` in the offline store, by view name (the store is built on first use). The
+   * generated world's never change; the machine view's are the rental events as of its last rebuild, so an
+   * answer counting it depends on the rental machines' status changes.
+   */
+  async viewRowCounts(views: readonly string[]): Promise<ReadonlyMap<string, number>> {
+    const count = async () => {
+      const offline = await this.offline();
+      return new Map(views.map((name) => [name, offline.views.get(name)?.length ?? 0]));
+    };
+    const machines = views.some((v) => viewDefinition(v)?.entity === 'machine');
+    return machines ? readingOnly([stateTag.collection(RENTAL_MACHINE_TYPE)], count) : count();
   }
 
   /** The entity ids among `rows` the offline store does not know. */
@@ -164,7 +173,9 @@ export class FeatureService {
   }
 
   async onlineFeatures(entity: EntityType, id: string): Promise<OnlineFeatures | null> {
-    const stored = await this.online.read(entity, id);
+    // Served from memory or Redis: the answer depends on the online rows of the entity's views, which
+    // only a materialization (its event) changes.
+    const stored = await readingOnly(onlineTags(entity), () => this.online.read(entity, id));
     if (stored.length === 0) return null;
     const values: OnlineValue[] = [];
     for (const row of stored) {
@@ -175,8 +186,12 @@ export class FeatureService {
     return { entity, id, values, views: stored };
   }
 
-  /** Every (non post-outcome) view of the entity, point in time at `asOf`. */
-  async pointFeatures(entity: EntityType, id: string, asOf: number): Promise<OnlineValue[]> {
+  /**
+   * Every (non post-outcome) view of the entity, point in time at `asOf`, and the first instant after it
+   * at which that answer may change (one of the entity's rows becomes available or leaves its view's TTL),
+   * null when none of its rows does.
+   */
+  async pointFeatures(entity: EntityType, id: string, asOf: number): Promise<{ values: OnlineValue[]; changesAt: number | null }> {
     const views = VIEW_DEFINITIONS.filter((v) => v.entity === entity && !v.postOutcome).map((v) => v.name);
     const row: EntityRow = {
       policyId: entity === 'policy' ? id : null,
@@ -187,7 +202,8 @@ export class FeatureService {
     };
     const offline = await this.prepare(views);
     const frame = await offline.frame([row], views, 'TYPESCRIPT');
-    return frame.columns.map((c, i) => ({ column: c.name, value: Number.isNaN(frame.values[i]![0]!) ? null : frame.values[i]![0]! }));
+    const values = frame.columns.map((c, i) => ({ column: c.name, value: Number.isNaN(frame.values[i]![0]!) ? null : frame.values[i]![0]! }));
+    return { values, changesAt: offline.changesAfter(entity, id, views, asOf) };
   }
 
   async audit(model: ModelName, views: readonly string[] | null, testFrom: number | null): Promise<LeakageAudit> {
@@ -216,6 +232,8 @@ export class FeatureService {
   }
 
   async health(): Promise<{ ok: boolean; checks: { name: string; ok: boolean; detail: string; milliseconds: number }[] }> {
+    // Checks made now, with their times: no event says when they change.
+    currentTrace()?.refuse('health is a check made now');
     const check = async (name: string, run: () => Promise<string>) => {
       const t0 = performance.now();
       try {

@@ -3,7 +3,7 @@ import type { Database, Queryable } from '../../platform/db.js';
 import { appendEvents } from '../../platform/outbox.js';
 import type { EntityType } from './frame.js';
 import type { MachineEvent } from './offline.js';
-import type { MaterializationRecord, MaterializedViewRecord, OnlineRow, StoredOnlineRow } from './records.js';
+import { materializationTags, type MaterializationRecord, type MaterializedViewRecord, type OnlineRow, type StoredOnlineRow } from './records.js';
 
 /** All SQL of the features subgraph. */
 
@@ -141,9 +141,11 @@ export class FeaturesStore {
       if (beforeCommit) await beforeCommit(record.id);
       // Every instance's in-memory copy of the online rows reloads on this event (appended last: its lock
       // is held until commit).
-      // A materialization changes what every caller is served: everyone's event.
+      // A materialization changes what every caller is served: everyone's event. Its tags name the online rows
+      // of its views wherever they live (with Redis, no online row is in the database).
+      const views = m.views.map((v) => v.view);
       await appendEvents(tx, [
-        { topic: MATERIALIZED_TOPIC, payload: { materializationId: record.id, views: m.views.map((v) => v.view) }, audience: 'everyone' },
+        { topic: MATERIALIZED_TOPIC, payload: { materializationId: record.id, views }, audience: 'everyone', tags: materializationTags(record.id, views) },
       ]);
       return record;
     });

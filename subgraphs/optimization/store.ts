@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Database, Queryable } from '../../platform/db.js';
 import { appendEvents, type OutboxEvent } from '../../platform/outbox.js';
 import { viewedTenant, type Owner, type Viewer } from '../../platform/ownership.js';
-import { readingOnly, stateTag, unobservedWrite } from '../../platform/state-trace.js';
+import { currentTrace, readingOnly, stateTag, unobservedWrite } from '../../platform/state-trace.js';
 import { generateFleet, positionAt, type VesselPosition, type VesselSpec, type VesselTrack, type VesselType } from './fleet.js';
 import type { ProblemKind } from './instances.js';
 import type { JobResult } from './job.js';
@@ -428,7 +428,9 @@ export class OptimizationStore {
   async runsByIds(ids: readonly string[], viewer: Viewer): Promise<RunRecord[]> {
     const uuids = ids.filter((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id));
     if (uuids.length === 0) return [];
-    // Depends on each run asked for, found or not (an id malformed reads nothing: no run has it).
+    // Depends on each run asked for, found or not (an id malformed reads nothing: no run has it). An
+    // operator's answer names other tenants' runs: it is that principal's alone, not its tenant's.
+    if (viewer.all) currentTrace()?.widen('principal');
     const res = await readingOnly(
       uuids.map((id) => stateTag.key(STATE_TYPES.run, id)),
       () =>

@@ -145,7 +145,7 @@ describe.each(backends)('bonding state (%s)', (backend) => {
     it('a session by id depends on that session alone: another written leaves it, itself written drops it', async () => {
       const read = await ask(ALICE, 'query ($id: ID!) { bondingSession(id: $id) { id state paths { id } lastKey { keyId } } }', { id: aliceSession });
       expect((read.data!['bondingSession'] as { id: string }).id).toBe(aliceSession);
-      expect(read.state).toEqual({ tags: [`BondingSession:${aliceSession}`], grain: 'principal' });
+      expect(read.state).toEqual({ tags: [`BondingSession:${aliceSession}`], grain: 'principal', lineage: runtime.identity });
       // Another user's, found or not, is a key too.
       const hidden = await ask(ALICE, 'query ($id: ID!) { bondingSession(id: $id) { id } }', { id: bobSession });
       expect(hidden.data!['bondingSession']).toBeNull();
@@ -160,7 +160,7 @@ describe.each(backends)('bonding state (%s)', (backend) => {
     it("a user's sessions and overview depend on the tenant's owner tag, an operator's overview on the collection", async () => {
       const mine = await ask(ALICE, '{ bondingSessions(first: 5) { id } currentBondingSession { id } bondingOverview { openSessions } }');
       expect(mine.errors).toBeUndefined();
-      expect(mine.state).toEqual({ tags: ['BondingSession@tenant-a'], grain: 'principal' });
+      expect(mine.state).toEqual({ tags: ['BondingSession@tenant-a'], grain: 'principal', lineage: runtime.identity });
       expect(intersects(mine.state?.tags, (await eventOf(bobSession, 'started')).tags)).toBe(false);
       expect(intersects(mine.state?.tags, (await eventOf(aliceSession, 'started')).tags)).toBe(true);
 
@@ -174,7 +174,7 @@ describe.each(backends)('bonding state (%s)', (backend) => {
       const timed = await ask(ALICE, 'query ($id: ID!) { bondingSession(id: $id) { recommendation { feasible elapsedMs } } }', { id: aliceSession });
       expect(timed.state?.uncacheable).toMatch(/elapsedMs/);
       const plain = await ask(ALICE, 'query ($id: ID!) { bondingSession(id: $id) { recommendation { feasible } } }', { id: aliceSession });
-      expect(plain.state).toEqual({ tags: [`BondingSession:${aliceSession}`], grain: 'principal' });
+      expect(plain.state).toEqual({ tags: [`BondingSession:${aliceSession}`], grain: 'principal', lineage: runtime.identity });
     });
   });
 });

@@ -195,11 +195,15 @@ describe.each(backends)('optimization state (%s)', (backend) => {
     it('a run by id depends on that run alone: another run written leaves it, the run itself written drops it', async () => {
       const read = await ask(ALICE, 'query ($id: ID!) { quantumRun(id: $id) { id status } }', { id: aliceRun });
       expect(read.data!['quantumRun']).toEqual({ id: aliceRun, status: 'COMPLETED' });
-      expect(read.state).toEqual({ tags: [`QuantumRun:${aliceRun}`], grain: 'tenant' });
+      expect(read.state).toEqual({ tags: [`QuantumRun:${aliceRun}`], grain: 'tenant', lineage: runtime.identity });
       // Another tenant's run, found or not, is a key too: what the answer would change with.
       const hidden = await ask(ALICE, 'query ($id: ID!) { quantumRun(id: $id) { id } }', { id: bobRun });
       expect(hidden.data!['quantumRun']).toBeNull();
       expect(hidden.state?.tags).toEqual([`QuantumRun:${bobRun}`]);
+      // An operator sees it: that answer is the operator's alone.
+      const operators = await ask(OPERATOR, 'query ($id: ID!) { quantumRun(id: $id) { id } }', { id: bobRun });
+      expect(operators.data!['quantumRun']).toEqual({ id: bobRun });
+      expect(operators.state).toEqual({ tags: [`QuantumRun:${bobRun}`], grain: 'principal', lineage: runtime.identity });
 
       const other = await startRun(ALICE);
       expect(intersects(read.state?.tags, other.answer.state?.changed)).toBe(false);
@@ -213,7 +217,7 @@ describe.each(backends)('optimization state (%s)', (backend) => {
       const list = await ask(ALICE, '{ quantumRuns(first: 5) { totalCount edges { node { id } } } latestRefinedResult { run { id } } }');
       expect(list.errors).toBeUndefined();
       // The resolvers read the caller: the answer is the principal's.
-      expect(list.state).toEqual({ tags: ['QuantumRun@tenant-a'], grain: 'principal' });
+      expect(list.state).toEqual({ tags: ['QuantumRun@tenant-a'], grain: 'principal', lineage: runtime.identity });
       const bobs = (await events(`topic = 'optimization.state' AND key = $1`, [bobRun]))[0]!;
       expect(intersects(list.state?.tags, bobs.tags)).toBe(false);
       const alices = (await events(`topic = 'optimization.state' AND key = $1`, [aliceRun]))[0]!;
@@ -231,7 +235,7 @@ describe.each(backends)('optimization state (%s)', (backend) => {
       const mmsi = (await runtime.db.query<{ mmsi: string }>('SELECT mmsi FROM optimization_vessels ORDER BY mmsi LIMIT 1')).rows[0]!.mmsi;
       const vessel = await ask(ALICE, 'query ($m: ID!) { vessel(mmsi: $m) { name track(last: 2) { tick } } }', { m: mmsi });
       expect(vessel.errors).toBeUndefined();
-      expect(vessel.state).toEqual({ tags: [`Vessel:${mmsi}`], grain: 'everyone' });
+      expect(vessel.state).toEqual({ tags: [`Vessel:${mmsi}`], grain: 'everyone', lineage: runtime.identity });
       const fleet = await ask(ALICE, '{ vesselFleet { tick vessels { mmsi } } }');
       expect(sorted(fleet.state?.tags)).toEqual(['Fleet', 'Vessel']);
       expect(fleet.state?.grain).toBe('everyone');
