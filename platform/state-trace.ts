@@ -256,11 +256,13 @@ export function traceStateAccess(db: Database, tables: StateTables, ownPrefix: s
   };
   const writtenTypes = (found: StatementTables) => found.written.filter((t) => t in tables).map((t) => tables[t]!.type);
   const inTransaction = (tx: Queryable, changed: Set<string>): Queryable => ({
-    query(sql, params) {
+    async query<R>(sql: string, params?: readonly unknown[]) {
       const found = statement(sql);
       traceRead(found);
-      for (const type of writtenTypes(found)) changed.add(type);
-      return tx.query(sql, params);
+      const result = await tx.query<R>(sql, params);
+      // A statement that changed no row changed nothing a read returns: it needs no event.
+      if (result.rowCount > 0) for (const type of writtenTypes(found)) changed.add(type);
+      return result;
     },
   });
   return {
