@@ -26,6 +26,11 @@ export interface RentalContext {
   idempotencyKey: string | undefined;
   /** Who the request acts for; its tenant's quotes and bookings are all it sees (every tenant's for an operator). */
   principal: Principal;
+  /**
+   * Whose rows the request may see (`viewerOf(principal)`, made with the context): what the reads of owned
+   * rows take, which depend on its tenant (or its being an operator), not on which principal of it asks.
+   */
+  viewer: Viewer;
   loaders: ReturnType<typeof createLoaders>;
 }
 

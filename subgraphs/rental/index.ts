@@ -6,10 +6,11 @@ import { rentalConfig } from './config.js';
 import { rentalRoutes } from './rest.js';
 import { createQuoteSigner } from './signing.js';
 import { RentalService } from './service.js';
-import { TOPICS } from './records.js';
+import { STATE_TYPES, TOPICS } from './records.js';
 import { RentalStore } from './store.js';
 import { predictionForecaster } from './travel.js';
 import { periodic } from '../../platform/periodic.js';
+import { viewerOf } from '../../platform/ownership.js';
 
 export const rental = defineSubgraph({
   name: 'rental',
@@ -24,6 +25,20 @@ export const rental = defineSubgraph({
   // A delivery in transit publishes its position every few seconds: after an hour only the newest per
   // booking is kept (its status changes, which carry their own positions, are kept whole).
   retention: [{ topic: TOPICS.tracking, compact: { afterS: 3600, where: `o.payload->>'status' = 'in_transit'` } }],
+  // Its state (platform/state-trace.ts): the fleet is everyone's, quotes and bookings their tenant's. Every
+  // write to one appends events tagged with what it changed (subgraphs/rental/store.ts). The ledger's counts
+  // are the bookings' (`Booking`): the bookings' triggers write them, unseen by the state check, and the
+  // booking events carry the owner's tag (`Booking@tenant`) a count read depends on. Depots and sites are
+  // fixed by migrations; a signing key is stored at start with its event (signing.ts).
+  state: {
+    rental_machines: { type: STATE_TYPES.machine, grain: 'everyone' },
+    rental_quotes: { type: STATE_TYPES.quote, grain: 'tenant' },
+    rental_bookings: { type: STATE_TYPES.booking, grain: 'tenant' },
+    rental_booking_counts: { type: STATE_TYPES.booking, grain: 'tenant' },
+    rental_depots: { type: STATE_TYPES.depot, grain: 'everyone' },
+    rental_locations: { type: STATE_TYPES.location, grain: 'everyone' },
+    rental_signing_keys: { type: STATE_TYPES.signingKey, grain: 'everyone' },
+  },
   owned: [
     {
       type: 'Quote',
@@ -74,6 +89,7 @@ export const rental = defineSubgraph({
           now: clock.now(),
           idempotencyKey: request.headers['idempotency-key'],
           principal: request.principal,
+          viewer: viewerOf(request.principal),
           loaders: createLoaders(service, request.principal),
         };
       },

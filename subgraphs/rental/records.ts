@@ -16,6 +16,23 @@ export const TOPICS = {
   booking: 'rental.booking',
   /** key: booking id */
   tracking: 'rental.tracking',
+  /** key: booking id; a booking's delivery plan forecast again (what its tracking is computed from) */
+  deliveryPlan: 'rental.delivery_plan',
+  /** key: key id; a quote signing key stored (what `quoteSigningKeys` lists) */
+  signingKey: 'rental.signing_key',
+} as const;
+
+/**
+ * The types of the rental subgraph's state tables (subgraphs/rental/index.ts, `state`): what its reads
+ * depend on and its events' tags name (platform/state-trace.ts).
+ */
+export const STATE_TYPES = {
+  machine: 'Machine',
+  quote: 'Quote',
+  booking: 'Booking',
+  depot: 'Depot',
+  location: 'Location',
+  signingKey: 'SigningKey',
 } as const;
 
 /** A machine's status change as its event carries it. */
@@ -43,6 +60,8 @@ export interface MachineRecord {
   hourlyRateCents: number;
   depotId: string;
   status: MachineStatus;
+  /** When its reservation expires (its quote's expiry) while it is reserved; null otherwise. */
+  reservedUntil: Date | null;
 }
 
 export interface QuoteRecord {
@@ -108,4 +127,19 @@ export interface FleetSummaryRecord {
 /** A quote past its expiry reads as expired even before the sweeper has released it. */
 export function effectiveQuoteStatus(quote: QuoteRecord, now: Date): QuoteStatus {
   return quote.status === 'active' && quote.expiresAt.getTime() <= now.getTime() ? 'expired' : quote.status;
+}
+
+/**
+ * Until when `effectiveQuoteStatus(quote, now)` holds whatever the clock does: an active quote's expiry;
+ * null (until the quote is written) once it is confirmed or expired.
+ */
+export function quoteStatusHoldsUntil(quote: QuoteRecord, now: Date): Date | null {
+  return quote.status === 'active' && quote.expiresAt.getTime() > now.getTime() ? quote.expiresAt : null;
+}
+
+/** Until when the machines shown hold whatever the clock does: the earliest expiry of a reservation among them (null: none reserved). */
+export function reservationsHoldUntil(machines: readonly Pick<MachineRecord, 'reservedUntil'>[]): Date | null {
+  let earliest: Date | null = null;
+  for (const m of machines) if (m.reservedUntil && (earliest === null || m.reservedUntil.getTime() < earliest.getTime())) earliest = m.reservedUntil;
+  return earliest;
 }

@@ -20,7 +20,7 @@ import {
   quoteIdArg,
   quoteIdRef,
 } from './inputs.js';
-import { TOPICS, effectiveQuoteStatus, type BookingRecord, type FleetSummaryRecord, type MachineStatusEvent } from './records.js';
+import { TOPICS, type BookingRecord, type FleetSummaryRecord, type MachineStatusEvent } from './records.js';
 import type { Resolvers } from './schema-types.js';
 import { criticalLeg, earliestStart, type TrackingEventPayload } from './tracking.js';
 
@@ -61,8 +61,7 @@ export const rentalResolvers: Resolvers = {
     },
     machine: async (_, args, ctx) => {
       const id = parseInput(machineIdArg, args.id, 'id');
-      await ctx.service.releaseExpired(ctx.now);
-      return ctx.loaders.machine.load(id);
+      return ctx.service.machineAsOf(() => ctx.loaders.machine.clear(id).load(id), ctx.now);
     },
     locations: (_, __, ctx) => ctx.service.locations(),
     depots: (_, __, ctx) => ctx.service.depots(),
@@ -71,13 +70,14 @@ export const rentalResolvers: Resolvers = {
     },
     quote: async (_, args, ctx) => {
       const id = parseInput(quoteIdArg, args.id, 'id');
-      await ctx.service.releaseExpired(ctx.now);
-      return ctx.loaders.quote.load(id);
+      return ctx.service.quoteAsOf(() => ctx.loaders.quote.clear(id).load(id), ctx.now);
     },
     booking: (_, args, ctx) => ctx.loaders.booking.load(parseInput(bookingIdArg, args.id, 'id')),
     bookings: async (_, args, ctx) => {
       const { first, after } = parseInput(bookingsPageArgs, args);
-      const viewer = viewerOf(ctx.principal);
+      // The viewer the request was made for: the page is its tenant's (every tenant's for an operator),
+      // kept for the tenant, whichever of its principals asks.
+      const viewer = ctx.viewer;
       const page = await ctx.service.bookingsPage(first, after === null || after === undefined ? null : bookingCursor.decode(after), viewer);
       for (const b of page.rows) ctx.loaders.booking.prime(b.id, b);
       const edges = page.rows.map((node) => ({ cursor: bookingCursor.encode(node.seq), node }));
@@ -197,7 +197,7 @@ export const rentalResolvers: Resolvers = {
   Location: { coordinates },
   Quote: {
     __resolveReference: async (ref, ctx) => ctx.loaders.quote.load(parseInput(quoteIdRef, ref.id, 'id')),
-    status: (q, _, ctx) => upper(effectiveQuoteStatus(q, ctx.now)),
+    status: (q, _, ctx) => upper(ctx.service.quoteStatus(q, ctx.now)),
     machines: (q, _, ctx) => machinesOf(q.machineIds, ctx),
     location: (q, _, ctx) => must(ctx.service.location(q.locationId), `location ${q.locationId}`),
     lineItems: (q) => q.lineItems,

@@ -2,8 +2,19 @@ import { createHash } from 'node:crypto';
 import type { GraphQLError } from 'graphql';
 import { domainError } from '../../platform/errors.js';
 import type { Owner, Viewer } from '../../platform/ownership.js';
+import { validUntil } from '../../platform/state-trace.js';
 import { PRICING, closeBill, deliveryRuns, priceQuote } from './pricing.js';
-import type { BookingRecord, FleetSummaryRecord, MachineRecord, Place, QuoteRecord } from './records.js';
+import {
+  effectiveQuoteStatus,
+  quoteStatusHoldsUntil,
+  reservationsHoldUntil,
+  type BookingRecord,
+  type FleetSummaryRecord,
+  type MachineRecord,
+  type Place,
+  type QuoteRecord,
+  type QuoteStatus,
+} from './records.js';
 import type { PublicJwk, QuoteSigner } from './signing.js';
 import type { RentalStore, TrackedBooking } from './store.js';
 import {
@@ -17,6 +28,7 @@ import {
   quotedForecast,
   reforecastLeg,
   reforecastRun,
+  trackingHoldsUntil,
   trackingPayload,
   trackingState,
   type PlannedLeg,
@@ -52,18 +64,57 @@ export class RentalService {
   ) {}
 
   // ---- reads: expired quotes are released first wherever reservations show -----------------------
+  // A read that depends on the clock says until when its answer holds (platform/state-trace.ts, `validUntil`).
 
+  /** The fleet's machines as of `now`, expired quotes released: it holds until the earliest of their reservations expires. */
   async machines(now: Date): Promise<MachineRecord[]> {
-    await this.store.releaseExpired(now);
-    return this.store.machines();
+    const machines = await this.store.machines(now);
+    validUntil(reservationsHoldUntil(machines));
+    return machines;
   }
 
-  /** The fleet as of `now`, expired quotes released (RentalStore.fleetSummary). */
-  fleetSummary(now: Date): Promise<FleetSummaryRecord> {
-    return this.store.fleetSummary(now);
+  /** The fleet's summary as of `now`, expired quotes released (RentalStore.fleetSummary): it holds until the earliest reservation expires. */
+  async fleetSummary(now: Date): Promise<FleetSummaryRecord> {
+    const { summary, reservedUntil } = await this.store.fleetSummary(now);
+    validUntil(reservedUntil);
+    return summary;
   }
 
-  /** Before a machine or quote is read by id (through the loaders). */
+  /**
+   * A machine as of `now`, read by `load` (the request's loader; read again after a release): a
+   * reservation past its expiry is released first. It holds until its reservation expires.
+   */
+  async machineAsOf(load: () => Promise<MachineRecord | null>, now: Date): Promise<MachineRecord | null> {
+    let machine = await load();
+    if (machine?.reservedUntil && machine.reservedUntil.getTime() <= now.getTime()) {
+      await this.store.releaseDue(now);
+      machine = await load();
+    }
+    validUntil(machine ? reservationsHoldUntil([machine]) : null);
+    return machine;
+  }
+
+  /**
+   * A quote as of `now`, read by `load` (the request's loader; read again after a release): past its
+   * expiry, it is released first, so its machines read available. It holds until it expires.
+   */
+  async quoteAsOf(load: () => Promise<QuoteRecord | null>, now: Date): Promise<QuoteRecord | null> {
+    let quote = await load();
+    if (quote?.status === 'active' && quote.expiresAt.getTime() <= now.getTime()) {
+      await this.store.releaseDue(now);
+      quote = await load();
+    }
+    validUntil(quote ? quoteStatusHoldsUntil(quote, now) : null);
+    return quote;
+  }
+
+  /** A quote's status as of `now` (expired once past its expiry, released or not): it holds until the quote expires. */
+  quoteStatus(quote: QuoteRecord, now: Date): QuoteStatus {
+    validUntil(quoteStatusHoldsUntil(quote, now));
+    return effectiveQuoteStatus(quote, now);
+  }
+
+  /** Releases the machines of every quote past its expiry (the sweeper). */
   releaseExpired(now: Date): Promise<number> {
     return this.store.releaseExpired(now);
   }
@@ -120,9 +171,11 @@ export class RentalService {
     return this.store.eventCursor();
   }
 
-  /** A booking's delivery as of `now`. */
+  /** A booking's delivery as of `now`: it holds one tracker tick, never past a leg's next change of status. */
   tracking(booking: BookingRecord, now: Date): TrackingState {
-    return trackingState(booking.legs, this.store.trackingPlaces(booking.locationId), now, booking.status === 'completed');
+    const completed = booking.status === 'completed';
+    validUntil(trackingHoldsUntil(booking.legs, now, this.options.trackingTickMs, completed));
+    return trackingState(booking.legs, this.store.trackingPlaces(booking.locationId), now, completed);
   }
 
   // ---- quotes and bookings -----------------------------------------------------------------------

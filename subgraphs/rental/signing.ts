@@ -1,5 +1,8 @@
 import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Database } from '../../platform/db.js';
+import { appendEvents } from '../../platform/outbox.js';
+import { stateTag } from '../../platform/state-trace.js';
+import { STATE_TYPES, TOPICS } from './records.js';
 
 const QUOTE_ISSUER = 'ops-supergraph/rental';
 const ALG = 'EdDSA';
@@ -30,7 +33,8 @@ export interface QuoteSigner {
 
 /**
  * Loads the signing key: the configured one, else the newest in the database, else a new Ed25519 pair
- * that is stored so quotes stay verifiable across restarts and instances.
+ * that is stored so quotes stay verifiable across restarts and instances. A key stored is announced
+ * (`rental.signing_key`): the published keys are an answer (`quoteSigningKeys`) the gateways keep.
  */
 export async function createQuoteSigner(db: Database, configuredPrivateJwk?: string): Promise<QuoteSigner> {
   let privateJwk: JWK;
@@ -47,11 +51,7 @@ export async function createQuoteSigner(db: Database, configuredPrivateJwk?: str
   }
   const { d: _secret, ...publicPart } = privateJwk;
   const kid = await calculateJwkThumbprint(publicPart);
-  await db.query(
-    `INSERT INTO rental_signing_keys (kid, private_jwk, public_jwk) VALUES ($1, $2::jsonb, $3::jsonb)
-     ON CONFLICT (kid) DO NOTHING`,
-    [kid, JSON.stringify(privateJwk), JSON.stringify(publicPart)],
-  );
+  await storeKey(db, kid, privateJwk, publicPart);
   // Two instances starting on an empty database may each generate a key; both are published.
   const key = (await importJWK(privateJwk, ALG)) as CryptoKey;
   return {
@@ -62,6 +62,29 @@ export async function createQuoteSigner(db: Database, configuredPrivateJwk?: str
       return { keys: res.rows.map((r) => ({ ...r.public_jwk, kid: r.kid, alg: ALG, use: 'sig' as const })) };
     },
   };
+}
+
+/** Stores the key unless it is there, with the event announcing it, in one transaction. */
+async function storeKey(db: Database, kid: string, privateJwk: JWK, publicPart: JWK): Promise<void> {
+  const known = await db.query('SELECT 1 FROM rental_signing_keys WHERE kid = $1', [kid]);
+  if (known.rowCount > 0) return;
+  await db.transaction(async (tx) => {
+    await tx.query(
+      `INSERT INTO rental_signing_keys (kid, private_jwk, public_jwk) VALUES ($1, $2::jsonb, $3::jsonb)
+       ON CONFLICT (kid) DO NOTHING`,
+      [kid, JSON.stringify(privateJwk), JSON.stringify(publicPart)],
+    );
+    // Appended even when another instance stored the same key first: an announcement twice changes nothing.
+    await appendEvents(tx, [
+      {
+        topic: TOPICS.signingKey,
+        key: kid,
+        payload: { kid, at: new Date().toISOString() },
+        audience: 'everyone',
+        tags: [stateTag.collection(STATE_TYPES.signingKey), stateTag.key(STATE_TYPES.signingKey, kid)],
+      },
+    ]);
+  });
 }
 
 function parseConfiguredKey(raw: string): JWK {

@@ -3,8 +3,10 @@ import type { Database, Queryable } from '../../platform/db.js';
 import { domainError } from '../../platform/errors.js';
 import { appendEvents, lockCommitOrder, type OutboxEvent } from '../../platform/outbox.js';
 import { viewedTenant, type Owner, type Viewer } from '../../platform/ownership.js';
+import { readingOnly, stateTag, unobservedWrite } from '../../platform/state-trace.js';
 import { surgeMultiplier, utilizationOf, type Bill, type FleetCounts } from './pricing.js';
 import {
+  STATE_TYPES,
   TOPICS,
   type BookingRecord,
   type FleetSummaryRecord,
@@ -14,9 +16,13 @@ import {
   type Place,
   type QuoteRecord,
 } from './records.js';
-import type { PlannedLeg, TrackingEventPayload, TrackingStatus } from './tracking.js';
+import { criticalLeg, type PlannedLeg, type TrackingEventPayload, type TrackingStatus } from './tracking.js';
 
-const MACHINE_COLUMNS = `id, name, category, hourly_rate_cents AS "hourlyRateCents", depot_id AS "depotId", status`;
+/** The state types of the tables written here (platform/state-trace.ts): what reads depend on, what events' tags name. */
+const { machine: MACHINE, quote: QUOTE, booking: BOOKING } = STATE_TYPES;
+
+const MACHINE_COLUMNS = `id, name, category, hourly_rate_cents AS "hourlyRateCents", depot_id AS "depotId", status,
+  reserved_until AS "reservedUntil"`;
 const QUOTE_COLUMNS = `id::text AS id, tenant, principal, status, machine_ids AS "machineIds", location_id AS "locationId",
   start_time AS "startTime", duration_hours AS "durationHours", utilization, surge_multiplier AS "surgeMultiplier",
   lead_time_hours AS "leadTimeHours", lead_time_factor AS "leadTimeFactor", line_items AS "lineItems",
@@ -141,8 +147,15 @@ export class RentalStore {
   /**
    * Publishes a booking's due tracking events and its new status, unless another instance did first: the
    * update is conditional on (tracking_status, tracking_at) as read, so each update is published once.
+   * What it writes is the tracker's own bookkeeping (what it published last, and when), which no answer
+   * reads (a booking's tracking is computed from its plan and the clock): an unobserved write, its events
+   * publications that change no state (untagged).
    */
   async claimTracking(booking: TrackedBooking, status: TrackingStatus, payloads: readonly TrackingEventPayload[], now: Date): Promise<boolean> {
+    return unobservedWrite(() => this.claimTrackingUnobserved(booking, status, payloads, now));
+  }
+
+  private claimTrackingUnobserved(booking: TrackedBooking, status: TrackingStatus, payloads: readonly TrackingEventPayload[], now: Date): Promise<boolean> {
     return this.transact(async (tx) => {
       const claimed = await tx.query(
         `UPDATE rental_bookings SET tracking_status = $2, tracking_at = $3
@@ -161,29 +174,49 @@ export class RentalStore {
   /**
    * Stores a booking's new delivery plan, and the update announcing it (null: announced by its status
    * change instead), unless another instance rewrote the plan first (conditional on the plan as read).
+   * The plan is what the booking's tracking is computed from: its change is announced to the state
+   * caches by a delivery plan event, whether or not a tracking update goes with it.
    */
   async replanLegs(booking: TrackedBooking, legs: readonly PlannedLeg[], update: TrackingEventPayload | null, now: Date): Promise<boolean> {
     return this.transact(async (tx) => {
-      const claimed = await tx.query(
-        `UPDATE rental_bookings SET legs = $2::jsonb, tracking_at = CASE WHEN $3::boolean THEN $4::timestamptz ELSE tracking_at END
-         WHERE id = $1 AND status = 'confirmed' AND legs = $5::jsonb`,
-        [booking.id, JSON.stringify(legs), update !== null, now, JSON.stringify(booking.legs)],
+      // Read under lock first: a plan another instance rewrote is left as it is, with nothing written.
+      const current = await tx.query(`SELECT 1 FROM rental_bookings WHERE id = $1 AND status = 'confirmed' AND legs = $2::jsonb FOR UPDATE`, [
+        booking.id,
+        JSON.stringify(booking.legs),
+      ]);
+      if (current.rowCount !== 1) return false;
+      await tx.query(
+        `UPDATE rental_bookings SET legs = $2::jsonb, tracking_at = CASE WHEN $3::boolean THEN $4::timestamptz ELSE tracking_at END WHERE id = $1`,
+        [booking.id, JSON.stringify(legs), update !== null, now],
       );
-      if (claimed.rowCount !== 1) return false;
-      if (update) await appendEvents(tx, [trackingEvent(booking.id, update, ownerFields(booking))]);
+      const owner = ownerFields(booking);
+      await appendEvents(tx, [deliveryPlanEvent(booking.id, legs, now, owner), ...(update ? [trackingEvent(booking.id, update, owner)] : [])]);
       return true;
     });
   }
 
   // ---- reads -------------------------------------------------------------------------------------
 
-  async machines(): Promise<MachineRecord[]> {
-    return (await this.db.query<MachineRecord>(`SELECT ${MACHINE_COLUMNS} FROM rental_machines ORDER BY id`)).rows;
+  /**
+   * The whole fleet as of `now`, as releasing the expired quotes first and then reading would answer it:
+   * each machine's reservation expiry comes with it, and only when one is past are the expired released
+   * (releaseDue) and the machines read again.
+   */
+  async machines(now: Date): Promise<MachineRecord[]> {
+    const read = async () => (await this.db.query<MachineRecord>(`SELECT ${MACHINE_COLUMNS} FROM rental_machines ORDER BY id`)).rows.map(machineOf);
+    const machines = await read();
+    if (!machines.some((m) => isDue(m.reservedUntil, now))) return machines;
+    await this.releaseDue(now);
+    return read();
   }
 
+  /** The machines of these ids (unknown ids are left out): an answer depends on these machines alone. */
   async machinesByIds(ids: readonly string[]): Promise<MachineRecord[]> {
-    const res = await this.db.query<MachineRecord>(`SELECT ${MACHINE_COLUMNS} FROM rental_machines WHERE id = ANY($1)`, [[...ids]]);
-    return res.rows;
+    const res = await readingOnly(
+      ids.map((id) => stateTag.key(MACHINE, id)),
+      () => this.db.query<MachineRecord>(`SELECT ${MACHINE_COLUMNS} FROM rental_machines WHERE id = ANY($1)`, [[...ids]]),
+    );
+    return res.rows.map(machineOf);
   }
 
   depots(): Place[] {
@@ -204,19 +237,24 @@ export class RentalStore {
 
   /**
    * The fleet's summary as of `now`, as releasing the expired quotes first and then counting would answer
-   * it: the counts and the earliest expiry of an active quote are read in one statement, and only when a
-   * quote is past its expiry are the expired released (releaseDue) and the machines counted again. So
-   * the summary is one round trip whenever nothing is due, and on the embedded database a read kept until
-   * the next write (no clock in the statement: the clock is compared here).
+   * it, with the earliest expiry of a reservation (until when it holds; null: none reserved): the counts
+   * and that expiry are read in one statement of the machines alone, and only when a reservation is past
+   * its expiry are the expired released (releaseDue) and the machines counted again. So the summary is one
+   * round trip whenever nothing is due, and on the embedded database a read kept until the next write (no
+   * clock in the statement: the clock is compared here).
    */
-  async fleetSummary(now: Date): Promise<FleetSummaryRecord> {
-    const res = await this.db.query<FleetCounts & { earliest: Date | string | null }>(
-      `SELECT ${FLEET_COUNTS}, (${EARLIEST_ACTIVE_EXPIRY}) AS earliest FROM rental_machines`,
-    );
-    const { earliest, ...counts } = res.rows[0]!;
-    if (!isDue(earliest, now)) return summaryOf(counts);
+  async fleetSummary(now: Date): Promise<{ summary: FleetSummaryRecord; reservedUntil: Date | null }> {
+    const read = async () => {
+      const res = await this.db.query<FleetCounts & { earliest: Date | string | null }>(
+        `SELECT ${FLEET_COUNTS}, min(reserved_until) AS earliest FROM rental_machines`,
+      );
+      const { earliest, ...counts } = res.rows[0]!;
+      return { summary: summaryOf(counts), reservedUntil: dateOrNull(earliest) };
+    };
+    const fleet = await read();
+    if (!isDue(fleet.reservedUntil, now)) return fleet;
     await this.releaseDue(now);
-    return summaryOf(await fleetCounts(this.db));
+    return read();
   }
 
   /** The quotes among `ids` that `viewer` may see (another tenant's are left out, as unknown ids are). */
@@ -224,28 +262,38 @@ export class RentalStore {
     const valid = ids.filter((id) => UUID_RE.test(id));
     if (valid.length === 0) return [];
     const sql = `SELECT ${QUOTE_COLUMNS} FROM rental_quotes WHERE id = ANY($1::uuid[]) AND ($2::text IS NULL OR tenant = $2)`;
-    return (await this.db.query<QuoteRecord>(sql, [valid, viewedTenant(viewer)])).rows;
+    const res = await readingOnly(
+      valid.map((id) => stateTag.key(QUOTE, id)),
+      () => this.db.query<QuoteRecord>(sql, [valid, viewedTenant(viewer)]),
+    );
+    return res.rows;
   }
 
   async bookingsByIds(ids: readonly string[], viewer: Viewer): Promise<BookingRecord[]> {
     const sql = `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE id = ANY($1) AND ($2::text IS NULL OR tenant = $2)`;
-    return (await this.db.query<BookingRecord>(sql, [[...ids], viewedTenant(viewer)])).rows;
+    const res = await readingOnly(
+      ids.map((id) => stateTag.key(BOOKING, id)),
+      () => this.db.query<BookingRecord>(sql, [[...ids], viewedTenant(viewer)]),
+    );
+    return res.rows;
   }
 
   async bookingsByQuoteIds(quoteIds: readonly string[], viewer: Viewer): Promise<BookingRecord[]> {
     const valid = quoteIds.filter((id) => UUID_RE.test(id));
     if (valid.length === 0) return [];
     const sql = `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE quote_id = ANY($1::uuid[]) AND ($2::text IS NULL OR tenant = $2)`;
-    return (await this.db.query<BookingRecord>(sql, [valid, viewedTenant(viewer)])).rows;
+    return (await tenantsRows(BOOKING, viewer, () => this.db.query<BookingRecord>(sql, [valid, viewedTenant(viewer)]))).rows;
   }
 
   /** Newest first; `beforeSeq` is the exclusive upper bound from the previous page's cursor. */
   async bookingsPage(first: number, beforeSeq: string | null, viewer: Viewer): Promise<{ rows: BookingRecord[]; hasNext: boolean }> {
-    const res = await this.db.query<BookingRecord>(
-      `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE ($1::bigint IS NULL OR seq < $1::bigint)
-         AND ($3::text IS NULL OR tenant = $3)
-       ORDER BY rental_bookings.seq DESC LIMIT $2`,
-      [beforeSeq, first + 1, viewedTenant(viewer)],
+    const res = await tenantsRows(BOOKING, viewer, () =>
+      this.db.query<BookingRecord>(
+        `SELECT ${BOOKING_COLUMNS} FROM rental_bookings WHERE ($1::bigint IS NULL OR seq < $1::bigint)
+           AND ($3::text IS NULL OR tenant = $3)
+         ORDER BY rental_bookings.seq DESC LIMIT $2`,
+        [beforeSeq, first + 1, viewedTenant(viewer)],
+      ),
     );
     return { rows: res.rows.slice(0, first), hasNext: res.rows.length > first };
   }
@@ -255,9 +303,10 @@ export class RentalStore {
    * (migrations/008_booking_counts.sql), at most 16 rows per tenant, whatever the ledger's length.
    */
   async bookingsTotal(viewer: Viewer): Promise<number> {
-    const res = await this.db.query<{ n: number }>(
-      'SELECT coalesce(sum(bookings), 0)::int AS n FROM rental_booking_counts WHERE $1::text IS NULL OR tenant = $1',
-      [viewedTenant(viewer)],
+    const res = await tenantsRows(BOOKING, viewer, () =>
+      this.db.query<{ n: number }>('SELECT coalesce(sum(bookings), 0)::int AS n FROM rental_booking_counts WHERE $1::text IS NULL OR tenant = $1', [
+        viewedTenant(viewer),
+      ]),
     );
     return res.rows[0]?.n ?? 0;
   }
@@ -266,7 +315,9 @@ export class RentalStore {
 
   /**
    * Expires every active quote past its expiry and releases its machines, in one transaction.
-   * Run by the sweeper and before any operation whose answer depends on reservations.
+   * Run by the sweeper and before a quote is made or confirmed. A read of the machines, the fleet or a
+   * quote checks the reservations it shows instead (their expiry is on the machines' rows, the quote's on
+   * its own), so that what it depends on is those rows alone, and releases (releaseDue) when one is due.
    */
   async releaseExpired(now: Date): Promise<number> {
     // The earliest expiry of an active quote does not depend on the clock, so on the embedded database it
@@ -275,27 +326,35 @@ export class RentalStore {
     return isDue(due.rows[0]?.earliest, now) ? this.releaseDue(now) : 0;
   }
 
-  /** The release itself, once a quote is known to be past its expiry: the quotes expired and their machines freed. */
-  private releaseDue(now: Date): Promise<number> {
+  /**
+   * The release itself, once a quote is known to be past its expiry: the quotes expired and their machines
+   * freed. The due quotes are locked first (a release that ran meanwhile, on another instance or the
+   * sweeper, leaves none), and nothing is written when none is left.
+   */
+  releaseDue(now: Date): Promise<number> {
     return this.transact(async (tx) => {
+      const due = await tx.query<{ id: string }>(
+        `SELECT id::text AS id FROM rental_quotes WHERE status = 'active' AND expires_at <= $1 ORDER BY id FOR UPDATE`,
+        [now],
+      );
+      if (due.rowCount === 0) return 0;
       const released = await tx.query<{ machineId: string; quoteId: string; tenant: string; principal: string }>(
         `WITH expired AS (
            UPDATE rental_quotes SET status = 'expired', released_at = $1
-           WHERE status = 'active' AND expires_at <= $1 RETURNING id, tenant, principal
+           WHERE id = ANY($2::uuid[]) RETURNING id, tenant, principal
          )
          UPDATE rental_machines m SET status = 'available', quote_id = NULL, updated_at = $1
          FROM expired e WHERE m.quote_id = e.id AND m.status = 'reserved'
          RETURNING m.id AS "machineId", e.id::text AS "quoteId", e.tenant, e.principal`,
-        [now],
+        [now, due.rows.map((r) => r.id)],
       );
-      if (released.rowCount > 0) {
-        await appendEvents(tx, [
-          ...released.rows.map((r) =>
-            machineEvent(r.machineId, 'reserved', 'available', 'expiry', now, { quoteId: r.quoteId }, { tenant: r.tenant, principal: r.principal }),
-          ),
-          await fleetEvent(tx, now),
-        ]);
-      }
+      // Each expired quote's tags ride on its machines' events (every active quote holds its machines).
+      await appendEvents(tx, [
+        ...released.rows.map((r) =>
+          machineEvent(r.machineId, 'reserved', 'available', 'expiry', now, { quoteId: r.quoteId }, { tenant: r.tenant, principal: r.principal }),
+        ),
+        await fleetEvent(tx, now),
+      ]);
       return released.rowCount;
     });
   }
@@ -405,14 +464,15 @@ export class RentalStore {
       return await this.transact(async (tx) => {
         const replay = await this.bookingForKey(tx, idempotencyKey, quoteId, fingerprint, viewer);
         if (replay) return replay;
-        const quote = (
-          await tx.query<QuoteRecord>(
-            `UPDATE rental_quotes SET status = 'confirmed'
-             WHERE id = $1 AND status = 'active' AND expires_at > $2 AND ($3::text IS NULL OR tenant = $3) RETURNING ${QUOTE_COLUMNS}`,
-            [quoteId, now, viewedTenant(viewer)],
-          )
-        ).rows[0];
-        return quote ? this.book(tx, quote, input) : this.answerForInactiveQuote(tx, input);
+        // Locked before it is written: a quote that is not active is answered with nothing written.
+        const active = await tx.query(
+          `SELECT 1 FROM rental_quotes WHERE id = $1 AND status = 'active' AND expires_at > $2 AND ($3::text IS NULL OR tenant = $3) FOR UPDATE`,
+          [quoteId, now, viewedTenant(viewer)],
+        );
+        if (active.rowCount !== 1) return this.answerForInactiveQuote(tx, input);
+        const quote = (await tx.query<QuoteRecord>(`UPDATE rental_quotes SET status = 'confirmed' WHERE id = $1 RETURNING ${QUOTE_COLUMNS}`, [quoteId]))
+          .rows[0]!;
+        return this.book(tx, quote, input);
       });
     } catch (error) {
       // Another confirm with this key committed while this one ran (its insert waited on the unique key):
@@ -453,7 +513,8 @@ export class RentalStore {
   /**
    * The booking of a quote this transaction has just confirmed: its machines move from reserved to in use,
    * the booking is inserted with its delivery plan, tracking status and the request's key, and the
-   * machine, fleet, booking and tracking events are appended.
+   * machine, fleet, booking and tracking events are appended (the quote's and the booking's tags on the
+   * machine events, the booking's on its own; the ledger's counts are the booking's owner's rows).
    */
   private async book(tx: Queryable, quote: QuoteRecord, input: ConfirmQuoteInput): Promise<BookingRecord> {
     const { now, quoteId, idempotencyKey, viewer, fingerprint, planned } = input;
@@ -604,23 +665,65 @@ function summaryOf(counts: FleetCounts): FleetSummaryRecord {
   return { ...counts, utilization, surgeMultiplier: surgeMultiplier(next) };
 }
 
-/** Fleet state: every subscriber sees all of it. */
+/** Fleet state: every subscriber sees all of it. It changes with the machines (the fleet's summary is read from them all). */
 function fleetEventFrom(counts: FleetCounts, at: Date): OutboxEvent {
-  return { topic: TOPICS.fleetSummary, payload: { ...summaryOf(counts), at: at.toISOString() }, audience: 'everyone' };
+  return {
+    topic: TOPICS.fleetSummary,
+    payload: { ...summaryOf(counts), at: at.toISOString() },
+    audience: 'everyone',
+    tags: [stateTag.collection(MACHINE)],
+  };
 }
 
-/** A booking's own events: its tenant's alone. */
+/** A booking's own events: its tenant's alone. Tagged with the booking, whose row (and its owner's ledger count) it wrote. */
 function bookingEvent(bookingId: string, status: 'confirmed' | 'completed', at: Date, owner: Owner): OutboxEvent {
   return {
     topic: TOPICS.booking,
     key: bookingId,
     payload: { bookingId, status, at: at.toISOString() },
     audience: { owner: ownerFields(owner), grain: 'tenant' },
+    tags: rowTags(BOOKING, bookingId, owner),
   };
 }
 
+/**
+ * A published tracking update: a booking's delivery as the clock moves it along its plan. It changes no
+ * state any answer reads (the tracking an answer shows is computed from the plan and the clock, and holds
+ * one tick, subgraphs/rental/tracking.ts `trackingHoldsUntil`): untagged. A write in its transaction is
+ * tagged by its own event.
+ */
 function trackingEvent(bookingId: string, payload: TrackingEventPayload, owner: Owner): OutboxEvent<TrackingEventPayload> {
-  return { topic: TOPICS.tracking, key: bookingId, payload, audience: { owner: ownerFields(owner), grain: 'tenant' } };
+  return { topic: TOPICS.tracking, key: bookingId, payload, audience: { owner: ownerFields(owner), grain: 'tenant' }, tags: [] };
+}
+
+/** A booking's delivery plan forecast again: its tenant's alone, tagged with the booking whose plan it rewrote. */
+function deliveryPlanEvent(bookingId: string, legs: readonly PlannedLeg[], at: Date, owner: Owner): OutboxEvent {
+  return {
+    topic: TOPICS.deliveryPlan,
+    key: bookingId,
+    payload: { bookingId, arriveAt: criticalLeg(legs).arriveAt, at: at.toISOString() },
+    audience: { owner: ownerFields(owner), grain: 'tenant' },
+    tags: rowTags(BOOKING, bookingId, owner),
+  };
+}
+
+/** What a write to one owned row changed: its collection, the row, and its owner's rows. */
+const rowTags = (type: string, key: string, owner: Owner): string[] => [stateTag.collection(type), stateTag.key(type, key), stateTag.owner(type, owner.tenant)];
+
+/**
+ * Runs a read of `type`'s rows limited to `viewer`'s tenant as depending on that tenant's rows alone
+ * (every tenant's for an operator).
+ */
+function tenantsRows<T>(type: string, viewer: Viewer, read: () => Promise<T>): Promise<T> {
+  const tenant = viewedTenant(viewer);
+  return tenant === null ? read() : readingOnly([stateTag.owner(type, tenant)], read);
+}
+
+/** A machine row as read, its reservation's expiry a Date. */
+const machineOf = (row: MachineRecord): MachineRecord => ({ ...row, reservedUntil: dateOrNull(row.reservedUntil) });
+
+function dateOrNull(value: Date | string | null | undefined): Date | null {
+  return value === null || value === undefined ? null : new Date(value);
 }
 
 /** Just the owner (a booking record passed as its owner carries much more). */
@@ -635,6 +738,10 @@ async function fleetEvent(tx: Queryable, at: Date): Promise<OutboxEvent> {
   return fleetEventFrom(await fleetCounts(tx), at);
 }
 
+/**
+ * A machine's status change, tagged with the machine and with the quote and booking it names: each
+ * transition writes them too (a quote stored, confirmed or expired; a booking made or completed).
+ */
 function machineEvent(
   machineId: string,
   previousStatus: MachineStatus,
@@ -647,6 +754,12 @@ function machineEvent(
   return {
     topic: TOPICS.machineStatus,
     key: machineId,
+    tags: [
+      stateTag.collection(MACHINE),
+      stateTag.key(MACHINE, machineId),
+      ...(refs.quoteId ? rowTags(QUOTE, refs.quoteId, owner) : []),
+      ...(refs.bookingId ? rowTags(BOOKING, refs.bookingId, owner) : []),
+    ],
     // The fleet sees every machine's status; the quote or booking behind it is its tenant's alone.
     audience: { owner: ownerFields(owner), grain: 'tenant', private: ['quoteId', 'bookingId'] },
     payload: {

@@ -321,6 +321,25 @@ export function trackingState(legs: PlannedLeg[], places: { depot: (id: string) 
   };
 }
 
+/**
+ * Until when `trackingState(legs, …, now, completed)` may be served as it is: one tick of the tracker
+ * (`tickMs`, the cadence its positions are published at) and never past the next instant a leg changes
+ * status (dispatch, departure, a forecast taken again on the road, arrival). Null once every leg is on site
+ * or the booking is completed: nothing of it moves with the clock any more.
+ */
+export function trackingHoldsUntil(legs: readonly PlannedLeg[], now: Date, tickMs: number, completed: boolean): Date | null {
+  const t = now.getTime();
+  if (completed || legs.every((leg) => t >= Date.parse(leg.arriveAt))) return null;
+  let until = t + tickMs;
+  for (const leg of legs) {
+    for (const at of [leg.dispatchAt, leg.departAt, legForecast(leg).from, leg.arriveAt]) {
+      const instant = Date.parse(at);
+      if (instant > t && instant < until) until = instant;
+    }
+  }
+  return new Date(until);
+}
+
 /** A published tracking update (outbox topic `rental.tracking`, key = booking id). */
 export interface TrackingEventPayload {
   bookingId: string;
