@@ -23,7 +23,7 @@ import type { Database, Queryable } from './db.js';
 /** Who may see a table's rows: anyone, the owner's tenant, or the owning principal alone. */
 export type StateGrain = 'everyone' | 'tenant' | 'principal';
 
-export interface StateTable {
+interface StateTable {
   /** The type its rows are: the collection tag, and the prefix of its key and owner tags. */
   readonly type: string;
   readonly grain: StateGrain;
@@ -43,7 +43,7 @@ export const stateTag = {
 export const STATE_TAG = /^[A-Z][A-Za-z0-9]{0,63}(?:[:@][!-~\u00a1-\uffff]{1,200})?$/;
 
 /** The type a tag belongs to. */
-export const typeOfTag = (tag: string): string => /^[A-Za-z0-9]+/.exec(tag)?.[0] ?? tag;
+const typeOfTag = (tag: string): string => /^[A-Za-z0-9]+/.exec(tag)?.[0] ?? tag;
 
 const GRAIN_ORDER: Record<StateGrain, number> = { everyone: 0, tenant: 1, principal: 2 };
 

@@ -72,7 +72,7 @@ describe('a subgraph server reached past the gateway', () => {
     expect(answer.errors[0]!.extensions.denied.map((d) => d.field)).toEqual(['Query.quantumRuns']);
     const allowed = await post(optimization, body, { [PRINCIPAL_HEADER]: signer.sign(runner, call(optimization, body)) });
     expect(allowed.status).toBe(200);
-    expect(await allowed.json()).toEqual({ data: { quantumRuns: { totalCount: 0 } } });
+    expect(((await allowed.json()) as { data: unknown }).data).toEqual({ quantumRuns: { totalCount: 0 } });
   });
 
   it("runs its part of the pipeline on a signed call: the request limits (twice the gateway's) before validation and authorization", async () => {

@@ -45,7 +45,8 @@ const BOOK = 'mutation B($input: ConfirmBookingInput!) { confirmBooking(input: $
 async function reads(url: string): Promise<{ hit: number; miss: number; bypass: number }> {
   const text = await (await fetch(`${url}/metrics`, { headers: as(OPERATOR) })).text();
   const out = { hit: 0, miss: 0, bypass: 0 };
-  for (const m of text.matchAll(/^state_cache_reads_total\{subgraph="rental",result="(hit|miss|bypass)"\} (\d+)/gm)) out[m[1] as keyof typeof out] = Number(m[2]);
+  for (const m of text.matchAll(/^state_cache_reads_total\{subgraph="rental",result="(hit|miss|bypass)"\} (\d+)/gm))
+    out[m[1] as keyof typeof out] = Number(m[2]);
   return out;
 }
 
@@ -96,7 +97,13 @@ describe('the state cache (one process)', () => {
   it('sees a REST write at once, and a quote released by the subgraph’s own clock', async () => {
     const machine = await freeMachine(url, used);
     expect(await statusOf(url, KEYS.carol, machine)).toBe('AVAILABLE');
-    const quoted = await rest(url, 'POST', '/rental/pricing/quote', { machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(30), duration_hours: 4 }, as(KEYS.alice));
+    const quoted = await rest(
+      url,
+      'POST',
+      '/rental/pricing/quote',
+      { machine_ids: [machine], location_id: 'LOC-001', start_time: hoursFromNow(30), duration_hours: 4 },
+      as(KEYS.alice),
+    );
     expect(quoted.status).toBe(200);
     expect(quoted.headers.get('state-position')).toMatch(/^\d+$/);
     expect(await statusOf(url, KEYS.carol, machine)).toBe('RESERVED');
@@ -108,9 +115,15 @@ describe('the state cache (one process)', () => {
   it("keeps tenants apart: a tenant's bookings are served to its principals, never to another tenant", async () => {
     const machine = await freeMachine(url, used);
     const quoted = await gql<{ createQuote: { id: string } }>(url, QUOTE, { input: quoteInput(machine) }, as(KEYS.alice));
-    const booked = await gql<{ confirmBooking: { id: string } }>(url, BOOK, { input: { quoteId: quoted.data!.createQuote.id, customerName: 'Acme' } }, as(KEYS.alice));
+    const booked = await gql<{ confirmBooking: { id: string } }>(
+      url,
+      BOOK,
+      { input: { quoteId: quoted.data!.createQuote.id, customerName: 'Acme' } },
+      as(KEYS.alice),
+    );
     const id = booked.data!.confirmBooking.id;
-    const ids = async (key: string) => (await gql<{ bookings: { edges: { node: { id: string } }[] } }>(url, BOOKINGS, {}, as(key))).data!.bookings.edges.map((e) => e.node.id);
+    const ids = async (key: string) =>
+      (await gql<{ bookings: { edges: { node: { id: string } }[] } }>(url, BOOKINGS, {}, as(key))).data!.bookings.edges.map((e) => e.node.id);
     expect(await ids(KEYS.alice)).toContain(id);
     expect(await ids(KEYS.bob)).toContain(id);
     expect(await ids(KEYS.carol)).not.toContain(id);
@@ -135,7 +148,7 @@ describe('the state cache (one process)', () => {
     expect(res.data!.machines.find((m) => m.id === machine)?.status).toBe('RESERVED');
   });
 
-  it("lets operators invalidate by type, row or tag, and refuses what names nothing", async () => {
+  it('lets operators invalidate by type, row or tag, and refuses what names nothing', async () => {
     const post = (body: unknown, key = OPERATOR) => rest(url, 'POST', '/admin/state-cache/invalidate', body, as(key));
     await gql(url, MACHINES, {}, as(KEYS.alice));
     const byType = await post({ type: 'Machine' });

@@ -215,7 +215,7 @@ describe('rental state: tagged writes, narrow reads, bounded by the clock', () =
     const q = await quote(['EQ-006']);
     const bookingId = (await confirm(q.data!['createQuote'].id as string)).data!['confirmBooking'].id as string;
     // The store as the subgraph has it: its writes held to their events.
-    const store = await RentalStore.open(traceStateAccess(server.db, rental.state!, 'rental_'));
+    const store = await RentalStore.open(traceStateAccess(server.db, rental.state!, 'rental_', 'rental-test-lineage'));
     const [booking] = (await store.activeTrackedBookings()).filter((b) => b.id === bookingId);
     const legs = booking!.legs.map((leg) => ({ ...leg, arriveAt: new Date(Date.parse(leg.arriveAt) + 60_000).toISOString() }));
 
