@@ -4,8 +4,8 @@ import { selfCheck } from './cache/stale.js';
 import { parseCacheOptions, type CacheOptions } from './cache/options.js';
 import { printResults, summarize, writeResults } from './cache/report.js';
 import { CacheLoad, measureTargets } from './cache/rounds.js';
-import { startCacheTargets, writeKeys } from './cache/targets.js';
-import { MACHINES_PER_WRITER, WRITE_SHARE } from './cache/workload.js';
+import { startCacheTargets, stateCacheCounters, writeKeys } from './cache/targets.js';
+import { MACHINES_PER_WRITER } from './cache/workload.js';
 import { isLocal, postgresSchema } from './gateway/databases.js';
 import type { CpuMeter } from './gateway/measure.js';
 import { machineCpuMs, postgresCpuMs } from './gateway/processes.js';
@@ -15,8 +15,9 @@ import { startSubgraphs, type SubgraphServers } from './gateway/subgraph-servers
 
 /*
  * npm run bench -- cache [--seconds N] [--rounds N] [--concurrency N] [--warmup N] [--tenants N] [--lag MS]
- *                        [--targets k1,k2] [--out DIR]
+ *                        [--write-share F] [--targets k1,k2] [--out DIR]
  *
+ * `--write-share 0` runs the reads alone: what the cache can give when nothing changes.
  * What a gateway's cache buys a dashboard, and what it costs in freshness. The workload is a dashboard's: 95%
  * reads (the fleet summary, the machine list with each machine's status, a tenant's ledger page of 50 bookings
  * with its total, and one of the tenant's recent bookings with its delivery tracking, in equal shares) and 5%
@@ -71,14 +72,19 @@ export default async function cacheBench(): Promise<void> {
       concurrency: options.concurrency,
       writers,
       machines,
-      writeShare: WRITE_SHARE,
+      writeShare: options.writeShare,
       lagMs: options.lagMs,
       timeoutMs: 10_000,
     });
     const serving = [...subgraphs.servers, ...targets.flatMap((t) => t.servers)].map((s) => s.child.pid!);
     const rounds = await measureTargets({ options, load, meters: cpuMeters(run, subgraphs, load), serving }, targets);
     const summaries = targets.map((t) => summarize(t, rounds, subgraphNames));
-    printResults(summaries, options.lagMs);
+    printResults(summaries, options.lagMs, options.writeShare);
+    // What the state cache did over the whole run (warm-up included), by its own counters.
+    for (const target of targets) {
+      const counters = await stateCacheCounters(target, keys.metricsKey);
+      if (counters) log(`${target.key}: state cache ${JSON.stringify(counters)}`);
+    }
     const written = writeResults(options.out, ROOT, runRecord(options, started, writers), summaries, rounds);
     log(`written: ${written}`);
   } finally {
@@ -103,7 +109,7 @@ function runRecord(options: CacheOptions, started: Date, writers: number): Recor
     seconds: Math.round((Date.now() - started.getTime()) / 1000),
     options: { ...options, targets: options.targets ? [...options.targets] : null, out: undefined },
     workload: {
-      writeShare: WRITE_SHARE,
+      writeShare: options.writeShare,
       writers,
       readers: options.concurrency - writers,
       reads:

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { ROOT } from '../gateway/run-context.js';
+import { WRITE_SHARE } from './workload.js';
 
 /** The targets, in the order the rounds take them. */
 const TARGET_KEYS = ['project-cached', 'project-uncached', 'hive-cached'] as const;
@@ -14,6 +15,8 @@ export interface CacheOptions {
   tenants: number;
   /** How long after its acknowledgement a write must show in every read (ms). */
   lagMs: number;
+  /** The share of requests that write (0.05: the dashboard; 0: reads alone, the cache's ceiling). */
+  writeShare: number;
   /** Target keys to run; null: all of them. */
   targets: Set<string> | null;
   /** Where cache.json is written. */
@@ -44,6 +47,7 @@ export function parseCacheOptions(args: string[]): CacheOptions {
     concurrency: number('--concurrency', 32),
     tenants: number('--tenants', 4),
     lagMs: number('--lag', 1000, { min: 0 }),
+    writeShare: number('--write-share', WRITE_SHARE, { min: 0, integer: false }),
     targets: targets ? new Set(targets) : null,
     out: resolve(value('--out') ?? `${ROOT}bench/results`),
   };

@@ -128,8 +128,9 @@ function ratios(summaries: TargetSummary[]): Record<string, string> {
   return Object.fromEntries([...pair('project-cached', 'project-uncached'), ...pair('project-cached', 'hive-cached')]);
 }
 
-export function printResults(summaries: TargetSummary[], lagMs: number): void {
-  console.log('\ncache: a dashboard (95% reads, 5% writes) over two gateways per target');
+export function printResults(summaries: TargetSummary[], lagMs: number, writeShare: number): void {
+  const writes = Math.round(writeShare * 1000) / 10;
+  console.log(`\ncache: a dashboard (${100 - writes}% reads, ${writes}% writes) over two gateways per target`);
   console.table(
     summaries.map((s) => ({
       target: s.target,

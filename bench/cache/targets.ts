@@ -29,16 +29,34 @@ export interface TenantKey {
 const SCOPES = ['fleet:read', 'rental:read', 'rental:book'];
 
 /** One key per tenant (`tenant-1` ...), new to this run, written to the run's API_KEYS_FILE. */
-export function writeKeys(run: BenchRun, tenants: number): { file: string; keys: TenantKey[] } {
+export function writeKeys(run: BenchRun, tenants: number): { file: string; keys: TenantKey[]; metricsKey: string } {
   const keys = Array.from({ length: tenants }, (_, i) => ({
     key: randomBytes(24).toString('base64url'),
     principal: 'dashboard',
     tenant: `tenant-${i + 1}`,
     scopes: SCOPES,
   }));
+  // The run's own reader of /metrics (the state cache's counters, read after the rounds).
+  const metricsKey = randomBytes(24).toString('base64url');
   const file = join(run.tmp, 'api-keys.json');
-  writeFileSync(file, JSON.stringify(keys));
-  return { file, keys };
+  writeFileSync(file, JSON.stringify([...keys, { key: metricsKey, principal: 'bench-metrics', tenant: 'bench', scopes: ['metrics:read'] }]));
+  return { file, keys, metricsKey };
+}
+
+/** The state cache's counters of a target's processes, summed (from /metrics); null for a target without them. */
+export async function stateCacheCounters(target: CacheTarget, metricsKey: string): Promise<Record<string, number> | null> {
+  const sums: Record<string, number> = {};
+  for (const server of target.servers) {
+    const res = await fetch(`${server.url}/metrics`, { headers: { 'x-api-key': metricsKey } }).catch(() => null);
+    if (!res?.ok) return null;
+    for (const line of (await res.text()).split('\n')) {
+      const m = /^state_cache_(reads_total|evictions_total|fills_fenced_total)(?:\{[^}]*(?:result|cause)="(\w+)"[^}]*\})? (\d+(?:\.\d+)?)$/.exec(line);
+      if (!m) continue;
+      const name = m[2] ? `${m[1] === 'reads_total' ? 'read' : 'evicted'} ${m[2]}` : 'fenced';
+      sums[name] = (sums[name] ?? 0) + Number(m[3]);
+    }
+  }
+  return Object.keys(sums).length > 0 ? sums : null;
 }
 
 interface Spec {

@@ -152,7 +152,8 @@ export class StateCache {
       }
       return;
     }
-    if (delivered < newest) {
+    // A read of the log already under way may have started before `newest` was written: read again, a few times.
+    for (let attempt = 0; delivered < newest && attempt < 4; attempt += 1) {
       await this.options.wake();
       delivered = this.options.delivered();
     }
@@ -297,6 +298,8 @@ export class StateCache {
     if (this.grains.size >= MAX_GRAINS && !this.grains.has(base)) this.grains.delete(this.grains.keys().next().value!);
     this.grains.set(base, grain);
     const key = base + callerPart(grain, principal);
+    // Identical reads collapsed into one fetch each fill the same key: the first one kept stands.
+    if (this.entries.has(key)) return;
     const text = JSON.stringify({ data: response.data });
     const slot = grain === 'everyone' ? '*' : principal.tenant;
     this.store({ key, slot, text, bytes: 2 * (key.length + text.length) + ENTRY_OVERHEAD, tags, expiresAt: now + life, validUntil, position });
