@@ -76,7 +76,8 @@ export interface EventLog {
 
 type StoredRow = Omit<StoredEvent, 'audience' | 'tags'> & { audience: unknown; tags: string[] | null };
 
-const storedEventOf = (row: StoredRow): StoredEvent => ({ ...row, audience: audienceOf(row.audience), tags: row.tags ?? [] });
+// An event without tags (NULL: written before events carried them) may have changed anything.
+const storedEventOf = (row: StoredRow): StoredEvent => ({ ...row, audience: audienceOf(row.audience), tags: row.tags ?? ['*'] });
 
 /** The outbox table itself: NOTIFY wakes the hub, from any instance writing to the same database. */
 export function outboxLog(db: Database): EventLog {

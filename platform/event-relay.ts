@@ -323,7 +323,7 @@ export class EventRelay {
           // Who may receive it travels with it: every reader of the stream applies the same rule.
           if (row.audience !== null) h.set(AUDIENCE_HEADER, JSON.stringify(row.audience));
           // What it changed travels with it too: every gateway's state cache drops the same entries.
-          h.set(TAGS_HEADER, JSON.stringify(row.tags ?? []));
+          h.set(TAGS_HEADER, JSON.stringify(row.tags ?? ['*']));
           return this.js.publish(subject(row.topic), this.encoder.encode(JSON.stringify(row.payload)), {
             msgID: row.id,
             headers: h,

@@ -74,7 +74,7 @@ export async function appendEvents(tx: Queryable, events: readonly OutboxEvent[]
     `WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($1) AS held),
      appended AS (
        INSERT INTO outbox (topic, key, payload, audience, tags)
-       SELECT e.topic, e.key, e.payload, e.audience, COALESCE(e.tags, '{}')
+       SELECT e.topic, e.key, e.payload, e.audience, e.tags
        FROM locked, ROWS FROM (jsonb_to_recordset($2::jsonb) AS (topic text, key text, payload jsonb, audience jsonb, tags text[])) WITH ORDINALITY AS e(topic, key, payload, audience, tags, n)
        ORDER BY e.n
        RETURNING id

@@ -194,6 +194,8 @@ export function stateExtension(trace: StateTrace): StateExtension | null {
 interface StatementTables {
   read: readonly string[];
   written: readonly string[];
+  /** A statement with a WITH clause: its row count is its last part's, not what its other parts changed. */
+  compound: boolean;
 }
 
 const WRITTEN = /\b(?:insert\s+into|update|delete\s+from)\s+"?([a-z_][a-z0-9_]*)"?(?!\s*\()/gi;
@@ -212,7 +214,7 @@ function tablesOf(sql: string, isTable: (name: string) => boolean): StatementTab
     const name = m[1]!.toLowerCase();
     if (isTable(name)) read.add(name);
   }
-  return { read: [...read], written: [...written] };
+  return { read: [...read], written: [...written], compound: /^\s*with\b/i.test(sql) };
 }
 
 /** What a transaction appended: the tags of its events and the newest id. */
@@ -260,8 +262,9 @@ export function traceStateAccess(db: Database, tables: StateTables, ownPrefix: s
       const found = statement(sql);
       traceRead(found);
       const result = await tx.query<R>(sql, params);
-      // A statement that changed no row changed nothing a read returns: it needs no event.
-      if (result.rowCount > 0) for (const type of writtenTypes(found)) changed.add(type);
+      // A plain statement that changed no row changed nothing a read returns: it needs no event. A compound
+      // one's count is its last part's: it counts as written whatever the count.
+      if (result.rowCount > 0 || found.compound) for (const type of writtenTypes(found)) changed.add(type);
       return result;
     },
   });

@@ -13,8 +13,9 @@ import { problem, sendProblem } from '../http/problem.js';
  */
 
 const ALLOWED_METHODS = 'GET, HEAD, POST, OPTIONS';
-const ALLOWED_HEADERS = 'authorization, x-api-key, content-type, accept, idempotency-key, x-request-id';
-const EXPOSED_HEADERS = 'x-request-id, retry-after, www-authenticate, allow';
+// `state-position` both ways: a browser client reads a write's position and sends it back (read-your-writes).
+const ALLOWED_HEADERS = 'authorization, x-api-key, content-type, accept, idempotency-key, x-request-id, state-position';
+const EXPOSED_HEADERS = 'x-request-id, retry-after, www-authenticate, allow, state-position';
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 const header = (headers: IncomingHttpHeaders, name: string) => {

@@ -50,8 +50,17 @@ function restKey(request: GraphQLDataSourceProcessOptions['request'], context: G
   return `${request.operationName ?? ''}\n${JSON.stringify(request.variables ?? {})}\n${headers}\n${principalKey(context.principal)}`;
 }
 
-/** `source` with identical reads in flight made once; `onCollapsed` is called for each fetch that joined one. */
-export function collapsing(source: GraphQLDataSource<GatewayContext>, onCollapsed: () => void = () => undefined): GraphQLDataSource<GatewayContext> {
+/**
+ * `source` with identical reads in flight made once; `onCollapsed` is called for each fetch that joined one.
+ * `epoch` (the state cache's eviction count) is part of the key: a read that comes after an eviction (a
+ * write answered, an event read from the log) never joins a fetch that started before it, so it is never
+ * answered with what was read before the write it may already have seen.
+ */
+export function collapsing(
+  source: GraphQLDataSource<GatewayContext>,
+  onCollapsed: () => void = () => undefined,
+  epoch: () => number = () => 0,
+): GraphQLDataSource<GatewayContext> {
   const inFlight = new Map<string, Flight>();
   // Each text a number: a key holds a few digits instead of a copy of the text.
   const textIds = new Map<string, number>();
@@ -70,7 +79,7 @@ export function collapsing(source: GraphQLDataSource<GatewayContext>, onCollapse
       if (!('incomingRequestContext' in options) || !isRead(query)) {
         return source.process(options);
       }
-      const key = `${textId(query)}\n${restKey(options.request, options.context)}`;
+      const key = `${epoch()}\n${textId(query)}\n${restKey(options.request, options.context)}`;
       const joined = inFlight.get(key);
       if (joined) {
         onCollapsed();

@@ -101,7 +101,7 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
       // Timed as made; identical reads in flight collapsed before that; answers that are functions of the
       // request alone kept before that; state reads kept, and writes' evictions applied, before that.
       const measured = metrics.measured(name, source);
-      const collapsed = config.GATEWAY_COLLAPSE_FETCHES ? collapsing(measured, metrics.collapsedFetch(name)) : measured;
+      const collapsed = config.GATEWAY_COLLAPSE_FETCHES ? collapsing(measured, metrics.collapsedFetch(name), () => stateCache?.epoch ?? 0) : measured;
       const pure = fetchCache.wrap(name, options.modules.find((m) => m.name === name)?.pure, collapsed);
       return stateCache ? stateCache.wrap(name, pure) : pure;
     },

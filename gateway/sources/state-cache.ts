@@ -119,6 +119,11 @@ export class StateCache {
     this.wallClock = options.wallClock ?? Date.now;
   }
 
+  /** Evictions so far: fetches collapse only within one epoch (gateway/sources/collapse.ts). */
+  get epoch(): number {
+    return this.seq;
+  }
+
   /** Whether entries may be served now: the log caught up within the bound, its lineage intact. */
   serving(): boolean {
     return !this.lineageLost && this.now() - this.caughtUpAt <= this.options.maxLagMs;
@@ -140,7 +145,14 @@ export class StateCache {
    */
   async probe(): Promise<void> {
     const startedAt = this.now();
-    const newest = await this.options.newest();
+    let newest: bigint;
+    try {
+      newest = await this.options.newest();
+    } catch (error) {
+      // The log cannot be read: nothing is served until a probe succeeds again (not only once the bound passed).
+      this.caughtUpAt = Number.NEGATIVE_INFINITY;
+      throw error;
+    }
     let delivered = this.options.delivered();
     if (newest < delivered) {
       if (!this.lineageLost) {
@@ -167,9 +179,21 @@ export class StateCache {
     else if (event.tags.length > 0) this.evictTags(event.tags, 'event');
   }
 
-  /** Evicts by tags (an operator's request, a write answered here); how many entries went. */
+  /**
+   * Evicts by tags (an event, an operator's request, a write answered here); `Type:*` names every tag of the
+   * type. How many entries went.
+   */
   evictTags(tags: Iterable<string>, cause: EvictionCause): number {
-    const named = new Set(tags);
+    const named = new Set<string>();
+    for (const tag of tags) {
+      if (!tag.endsWith(':*')) {
+        named.add(tag);
+        continue;
+      }
+      const type = tag.slice(0, -2);
+      named.add(type);
+      for (const kept of this.byTag.keys()) if (kept.startsWith(`${type}:`) || kept.startsWith(`${type}@`)) named.add(kept);
+    }
     this.remember(named);
     let dropped = 0;
     for (const tag of named) {
@@ -184,13 +208,6 @@ export class StateCache {
       }
     }
     return dropped;
-  }
-
-  /** Evicts every entry whose tags belong to `type` (an operator's request by type); how many went. */
-  evictType(type: string, cause: EvictionCause): number {
-    const tags = [...this.byTag.keys()].filter((tag) => tag === type || tag.startsWith(`${type}:`) || tag.startsWith(`${type}@`));
-    // The type's collection is named too: a fill of it in flight is fenced even if nothing of it is kept yet.
-    return this.evictTags([type, ...tags], cause);
   }
 
   evictAll(cause: EvictionCause): number {
@@ -296,6 +313,9 @@ export class StateCache {
     if (life <= 0 || validUntil <= this.wallClock()) return;
     const grain = state.grain;
     if (this.grains.size >= MAX_GRAINS && !this.grains.has(base)) this.grains.delete(this.grains.keys().next().value!);
+    // The finest grain any answer of this fetch was read at: a coarser one later never widens who is served.
+    const known = this.grains.get(base);
+    if (known !== undefined && GRAIN_ORDER[known] > GRAIN_ORDER[grain]) return;
     this.grains.set(base, grain);
     const key = base + callerPart(grain, principal);
     // Identical reads collapsed into one fetch each fill the same key: the first one kept stands.
@@ -412,9 +432,12 @@ function isQuery(query: string): boolean {
 /** The caller's part of a key: nothing (every caller may see the answer), the tenant, or the principal. */
 function callerPart(grain: StateGrain, principal: Principal): string {
   if (grain === 'everyone') return '';
-  if (grain === 'tenant') return `\u0000t:${principal.tenant}`;
-  return `\u0000p:${principal.tenant}\u0000${principal.id}`;
+  // As JSON: a tenant or principal id (a JWT's claims are any text) cannot run into the other.
+  if (grain === 'tenant') return `\u0000t:${JSON.stringify(principal.tenant)}`;
+  return `\u0000p:${JSON.stringify([principal.tenant, principal.id])}`;
 }
+
+const GRAIN_ORDER: Record<StateGrain, number> = { everyone: 0, tenant: 1, principal: 2 };
 
 const scopeKeys = new WeakMap<Principal, string>();
 

@@ -92,12 +92,7 @@ async function positionOf(request: FastifyRequest, reply: FastifyReply, events: 
   if (events && position > events.delivered) {
     const newest = await events.newestWritten();
     if (position > newest) {
-      return refuse(
-        reply,
-        request,
-        'BAD_USER_INPUT',
-        `${STATE_POSITION_HEADER}: ${text} is beyond the newest write (${newest}): send back a position an answer carried`,
-      );
+      return refuse(reply, request, 'BAD_USER_INPUT', `${STATE_POSITION_HEADER}: ${text} is beyond the newest write: send back a position an answer carried`);
     }
   }
   request.statePosition = position;
@@ -134,16 +129,18 @@ function registerInvalidationRoute(app: FastifyInstance, cache: StateCache | nul
     if (type !== undefined && !types.has(type)) {
       return refuse(reply, request, 'BAD_USER_INPUT', `type: no state type "${type}" (known: ${[...types].sort().join(', ')})`);
     }
-    const tags = all ? ['*'] : tag !== undefined ? [tag] : key !== undefined ? [stateTag.key(type!, key)] : [type!];
-    if (!all && !STATE_TAG.test(tags[0]!)) {
-      return refuse(reply, request, 'BAD_USER_INPUT', `tag: "${tags[0]!.slice(0, 60)}" is not a tag (Type, Type:key or Type@tenant, no spaces)`);
+    if (tag !== undefined && !STATE_TAG.test(tag)) {
+      return refuse(reply, request, 'BAD_USER_INPUT', `tag: "${tag.slice(0, 60)}" is not a tag (Type, Type:key or Type@tenant, no spaces)`);
     }
-    if (!all && !types.has(/^[A-Za-z0-9]+/.exec(tags[0]!)![0])) {
-      return refuse(reply, request, 'BAD_USER_INPUT', `tag: "${tags[0]!.slice(0, 60)}" names no state type (known: ${[...types].sort().join(', ')})`);
+    const named = tag === undefined ? type : /^[A-Za-z0-9]+/.exec(tag)![0];
+    if (!all && !types.has(named!)) {
+      return refuse(reply, request, 'BAD_USER_INPUT', `tag: "${String(tag).slice(0, 60)}" names no state type (known: ${[...types].sort().join(', ')})`);
     }
-    if (!cache) return reply.code(200).send({ evicted: 0, position: null, cache: 'off' });
-    const evicted = all ? cache.evictAll('admin') : type !== undefined && key === undefined ? cache.evictType(type, 'admin') : cache.evictTags(tags, 'admin');
-    // Every other gateway hears of it from the log, as of a write.
+    // As a write names what it changed: a row or an owner's rows with their collection (the lists that hold
+    // them), a type with every tag of it (`Type:*`), everything with `*`.
+    const tags = all ? ['*'] : key !== undefined ? [named!, stateTag.key(named!, key)] : tag !== undefined && tag !== named ? [named!, tag] : [`${named!}:*`];
+    const evicted = cache ? (all ? cache.evictAll('admin') : cache.evictTags(tags, 'admin')) : 0;
+    // Every gateway reading the same log hears of it, as of a write (this one's cache on or not).
     const ids = log
       ? await log.db.transaction((tx) =>
           appendEvents(tx, [
@@ -151,12 +148,12 @@ function registerInvalidationRoute(app: FastifyInstance, cache: StateCache | nul
               topic: INVALIDATED_TOPIC,
               payload: { by: request.principal?.id ?? null, tags },
               audience: { owner: ownerOf(SYSTEM_PRINCIPAL), grain: 'principal' },
-              tags: type !== undefined && key === undefined ? [type] : tags,
+              tags,
             },
           ]),
         )
       : [];
-    return reply.code(200).send({ evicted, position: ids.at(-1) ?? null });
+    return reply.code(200).send({ evicted, position: ids.at(-1) ?? null, ...(cache ? {} : { cache: 'off' }) });
   });
 }
 

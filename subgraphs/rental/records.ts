@@ -20,6 +20,8 @@ export const TOPICS = {
   deliveryPlan: 'rental.delivery_plan',
   /** key: key id; a quote signing key stored (what `quoteSigningKeys` lists) */
   signingKey: 'rental.signing_key',
+  /** key: quote id; a quote expired that held no machine any more (one that did is told by its machines' events) */
+  quoteExpired: 'rental.quote_expired',
 } as const;
 
 /**

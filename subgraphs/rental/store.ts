@@ -333,8 +333,8 @@ export class RentalStore {
    */
   releaseDue(now: Date): Promise<number> {
     return this.transact(async (tx) => {
-      const due = await tx.query<{ id: string }>(
-        `SELECT id::text AS id FROM rental_quotes WHERE status = 'active' AND expires_at <= $1 ORDER BY id FOR UPDATE`,
+      const due = await tx.query<{ id: string; tenant: string; principal: string }>(
+        `SELECT id::text AS id, tenant, principal FROM rental_quotes WHERE status = 'active' AND expires_at <= $1 ORDER BY id FOR UPDATE`,
         [now],
       );
       if (due.rowCount === 0) return 0;
@@ -348,11 +348,14 @@ export class RentalStore {
          RETURNING m.id AS "machineId", e.id::text AS "quoteId", e.tenant, e.principal`,
         [now, due.rows.map((r) => r.id)],
       );
-      // Each expired quote's tags ride on its machines' events (every active quote holds its machines).
+      // Each expired quote's tags ride on its machines' events; a quote whose machines another write already
+      // took back (none left reserved by it) is told by an event of its own: its status changed all the same.
+      const told = new Set(released.rows.map((r) => r.quoteId));
       await appendEvents(tx, [
         ...released.rows.map((r) =>
           machineEvent(r.machineId, 'reserved', 'available', 'expiry', now, { quoteId: r.quoteId }, { tenant: r.tenant, principal: r.principal }),
         ),
+        ...due.rows.filter((q) => !told.has(q.id)).map((q) => quoteExpiredEvent(q.id, now, { tenant: q.tenant, principal: q.principal })),
         await fleetEvent(tx, now),
       ]);
       return released.rowCount;
@@ -742,6 +745,17 @@ async function fleetEvent(tx: Queryable, at: Date): Promise<OutboxEvent> {
  * A machine's status change, tagged with the machine and with the quote and booking it names: each
  * transition writes them too (a quote stored, confirmed or expired; a booking made or completed).
  */
+/** A quote expired with no machine of its own left to tell of it. */
+function quoteExpiredEvent(quoteId: string, at: Date, owner: Owner): OutboxEvent {
+  return {
+    topic: TOPICS.quoteExpired,
+    key: quoteId,
+    tags: rowTags(QUOTE, quoteId, owner),
+    audience: { owner: ownerFields(owner), grain: 'tenant' },
+    payload: { quoteId, status: 'expired', at: at.toISOString() },
+  };
+}
+
 function machineEvent(
   machineId: string,
   previousStatus: MachineStatus,

@@ -33,6 +33,30 @@ const fetchOf = (
   }) as unknown as GraphQLDataSourceProcessOptions<GatewayContext>;
 
 describe('identical subgraph reads in flight', () => {
+  it('never join across an eviction of the state cache: a read after a write is not answered by a fetch from before it', async () => {
+    const { source, calls } = heldSource();
+    let epoch = 7;
+    const collapsed = collapsing(
+      source,
+      () => undefined,
+      () => epoch,
+    );
+    const q = 'query { machines { id status } }';
+    const first = collapsed.process(fetchOf(q));
+    // A write is answered (or its event read): what the first fetch may have read is no longer current.
+    epoch += 1;
+    const second = collapsed.process(fetchOf(q));
+    expect(calls).toHaveLength(2);
+    // Within one epoch they collapse again.
+    const third = collapsed.process(fetchOf(q));
+    expect(calls).toHaveLength(2);
+    calls[0]!.release({ data: { machines: [{ id: 'EQ-001', status: 'AVAILABLE' }] } });
+    calls[1]!.release({ data: { machines: [{ id: 'EQ-001', status: 'RESERVED' }] } });
+    expect((await first).data).toEqual({ machines: [{ id: 'EQ-001', status: 'AVAILABLE' }] });
+    expect((await second).data).toEqual({ machines: [{ id: 'EQ-001', status: 'RESERVED' }] });
+    expect((await third).data).toEqual({ machines: [{ id: 'EQ-001', status: 'RESERVED' }] });
+  });
+
   it('are made once; every caller gets its own copy of the answer', async () => {
     const { source, calls } = heldSource();
     let joined = 0;

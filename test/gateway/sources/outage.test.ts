@@ -31,7 +31,12 @@ const rentalDb = (server: TestServer): Database => server.subgraphServers.get('r
  */
 async function expectOutage(server: TestServer, secrets: readonly string[]): Promise<void> {
   const bodies: string[] = [];
-  const summary = await rest(server.url, 'GET', '/rental/fleet/summary');
+  // The state cache serves what it holds until its next probe of the log fails (every quarter of
+  // STATE_CACHE_MAX_LAG_MS), then nothing: from there every read goes to the database like this one.
+  const summary = await waitFor(async () => {
+    const res = await rest(server.url, 'GET', '/rental/fleet/summary');
+    return res.status === 503 ? res : null;
+  }, 'the fleet summary to report the outage');
   expect(summary.status).toBe(503);
   expect(summary.headers.get('content-type')).toContain('application/problem+json');
   expect(summary.headers.get('retry-after')).toBe(String(OUTAGE_RETRY_AFTER_SECONDS));

@@ -18,6 +18,7 @@ const KEYS = {
   alice: 'state-cache-alice-key',
   bob: 'state-cache-bob-key',
   carol: 'state-cache-carol-key',
+  dave: 'state-cache-dave-key',
 };
 const PARTNER = ['fleet:read', 'rental:read', 'rental:book'];
 
@@ -29,6 +30,8 @@ function keysFile(): string {
       { key: KEYS.alice, principal: 'alice', tenant: 'acme', scopes: PARTNER },
       { key: KEYS.bob, principal: 'bob', tenant: 'acme', scopes: PARTNER },
       { key: KEYS.carol, principal: 'carol', tenant: 'globex', scopes: PARTNER },
+      // Of acme too, but without fleet:read.
+      { key: KEYS.dave, principal: 'dave', tenant: 'acme', scopes: ['rental:read'] },
     ]),
   );
   return file;
@@ -84,6 +87,10 @@ describe('the state cache (one process)', () => {
     await gql(url, MACHINES, {}, as(KEYS.carol));
     const after = await reads(url);
     expect(after.hit - before.hit).toBeGreaterThanOrEqual(2);
+    // What the cache holds is behind the pipeline: a principal without the field's scope is refused as ever.
+    const refused = await gql(url, MACHINES, {}, as(KEYS.dave));
+    expect(refused.errors?.[0]?.extensions?.['code']).toBe('FORBIDDEN');
+    expect(refused.data?.['machines'] ?? null).toBeNull();
     const quoted = await gql<{ createQuote: { id: string } }>(url, QUOTE, { input: quoteInput(machine) }, as(KEYS.alice));
     expect(quoted.errors).toBeUndefined();
     const position = quoted.headers.get('state-position');

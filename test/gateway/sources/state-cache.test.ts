@@ -199,6 +199,32 @@ describe('the state cache', () => {
     expect(cache.stats.fenced).toBe(1);
   });
 
+  it('stops serving at once when a probe cannot read the log, and serves again once one can', async () => {
+    const { log, options } = logStandIn();
+    let down = false;
+    const cache = new StateCache({
+      maxBytes: 1 << 20,
+      tenantShare: 0.25,
+      maxLagMs: 60_000,
+      waitMs: 200,
+      maxAgeMs: 60_000,
+      lineage: LINEAGE,
+      ...options,
+      newest: async () => {
+        if (down) throw new Error('connection refused');
+        return log.newest;
+      },
+    });
+    await cache.probe();
+    expect(cache.serving()).toBe(true);
+    down = true;
+    await expect(cache.probe()).rejects.toThrow('connection refused');
+    expect(cache.serving()).toBe(false);
+    down = false;
+    await cache.probe();
+    expect(cache.serving()).toBe(true);
+  });
+
   it('serves nothing while the log is not caught up within the bound, and again once it is', async () => {
     let now = 0;
     const { cache, log } = await started({ maxLagMs: 1000, now: () => now });
@@ -315,7 +341,7 @@ describe('the state cache', () => {
     const k = cache.wrap('rental', rows.source);
     await k.process(fetchOf(MACHINES, alice));
     await k.process(fetchOf(BOOKINGS, alice));
-    expect(cache.evictType('Booking', 'admin')).toBe(1);
+    expect(cache.evictTags(['Booking:*'], 'admin')).toBe(1);
     expect(cache.snapshot().entries).toBe(1);
   });
 });

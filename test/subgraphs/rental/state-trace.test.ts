@@ -44,7 +44,10 @@ describe('rental state: tagged writes, narrow reads, bounded by the clock', () =
     const trace = new StateTrace();
     const contextValue = subgraph.context({ headers: {}, principal });
     const result = await traceRequest(trace, () => execute({ schema: subgraph.schema, document: parse(query), variableValues: variables, contextValue }));
-    return { data: result.data as Record<string, any> | null | undefined, errors: result.errors, state: stateExtension(trace) };
+    // Every answer names the database it came from; what else it says is what these tests judge.
+    const { lineage, ...state } = stateExtension(trace) ?? {};
+    if (lineage !== undefined) expect(lineage).toMatch(/^[0-9a-f-]{36}$/);
+    return { data: result.data as Record<string, any> | null | undefined, errors: result.errors, state: Object.keys(state).length > 0 ? state : null };
   };
   const ok = async (query: string, variables?: Record<string, unknown>, principal?: Principal) => {
     const answer = await ask(query, variables, principal);
