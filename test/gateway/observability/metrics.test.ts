@@ -27,7 +27,8 @@ describe.each(TEST_DATABASE_URL ? (['pglite', 'postgres'] as const) : (['pglite'
   let server: TestServer;
   let ws: WsClient;
   beforeAll(async () => {
-    server = await startTestServer({ backend });
+    // Every read reaches its subgraph (no state cache), so each fetch is timed.
+    server = await startTestServer({ backend, env: { STATE_CACHE_MB: '0' } });
     ws = wsClient(server.url);
   });
   afterAll(async () => {

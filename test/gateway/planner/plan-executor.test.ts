@@ -98,7 +98,14 @@ describe('compiled plan execution answers as @apollo/gateway does', () => {
   const keys = join(dir, 'keys.json');
   writeFileSync(keys, JSON.stringify([{ key: PARTNER, principal: 'plan-partner', tenant: 'partner', scopes: ['rental:read', 'rental:book'] }]));
   // No fetch cache: every way of a case must reach the subgraphs, not an answer kept from the way before.
-  const env = { API_KEYS_FILE: keys, API_KEYS: OPERATOR, PRINCIPAL_SECRET: 'plan-principal-secret-0123456789abcdef', GATEWAY_FETCH_CACHE_MB: '0' };
+  // Nothing kept between requests (pure answers, state reads): both executions fetch every answer themselves.
+  const env = {
+    API_KEYS_FILE: keys,
+    API_KEYS: OPERATOR,
+    PRINCIPAL_SECRET: 'plan-principal-secret-0123456789abcdef',
+    GATEWAY_FETCH_CACHE_MB: '0',
+    STATE_CACHE_MB: '0',
+  };
   afterAll(() => {
     installCompiledExecution(true);
     setCompiledSubgraphExecution(true);

@@ -48,6 +48,9 @@ interface Seen {
 
 /** One REST call, one GraphQL query and one resuming subscription (it reads the outbox) during the refusal. */
 async function underRefusal(server: TestServer, cursor: string): Promise<Seen> {
+  // The state cache serves what it holds until its next probe of the log is refused (every quarter of
+  // STATE_CACHE_MAX_LAG_MS); from there every read goes to the database.
+  await until(async () => (await rest(server.url, 'GET', '/rental/fleet/summary')).status !== 200, 'the state cache to stop serving');
   const summary = await rest(server.url, 'GET', '/rental/fleet/summary');
   const q = await gql(server.url, '{ fleetSummary { total } }');
   const ws = wsClient(server.url);
