@@ -8,6 +8,8 @@ import {
   parse,
   type DocumentNode,
   type FragmentDefinitionNode,
+  type FragmentSpreadNode,
+  type InlineFragmentNode,
   type GraphQLCompositeType,
   type GraphQLSchema,
   type OperationDefinitionNode,
@@ -100,11 +102,8 @@ export class CachePolicies {
   ): void {
     for (const selection of selections.selections) {
       if (selection.kind === Kind.INLINE_FRAGMENT || selection.kind === Kind.FRAGMENT_SPREAD) {
-        const fragment = selection.kind === Kind.FRAGMENT_SPREAD ? fragments.get(selection.name.value) : selection;
-        if (!fragment || (selection.kind === Kind.FRAGMENT_SPREAD && spread.has(selection.name.value))) continue;
-        if (selection.kind === Kind.FRAGMENT_SPREAD) spread.add(selection.name.value);
-        const condition = fragment.typeCondition ? this.schema.getType(fragment.typeCondition.name.value) : parent;
-        this.capWalk(fragment.selectionSet, condition && isCompositeType(condition) ? condition : parent, fragments, cap, spread);
+        const entered = this.enter(selection, parent, fragments, spread);
+        if (entered) this.capWalk(entered.selectionSet, entered.type, fragments, cap, spread);
         continue;
       }
       const name = selection.name.value;
@@ -117,6 +116,20 @@ export class CachePolicies {
     }
   }
 
+  /** A fragment's selections and the type they apply to; null for a spread of an unknown fragment or one already followed. */
+  private enter(
+    selection: InlineFragmentNode | FragmentSpreadNode,
+    parent: GraphQLCompositeType,
+    fragments: ReadonlyMap<string, FragmentDefinitionNode>,
+    spread: Set<string>,
+  ): { selectionSet: SelectionSetNode; type: GraphQLCompositeType } | null {
+    const fragment = selection.kind === Kind.FRAGMENT_SPREAD ? fragments.get(selection.name.value) : selection;
+    if (!fragment || (selection.kind === Kind.FRAGMENT_SPREAD && spread.has(selection.name.value))) return null;
+    if (selection.kind === Kind.FRAGMENT_SPREAD) spread.add(selection.name.value);
+    const condition = fragment.typeCondition ? this.schema.getType(fragment.typeCondition.name.value) : parent;
+    return { selectionSet: fragment.selectionSet, type: condition && isCompositeType(condition) ? condition : parent };
+  }
+
   private walk(
     selections: SelectionSetNode,
     parent: GraphQLCompositeType,
@@ -127,11 +140,8 @@ export class CachePolicies {
   ): void {
     for (const selection of selections.selections) {
       if (selection.kind === Kind.INLINE_FRAGMENT || selection.kind === Kind.FRAGMENT_SPREAD) {
-        const fragment = selection.kind === Kind.FRAGMENT_SPREAD ? fragments.get(selection.name.value) : selection;
-        if (!fragment || (selection.kind === Kind.FRAGMENT_SPREAD && spread.has(selection.name.value))) continue;
-        if (selection.kind === Kind.FRAGMENT_SPREAD) spread.add(selection.name.value);
-        const condition = fragment.typeCondition ? this.schema.getType(fragment.typeCondition.name.value) : parent;
-        this.walk(fragment.selectionSet, condition && isCompositeType(condition) ? condition : parent, inherited, fragments, policy, spread);
+        const entered = this.enter(selection, parent, fragments, spread);
+        if (entered) this.walk(entered.selectionSet, entered.type, inherited, fragments, policy, spread);
         continue;
       }
       const name = selection.name.value;

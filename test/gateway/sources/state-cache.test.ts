@@ -200,19 +200,11 @@ describe('the state cache', () => {
   });
 
   it('stops serving at once when a probe cannot read the log, and serves again once one can', async () => {
-    const { log, options } = logStandIn();
     let down = false;
-    const cache = new StateCache({
-      maxBytes: 1 << 20,
-      tenantShare: 0.25,
-      maxLagMs: 60_000,
-      waitMs: 200,
-      maxAgeMs: 60_000,
-      lineage: LINEAGE,
-      ...options,
+    const { cache } = await started({
       newest: async () => {
         if (down) throw new Error('connection refused');
-        return log.newest;
+        return 0n;
       },
     });
     await cache.probe();
