@@ -182,7 +182,12 @@ describe.runIf(TEST_DATABASE_URL).each(modes)('PostgreSQL that accepts but stops
       proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
       const viaProxy = new URL(TEST_DATABASE_URL!);
       viaProxy.host = `127.0.0.1:${proxy.port}`;
-      const server = await startTestServer({ backend: 'postgres', mode, env: { DATABASE_URL: viaProxy.href, DATABASE_QUERY_TIMEOUT_MS: '1000' } });
+      // Without the state cache every read reaches the stalled database: how long one is held is what is measured.
+      const server = await startTestServer({
+        backend: 'postgres',
+        mode,
+        env: { DATABASE_URL: viaProxy.href, DATABASE_QUERY_TIMEOUT_MS: '1000', STATE_CACHE_MB: '0' },
+      });
       expect((await rest(server.url, 'GET', '/rental/fleet/summary')).status).toBe(200);
 
       proxy.stall();
