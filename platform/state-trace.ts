@@ -43,7 +43,7 @@ export const stateTag = {
 export const STATE_TAG = /^[A-Z][A-Za-z0-9]{0,63}(?:[:@][!-~\u00a1-\uffff]{1,200})?$/;
 
 /** The type a tag belongs to. */
-const typeOfTag = (tag: string): string => /^[A-Za-z0-9]+/.exec(tag)?.[0] ?? tag;
+export const typeOfTag = (tag: string): string => /^[A-Za-z0-9]+/.exec(tag)?.[0] ?? tag;
 
 const GRAIN_ORDER: Record<StateGrain, number> = { everyone: 0, tenant: 1, principal: 2 };
 

@@ -23,7 +23,8 @@ let nextTextId = 0;
 /** Forwarded headers that do not change what a subgraph answers. */
 const NOT_IN_KEY = new Set(['x-request-id']);
 
-const isRead = (query: string) => !/^\s*(mutation|subscription)\b/.test(query);
+/** Whether a subgraph document reads (a query: no mutation, no subscription). */
+export const isRead = (query: string) => !/^\s*(mutation|subscription)\b/.test(query);
 
 interface Flight {
   response: Promise<GatewayGraphQLResponse>;

@@ -128,7 +128,7 @@ export function createFederatedGateway(options: FederatedGatewayOptions): Federa
 }
 
 /** The state cache, when it is on and an event log is read here. */
-function stateCacheOf({ config, eventLog, cacheCap, clock }: FederatedGatewayOptions): StateCache | null {
+function stateCacheOf({ config, eventLog, cacheCap, clock, log }: FederatedGatewayOptions): StateCache | null {
   if (config.STATE_CACHE_MB === 0 || !eventLog) return null;
   const { events, identity } = eventLog;
   return new StateCache({
@@ -143,6 +143,7 @@ function stateCacheOf({ config, eventLog, cacheCap, clock }: FederatedGatewayOpt
     capOf: cacheCap,
     wallClock: () => clock.now().getTime(),
     lineage: identity,
+    onLineageLost: (message) => log.error(message),
   });
 }
 

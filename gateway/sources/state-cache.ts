@@ -5,6 +5,7 @@ import type { Principal } from '../../platform/principal.js';
 import type { StateExtension, StateGrain } from '../../platform/state-trace.js';
 import type { GatewayContext } from '../pipeline/context.js';
 import { jsonKey } from '../pipeline/json-key.js';
+import { isRead } from './collapse.js';
 
 /*
  * Answers of subgraph state reads, kept per gateway process and dropped exactly when a write touches what
@@ -243,7 +244,7 @@ export class StateCache {
         if (!('incomingRequestContext' in options)) return source.process(options);
         const context = options.context;
         const query = options.request.query ?? '';
-        const given = isQuery(query) ? jsonKey(options.request.variables) : null;
+        const given = isRead(query) ? jsonKey(options.request.variables) : null;
         if (given === null) return this.written(await source.process(options), context);
         const base = `${subgraph}\u0000${options.request.operationName ?? ''}\u0000${query}\u0000${given}\u0000${scopesKey(context.principal)}`;
         const servable = await this.servable(context);
@@ -422,11 +423,6 @@ export class StateCache {
 /** The state a subgraph answer reports (platform/state-trace.ts), if any. */
 function stateOf(response: GatewayGraphQLResponse): StateExtension | undefined {
   return (response.extensions as { state?: StateExtension } | undefined)?.state;
-}
-
-/** Whether a subgraph document is one query (a fetch of a plan's query: root fields or `_entities`). */
-function isQuery(query: string): boolean {
-  return /^\s*(query\b|\{)/.test(query);
 }
 
 /** The caller's part of a key: nothing (every caller may see the answer), the tenant, or the principal. */

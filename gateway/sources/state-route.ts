@@ -7,7 +7,7 @@ import { appendEvents } from '../../platform/outbox.js';
 import { ownerOf } from '../../platform/ownership.js';
 import { periodic } from '../../platform/periodic.js';
 import { SYSTEM_PRINCIPAL } from '../../platform/principal.js';
-import { STATE_TAG, stateTag } from '../../platform/state-trace.js';
+import { STATE_TAG, stateTag, typeOfTag } from '../../platform/state-trace.js';
 import type { SubgraphModule } from '../../platform/subgraph.js';
 import { refuse } from '../http/problem.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
@@ -132,7 +132,7 @@ function registerInvalidationRoute(app: FastifyInstance, cache: StateCache | nul
     if (tag !== undefined && !STATE_TAG.test(tag)) {
       return refuse(reply, request, 'BAD_USER_INPUT', `tag: "${tag.slice(0, 60)}" is not a tag (Type, Type:key or Type@tenant, no spaces)`);
     }
-    const named = tag === undefined ? type : /^[A-Za-z0-9]+/.exec(tag)![0];
+    const named = tag === undefined ? type : typeOfTag(tag);
     if (!all && !types.has(named!)) {
       return refuse(reply, request, 'BAD_USER_INPUT', `tag: "${String(tag).slice(0, 60)}" names no state type (known: ${[...types].sort().join(', ')})`);
     }
