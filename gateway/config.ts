@@ -1,5 +1,6 @@
 import { ConfigError, isDemoMode, isLoopbackHost, parseConfig, platformConfig, type ConfigValues } from '../platform/config.js';
 import { subgraphConfigs } from '../subgraphs/config.js';
+import { agentsConfig } from './agents/config.js';
 import { sourcesConfig } from './sources/config.js';
 import { governanceConfig } from './governance/config.js';
 import { graphqlConfig } from './graphql/config.js';
@@ -23,6 +24,7 @@ export const CONFIG_SECTIONS = [
   graphqlConfig,
   subscriptionsConfig,
   governanceConfig,
+  agentsConfig,
   subgraphConfigs.rental,
   subgraphConfigs.prediction,
   subgraphConfigs.bonding,
@@ -38,6 +40,7 @@ const shape = {
   ...graphqlConfig.shape,
   ...subscriptionsConfig.shape,
   ...governanceConfig.shape,
+  ...agentsConfig.shape,
   ...subgraphConfigs.rental.shape,
   ...subgraphConfigs.prediction.shape,
   ...subgraphConfigs.bonding.shape,

@@ -21,6 +21,7 @@ import { supergraphPlugin } from './graphql/supergraph.js';
 import { admissionPlugin } from './http/admission.js';
 import { createHttpApp, readyAndListen } from './http/app.js';
 import { dashboardPlugin } from './dashboard/plugin.js';
+import { mcpPlugin } from './agents/mcp.js';
 import { assertPortFree } from './http/port.js';
 import { warmUpPlugin } from './http/warm-up.js';
 import { gatewayHealthPlugin, type GatewayHealthOptions } from './observability/health.js';
@@ -140,7 +141,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       subscriptions: parent.subscriptions,
       execute: parent.graphql.executeOnSocket,
     }))
-    .register(graphqlRoutePlugin)
+    .register(graphqlRoutePlugin, { config })
     .register(graphqlWsPlugin, (parent) => ({
       config,
       schema: parent.supergraph.schema,
@@ -149,6 +150,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     }))
     .register(credentialRecheckPlugin, { config })
     .register(restPlugin, (parent) => ({ modules, execute: parent.graphql.execute, authorizer: parent.supergraph.authorizer }))
+    .register(mcpPlugin, { config })
     .register(gatewayHealthPlugin, (parent) => gatewayHealth(parent, isDemoMode(config)))
     .register(dashboardPlugin, {});
   return runningServer(app, await readyAndListen(app, config));

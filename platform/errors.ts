@@ -35,6 +35,7 @@ export const errorCatalogue = {
   URI_TOO_LONG: { status: 414, title: 'URI too long' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'Unsupported media type' },
   IDEMPOTENCY_KEY_REUSED: { status: 422, title: 'Idempotency-Key reused' },
+  BATCH_LIMIT_EXCEEDED: { status: 422, title: 'Too many operations in one batch' },
   RATE_LIMITED: { status: 429, title: 'Too many requests' },
   REQUEST_HEADER_FIELDS_TOO_LARGE: { status: 431, title: 'Request header fields too large' },
   INTERNAL_SERVER_ERROR: { status: 500, title: 'Internal server error' },

@@ -62,6 +62,10 @@ export const GATEWAY_ROOMS = {
       'the supergraph served and reloaded, Apollo Server over the federated gateway, /graphql over HTTP, persisted queries and trusted documents, cache policies',
     imports: ['observability', 'http', 'planner', 'pipeline', 'sources', 'security', 'subscriptions', 'rest'],
   },
+  agents: {
+    about: 'the MCP endpoint: registered documents as tools for agents, each call one operation through the pipeline',
+    imports: ['observability', 'http', 'pipeline', 'graphql'],
+  },
   'subgraph-host': {
     about: 'one subgraph as its own server: signed callers, its GraphQL route and socket, its probes',
     imports: ['observability', 'http', 'pipeline', 'security', 'sources', 'subscriptions'],

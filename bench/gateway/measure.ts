@@ -27,9 +27,11 @@ export interface Target {
 /** One row of a workload's table: a target, sent one variant of the workload's requests. */
 export interface Cell {
   target: Target;
-  /** `graphql`, or `rest` for the REST paths. */
+  /** `graphql`, `rest` for the REST paths, `batch` for batches. */
   variant: string;
   plan: LoadPlan;
+  /** Operations each request carries (a batch's entries). @default 1 */
+  operations?: number;
 }
 
 /** What a round reads CPU time from: a process id, or a reader of the CPU ms used so far (PostgreSQL, the machine). */
@@ -48,6 +50,8 @@ export interface CellResult {
   target: string;
   label: string;
   variant: string;
+  /** Operations each request carried (a batch's entries; 1 otherwise). */
+  operations: number;
   rounds: { ok: number; seconds: number; rps: number; p50: number; p99: number; errors: number }[];
   /** Successful responses per second over all rounds. */
   rps: number;
@@ -234,6 +238,7 @@ export function summarize(cell: Cell, rounds: Round[], subgraphNames: string[], 
     target: cell.target.key,
     label: cell.target.label,
     variant: cell.variant,
+    operations: cell.operations ?? 1,
     rounds: perRound,
     rps: round(ok / seconds, 1),
     rpsMin: Math.min(...perRound.map((r) => r.rps)),

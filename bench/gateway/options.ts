@@ -26,7 +26,7 @@ export interface Options {
   treeEnv: Record<string, string>;
 }
 
-const WORKLOADS = ['federated', 'shallow', 'federated-unshared', 'shallow-unshared', 'mix', 'rest', 'paging', 'mutations'] as const;
+const WORKLOADS = ['federated', 'shallow', 'federated-unshared', 'shallow-unshared', 'mix', 'rest', 'batched', 'paging', 'mutations'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];
 /** The workloads run with nothing shared between requests, on targets of their own. */
 const UNSHARED_WORKLOADS: readonly string[] = ['federated-unshared', 'shallow-unshared'];

@@ -46,7 +46,12 @@ export interface BenchResults {
   profiles: { target: string; summary: ProfileSummary }[];
 }
 
-const name = (w: WorkloadResult, c: CellResult) => (w.name === 'rest' ? `${c.label}, ${c.variant === 'rest' ? 'REST' : 'GraphQL POST'}` : c.label);
+const name = (w: WorkloadResult, c: CellResult) =>
+  w.name === 'rest'
+    ? `${c.label}, ${c.variant === 'rest' ? 'REST' : 'GraphQL POST'}`
+    : w.name === 'batched'
+      ? `${c.label}, ${c.variant === 'batch' ? `${c.operations} per POST` : 'one per POST'}`
+      : c.label;
 
 /** A table's lines: the first column left-aligned (names), the others right-aligned (figures). */
 function markdownTable(table: Record<string, string | number>[]): string[] {
@@ -85,6 +90,7 @@ function rows(w: WorkloadResult) {
     'gateway CPU ms/req': fmt(c.gatewayCpuMs, 2),
     'subgraphs CPU ms/req': fmt(c.subgraphsCpuMs, 2),
     'peak RSS MiB': fmt(c.peakRssMiB, 0),
+    ...(w.name === 'batched' ? { 'operations/s': fmt(c.rps * c.operations), 'gateway CPU ms/operation': fmt(c.gatewayCpuMs / c.operations, 3) } : {}),
     ...(c.rowsPerSecond !== null ? { 'rows/s': fmt(c.rowsPerSecond, 0), 's per 1M rows': fmt(1e6 / c.rowsPerSecond, 0) } : {}),
   }));
 }

@@ -3,6 +3,8 @@ import type { Target } from './measure.js';
 import { wanted, type Options } from './options.js';
 import { log } from './run-context.js';
 import {
+  BATCH_SIZE,
+  batchOf,
   COMPLETE_MUTATION,
   CONFIRM_MUTATION,
   FEDERATED_QUERY,
@@ -90,6 +92,26 @@ async function verifySameData(endpoints: Endpoint[], specs: RequestSpec[]): Prom
     assertSame(`${operationName(spec)} ${spec.body?.slice(0, 120) ?? ''}`, answers);
   }
   return specs.length;
+}
+
+/** A batch's entries, each the data its operation answers alone, on every endpoint; returns the entries compared. */
+async function verifyBatch(endpoints: Endpoint[], specs: RequestSpec[]): Promise<number> {
+  for (const endpoint of endpoints) {
+    const { status, body } = await send(endpoint.url, batchOf(specs));
+    if (status !== 200 || !Array.isArray(body) || body.length !== specs.length) {
+      throw new Error(`${endpoint.name} answered a batch of ${specs.length} with ${status}: ${JSON.stringify(body).slice(0, 400)}`);
+    }
+    for (const [i, spec] of specs.entries()) {
+      const entry = body[i] as { data?: unknown; errors?: unknown };
+      if (entry.errors || entry.data === undefined)
+        throw new Error(`${endpoint.name}: batch entry ${i} (${operationName(spec)}) answered ${JSON.stringify(entry).slice(0, 300)}`);
+      assertSame(`batch entry ${i} (${operationName(spec)})`, [
+        { name: `${endpoint.name} batched`, value: entry.data },
+        { name: `${endpoint.name} alone`, value: await graphqlData(endpoint, spec) },
+      ]);
+    }
+  }
+  return specs.length * endpoints.length;
 }
 
 /** REST bodies equal across endpoints, and equal to the REST mapping of the same operation's GraphQL data. */
@@ -185,6 +207,8 @@ export async function verifyWorkloads(options: Options, targets: readonly Target
     verified['shallow'] = verified['shallow-unshared'] = `${await verifySameData(endpoints, [graphql(SHALLOW_QUERY)])} operation`;
   }
   if (wanted(options, 'mix')) verified['mix'] = `${await verifySameData(endpoints, mix)} operations`;
+  if (wanted(options, 'batched'))
+    verified['batched'] = `${await verifyBatch(projectEndpoints, mix.slice(0, BATCH_SIZE))} entries, each equal to its operation sent alone`;
   if (wanted(options, 'rest')) {
     verified['rest'] = `${await verifyRest(projectEndpoints, pairs)} answers, each REST body equal to its operation's GraphQL data mapped`;
   }

@@ -2,7 +2,7 @@ import type { LoadResult } from './load.js';
 import type { Cell, RunSettings, Target } from './measure.js';
 import type { Options, WorkloadName } from './options.js';
 import { poolOf } from './seed.js';
-import { FEDERATED_QUERY, graphql, PAGE_SIZE, PAGING_QUERY, SHALLOW_QUERY, type RequestSpec, type RestPair } from './workloads.js';
+import { BATCH_SIZE, batchOf, FEDERATED_QUERY, graphql, PAGE_SIZE, PAGING_QUERY, SHALLOW_QUERY, type RequestSpec, type RestPair } from './workloads.js';
 
 /** What a workload's cells and settings are made of: the run's options and targets, and what the checks found. */
 export interface WorkloadContext {
@@ -63,6 +63,18 @@ export const WORKLOAD_TABLE: readonly Workload[] = [
         .flatMap((target) => [
           { target, variant: 'rest', plan: { kind: 'cycle' as const, requests: pairs.map((p) => p.rest) } },
           { target, variant: 'graphql', plan: { kind: 'cycle' as const, requests: pairs.map((p) => p.graphql) } },
+        ]),
+  },
+  {
+    name: 'batched',
+    title: `batches: the mix's first ${BATCH_SIZE} queries in one POST (an array, as Apollo Client's BatchHttpLink sends), beside the same ${BATCH_SIZE} sent one per request; rates per operation`,
+    // The project's gateways only: stock Apollo Server and Hive Gateway serve no batches as configured.
+    cells: ({ shared, mix }) =>
+      shared
+        .filter((t) => t.project)
+        .flatMap((target) => [
+          { target, variant: 'batch', operations: BATCH_SIZE, plan: { kind: 'cycle' as const, requests: [batchOf(mix.slice(0, BATCH_SIZE))] } },
+          { target, variant: 'graphql', plan: { kind: 'cycle' as const, requests: mix.slice(0, BATCH_SIZE) } },
         ]),
   },
   {

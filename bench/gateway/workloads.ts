@@ -30,6 +30,14 @@ export function graphql(query: string, variables?: Record<string, unknown>): Req
   return { method: 'POST', path: '/graphql', body: JSON.stringify(variables ? { query, variables } : { query }) };
 }
 
+/** Operations per batch in the batched workload. */
+export const BATCH_SIZE = 10;
+
+/** One POST carrying these operations as a batch (a JSON array of their bodies). */
+export function batchOf(requests: readonly RequestSpec[]): RequestSpec {
+  return { method: 'POST', path: '/graphql', body: `[${requests.map((r) => r.body!).join(',')}]` };
+}
+
 /** The federated query: a ledger page with each booking's machines (rental), bill and delivery forecast (prediction). */
 export const FEDERATED_QUERY = `query Ledger { bookings(first: 20) { totalCount pageInfo { hasNextPage endCursor }
   edges { cursor node { id status customerName startTime durationHours location { id name }

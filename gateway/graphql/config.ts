@@ -34,6 +34,11 @@ export const graphqlConfig = configSection('gateway/graphql', 'gateway/graphql/c
     .describe(
       'memory for automatic persisted queries (hash to text, least recently used first out); `0` turns APQ off (a hash answers `PERSISTED_QUERY_NOT_SUPPORTED`)',
     ),
+  GRAPHQL_MAX_BATCH: intFrom('GRAPHQL_MAX_BATCH', 0, 1000)
+    .default(10)
+    .describe(
+      "operations one POST to `/graphql` may carry as a batch (a JSON array, as Apollo Client's `BatchHttpLink` sends); more answers 422 `BATCH_LIMIT_EXCEEDED` and runs nothing; `0` turns batching off ([Operations](operations.md#batches))",
+    ),
   GRAPHQL_DIRECT_EXECUTION: boolFrom('GRAPHQL_DIRECT_EXECUTION', 'true').describe(
     "queries and mutations sent as JSON over POST run without Apollo Server's per-request pipeline, with the same policies, executor, status, headers and body ([Performance](performance.md#like-for-like-nothing-shared)); `false` sends every `/graphql` request through Apollo Server",
   ),

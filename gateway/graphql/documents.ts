@@ -180,6 +180,16 @@ export class DocumentRegistry {
     return this.freeText(query, principal, clients.names, false);
   }
 
+  /**
+   * Every registered document of the clients this principal may act as (REST's own among them), client by
+   * client, whatever the mode (with trusted documents off they run as the text they hold).
+   */
+  documentsFor(principal: Principal): TrustedDocument[] {
+    const clients = this.clientsFor(principal, undefined);
+    if ('error' in clients) return [];
+    return clients.names.flatMap((client) => [...(this.set.clients.get(client)?.values() ?? [])]);
+  }
+
   /** Text sent (or named by an APQ hash): runs unless a safelist refuses it for this principal. */
   private freeText(query: string, principal: Principal, clients: readonly string[], byId: boolean): Resolution {
     const registered = this.options.mode === 'off' ? undefined : this.byBody.get(query)?.find((d) => clients.includes(d.client));

@@ -5,6 +5,12 @@ import fp from 'fastify-plugin';
 import { getOperationAST, OperationTypeNode } from 'graphql';
 import { acceptsGraphQLResponse, graphQLAnswerType } from '../http/accept.js';
 import { GRAPHQL_PATH, onGraphQLRoute, refuse } from '../http/problem.js';
+import { sectionOf } from '../../platform/config.js';
+import { STATE_POSITION_HEADER } from '../sources/state-route.js';
+import { rateLimitedError, type RateLimiter } from '../security/rate-limit.js';
+import type { ErrorCode } from '../../platform/errors.js';
+import type { Principal } from '../../platform/principal.js';
+import { graphqlConfig, type GraphQLConfig } from './config.js';
 import { gatewayContextFrom, gatewayContextOfRequest, principalOf, type GatewayContext } from '../pipeline/context.js';
 import type { Intake, Pipeline } from '../pipeline/pipeline.js';
 import { acceptsIncremental, MULTIPART_DEFER, multipartBody, type IncrementalSlot } from '../planner/incremental.js';
@@ -12,6 +18,7 @@ import type { HttpStreams } from '../subscriptions/http-streams.js';
 import type { GraphQLServer } from './apollo.js';
 import type { CachePolicies, CachePolicy } from './cache-policy.js';
 import type { DocumentParams } from './documents.js';
+import { clientNameOf, graphQLParamsOf, OperationRunner, withQuery, type OperationCaller, type Refused, type RunAnswer } from './operation-runner.js';
 
 /**
  * GraphQL over HTTP at /graphql (GET and POST): JSON answers, operations sent as text or named by a
@@ -24,13 +31,37 @@ interface GraphQLRouteOptions {
   pipeline: Pipeline;
   cachePolicies: CachePolicies;
   streams: HttpStreams;
+  /** Runs one operation as a JSON POST of it runs: each entry of a batch. */
+  runner: OperationRunner;
+  /** The most operations one batch may hold; 0: batching is off. */
+  maxBatch: number;
+  /** Each batch entry beyond the first pays its door's token here. */
+  rateLimiter: RateLimiter;
 }
 
-/** The `graphql-route` part: /graphql over HTTP, its streams served by the HTTP streams part. */
+export interface GraphQLRoutePluginOptions {
+  config: Pick<GraphQLConfig, 'GRAPHQL_MAX_BATCH'>;
+}
+
+/**
+ * The `graphql-route` part: /graphql over HTTP, its streams served by the HTTP streams part; decorates the
+ * app with the runner of single operations (`app.operations`) the doors that carry operations use.
+ */
 export const graphqlRoutePlugin = fp(
-  async (app: FastifyInstance) =>
-    registerGraphQLRoute(app, app.graphql, { pipeline: app.pipeline, cachePolicies: app.supergraph.cachePolicies, streams: app.httpStreams }),
-  { name: 'graphql-route', fastify: '5.x', dependencies: ['graphql-server', 'http-streams'] },
+  async (app: FastifyInstance, options: GraphQLRoutePluginOptions) => {
+    const config = sectionOf(graphqlConfig, options.config, 'graphql-route');
+    const runner = new OperationRunner(app.pipeline, app.graphql);
+    app.decorate('operations', runner);
+    await registerGraphQLRoute(app, app.graphql, {
+      pipeline: app.pipeline,
+      cachePolicies: app.supergraph.cachePolicies,
+      streams: app.httpStreams,
+      runner,
+      maxBatch: config.GRAPHQL_MAX_BATCH,
+      rateLimiter: app.rateLimiter,
+    });
+  },
+  { name: 'graphql-route', fastify: '5.x', dependencies: ['graphql-server', 'http-streams', 'edge-guard'] },
 );
 
 async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer, options: GraphQLRouteOptions): Promise<void> {
@@ -105,26 +136,6 @@ function isPlainPost(request: FastifyRequest, body: Record<string, unknown>): bo
   return extensions == null;
 }
 
-/**
- * The query, variables and operation name of a GraphQL-over-HTTP request (a JSON body, or GET parameters
- * whose variables are JSON text); null when they are not well-formed, which Apollo then answers.
- */
-function graphQLParamsOf(raw: unknown): { query: string; variables: Record<string, unknown> | null; operationName: string | null } | null {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return null;
-  const { query, variables, operationName } = raw as Record<string, unknown>;
-  if (typeof query !== 'string') return null;
-  let vars: unknown = variables ?? null;
-  if (typeof vars === 'string') {
-    try {
-      vars = JSON.parse(vars) as unknown;
-    } catch {
-      return null;
-    }
-  }
-  if (vars !== null && (typeof vars !== 'object' || Array.isArray(vars))) return null;
-  return { query, variables: vars as Record<string, unknown> | null, operationName: typeof operationName === 'string' ? operationName : null };
-}
-
 /** The request's GraphQL parameters as sent (GET: `variables` and `extensions` as JSON text), or why they cannot be read. */
 function paramsOf(raw: unknown, get: boolean): { params: DocumentParams & Record<string, unknown> } | { error: string } | null {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return null;
@@ -138,24 +149,12 @@ function paramsOf(raw: unknown, get: boolean): { params: DocumentParams & Record
   }
 }
 
-/** The parameters with the resolved text as `query`, and what named it removed (Apollo Server sees plain text). */
-function withQuery(params: Record<string, unknown>, query: string): Record<string, unknown> {
-  const { documentId: _documentId, doc_id: _docId, extensions, ...rest } = params;
-  const others = typeof extensions === 'object' && extensions !== null ? Object.entries(extensions).filter(([key]) => key !== 'persistedQuery') : [];
-  return { ...rest, query, ...(others.length > 0 ? { extensions: Object.fromEntries(others) } : {}) };
-}
-
 function searchParamsOf(params: Record<string, unknown>): Record<string, string> {
   return Object.fromEntries(
     Object.entries(params)
       .filter(([, value]) => value !== undefined && value !== null)
       .map(([key, value]) => [key, typeof value === 'string' ? value : JSON.stringify(value)]),
   );
-}
-
-function clientNameOf(header: string | string[] | undefined): string | undefined {
-  const name = Array.isArray(header) ? header[0] : header;
-  return name?.trim() || undefined;
 }
 
 /** An answer with data and no errors (only those may be kept by a cache). */
@@ -166,6 +165,124 @@ function isWholeAnswer(payload: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * A batch (Apollo's format: a JSON array of operations in one POST), answered as Apollo Router answers one:
+ * a JSON array in the same order, 200, each entry the whole answer its operation would get alone (its
+ * errors included); only what concerns the whole batch refuses it whole, before anything runs (not an
+ * array of operations, empty, over GRAPHQL_MAX_BATCH as `BATCH_LIMIT_EXCEEDED` with 422, a subscription
+ * or a deferred fragment, an Accept that takes no JSON). Every entry passes every step of the pipeline as a
+ * request of its own would (gateway/graphql/operation-runner.ts): its document and limits here, first for
+ * all entries, then validation, authorization, its own rate charge, audit and usage as it runs. Entries
+ * run concurrently, as Apollo Server and Apollo Router run them.
+ */
+async function serveBatch(request: FastifyRequest, reply: FastifyReply, route: RouteState, entries: unknown[]): Promise<FastifyReply> {
+  const refusal = batchRefusal(request, entries, route.maxBatch);
+  if (refusal) return refuse(reply, request, refusal.code, refusal.detail);
+  const contentType = graphQLAnswerType(request.headers.accept);
+  if (!contentType)
+    return refuse(reply, request, 'NOT_ACCEPTABLE', 'A batch is answered as JSON: Accept must allow application/graphql-response+json or application/json');
+  const principal = principalOf(request);
+  // Each entry pays one token at the door, as a request of its own would at the edge: the edge's token is
+  // the first entry's; an entry the bucket cannot pay for is refused RATE_LIMITED and not even judged.
+  const paid = entries.map((_, i) => (i === 0 ? { allowed: true as const, prepaid: request.prepaid } : doorToken(route.rateLimiter, principal)));
+  request.prepaid = 0;
+  const callers = paid.map((door): OperationCaller => ({
+    principal,
+    headers: request.headers,
+    statePosition: request.statePosition,
+    takePrepaid: takeOnce(door.allowed ? door.prepaid : 0),
+  }));
+  const judged = (entries as Record<string, unknown>[]).map((entry, i) =>
+    paid[i]!.allowed ? route.runner.judge(entry, callers[i]!) : rateLimited(paid[i] as { refusal: string }),
+  );
+  const streamed = judged.findIndex((entry) => entry.ok && entry.streamed !== null);
+  if (streamed !== -1) {
+    const what = (judged[streamed] as { streamed: string }).streamed === 'subscription' ? 'a subscription' : 'a deferred fragment (@defer)';
+    return refuse(reply, request, 'BAD_REQUEST', `Batch entry ${streamed} holds ${what}, which is streamed: send it in a request of its own; nothing was run`);
+  }
+  const settled = await Promise.allSettled(
+    judged.map(async (entry, i): Promise<RunAnswer> =>
+      entry.ok ? route.runner.run(entry, callers[i]!, contentType) : { status: entry.status, headers: new Map(), body: entry.body },
+    ),
+  );
+  // One entry's failure is that entry's error: the others' answers (their writes) are not lost with it.
+  const answers = settled.map((outcome, i): RunAnswer => {
+    if (outcome.status === 'fulfilled') return outcome.value;
+    request.log.error({ err: outcome.reason, entry: i }, 'a batch entry failed');
+    return {
+      status: 500,
+      headers: new Map(),
+      body: JSON.stringify({ errors: [{ message: 'Internal server error', extensions: { code: 'INTERNAL_SERVER_ERROR' } }] }),
+    };
+  });
+  // The newest log position any entry's writes reached: a later read sent with it sees every one of them.
+  const positions = answers.map((a) => a.headers.get(STATE_POSITION_HEADER)).filter((p): p is string => p !== undefined);
+  if (positions.length > 0)
+    reply.header(
+      STATE_POSITION_HEADER,
+      positions.reduce((a, b) => (BigInt(a) >= BigInt(b) ? a : b)),
+    );
+  return reply
+    .code(200)
+    .header('cache-control', 'no-store')
+    .type(contentType)
+    .send(`[${answers.map((a) => a.body).join(',')}]`);
+}
+
+/** What refuses a batch whole before anything is judged or run, or null. */
+function batchRefusal(request: FastifyRequest, entries: unknown[], maxBatch: number): { code: ErrorCode; detail: string } | null {
+  if (maxBatch === 0) return { code: 'BAD_REQUEST', detail: 'Operation batching is off (GRAPHQL_MAX_BATCH=0): send one operation per request' };
+  if (entries.length === 0) return { code: 'BAD_REQUEST', detail: 'A batch must hold at least one operation' };
+  if (entries.length > maxBatch) {
+    return {
+      code: 'BATCH_LIMIT_EXCEEDED',
+      detail: `Batch limits exceeded: the batch holds ${entries.length} operations, and at most ${maxBatch} are served in one (GRAPHQL_MAX_BATCH); nothing was run`,
+    };
+  }
+  const notOperation = entries.findIndex((entry) => typeof entry !== 'object' || entry === null || Array.isArray(entry));
+  if (notOperation !== -1) {
+    return {
+      code: 'BAD_REQUEST',
+      detail: `Batch entry ${notOperation} is not an operation (an object with \`query\`, or a document's id or hash); nothing was run`,
+    };
+  }
+  // An Idempotency-Key names one operation's effect: shared by several, the second would be refused as reused.
+  if (entries.length > 1 && request.headers['idempotency-key'] !== undefined) {
+    return {
+      code: 'BAD_REQUEST',
+      detail: 'Idempotency-Key names one operation: send a batch without it, or each operation that needs one in a request of its own; nothing was run',
+    };
+  }
+  return null;
+}
+
+/** One token from the principal's bucket for a batch entry beyond the first. */
+function doorToken(limiter: RateLimiter, principal: Principal): { allowed: true; prepaid: number } | { allowed: false; refusal: string } {
+  const decision = limiter.take(principal, 1);
+  if (!decision.allowed) return { allowed: false, refusal: rateLimitedError(principal, decision).message };
+  return { allowed: true, prepaid: decision.unlimited ? 0 : 1 };
+}
+
+function rateLimited(door: { refusal: string }): Refused {
+  return {
+    ok: false,
+    status: 429,
+    code: 'RATE_LIMITED',
+    message: door.refusal,
+    body: JSON.stringify({ errors: [{ message: door.refusal, extensions: { code: 'RATE_LIMITED' } }] }),
+  };
+}
+
+/** Hands out `tokens` once. */
+function takeOnce(tokens: number): () => number {
+  let left = tokens;
+  return () => {
+    const paid = left;
+    left = 0;
+    return paid;
+  };
 }
 
 /** What the route's hooks share: the pipeline, the streams and cache policies, what each request took in. */
@@ -186,8 +303,9 @@ interface RouteState extends GraphQLRouteOptions {
 async function takeIn(request: FastifyRequest, reply: FastifyReply, route: RouteState): Promise<FastifyReply | undefined> {
   if (!onGraphQLRoute(request)) return;
   const get = request.method === 'GET';
+  if (!get && Array.isArray(request.body)) return serveBatch(request, reply, route, request.body as unknown[]);
   const raw = paramsOf(get ? request.query : request.body, get);
-  // Not an object (or an array: batching is off): Apollo Server answers 400, and nothing can run.
+  // Not an object: Apollo Server answers 400, and nothing can run.
   if (!raw) return;
   if ('error' in raw) return refuse(reply, request, 'BAD_REQUEST', raw.error);
   const sent = graphQLParamsOf({ ...raw.params, query: '' });
@@ -252,4 +370,11 @@ async function serveTaken(
   reply.code(answer.status);
   for (const [name, value] of answer.headers) reply.header(name, value);
   return reply.send(answer.body);
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Runs one operation as a JSON POST of it runs (a batch's entries, the MCP endpoint's tools). */
+    operations: OperationRunner;
+  }
 }

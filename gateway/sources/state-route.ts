@@ -22,7 +22,7 @@ import type { StateCache } from './state-cache.js';
  */
 
 /** The header a write's log position is answered in, and a later request sends back. */
-const STATE_POSITION_HEADER = 'state-position';
+export const STATE_POSITION_HEADER = 'state-position';
 
 /** Topic of an operator's invalidation: every gateway reading the log evicts its tags. */
 const INVALIDATED_TOPIC = 'gateway.state_invalidated';

@@ -110,6 +110,7 @@ describe('configuration', () => {
       'gateway/graphql',
       'gateway/subscriptions',
       'gateway/governance',
+      'gateway/agents',
       'rental',
       'prediction',
       'bonding',
@@ -118,7 +119,7 @@ describe('configuration', () => {
     ]);
     const names = CONFIG_SECTIONS.flatMap((section) => Object.keys(section.shape));
     expect(new Set(names).size).toBe(names.length);
-    expect(names.length).toBe(95);
+    expect(names.length).toBe(99);
     for (const section of CONFIG_SECTIONS) for (const [name, schema] of Object.entries(section.shape)) expect(schema.description, name).toBeTruthy();
     expect(readFileSync(CONFIGURATION_DOC, 'utf8')).toBe(withConfigurationTable(readFileSync(CONFIGURATION_DOC, 'utf8')));
     // A variable declared twice is a programming error, found at the first start.

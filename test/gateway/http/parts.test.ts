@@ -49,7 +49,7 @@ describe('the parts', () => {
 
   it('a part registered without a part it depends on stops the start, naming it', async () => {
     const app = createHttpApp(loadConfig({}));
-    app.register(graphqlRoutePlugin);
+    app.register(graphqlRoutePlugin, { config: loadConfig({}) });
     await expect(app.ready()).rejects.toThrow("The dependency 'graphql-server' of plugin 'graphql-route' is not registered");
     await app.close();
   });

@@ -1,14 +1,18 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { PIPELINE_STEPS } from '../../../gateway/pipeline/pipeline.js';
 import type { AuditEntry } from '../../../gateway/security/audit.js';
 import { MAX_COLLECTED } from '../../../gateway/security/operation-fields.js';
 import { SCOPES } from '../../../platform/principal.js';
 import { subgraphs } from '../../../subgraphs/registry.js';
+import { safelistEnv } from '../../support/credentials.js';
 import { hoursFromNow } from '../../support/http.js';
 import { startTestServer, type TestServer } from '../../support/server.js';
 import { until } from '../../support/wait.js';
@@ -35,7 +39,10 @@ const OPERATOR = 'doors-operator-key-000001';
 /** Every scope a partner may hold, but not free text (so the safelist applies) and not ops:admin. */
 const PARTNER_SCOPES = SCOPES.filter((s) => s !== 'ops:admin' && s !== 'schema:free-text');
 
-const GRAPHQL_DOORS = ['post', 'get', 'sse', 'multipart', 'graphql-ws'] as const;
+/** `batch`: the operation as an entry of a batch; `mcp`: as a tool call on /mcp (its registered document's tool, `execute` for text). */
+const GRAPHQL_DOORS = ['post', 'get', 'sse', 'multipart', 'graphql-ws', 'batch', 'mcp'] as const;
+/** The doors whose refusals travel inside a 200 (a socket's messages, a batch's entries, a tool's result). */
+const IN_BAND = new Set<string>(['graphql-ws', 'batch', 'mcp']);
 const REST_DOORS = ['rest-get', 'rest-post'] as const;
 type DoorName = (typeof GRAPHQL_DOORS)[number] | (typeof REST_DOORS)[number];
 const SPELLINGS = ['/%67raphql', '/graph%71l', '/%67%72%61%70%68%71%6C'] as const;
@@ -61,6 +68,9 @@ const FREE = '{ fleetSummary { available } }';
 const FREE_CHANGES = 'subscription { fleetSummaryChanged { cursor available } }';
 
 const quoteInput = () => ({ machineIds: ['EQ-001'], locationId: 'LOC-999', startTime: hoursFromNow(30), durationHours: 4 });
+
+/** The routes other than REST's that run operations: GraphQL over HTTP (and its batches), and the MCP endpoint's tool calls. */
+const OPERATION_DOORS = new Set(['/graphql', '/mcp']);
 
 /** The routes that run no operation, and what each is (the classification this suite holds the server to). */
 const NO_OPERATION: ReadonlyArray<readonly [RegExp, string]> = [
@@ -91,35 +101,27 @@ describe('one pipeline behind every door (keys file, TRUSTED_DOCUMENTS=safelist)
   const dir = mkdtempSync(join(tmpdir(), 'door-matrix-'));
 
   beforeAll(async () => {
-    const keys = join(dir, 'keys.json');
     const doors: DoorName[] = [...GRAPHQL_DOORS, ...REST_DOORS];
-    writeFileSync(
-      keys,
-      JSON.stringify([
-        ...doors.flatMap((door) =>
-          USES.flatMap((use) =>
-            [0, 1, 2, 3].map((spelling) => ({
-              key: keyOf(door, use, spelling),
-              principal: `${use}-${door}${spelling ? `-${spelling}` : ''}`,
-              tenant: 'doors',
-              // A narrow key holds what fleet and rental need, and nothing of prediction or optimization.
-              scopes: use === 'narrow' ? ['fleet:read', 'rental:read', 'rental:book'] : PARTNER_SCOPES,
-            })),
-          ),
-        ),
-      ]),
-    );
-    const documents = join(dir, 'documents');
-    mkdirSync(documents);
     const registered = [FLEET, QUOTE, CHANGES, DEEP, DEEP_CHANGES, MODELS, MODELS_CHANGES, RUN, PAGE];
-    writeFileSync(join(documents, 'doors-app.json'), JSON.stringify(Object.fromEntries(registered.map((text, i) => [`door-doc-${i}`, text]))));
-    writeFileSync(join(documents, 'clients.json'), JSON.stringify({ 'doors-app': { principals: ['doors/*'] } }));
+    const credentials = safelistEnv(
+      dir,
+      doors.flatMap((door) =>
+        USES.flatMap((use) =>
+          [0, 1, 2, 3].map((spelling) => ({
+            key: keyOf(door, use, spelling),
+            principal: `${use}-${door}${spelling ? `-${spelling}` : ''}`,
+            tenant: 'doors',
+            // A narrow key holds what fleet and rental need, and nothing of prediction or optimization.
+            scopes: use === 'narrow' ? ['fleet:read', 'rental:read', 'rental:book'] : PARTNER_SCOPES,
+          })),
+        ),
+      ),
+      [{ client: 'doors-app', principals: ['doors/*'], documents: Object.fromEntries(registered.map((text, i) => [`door-doc-${i}`, text])) }],
+    );
     server = await startTestServer({
       env: {
-        API_KEYS_FILE: keys,
+        ...credentials,
         API_KEYS: OPERATOR,
-        TRUSTED_DOCUMENTS: 'safelist',
-        TRUSTED_DOCUMENTS_DIR: documents,
         GRAPHQL_MAX_DEPTH: '4',
         RATE_LIMIT_BURST: '6',
         RATE_LIMIT_PER_S: '1',
@@ -129,7 +131,38 @@ describe('one pipeline behind every door (keys file, TRUSTED_DOCUMENTS=safelist)
     });
     ({ url } = server);
   });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  // One MCP session per key, ended after the suite.
+  const mcpClients = new Map<string, { client: Client; transport: StreamableHTTPClientTransport }>();
+  afterAll(async () => {
+    for (const { client, transport } of mcpClients.values())
+      await transport.terminateSession().then(
+        () => client.close(),
+        () => client.close(),
+      );
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A tool call on /mcp: the tool of the registered document `text` names (`execute` for text no document holds). */
+  async function callTool(text: string, key: string, variables: Record<string, unknown>): Promise<Outcome> {
+    let session = mcpClients.get(key);
+    try {
+      if (!session) {
+        const client = new Client({ name: 'door-matrix', version: '1.0.0' });
+        const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: { 'x-api-key': key } } });
+        await client.connect(transport);
+        mcpClients.set(key, (session = { client, transport }));
+      }
+      const name = /^(?:query|mutation|subscription) (\w+)/.exec(text)?.[1] ?? 'execute';
+      const args = name === 'execute' ? { query: text, variables } : variables;
+      const result = JSON.parse(JSON.stringify(await session.client.callTool({ name, arguments: args }))) as { structuredContent?: unknown };
+      return { status: 0, code: codeOf(result.structuredContent as never) };
+    } catch (error) {
+      if (error instanceof McpError) return { status: 0, code: /Unknown tool/.test(error.message) ? 'UNKNOWN_TOOL' : `MCP_${error.code}` };
+      // The HTTP request carrying the call refused at the edge (its rate token).
+      if (/RATE_LIMITED|429/.test(String(error))) return { status: 0, code: 'RATE_LIMITED' };
+      throw error;
+    }
+  }
 
   /** Sends `text` by a GraphQL door (`path` a spelling of /graphql): its status and first error code. */
   async function send(
@@ -140,6 +173,17 @@ describe('one pipeline behind every door (keys file, TRUSTED_DOCUMENTS=safelist)
     path = '/graphql',
   ): Promise<Outcome> {
     const headers = { 'x-api-key': key };
+    if (door === 'mcp') return callTool(text, key, variables);
+    if (door === 'batch') {
+      const res = await fetch(`${url}${path}`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+        body: JSON.stringify([{ query: text, variables }]),
+      });
+      const body: unknown = await res.json();
+      // A batch refused whole (at the edge) answers problem details; otherwise its one entry's answer.
+      return { status: res.status, code: codeOf((Array.isArray(body) ? body[0] : body) as never) };
+    }
     if (door === 'graphql-ws') {
       const ws = wsClient(url, headers);
       try {
@@ -200,7 +244,7 @@ describe('one pipeline behind every door (keys file, TRUSTED_DOCUMENTS=safelist)
     const rest = new Set(subgraphs.flatMap((m) => m.routes.map((r) => `${m.restPrefix}${r.path.replace(/\{(\w+)\}/g, ':$1')}`)));
     const unclassified = server
       .routes()
-      .filter((route) => route.url !== '/graphql' && !rest.has(route.url) && !NO_OPERATION.some(([pattern]) => pattern.test(route.url)))
+      .filter((route) => !OPERATION_DOORS.has(route.url) && !rest.has(route.url) && !NO_OPERATION.some(([pattern]) => pattern.test(route.url)))
       .map((route) => `${route.methods.join(',')} ${route.url}`);
     expect(unclassified).toEqual([]);
     const graphql = server.routes().find((r) => r.url === '/graphql');
@@ -223,18 +267,20 @@ describe('one pipeline behind every door (keys file, TRUSTED_DOCUMENTS=safelist)
   for (const door of GRAPHQL_DOORS) {
     it(`${door}: free text refused by the safelist, a registered document over a limit refused, a field without scope refused`, async () => {
       const free = await send(door, asDoor(door, FREE, FREE_CHANGES), keyOf(door, 'free'));
-      expect(free.code, 'free text').toBe('PERSISTED_QUERY_NOT_IN_LIST');
+      // MCP offers text (`execute`) only to a key holding schema:free-text: for this one there is no such tool.
+      expect(free.code, 'free text').toBe(door === 'mcp' ? 'UNKNOWN_TOOL' : 'PERSISTED_QUERY_NOT_IN_LIST');
       const deep = await send(door, asDoor(door, DEEP, DEEP_CHANGES), keyOf(door, 'free'));
       expect(deep.code, 'over the depth limit').toBe('DEPTH_LIMIT_EXCEEDED');
       const unscoped = await send(door, asDoor(door, MODELS, MODELS_CHANGES), keyOf(door, 'narrow'));
       expect(unscoped.code, 'without scope').toBe('FORBIDDEN');
-      if (door !== 'graphql-ws') expect([free.status, deep.status, unscoped.status]).toEqual([403, 400, 403]);
+      if (door === 'batch') expect([free.status, deep.status, unscoped.status]).toEqual([200, 200, 200]);
+      else if (!IN_BAND.has(door)) expect([free.status, deep.status, unscoped.status]).toEqual([403, 400, 403]);
     });
   }
 
   for (const [index, spelling] of SPELLINGS.entries()) {
     it(`${spelling} is /graphql to the router, and to every check`, async () => {
-      for (const door of ['post', 'get', 'sse'] as const) {
+      for (const door of ['post', 'get', 'sse', 'batch'] as const) {
         const free = keyOf(door, 'free', index + 1);
         expect((await send(door, FREE, free, {}, spelling)).code, `${door} free text`).toBe('PERSISTED_QUERY_NOT_IN_LIST');
         expect((await send(door, DEEP, free, {}, spelling)).code, `${door} over a limit`).toBe('DEPTH_LIMIT_EXCEEDED');
@@ -259,7 +305,7 @@ describe('one pipeline behind every door (keys file, TRUSTED_DOCUMENTS=safelist)
       // Six tokens, one back a second: each operation takes at least one.
       for (let i = 0; i < 40 && outcome.code !== 'RATE_LIMITED'; i++) outcome = await send(door, asDoor(door, FLEET, CHANGES), keyOf(door, 'rate'));
       expect(outcome.code, door).toBe('RATE_LIMITED');
-      if (door !== 'graphql-ws') expect(outcome.status, door).toBe(429);
+      if (!IN_BAND.has(door)) expect(outcome.status, door).toBe(429);
     }
     // A socket pays per operation too: one connection looping a query is refused once the bucket is spent.
     const ws = wsClient(url, { 'x-api-key': keyOf('graphql-ws', 'rate', 1) });
@@ -346,13 +392,13 @@ describe('one pipeline behind every door (keys file, TRUSTED_DOCUMENTS=safelist)
     });
     expect(quote.status).toBeGreaterThanOrEqual(400);
     // The audit trail: one line per attempted mutation, each door's principal, the refusal's code.
-    for (const door of ['post', 'sse', 'graphql-ws', 'rest-post'] as const) {
+    for (const door of ['post', 'sse', 'graphql-ws', 'batch', 'mcp', 'rest-post'] as const) {
       const line = audits.find((a) => a.principal === `ok-${door}`);
       expect(line, door).toMatchObject({ tenant: 'doors', operation: 'createQuote' });
       expect(line?.outcome, door).not.toBe('ok');
     }
     // A mutation refused by authorization is an attempted change on every door: its line says FORBIDDEN.
-    for (const door of ['post', 'sse', 'graphql-ws'] as const) {
+    for (const door of ['post', 'sse', 'graphql-ws', 'batch', 'mcp'] as const) {
       expect((await send(door, RUN, keyOf(door, 'narrow', 3))).code, door).toBe('FORBIDDEN');
       const line = audits.find((a) => a.principal === `narrow-${door}-3`);
       expect(line, door).toMatchObject({ operation: 'startQuantumRun', outcome: 'FORBIDDEN' });
@@ -363,13 +409,13 @@ describe('one pipeline behind every door (keys file, TRUSTED_DOCUMENTS=safelist)
       return ((await res.json()) as { clients: { principal: string; requests: number }[] }).clients;
     };
     const reads = await usage('Query.fleetSummary');
-    for (const door of ['post', 'get', 'sse', 'graphql-ws', 'rest-get'] as const) {
+    for (const door of ['post', 'get', 'sse', 'graphql-ws', 'batch', 'mcp', 'rest-get'] as const) {
       expect(reads.find((row) => row.principal === `ok-${door}`)?.requests, door).toBeGreaterThanOrEqual(1);
     }
     const changes = await usage('Subscription.fleetSummaryChanged');
     expect(changes.find((row) => row.principal === 'ok-multipart')?.requests).toBeGreaterThanOrEqual(1);
     const writes = await usage('Mutation.createQuote');
-    for (const door of ['post', 'sse', 'graphql-ws', 'rest-post'] as const) {
+    for (const door of ['post', 'sse', 'graphql-ws', 'batch', 'mcp', 'rest-post'] as const) {
       expect(writes.find((row) => row.principal === `ok-${door}`)?.requests, door).toBeGreaterThanOrEqual(1);
     }
   });
