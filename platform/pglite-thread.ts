@@ -1,4 +1,5 @@
-import module from 'node:module';
+import { readFile } from 'node:fs/promises';
+import module, { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 
 /** What PGlite answers a statement with, as it crosses from the database's thread. */
@@ -15,6 +16,25 @@ interface SerializedError {
 
 type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: SerializedError };
 type Message = Reply | { notify: string; payload: string } | { ready: true } | { ready: false; error: SerializedError };
+
+/** Databases this process has opened on threads. */
+let openedInProcess = 0;
+/** A compiled `WebAssembly.Module` (the server's type library declares no WebAssembly values). */
+type WasmModule = object;
+const wasm = (globalThis as unknown as { WebAssembly: { compile(bytes: Uint8Array): Promise<WasmModule> } }).WebAssembly;
+let assets: Promise<{ wasmModule: WasmModule; fsBundle: SharedArrayBuffer }> | null = null;
+
+/** PGlite's compiled WebAssembly and its file bundle, made once per process (structured clone shares both with a thread). */
+function sharedAssets(): Promise<{ wasmModule: WasmModule; fsBundle: SharedArrayBuffer }> {
+  assets ??= (async () => {
+    const resolve = createRequire(import.meta.url).resolve;
+    const [code, data] = await Promise.all([readFile(resolve('@electric-sql/pglite/pglite.wasm')), readFile(resolve('@electric-sql/pglite/pglite.data'))]);
+    const fsBundle = new SharedArrayBuffer(data.byteLength);
+    new Uint8Array(fsBundle).set(data);
+    return { wasmModule: await wasm.compile(code), fsBundle };
+  })();
+  return assets;
+}
 
 /** The message every call fails with once the database is closed (platform/db-errors.ts reads it as an outage). */
 const CLOSED = 'PGlite is closed';
@@ -74,9 +94,13 @@ export class PgliteThread {
   /** Starts the thread and opens PGlite on `dataDir` (in memory without one); rejects as PGlite would. */
   static async open(dataDir: string | undefined): Promise<PgliteThread> {
     const compileCache = (module as { getCompileCacheDir?: () => string | undefined }).getCompileCacheDir?.();
+    // The first database of a process loads PGlite's WebAssembly on its own thread; from the second on, the
+    // threads share one compiled module and one copy of its file bundle (a process that opens several, as
+    // tests and benchmarks do, compiles and reads them once).
+    const shared = openedInProcess++ > 0 ? await sharedAssets() : null;
     const worker = new Worker(new URL('./pglite-worker.mjs', import.meta.url), {
       // The thread's own modules (PGlite) use the process's compile cache too: it is turned on per thread.
-      workerData: { dataDir, compileCache },
+      workerData: { dataDir, compileCache, ...(shared ? { wasmModule: shared.wasmModule, fsBundle: shared.fsBundle } : {}) },
       // The thread loads PGlite and nothing else: no loader or profiler flags of the process.
       execArgv: [],
     });

@@ -14,12 +14,14 @@
  * A transaction is held open between `begin` and `end` (PGlite runs one at a time: every other statement
  * waits for it, as on one connection).
  */
+import { Blob } from 'node:buffer';
 import module from 'node:module';
 import { parentPort, workerData } from 'node:worker_threads';
 import { INT8_OID, parseInt8 } from './int8.mjs';
 
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
-const { dataDir, compileCache } = /** @type {{ dataDir?: string; compileCache?: string }} */ (workerData);
+const { dataDir, compileCache, wasmModule, fsBundle } =
+  /** @type {{ dataDir?: string; compileCache?: string; wasmModule?: WebAssembly.Module; fsBundle?: SharedArrayBuffer }} */ (workerData);
 // The compile cache is per thread: turned on before PGlite's modules load (imported below, not statically).
 if (compileCache) /** @type {{ enableCompileCache?: (dir: string) => unknown }} */ (module).enableCompileCache?.(compileCache);
 const { PGlite } = await import('@electric-sql/pglite');
@@ -55,7 +57,9 @@ const result = (res) => ({ rows: res.rows, affectedRows: res.affectedRows ?? 0 }
 /** @type {import('@electric-sql/pglite').PGlite} */
 let db;
 try {
-  const options = { parsers: { [INT8_OID]: parseInt8 } };
+  // Compiled and read once by the process when it opens more than one database (platform/pglite-thread.ts).
+  const shared = wasmModule && fsBundle ? { pgliteWasmModule: wasmModule, fsBundle: new Blob([new Uint8Array(fsBundle)]) } : {};
+  const options = { parsers: { [INT8_OID]: parseInt8 }, ...shared };
   db = dataDir ? new PGlite(dataDir, options) : new PGlite(options);
   await db.waitReady;
   port.postMessage({ ready: true });

@@ -24,13 +24,17 @@ export const backends: Backend[] = TEST_DATABASE_URL ? ['pglite', 'postgres'] : 
 /** One process (subgraphs inside the gateway), or distributed (each subgraph its own server, over HTTP/WS). */
 export type Mode = 'one-process' | 'distributed';
 
-/** Every backend in one process, and PGlite distributed: the setups a cross-cutting rule is tested on. */
+/**
+ * Every backend in one process, and PGlite distributed: the setups a cross-cutting rule, and each subgraph's
+ * own API, is tested on (PostgreSQL behind subgraph servers of their own is the `targets` suites' and the
+ * event-log suites').
+ */
 export const setups: readonly { name: string; backend: Backend; mode: Mode }[] = [
   ...backends.map((backend) => ({ name: `${backend}, one process`, backend, mode: 'one-process' as const })),
   { name: 'pglite, distributed', backend: 'pglite', mode: 'distributed' },
 ];
 export const modes: Mode[] = ['one-process', 'distributed'];
-/** Every backend in every mode: the end-to-end suites run on each. */
+/** Every backend in every mode: the end-to-end suites of the gateway (the rental flow, subscriptions, authorization, tenancy) run on each. */
 export const targets = backends.flatMap((backend) => modes.map((mode) => ({ backend, mode, name: `${backend}, ${mode}` })));
 
 const running = new Set<{ close(): Promise<void> }>();

@@ -2,7 +2,7 @@ import { execute, parse } from 'graphql';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TRANSITIONS, type SessionState } from '../../../subgraphs/bonding/state-machine.js';
 import { gql, rest } from '../../support/http.js';
-import { startTestServer, targets, type TestServer } from '../../support/server.js';
+import { startTestServer, setups, type TestServer } from '../../support/server.js';
 import { Collector, wsClient } from '../../support/ws.js';
 import { SYSTEM_PRINCIPAL, type Principal } from '../../../platform/principal.js';
 import { BondingService } from '../../../subgraphs/bonding/service.js';
@@ -22,7 +22,7 @@ const path = (id: string, extra: Record<string, unknown> = {}) => ({
 const SESSION = `id userId state stateReason seed tick paths { id kind up latencyMs outageProbability sharedRisk }
   planes { data { health lastAction } control { health lastAction } security { health lastAction } intelligence { health lastAction } }`;
 
-describe.each(targets)('bonding over REST and GraphQL ($name)', ({ backend, mode }) => {
+describe.each(setups)('bonding over REST and GraphQL ($name)', ({ backend, mode }) => {
   let url: string;
   let server: TestServer;
   beforeAll(async () => {

@@ -5,7 +5,7 @@ import { createClient } from 'redis';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { gql, hoursFromNow, rest } from '../../support/http.js';
 import { startFeaturesServer } from '../../support/features.js';
-import { backends, targets } from '../../support/server.js';
+import { backends, setups } from '../../support/server.js';
 import { until } from '../../support/wait.js';
 import { SYSTEM_PRINCIPAL } from '../../../platform/principal.js';
 
@@ -17,7 +17,7 @@ const PIT = `query($input: PitTrainingInput!) { pitTraining(input: $input) {
   engine rowCount columns { name view feature type } rows { policyId claimId eventTimestamp label values }
   matches { view matched unmatched } runs { engine milliseconds } comparison { cellsCompared mismatches examples } } }`;
 
-describe.each(targets)('features GraphQL ($name)', ({ backend, mode }) => {
+describe.each(setups)('features GraphQL ($name)', ({ backend, mode }) => {
   let url: string;
   let server: Awaited<ReturnType<typeof startFeaturesServer>>;
   beforeAll(async () => {

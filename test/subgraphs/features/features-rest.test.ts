@@ -5,7 +5,7 @@ import { oracleAsOf } from '../../../subgraphs/features/oracle.js';
 import { VIEW_DEFINITIONS } from '../../../subgraphs/features/registry.js';
 import { rest } from '../../support/http.js';
 import { startFeaturesServer } from '../../support/features.js';
-import { targets } from '../../support/server.js';
+import { setups } from '../../support/server.js';
 
 type Problem = { status: number; code: string; detail: string; errors: { field: string; message: string }[] };
 type Row = Record<string, string | number | null>;
@@ -41,7 +41,7 @@ function parseCsv(text: string): Row[] {
   });
 }
 
-describe.each(targets)('features REST paths ($name)', ({ backend, mode }) => {
+describe.each(setups)('features REST paths ($name)', ({ backend, mode }) => {
   let url: string;
   beforeAll(async () => {
     ({ url } = await startFeaturesServer({ backend, mode, env: ENV }));

@@ -7,7 +7,7 @@ import { gql, rest } from '../../support/http.js';
 import type { Database } from '../../../platform/db.js';
 import { optimization } from '../../../subgraphs/optimization/index.js';
 import { OptimizationStore } from '../../../subgraphs/optimization/store.js';
-import { dropSchema, startTestServer, targets, TEST_DATABASE_URL, type Backend, type Mode } from '../../support/server.js';
+import { dropSchema, startTestServer, setups, TEST_DATABASE_URL, type Backend, type Mode } from '../../support/server.js';
 import { Collector, wsClient } from '../../support/ws.js';
 import { until, waitFor } from '../../support/wait.js';
 
@@ -70,7 +70,7 @@ afterAll(async () => {
   for (const c of cleanups) await c();
 });
 
-describe.each(targets)('optimization subgraph ($name)', ({ backend, mode }) => {
+describe.each(setups)('optimization subgraph ($name)', ({ backend, mode }) => {
   let url: string;
   let db: Database;
   beforeAll(async () => {

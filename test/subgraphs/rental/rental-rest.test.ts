@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { OffsetClock } from '../../../platform/clock.js';
-import { startTestServer, targets } from '../../support/server.js';
+import { startTestServer, setups } from '../../support/server.js';
 import { hoursFromNow, rest } from '../../support/http.js';
 
-describe.each(targets)('rental REST compatibility paths ($name)', ({ backend, mode }) => {
+describe.each(setups)('rental REST compatibility paths ($name)', ({ backend, mode }) => {
   let url: string;
   const clock = new OffsetClock();
 
