@@ -34,7 +34,7 @@ export const setups: readonly { name: string; backend: Backend; mode: Mode }[] =
   { name: 'pglite, distributed', backend: 'pglite', mode: 'distributed' },
 ];
 export const modes: Mode[] = ['one-process', 'distributed'];
-/** Every backend in every mode: the end-to-end suites of the gateway (the rental flow, subscriptions, authorization, tenancy) run on each. */
+/** Every backend in every mode: the end-to-end suites of the rental flow and of subscriptions run on each. */
 export const targets = backends.flatMap((backend) => modes.map((mode) => ({ backend, mode, name: `${backend}, ${mode}` })));
 
 const running = new Set<{ close(): Promise<void> }>();
