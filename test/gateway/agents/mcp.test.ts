@@ -36,7 +36,7 @@ const PAGE = 'query McpPage($n: Int) { bookings(first: $n) { totalCount } }';
 let quoted = 0;
 const quoteInput = () => ({ machineIds: [`EQ-${String(++quoted).padStart(3, '0')}`], locationId: 'LOC-001', startTime: hoursFromNow(50), durationHours: 4 });
 
-/** What the SDK's client answered, as plain JSON (its parsed objects are not for comparing). */
+/** What the SDK's client answered, as plain JSON: the answer as it crossed the wire. */
 const plain = <T>(value: T): T => JSON.parse(JSON.stringify(value)) as T;
 
 /** An SDK client connected with `key`; its `end` ends the session (DELETE) and closes it. */
