@@ -53,7 +53,40 @@ function anchorsOf(text: string): Set<string> {
 
 const texts = new Map(DOCUMENTS.map((file) => [file, readFileSync(join(root, file), 'utf8')]));
 
+/** The cells of a table row: split on `|` outside code spans, an escaped `\|` kept in its cell. */
+function cellsOf(row: string): number {
+  const plain = row
+    .trim()
+    .replace(/`[^`]*`/g, 'code')
+    .replace(/\\\|/g, 'pipe');
+  return plain.replace(/^\|/, '').replace(/\|$/, '').split('|').length;
+}
+
+const DELIMITER_ROW = /^\s*\|(\s*:?-{3,}:?\s*\|)+\s*$/;
+
+/** Each malformed table of a text: a delimiter row whose cells are not the header's, a row with more cells. */
+function malformedTables(text: string): string[] {
+  const lines = prose(text);
+  const problems: string[] = [];
+  for (let i = 1; i < lines.length; i++) {
+    if (!DELIMITER_ROW.test(lines[i]!)) continue;
+    const header = cellsOf(lines[i - 1]!);
+    const delimiter = cellsOf(lines[i]!);
+    if (delimiter !== header) problems.push(`${lines[i - 1]!.slice(0, 60)}: ${header} header cells, ${delimiter} delimiter cells`);
+    for (let j = i + 1; j < lines.length && lines[j]!.trim().startsWith('|'); j++) {
+      const cells = cellsOf(lines[j]!);
+      if (cells > header) problems.push(`${lines[j]!.slice(0, 60)}: ${cells} cells under ${header} headers`);
+    }
+  }
+  return problems;
+}
+
 describe('the documentation', () => {
+  it('every table is well formed: as many delimiter cells as header cells, no row wider than its header', () => {
+    const problems = DOCUMENTS.flatMap((file) => malformedTables(texts.get(file)!).map((p) => `${file}: ${p}`));
+    expect(problems).toEqual([]);
+  });
+
   it('README.md is the front door: at most 250 lines', () => {
     expect(texts.get('README.md')!.split('\n').length).toBeLessThanOrEqual(250);
   });
