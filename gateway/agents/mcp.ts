@@ -20,7 +20,7 @@ import { sectionOf } from '../../platform/config.js';
 import { hasScope, samePrincipal, type Principal } from '../../platform/principal.js';
 import type { DocumentRegistry } from '../graphql/documents.js';
 import type { TrustedDocument } from '../graphql/manifests.js';
-import type { OperationCaller, OperationParams, OperationRunner } from '../graphql/operation-runner.js';
+import { refusedWith, requestCaller, type OperationCaller, type OperationParams, type OperationRunner } from '../graphql/operation-runner.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import { principalOf } from '../pipeline/context.js';
 import { agentsConfig, type AgentsConfig } from './config.js';
@@ -299,7 +299,11 @@ class McpEndpoint {
       let body: string;
       if (!judged.ok) body = judged.body;
       else if (judged.streamed)
-        body = refusalBody(`A tool answers once: ${judged.streamed === 'subscription' ? 'a subscription' : '@defer'} is not served here`);
+        body = refusedWith(
+          400,
+          'BAD_REQUEST',
+          `A tool answers once: ${judged.streamed === 'subscription' ? 'a subscription' : '@defer'} is not served here`,
+        ).body;
       else {
         const problems = tool ? this.argumentProblems(tool, (params['variables'] ?? {}) as Record<string, unknown>) : [];
         if (problems.length > 0) {
@@ -348,26 +352,13 @@ class McpEndpoint {
   }
 }
 
-function refusalBody(message: string): string {
-  return JSON.stringify({ errors: [{ message, extensions: { code: 'BAD_REQUEST' } }] });
-}
-
-/** The caller of an HTTP request to /mcp, as the operation runner takes it. */
+/** The caller of an HTTP request to /mcp, as the operation runner takes it: the edge's token is its call's. */
 function callerOf(request: FastifyRequest): OperationCaller {
-  let prepaid = request.prepaid;
+  const prepaid = request.prepaid;
   request.prepaid = 0;
   // A tool call is not made idempotent by a key the transport repeats on every request of the session.
   const { 'idempotency-key': _key, ...headers } = request.headers;
-  return {
-    principal: principalOf(request),
-    headers,
-    statePosition: request.statePosition,
-    takePrepaid: () => {
-      const paid = prepaid;
-      prepaid = 0;
-      return paid;
-    },
-  };
+  return requestCaller(request, prepaid, headers);
 }
 
 function carriedBy(extra: Record<string, unknown> | undefined): CarriedBy {

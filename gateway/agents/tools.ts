@@ -148,7 +148,8 @@ function defineInputObject(type: GraphQLInputObjectType, defs: Record<string, Js
   if (defs[type.name]) return;
   const properties: Record<string, JsonSchema> = {};
   const required: string[] = [];
-  defs[type.name] = {}; // a placeholder while its fields (which may name it again) are made
+  // Marked as defined before its fields are made: a field that names the type again refers to it by `$ref`.
+  defs[type.name] = {};
   for (const field of Object.values(type.getFields())) {
     properties[field.name] = {
       ...inputSchema(field.type, defs),

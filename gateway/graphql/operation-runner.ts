@@ -2,7 +2,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { HeaderMap } from '@apollo/server';
 import { BREAK, getOperationAST, OperationTypeNode, visit, type DocumentNode } from 'graphql';
 import type { Principal } from '../../platform/principal.js';
-import { gatewayContextFrom, type GatewayContext } from '../pipeline/context.js';
+import type { FastifyRequest } from 'fastify';
+import { gatewayContextFrom, principalOf, type GatewayContext } from '../pipeline/context.js';
 import type { Intake, Pipeline } from '../pipeline/pipeline.js';
 import type { GraphQLServer } from './apollo.js';
 
@@ -126,7 +127,8 @@ export class OperationRunner {
   }
 }
 
-function refusedWith(status: number, code: string, message: string, extensions: Record<string, unknown> = {}): Refused {
+/** A refusal before anything ran, with the JSON a single POST of it is answered with. */
+export function refusedWith(status: number, code: string, message: string, extensions: Record<string, unknown> = {}): Refused {
   return { ok: false, status, code, message, body: JSON.stringify({ errors: [{ message, extensions: { ...extensions, code } }] }) };
 }
 
@@ -143,8 +145,11 @@ function defers(document: DocumentNode): boolean {
   return found;
 }
 
-/** Parameters the direct execution reads as Apollo Server would: `variables` an object, no `extensions` left. */
-function isPlain(params: OperationParams): boolean {
+/**
+ * Parameters the direct execution reads as Apollo Server would: `variables` an object (or none),
+ * `operationName` a string (or none), no `extensions` left once a persisted query's hash is resolved.
+ */
+export function isPlain(params: OperationParams): boolean {
   const { variables, operationName, extensions } = params;
   if (variables != null && (typeof variables !== 'object' || Array.isArray(variables))) return false;
   if (operationName != null && typeof operationName !== 'string') return false;
@@ -176,6 +181,24 @@ export function withQuery(params: Record<string, unknown>, query: string): Recor
   const { documentId: _documentId, doc_id: _docId, extensions, ...rest } = params;
   const others = typeof extensions === 'object' && extensions !== null ? Object.entries(extensions).filter(([key]) => key !== 'persistedQuery') : [];
   return { ...rest, query, ...(others.length > 0 ? { extensions: Object.fromEntries(others) } : {}) };
+}
+
+/**
+ * The caller of an operation an HTTP request carries: its principal, headers and asked log position, and
+ * `prepaid` tokens handed to its first operation only.
+ */
+export function requestCaller(request: FastifyRequest, prepaid: number, headers: IncomingHttpHeaders = request.headers): OperationCaller {
+  let left = prepaid;
+  return {
+    principal: principalOf(request),
+    headers,
+    statePosition: request.statePosition,
+    takePrepaid: () => {
+      const paid = left;
+      left = 0;
+      return paid;
+    },
+  };
 }
 
 export function clientNameOf(header: string | string[] | undefined): string | undefined {

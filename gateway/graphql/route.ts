@@ -18,7 +18,7 @@ import type { HttpStreams } from '../subscriptions/http-streams.js';
 import type { GraphQLServer } from './apollo.js';
 import type { CachePolicies, CachePolicy } from './cache-policy.js';
 import type { DocumentParams } from './documents.js';
-import { clientNameOf, graphQLParamsOf, OperationRunner, withQuery, type OperationCaller, type Refused, type RunAnswer } from './operation-runner.js';
+import { clientNameOf, graphQLParamsOf, isPlain, OperationRunner, refusedWith, requestCaller, withQuery, type RunAnswer } from './operation-runner.js';
 
 /**
  * GraphQL over HTTP at /graphql (GET and POST): JSON answers, operations sent as text or named by a
@@ -123,17 +123,13 @@ async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer,
 }
 
 /**
- * A POST whose body Apollo Server would read without a word: JSON, `variables` an object (or none),
- * `operationName` a string (or none), no `extensions` left once a persisted query's hash is resolved.
+ * A POST whose body Apollo Server would read without a word: JSON with plain parameters (`isPlain`).
  * Anything else goes to Apollo Server, which answers it as it always has.
  */
 function isPlainPost(request: FastifyRequest, body: Record<string, unknown>): boolean {
   const type = request.headers['content-type'];
   if (typeof type !== 'string' || type.split(';', 1)[0]!.trim().toLowerCase() !== 'application/json') return false;
-  const { variables, operationName, extensions } = body;
-  if (variables != null && (typeof variables !== 'object' || Array.isArray(variables))) return false;
-  if (operationName != null && typeof operationName !== 'string') return false;
-  return extensions == null;
+  return isPlain(body);
 }
 
 /** The request's GraphQL parameters as sent (GET: `variables` and `extensions` as JSON text), or why they cannot be read. */
@@ -188,15 +184,11 @@ async function serveBatch(request: FastifyRequest, reply: FastifyReply, route: R
   // the first entry's; an entry the bucket cannot pay for is refused RATE_LIMITED and not even judged.
   const paid = entries.map((_, i) => (i === 0 ? { allowed: true as const, prepaid: request.prepaid } : doorToken(route.rateLimiter, principal)));
   request.prepaid = 0;
-  const callers = paid.map((door): OperationCaller => ({
-    principal,
-    headers: request.headers,
-    statePosition: request.statePosition,
-    takePrepaid: takeOnce(door.allowed ? door.prepaid : 0),
-  }));
-  const judged = (entries as Record<string, unknown>[]).map((entry, i) =>
-    paid[i]!.allowed ? route.runner.judge(entry, callers[i]!) : rateLimited(paid[i] as { refusal: string }),
-  );
+  const callers = paid.map((door) => requestCaller(request, door.allowed ? door.prepaid : 0));
+  const judged = (entries as Record<string, unknown>[]).map((entry, i) => {
+    const door = paid[i]!;
+    return door.allowed ? route.runner.judge(entry, callers[i]!) : refusedWith(429, 'RATE_LIMITED', door.refusal);
+  });
   const streamed = judged.findIndex((entry) => entry.ok && entry.streamed !== null);
   if (streamed !== -1) {
     const what = (judged[streamed] as { streamed: string }).streamed === 'subscription' ? 'a subscription' : 'a deferred fragment (@defer)';
@@ -214,7 +206,7 @@ async function serveBatch(request: FastifyRequest, reply: FastifyReply, route: R
     return {
       status: 500,
       headers: new Map(),
-      body: JSON.stringify({ errors: [{ message: 'Internal server error', extensions: { code: 'INTERNAL_SERVER_ERROR' } }] }),
+      body: refusedWith(500, 'INTERNAL_SERVER_ERROR', 'Internal server error').body,
     };
   });
   // The newest log position any entry's writes reached: a later read sent with it sees every one of them.
@@ -263,26 +255,6 @@ function doorToken(limiter: RateLimiter, principal: Principal): { allowed: true;
   const decision = limiter.take(principal, 1);
   if (!decision.allowed) return { allowed: false, refusal: rateLimitedError(principal, decision).message };
   return { allowed: true, prepaid: decision.unlimited ? 0 : 1 };
-}
-
-function rateLimited(door: { refusal: string }): Refused {
-  return {
-    ok: false,
-    status: 429,
-    code: 'RATE_LIMITED',
-    message: door.refusal,
-    body: JSON.stringify({ errors: [{ message: door.refusal, extensions: { code: 'RATE_LIMITED' } }] }),
-  };
-}
-
-/** Hands out `tokens` once. */
-function takeOnce(tokens: number): () => number {
-  let left = tokens;
-  return () => {
-    const paid = left;
-    left = 0;
-    return paid;
-  };
 }
 
 /** What the route's hooks share: the pipeline, the streams and cache policies, what each request took in. */
