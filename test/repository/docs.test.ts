@@ -81,10 +81,51 @@ function malformedTables(text: string): string[] {
   return problems;
 }
 
+/** Every suite under test/, by folder: `gateway/http` -> [`admission`, ...]. */
+function suitesByFolder(): Map<string, string[]> {
+  const found = new Map<string, string[]>();
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(join(root, 'test', dir), { withFileTypes: true })) {
+      const path = dir ? `${dir}/${entry.name}` : entry.name;
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith('.test.ts')) found.set(dir, [...(found.get(dir) ?? []), entry.name.slice(0, -'.test.ts'.length)]);
+    }
+  };
+  walk('');
+  return found;
+}
+
+/**
+ * The suites docs/testing.md lists, by folder: under each `### \`test/<folder>/\`` heading, the names in code
+ * before the first colon (or parenthesis) of each top-level bullet.
+ */
+function listedSuites(text: string): Map<string, string[]> {
+  const listed = new Map<string, string[]>();
+  let folder: string | undefined;
+  for (const line of prose(text)) {
+    const heading = /^#{1,3} (.*)$/.exec(line);
+    if (heading) {
+      folder = /^`test\/(.+)\/`$/.exec(heading[1]!.trim())?.[1];
+      continue;
+    }
+    if (!folder || !line.startsWith('- ')) continue;
+    const head = line.slice(2).split(':')[0]!.split('(')[0]!;
+    listed.set(folder, [...(listed.get(folder) ?? []), ...[...head.matchAll(/`([^`]+)`/g)].map((m) => m[1]!)]);
+  }
+  return listed;
+}
+
 describe('the documentation', () => {
   it('every table is well formed: as many delimiter cells as header cells, no row wider than its header', () => {
     const problems = DOCUMENTS.flatMap((file) => malformedTables(texts.get(file)!).map((p) => `${file}: ${p}`));
     expect(problems).toEqual([]);
+  });
+
+  it('docs/testing.md lists every suite under test/, in its folder, once, and nothing else', () => {
+    const sorted = (m: Map<string, string[]>) => Object.fromEntries([...m].sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => [k, [...v].sort()]));
+    const actual = suitesByFolder();
+    expect(sorted(listedSuites(texts.get('docs/testing.md')!))).toEqual(sorted(actual));
+    expect([...actual.values()].flat().length).toBeGreaterThan(90);
   });
 
   it('README.md is the front door: at most 250 lines', () => {
