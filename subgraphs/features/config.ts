@@ -23,7 +23,9 @@ export const featuresConfig = configSection('features', 'subgraphs/features/conf
     .describe('`redis://...`: the features online store in Redis instead of the database (served from an in-memory copy reloaded on every materialization)'),
   FEATURES_REDIS_TIMEOUT_MS: intFrom('FEATURES_REDIS_TIMEOUT_MS', 20, 60_000)
     .default(1000)
-    .describe('how long an online lookup (or the health check) waits for Redis before it answers 503: a Redis that keeps its connections but does not answer'),
+    .describe(
+      'how long an online lookup (or the health check) waits for Redis before it answers 503 (20..60,000): a Redis that keeps its connections but does not answer',
+    ),
   FEATURES_REDIS_PREFIX: z
     .string()
     .trim()
