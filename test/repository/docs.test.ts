@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -115,6 +116,58 @@ function listedSuites(text: string): Map<string, string[]> {
   return listed;
 }
 
+/** A number with a unit of measure: what counts as a measured figure in the performance documents. */
+const FIGURE = /\d[\d,.]*\s*(ms|µs|us|s|ops\/s|rps|KiB|MiB|GiB|KB|MB|GB|x|%|events\/s|msgs\/s|rows\/s|deliveries\/s)(?![\w/])/;
+
+/** The sections (headings `##` to `####`) of a text: each heading with the lines under it. */
+function sectionsOf(text: string): { heading: string; lines: string[] }[] {
+  const sections: { heading: string; lines: string[] }[] = [];
+  for (const line of prose(text)) {
+    if (/^#{2,4} /.test(line)) sections.push({ heading: line, lines: [] });
+    else sections.at(-1)?.lines.push(line);
+  }
+  return sections;
+}
+
+/** Whether `hash` names a commit of this repository; undefined when there is no history to ask (a shallow or no clone). */
+function isCommit(hash: string): boolean | undefined {
+  try {
+    if (execFileSync('git', ['rev-parse', '--is-shallow-repository'], { cwd: root, encoding: 'utf8' }).trim() !== 'false') return undefined;
+    execFileSync('git', ['cat-file', '-e', `${hash}^{commit}`], { cwd: root, stdio: 'ignore' });
+    return true;
+  } catch {
+    return existsSync(join(root, '.git')) ? false : undefined;
+  }
+}
+
+/**
+ * What is wrong with the sources of a performance document: a section with figures and no `Source:` line, a
+ * source that names neither a benchmark of bench/ nor a one-off measurement, or no tree (unless it is a
+ * benchmark's method, whose numbers are its parameters), or a tree that is not a commit of this repository.
+ */
+function unsourced(text: string): string[] {
+  const problems: string[] = [];
+  for (const { heading, lines } of sectionsOf(text)) {
+    const sources = lines.filter((line) => line.startsWith('Source: '));
+    const measured = (line: string) => FIGURE.test(line) || (/^\s*\|/.test(line) && !/^\s*\|[\s|:-]*$/.test(line) && /\d/.test(line));
+    const figures = lines.filter((line) => !line.startsWith('Source: ') && measured(line));
+    if (figures.length > 0 && sources.length === 0) problems.push(`${heading}: figures (${figures[0]!.trim().slice(0, 50)}...) and no Source: line`);
+    for (const source of sources) {
+      const benches = [...source.matchAll(/`npm run bench -- ([a-z][a-z0-9-]*)/g)].map((m) => m[1]!);
+      const missing = benches.filter((name) => !existsSync(join(root, 'bench', `${name}.ts`)));
+      if (missing.length > 0) problems.push(`${heading}: no benchmark ${missing.join(', ')} in bench/`);
+      if (benches.length === 0 && !source.includes('**one-off**'))
+        problems.push(`${heading}: its source names no \`npm run bench -- <name>\` and is not marked **one-off**`);
+      const trees = [...source.matchAll(/trees? [^;]*?`([0-9a-f]{7,40})`(?:(?:,| and| beside| to) `([0-9a-f]{7,40})`)*/g)].length;
+      const hashes = [...source.matchAll(/`<?([0-9a-f]{7,40})>?`/g)].map((m) => m[1]!);
+      // A section that describes a benchmark's method names its parameters (95% reads, 1000 ms) and no result.
+      if (trees === 0 && !source.includes('(the method')) problems.push(`${heading}: its source names no tree`);
+      for (const hash of hashes) if (isCommit(hash) === false) problems.push(`${heading}: ${hash} is not a commit of this repository`);
+    }
+  }
+  return problems;
+}
+
 describe('the documentation', () => {
   it('every table is well formed: as many delimiter cells as header cells, no row wider than its header', () => {
     const problems = DOCUMENTS.flatMap((file) => malformedTables(texts.get(file)!).map((p) => `${file}: ${p}`));
@@ -126,6 +179,19 @@ describe('the documentation', () => {
     const actual = suitesByFolder();
     expect(sorted(listedSuites(texts.get('docs/testing.md')!))).toEqual(sorted(actual));
     expect([...actual.values()].flat().length).toBeGreaterThan(90);
+  });
+
+  it('every section of docs/performance.md and docs/scaling.md with figures names its source: a benchmark and the tree it ran on, or a one-off', () => {
+    for (const file of ['docs/performance.md', 'docs/scaling.md']) expect(unsourced(texts.get(file)!), file).toEqual([]);
+    // The check finds what it is for.
+    expect(unsourced('## A\n\nIt took 12 ms.\n')).toEqual(['## A: figures (It took 12 ms....) and no Source: line']);
+    expect(unsourced('## A\n\n12 ms.\n\nSource: a script, tree `0000000`.\n')).toContain(
+      '## A: its source names no `npm run bench -- <name>` and is not marked **one-off**',
+    );
+    expect(unsourced('## A\n\n12 ms.\n\nSource: `npm run bench -- nothing-here`.\n')).toEqual([
+      '## A: no benchmark nothing-here in bench/',
+      '## A: its source names no tree',
+    ]);
   });
 
   it('README.md is the front door: at most 250 lines', () => {
