@@ -5,8 +5,11 @@ import { freePort } from './processes.js';
 import { log, type BenchRun } from './run-context.js';
 import type { SubgraphServers } from './subgraph-servers.js';
 
-/** This project's gateway with nothing shared between requests: no collapsing of identical fetches, no fetch cache. */
-export const PROJECT_UNSHARED_ENV = { GATEWAY_COLLAPSE_FETCHES: 'false', GATEWAY_FETCH_CACHE_MB: '0' };
+/**
+ * This project's gateway with nothing shared between requests: no collapsing of identical fetches, no fetch
+ * cache, no state cache (whose answers one request's fetch leaves for the next).
+ */
+export const PROJECT_UNSHARED_ENV = { GATEWAY_COLLAPSE_FETCHES: 'false', GATEWAY_FETCH_CACHE_MB: '0', STATE_CACHE_MB: '0' };
 /** Hive Gateway with nothing shared (bench/peers/hive.config.ts): its HTTP transport's deduplication of identical subgraph requests in flight off. */
 const HIVE_UNSHARED_ENV = { HIVE_DEDUPLICATE_INFLIGHT_REQUESTS: 'false' };
 
