@@ -1,6 +1,7 @@
 import { ConfigError, isDemoMode, isLoopbackHost, parseConfig, platformConfig, type ConfigValues } from '../platform/config.js';
 import { subgraphConfigs } from '../subgraphs/config.js';
 import { agentsConfig } from './agents/config.js';
+import { dashboardConfig } from './dashboard/config.js';
 import { sourcesConfig } from './sources/config.js';
 import { governanceConfig } from './governance/config.js';
 import { graphqlConfig } from './graphql/config.js';
@@ -25,6 +26,7 @@ export const CONFIG_SECTIONS = [
   subscriptionsConfig,
   governanceConfig,
   agentsConfig,
+  dashboardConfig,
   subgraphConfigs.rental,
   subgraphConfigs.prediction,
   subgraphConfigs.bonding,
@@ -41,6 +43,7 @@ const shape = {
   ...subscriptionsConfig.shape,
   ...governanceConfig.shape,
   ...agentsConfig.shape,
+  ...dashboardConfig.shape,
   ...subgraphConfigs.rental.shape,
   ...subgraphConfigs.prediction.shape,
   ...subgraphConfigs.bonding.shape,

@@ -30,6 +30,8 @@ import { restPlugin } from './rest/plugin.js';
 import { auditPolicy, type AuditSink } from './security/audit.js';
 import { authorizationPolicy } from './security/authorization.js';
 import { callerIsOperator, edgeGuardPlugin } from './security/edge-guard.js';
+import { operationMetricsPlugin } from './governance/operation-metrics.js';
+import { explorerPlugin } from './dashboard/explorer.js';
 import { probeAdmission, rateLimitPolicy } from './security/rate-limit.js';
 import { credentialRecheckPlugin } from './subscriptions/credential-recheck.js';
 import type { SubscriptionExecutor } from './subscriptions/executor.js';
@@ -115,9 +117,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       warmUp: parent.warmUp,
       metrics: parent.metrics,
     }))
+    .register(explorerPlugin, { config })
     .register(edgeGuardPlugin, { config })
     .register(supergraphPlugin, { config, clock: options.clock ?? systemClock })
     .register(stateCachePlugin, { modules })
+    .register(operationMetricsPlugin)
     .register(usagePlugin, (parent) => ({ config, schema: parent.supergraph.schema, supergraphSdl: () => parent.supergraph.sdl }))
     .register(documentsPlugin, (parent) => ({ config, modules, schema: parent.supergraph.schema }))
     .register(pipelinePlugin, (parent) => ({
@@ -132,7 +136,13 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       },
       // What every execution does first: the request's refusals, bounded variable errors, a turn of the
       // event loop before the operation is read, and the log position of its writes on its answer.
-      before: [requestErrorPolicy(), boundedVariablesPolicy(), { started: () => parent.admission!.enter() }, statePositionPolicy()],
+      before: [
+        parent.operationMetrics.policy(),
+        requestErrorPolicy(),
+        boundedVariablesPolicy(),
+        { started: () => parent.admission!.enter() },
+        statePositionPolicy(),
+      ],
     }))
     .register(graphqlServerPlugin, { config })
     .register(httpStreamsPlugin, (parent) => ({

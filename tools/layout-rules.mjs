@@ -51,7 +51,10 @@ export const GATEWAY_ROOMS = {
     imports: ['observability', 'http', 'planner', 'pipeline'],
   },
   security: { about: 'credentials, edge guard, authorization, request and rate limits, CORS, audit trail', imports: ['http', 'pipeline'] },
-  governance: { about: 'field usage per client and operation, the usage route, schema checks', imports: ['http', 'pipeline', 'security', 'sources'] },
+  governance: {
+    about: 'field usage and operation metrics per client and operation, the usage route, schema checks',
+    imports: ['http', 'pipeline', 'security', 'sources'],
+  },
   rest: { about: 'REST paths as GraphQL operations, the OpenAPI document and its page', imports: ['http', 'pipeline', 'security'] },
   subscriptions: {
     about: 'federated subscriptions (shared upstream streams, resumable cursors), graphql-ws, SSE and multipart streams over HTTP over one admission',

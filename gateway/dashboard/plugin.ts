@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { problem, sendProblem } from '../http/problem.js';
 
 /** Where `npm run build:web` (run by `npm ci` and, when it is missing, by `npm start`) writes the dashboard. */
-const DASHBOARD_DIR = fileURLToPath(new URL('../../web/dist/', import.meta.url));
+export const DASHBOARD_DIR = fileURLToPath(new URL('../../web/dist/', import.meta.url));
 
 /** Whether the dashboard has been built. */
 export function dashboardBuilt(dir = DASHBOARD_DIR): boolean {
@@ -36,24 +36,34 @@ const TYPES: Readonly<Record<string, string>> = {
 const HOST = /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
 
 /**
- * The page's Content-Security-Policy: scripts, styles, images and fonts from this origin only, no inline
+ * A page's Content-Security-Policy: scripts, styles, images and fonts from this origin only, no inline
  * code, no plugins, no framing. `connect-src 'self'` covers the same-origin WebSocket in CSP Level 3;
  * the ws:/wss: origin of the Host the page was asked at is named as well for browsers that predate it.
+ * The explorer's editor (Monaco) sets inline styles as it lays out text and runs workers of this origin:
+ * `editor` allows those two, nothing more.
  */
-function dashboardPolicy(host: string | undefined): string {
+export function pagePolicy(host: string | undefined, options: { editor?: boolean } = {}): string {
   const sockets = host && HOST.test(host) ? ` ws://${host} wss://${host}` : '';
   return [
     "default-src 'self'",
     "script-src 'self'",
-    "style-src 'self'",
+    ...(options.editor ? ["worker-src 'self'", "style-src 'self' 'unsafe-inline'", "font-src 'self' data:"] : ["style-src 'self'", "font-src 'self'"]),
     "img-src 'self' data:",
-    "font-src 'self'",
     `connect-src 'self'${sockets}`,
     "object-src 'none'",
     "base-uri 'none'",
     "form-action 'none'",
     "frame-ancestors 'none'",
   ].join('; ');
+}
+
+/** The headers of a page: its policy, no sniffing, no referrer, asked again every time. */
+export function pageHeaders(reply: FastifyReply, policy: string): FastifyReply {
+  return reply
+    .header('content-security-policy', policy)
+    .header('x-content-type-options', 'nosniff')
+    .header('referrer-policy', 'no-referrer')
+    .header('cache-control', 'no-cache');
 }
 
 function filesUnder(dir: string): string[] {
@@ -96,16 +106,12 @@ function registerDashboard(app: FastifyInstance, dir: string): void {
   }
   const page = assets.get('/index.html');
   assets.delete('/index.html');
+  // The explorer's page is served at /graphiql by its own part (gateway/dashboard/explorer.ts), when it is on.
+  assets.delete('/explorer.html');
   if (!page) return;
 
   app.get('/', route, async (request: FastifyRequest, reply: FastifyReply) =>
-    reply
-      .header('content-security-policy', dashboardPolicy(request.headers.host))
-      .header('x-content-type-options', 'nosniff')
-      .header('referrer-policy', 'no-referrer')
-      .header('cache-control', 'no-cache')
-      .type(page.type)
-      .send(page.body),
+    pageHeaders(reply, pagePolicy(request.headers.host)).type(page.type).send(page.body),
   );
   for (const [path, asset] of assets) {
     app.get(path, route, async (_request, reply) =>

@@ -190,6 +190,11 @@ export class DocumentRegistry {
     return clients.names.flatMap((client) => [...(this.set.clients.get(client)?.values() ?? [])]);
   }
 
+  /** Whether a principal may send operation text this registry does not hold (no safelist binds it). */
+  takesFreeText(principal: Principal): boolean {
+    return this.options.mode !== 'safelist' || isOperator(principal) || hasScope(principal, 'schema:free-text');
+  }
+
   /** Text sent (or named by an APQ hash): runs unless a safelist refuses it for this principal. */
   private freeText(query: string, principal: Principal, clients: readonly string[], byId: boolean): Resolution {
     const registered = this.options.mode === 'off' ? undefined : this.byBody.get(query)?.find((d) => clients.includes(d.client));
@@ -197,7 +202,7 @@ export class DocumentRegistry {
       this.used.inc({ client: registered.client, operation: registered.name ?? registered.id });
       return { ok: true, query, registered, byId };
     }
-    if (this.options.mode === 'safelist' && !isOperator(principal) && !hasScope(principal, 'schema:free-text')) {
+    if (!this.takesFreeText(principal)) {
       return refused(
         403,
         'PERSISTED_QUERY_NOT_IN_LIST',

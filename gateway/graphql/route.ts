@@ -52,6 +52,7 @@ export const graphqlRoutePlugin = fp(
     const config = sectionOf(graphqlConfig, options.config, 'graphql-route');
     const runner = new OperationRunner(app.pipeline, app.graphql);
     app.decorate('operations', runner);
+    registerDocumentsRoute(app);
     await registerGraphQLRoute(app, app.graphql, {
       pipeline: app.pipeline,
       cachePolicies: app.supergraph.cachePolicies,
@@ -61,8 +62,23 @@ export const graphqlRoutePlugin = fp(
       rateLimiter: app.rateLimiter,
     });
   },
-  { name: 'graphql-route', fastify: '5.x', dependencies: ['graphql-server', 'http-streams', 'edge-guard'] },
+  { name: 'graphql-route', fastify: '5.x', dependencies: ['graphql-server', 'http-streams', 'edge-guard', 'documents'] },
 );
+
+/** Where a caller lists the trusted documents it may run (the explorer offers them when a safelist is on). */
+const DOCUMENTS_PATH = '/graphql/documents';
+
+/**
+ * `GET /graphql/documents`: the registered documents of the clients the caller may act as, and whether it
+ * may send text of its own. Nothing runs; a caller sees only documents it could send anyway.
+ */
+function registerDocumentsRoute(app: FastifyInstance): void {
+  app.get(DOCUMENTS_PATH, async (request, reply) => {
+    const principal = principalOf(request);
+    const documents = app.documents.documentsFor(principal).map((d) => ({ client: d.client, id: d.id, name: d.name, type: d.type, text: d.body }));
+    return reply.header('cache-control', 'private, no-store').send({ mode: app.documents.mode, freeText: app.documents.takesFreeText(principal), documents });
+  });
+}
 
 async function registerGraphQLRoute(app: FastifyInstance, server: GraphQLServer, options: GraphQLRouteOptions): Promise<void> {
   // An Accept header that allows neither GraphQL type (a browser's text/html) is 406 before anything else

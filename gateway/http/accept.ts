@@ -44,3 +44,12 @@ export function graphQLAnswerType(accept: string | undefined): string | null {
   }
   return chosen;
 }
+
+/**
+ * Whether an `Accept` header prefers a page to a GraphQL answer: a browser navigating (`text/html,...`) does,
+ * a GraphQL client (JSON, or nothing named) does not.
+ */
+export function prefersPage(accept: string | undefined): boolean {
+  if (!accept) return false;
+  return new Negotiator({ headers: { accept } }).mediaType(['application/graphql-response+json', 'application/json', 'text/html']) === 'text/html';
+}

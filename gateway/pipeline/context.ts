@@ -14,6 +14,8 @@ export interface GatewayContext {
   principal: Principal;
   /** Incremental delivery of `@defer` (gateway/planner/incremental.ts); absent: whole answers. */
   incremental?: IncrementalSlot;
+  /** When the gateway took the request in (`performance.now()`): an operation's time is measured from it. */
+  receivedAt?: number;
   /** The client as it names itself (`apollographql-client-name`, `-version`): field usage is counted by it. */
   client: { name: string | null; version: string | null };
   /** The REST route the request came in by (`GET /rental/fleet/machines`): how usage names its operation. */
@@ -60,6 +62,7 @@ export function gatewayContextFrom(headers: IncomingHttpHeaders | Record<string,
     headers: picked,
     principal,
     statePositions: { asked: null, written: null },
+    receivedAt: performance.now(),
     client: { name: headerValue(headers['apollographql-client-name']), version: headerValue(headers['apollographql-client-version']) },
   };
 }

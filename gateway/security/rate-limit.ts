@@ -55,6 +55,8 @@ const MAX_BUCKETS = 100_000;
 export class RateLimiter {
   private readonly buckets = new Map<string, Bucket>();
   private readonly now: () => number;
+  /** Takes refused since start (`rate_limit_refusals_total`). */
+  refused = 0;
 
   constructor(private readonly options: RateLimitOptions) {
     this.now = options.now ?? Date.now;
@@ -76,6 +78,7 @@ export class RateLimiter {
     const tokens = kept ? Math.min(burst, kept.tokens + ((now - kept.at) / 1000) * perSecond) : burst;
     this.buckets.delete(key);
     const allowed = tokens >= cost;
+    if (!allowed) this.refused++;
     const left = allowed ? tokens - cost : tokens;
     this.buckets.set(key, { tokens: left, at: now });
     if (this.buckets.size > MAX_BUCKETS) this.buckets.delete(this.buckets.keys().next().value!);

@@ -64,8 +64,14 @@ export class HttpStreams {
   private readonly open = new Set<Open>();
   private readonly perPrincipal = new Map<string, number>();
   private slowCuts = 0;
+  private written = 0;
 
   constructor(private readonly options: HttpStreamsOptions) {}
+
+  /** Results written to streams since start (each event of a subscription, each answer of a query). */
+  get delivered(): number {
+    return this.written;
+  }
 
   /** Streams open now. */
   get count(): number {
@@ -267,6 +273,7 @@ export class HttpStreams {
         return;
       }
       writer.next(item.value, cursorOf(item.value));
+      this.written++;
     }
     finish(false);
   }
@@ -359,6 +366,11 @@ export const httpStreamsPlugin = fp(
       name: 'http_stream_slow_consumer_cuts_total',
       help: 'HTTP streams cut because their client stopped reading (its buffer or event queue overflowed), since start',
       collect: (gauge) => gauge.set(streams.slowConsumerCloses),
+    });
+    app.metrics.gauge({
+      name: 'http_stream_results_delivered_total',
+      help: 'Results written to HTTP streams (subscription events and streamed answers), since start',
+      collect: (gauge) => gauge.set(streams.delivered),
     });
     app.decorate('httpStreams', streams);
   },

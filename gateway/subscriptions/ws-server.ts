@@ -90,6 +90,8 @@ type ConnectionContext = WsConnection<Record<string, unknown> | undefined, { soc
 class GraphQLWebSocketServer implements GraphQLWebSocket {
   private readonly wss: WebSocketServer;
   private slowCloses = 0;
+  /** Subscription results handed to connections since start (`websocket_results_delivered_total`). */
+  private readonly deliveries = { count: 0 };
   /** The graphql-ws contexts of open connections, whose `subscriptions` are their open operations. */
   private readonly open = new Set<ConnectionContext>();
   /** The credential each connection presented in connection_init, checked again by `recheck`. */
@@ -141,6 +143,11 @@ class GraphQLWebSocketServer implements GraphQLWebSocket {
 
   slowConsumerCloses(): number {
     return this.slowCloses;
+  }
+
+  /** Subscription results handed to graphql-ws connections since start. */
+  delivered(): number {
+    return this.deliveries.count;
   }
 
   /** Only /graphql upgrades, and a page of a site whose origin is not allowed is refused (403). */
@@ -244,7 +251,7 @@ class GraphQLWebSocketServer implements GraphQLWebSocket {
       onSlow: closeAsSlow,
     });
     if (!(Symbol.asyncIterator in result)) return result;
-    return guardSlowConsumer(result, ctx.socket, this.options.maxBufferedBytes, closeAsSlow);
+    return guardSlowConsumer(result, ctx.socket, this.options.maxBufferedBytes, closeAsSlow, this.deliveries);
   }
 
   private closeAsSlow(socket: WebSocket): void {
@@ -298,6 +305,7 @@ function guardSlowConsumer(
   socket: WebSocket,
   maxBufferedBytes: number,
   slow: () => void,
+  deliveries: { count: number },
 ): AsyncIterableIterator<ExecutionResult> {
   return {
     async next() {
@@ -307,7 +315,9 @@ function guardSlowConsumer(
         return { value: undefined, done: true };
       }
       try {
-        return await source.next();
+        const result = await source.next();
+        if (!result.done) deliveries.count++;
+        return result;
       } catch (error) {
         if (error instanceof SlowSubscriberError) {
           slow();
@@ -385,6 +395,7 @@ export const graphqlWsPlugin = fp(
         'Connections closed because events overflowed their buffer (4413), since start',
         () => socket.slowConsumerCloses(),
       ],
+      ['websocket_results_delivered_total', 'Subscription results handed to graphql-ws connections, since start', () => socket.delivered()],
     ];
     for (const [name, help, read] of gauges) app.metrics.gauge({ name, help, collect: (gauge) => gauge.set(read()) });
     app.decorate('graphqlWs', socket);

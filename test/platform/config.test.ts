@@ -111,6 +111,7 @@ describe('configuration', () => {
       'gateway/subscriptions',
       'gateway/governance',
       'gateway/agents',
+      'gateway/dashboard',
       'rental',
       'prediction',
       'bonding',
@@ -119,7 +120,7 @@ describe('configuration', () => {
     ]);
     const names = CONFIG_SECTIONS.flatMap((section) => Object.keys(section.shape));
     expect(new Set(names).size).toBe(names.length);
-    expect(names.length).toBe(99);
+    expect(names.length).toBe(100);
     for (const section of CONFIG_SECTIONS) for (const [name, schema] of Object.entries(section.shape)) expect(schema.description, name).toBeTruthy();
     expect(readFileSync(CONFIGURATION_DOC, 'utf8')).toBe(withConfigurationTable(readFileSync(CONFIGURATION_DOC, 'utf8')));
     expect(SUBGRAPH_CONFIGURATION_DOCS.map((d) => d.owner)).toEqual(['rental', 'bonding', 'features', 'optimization']);

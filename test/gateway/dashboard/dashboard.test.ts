@@ -74,9 +74,11 @@ describe('the dashboard is served at / and speaks only the public API', () => {
         if (asset.startsWith('assets/')) expect(res.headers.get('cache-control')).toContain('immutable');
       }
     }
-    // The API keeps its rules: a key is needed for data, and /graphql still serves no page.
+    // The API keeps its rules: a key is needed for data, and /graphql serves no page itself (in demo mode a
+    // browser is sent to the explorer, test/gateway/dashboard/explorer.test.ts; with credentials it is off).
     expect((await rest(locked.url, 'GET', '/rental/fleet/summary')).status).toBe(401);
-    expect((await fetch(`${server.url}/graphql`, { headers: { accept: 'text/html' } })).status).toBe(406);
+    expect((await fetch(`${locked.url}/graphql`, { headers: { accept: 'text/html', 'x-api-key': KEY } })).status).toBe(406);
+    expect((await fetch(`${server.url}/graphql`, { headers: { accept: 'text/html' }, redirect: 'manual' })).status).toBe(303);
     const post = await fetch(`${server.url}/`, { method: 'POST' });
     expect(post.status).toBe(405);
     expect(post.headers.get('allow')).toBe('GET, HEAD, OPTIONS');

@@ -219,6 +219,31 @@ describe('trusted documents with a safelist', () => {
     expect(unknown.body.errors?.[0]?.message).toContain('relay-nope');
   });
 
+  it('GET /graphql/documents lists the documents of the clients a caller may act as, and whether it may send text', async () => {
+    type Listed = { mode: string; freeText: boolean; documents: { client: string; id: string; name: string | null; type: string; text: string }[] };
+    const list = async (key?: string) => {
+      const res = await fetch(`${url}/graphql/documents`, { headers: key ? { 'x-api-key': key } : {} });
+      return { status: res.status, cache: res.headers.get('cache-control'), body: res.status === 200 ? ((await res.json()) as Listed) : null };
+    };
+    const named = (listed: Listed | null) =>
+      (listed?.documents ?? [])
+        .filter((d) => d.client !== 'rest')
+        .map((d) => `${d.client}/${d.name}`)
+        .sort();
+    expect((await list()).status).toBe(401);
+    const partner = await list(PARTNER);
+    expect(partner).toMatchObject({ status: 200, cache: 'private, no-store', body: { mode: 'safelist', freeText: false } });
+    expect(named(partner.body)).toEqual(['dashboard-web/Fleet', 'dashboard-web/Models', 'relay-app/RelayFleet']);
+    const fleet = partner.body!.documents.find((d) => d.name === 'Fleet')!;
+    expect(fleet).toMatchObject({ type: 'query', text: manifest.operations.find((o) => o.name === 'Fleet')!.body });
+    // REST routes are documents of their own, offered to every caller; another tenant sees no client's documents.
+    expect(partner.body!.documents.some((d) => d.client === 'rest')).toBe(true);
+    expect(named((await list(OTHER)).body)).toEqual([]);
+    const explorer = await list(EXPLORER);
+    expect(explorer.body).toMatchObject({ freeText: true });
+    expect(named(explorer.body)).toEqual(['relay-app/RelayFleet']);
+  });
+
   it('a principal the client is not tied to may not use its documents', async () => {
     const other = await post(url, { doc_id: 'relay-fleet-1' }, as(OTHER, 'relay-app'));
     expect(other.status).toBe(403);

@@ -79,6 +79,8 @@ const NO_OPERATION: ReadonlyArray<readonly [RegExp, string]> = [
   [/^\/openapi\.json$/, 'the REST contract'],
   [/^\/docs(\/rapidoc-min\.js)?$/, 'the REST contract rendered, and its renderer'],
   [/^\/$/, 'the dashboard'],
+  [/^\/graphiql$/, 'the GraphQL explorer page (GRAPHQL_EXPLORER)'],
+  [/^\/graphql\/documents$/, "the caller's trusted documents, listed (runs nothing)"],
   [/^\/(assets\/[\w.-]+|favicon\.svg)$/, "the dashboard's files"],
   [/^\/admin\/(usage|supergraph)$/, 'field usage and the served supergraph (ops:admin)'],
   [/^\/admin\/state-cache\/invalidate$/, "the state cache's invalidation by operators (ops:admin)"],

@@ -40,6 +40,8 @@ describe('the token bucket', () => {
     expect(limiter.take({ ...a, scopes: ['fleet:read', 'rental:read'] }, 1)).toMatchObject({ allowed: false });
     expect(limiter.take({ ...a, tenant: 'other' }, 1)).toMatchObject({ allowed: true });
     for (let i = 0; i < 1000; i++) expect(limiter.take(DEMO_PRINCIPAL, 20).allowed).toBe(true);
+    // Every refusal is counted (`rate_limit_refusals_total`), and nothing else.
+    expect(limiter.refused).toBe(4);
   });
 
   it('costs one token per operation, more for heavy root fields', () => {
