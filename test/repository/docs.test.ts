@@ -149,6 +149,10 @@ function unsourced(text: string): string[] {
   const problems: string[] = [];
   for (const { heading, lines } of sectionsOf(text)) {
     const sources = lines.filter((line) => line.startsWith('Source: '));
+    // One line each, so that what it names is read whole.
+    lines.forEach((line, i) => {
+      if (line.startsWith('Source: ') && (lines[i + 1] ?? '').trim() !== '') problems.push(`${heading}: a Source: line goes on over the next line`);
+    });
     const measured = (line: string) => FIGURE.test(line) || (/^\s*\|/.test(line) && !/^\s*\|[\s|:-]*$/.test(line) && /\d/.test(line));
     const figures = lines.filter((line) => !line.startsWith('Source: ') && measured(line));
     if (figures.length > 0 && sources.length === 0) problems.push(`${heading}: figures (${figures[0]!.trim().slice(0, 50)}...) and no Source: line`);
