@@ -66,6 +66,7 @@ describe.skipIf(noBrowser !== null)('the explorer in headless Chromium', () => {
   let keyed: TestServer;
   const dir = mkdtempSync(join(tmpdir(), 'explorer-'));
   const READER = 'explorer-reader-key-0001';
+  const NARROW = 'explorer-narrow-key-0002';
 
   beforeAll(async () => {
     const documents = join(dir, 'documents');
@@ -74,7 +75,13 @@ describe.skipIf(noBrowser !== null)('the explorer in headless Chromium', () => {
     writeFileSync(join(documents, 'ops-console.json'), JSON.stringify({ 'fleet-total-1': 'query FleetTotal { fleetSummary { total available } }' }));
     writeFileSync(join(documents, 'clients.json'), JSON.stringify({ 'ops-console': { principals: ['tenant-e/*'] } }));
     const keys = join(dir, 'keys.json');
-    writeFileSync(keys, JSON.stringify([{ key: READER, principal: 'reader', tenant: 'tenant-e', scopes: ['fleet:read', 'schema:read', 'schema:free-text'] }]));
+    writeFileSync(
+      keys,
+      JSON.stringify([
+        { key: READER, principal: 'reader', tenant: 'tenant-e', scopes: ['fleet:read', 'schema:read', 'schema:free-text'] },
+        { key: NARROW, principal: 'narrow', tenant: 'tenant-e', scopes: ['fleet:read', 'schema:free-text'] },
+      ]),
+    );
     [browser, demo, keyed] = await Promise.all([
       chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] }),
       startTestServer(),
@@ -185,6 +192,20 @@ describe.skipIf(noBrowser !== null)('the explorer in headless Chromium', () => {
     const answer = await answered(page, /"EQ-001"/, 'the deferred part in the response pane');
     expect(answer).toMatch(/"total": 15/);
     await context.close();
+  });
+
+  it('says why there is no schema for a credential without schema:read, and still runs its operations', async () => {
+    const { page } = await open(`${keyed.url}/graphiql`);
+    const headersTab = page.locator('.graphiql-editor-tools button', { hasText: 'Headers' });
+    if (!(await headersTab.getAttribute('class'))?.includes('active')) await headersTab.click();
+    await typeInto(page, '.graphiql-editor-tool', JSON.stringify({ 'x-api-key': NARROW }));
+    await page.locator('button[aria-label^="Re-fetch GraphQL schema"]').click();
+    await until(async () => (await page.locator('body').getAttribute('data-schema')) === 'refused', 'the schema refused');
+    expect(await page.locator('#explorer-note').innerText()).toMatch(/No schema or docs for this credential: .*schema:read/);
+    await typeInto(page, '.graphiql-query-editor', '{ fleetSummary { total } }');
+    await run(page);
+    await answered(page, /"total": 15/, 'the query answered without a schema');
+    await page.context().close();
   });
 
   it('carries the credential typed into the headers, answers a field out of scope with FORBIDDEN, and offers the caller its trusted documents', async () => {

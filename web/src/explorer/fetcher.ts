@@ -62,7 +62,22 @@ function payloadOf(params: FetcherParams): { query: string; variables: Record<st
 /** How the last subscription was carried, for the page to say. */
 export type Transport = 'websocket' | 'sse';
 
-export function explorerFetcher(endpoints: Endpoints, onTransport: (transport: Transport) => void = () => undefined): Fetcher {
+/** What the page says about the answers: how subscriptions are carried, and why there is no schema. */
+export interface FetcherEvents {
+  onTransport: (transport: Transport) => void;
+  /** The introspection answer: null when it gave the schema, else the gateway's reason (a missing scope). */
+  onSchema: (refusal: string | null) => void;
+}
+
+/** The refusal in an introspection answer (the gateway's message), or null when it gave the schema. */
+function schemaRefusal(result: unknown): string | null {
+  const errors = (result as { errors?: { message?: unknown }[] } | null)?.errors;
+  const first = errors?.[0]?.message;
+  return typeof first === 'string' ? first : null;
+}
+
+export function explorerFetcher(endpoints: Endpoints, events: FetcherEvents): Fetcher {
+  const { onTransport } = events;
   const http = createGraphiQLFetcher({ url: endpoints.http });
   let socket: { key: string; client: WsClient } | null = null;
   // Once a WebSocket could not be opened at all, subscriptions go over SSE for the rest of the page's life.
@@ -114,6 +129,14 @@ export function explorerFetcher(endpoints: Endpoints, onTransport: (transport: T
     const params = withCurrentOperation(asked);
     const credential = credentialOf(opts?.headers);
     if (isSubscription(params)) return subscribe(params, credential) as ReturnType<Fetcher>;
-    return http(params, { ...opts, headers: { ...(opts?.headers ?? {}) } });
+    const answer = http(params, { ...opts, headers: { ...(opts?.headers ?? {}) } });
+    // GraphiQL asks for the schema by this name: the page says why when the gateway refuses it.
+    if (params.operationName === 'IntrospectionQuery' && answer instanceof Promise) {
+      return answer.then((result: unknown) => {
+        events.onSchema(schemaRefusal(result));
+        return result;
+      }) as ReturnType<Fetcher>;
+    }
+    return answer;
   };
 }

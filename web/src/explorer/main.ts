@@ -18,11 +18,28 @@ const base = new URL('/graphql', window.location.href);
 const ws = new URL(base);
 ws.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
 
+// What the page says above the editor: why there is no schema, and how subscriptions are carried.
 const note = document.getElementById('explorer-note')!;
-const showTransport = (transport: Transport) => {
-  note.hidden = transport === 'websocket';
-  note.textContent = transport === 'sse' ? 'Subscriptions over Server-Sent Events: no WebSocket could be opened to this server.' : '';
-  document.body.dataset['transport'] = transport;
+const notes: { schema: string | null; transport: string | null } = { schema: null, transport: null };
+const showNotes = () => {
+  const text = [notes.schema, notes.transport].filter((t): t is string => t !== null).join(' ');
+  note.hidden = text === '';
+  note.textContent = text;
+};
+const events = {
+  onTransport(transport: Transport) {
+    notes.transport = transport === 'sse' ? 'Subscriptions over Server-Sent Events: no WebSocket could be opened to this server.' : null;
+    document.body.dataset['transport'] = transport;
+    showNotes();
+  },
+  onSchema(refusal: string | null) {
+    notes.schema =
+      refusal === null
+        ? null
+        : `No schema or docs for this credential: ${refusal}. Operations still run; a credential holding schema:read (put in the Headers tab, then re-fetch the schema) shows them.`;
+    document.body.dataset['schema'] = refusal === null ? 'loaded' : 'refused';
+    showNotes();
+  },
 };
 
 const DEFAULT_QUERY = `# Welcome to the ops-supergraph explorer.
@@ -42,7 +59,7 @@ query Fleet {
 
 createRoot(document.getElementById('explorer')!).render(
   createElement(GraphiQL, {
-    fetcher: explorerFetcher({ http: base.href, ws: ws.href }, showTransport),
+    fetcher: explorerFetcher({ http: base.href, ws: ws.href }, events),
     plugins: [HISTORY_PLUGIN, documentsPlugin(new URL('/graphql/documents', window.location.href).href)],
     defaultQuery: DEFAULT_QUERY,
     defaultHeaders: '{}',
