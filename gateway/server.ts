@@ -135,13 +135,14 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         usage: parent.usage ? usagePolicy(parent.usage) : { notApplied: 'USAGE_RECORDING=false' },
       },
       // What every execution does first: the request's refusals, bounded variable errors, a turn of the
-      // event loop before the operation is read, and the log position of its writes on its answer.
+      // event loop before the operation is read, the log position of its writes on its answer, and the
+      // operation's count and time (of the answer as it leaves, its errors bounded).
       before: [
-        parent.operationMetrics.policy(),
         requestErrorPolicy(),
         boundedVariablesPolicy(),
         { started: () => parent.admission!.enter() },
         statePositionPolicy(),
+        parent.operationMetrics.policy(),
       ],
     }))
     .register(graphqlServerPlugin, { config })

@@ -25,6 +25,15 @@ export interface ExplorerPluginOptions {
   dir?: string;
 }
 
+/**
+ * Whether a GET names an operation (a client whose default Accept ranks text/html first, as Java's
+ * `HttpURLConnection`, asking `/graphql?query=...`): it is answered as GraphQL, never sent to the page.
+ */
+function namesOperation(request: FastifyRequest): boolean {
+  const query = request.query as Record<string, unknown> | null;
+  return query !== null && typeof query === 'object' && ['query', 'documentId', 'doc_id', 'extensions'].some((name) => name in query);
+}
+
 /** Whether the explorer is served under this configuration: `on`, or `demo` in demo mode. */
 function explorerEnabled(config: PlatformConfig & DashboardConfig): boolean {
   return config.GRAPHQL_EXPLORER === 'on' || (config.GRAPHQL_EXPLORER === 'demo' && isDemoMode(config));
@@ -41,8 +50,9 @@ export const explorerPlugin = fp(
     const file = join(options.dir ?? DASHBOARD_DIR, 'explorer.html');
     const page = existsSync(file) ? readFileSync(file) : null;
     app.addHook('onRequest', async (request, reply) => {
-      if ((request.method === 'GET' || request.method === 'HEAD') && request.routeOptions.url === '/graphql' && prefersPage(request.headers.accept)) {
-        return reply.code(303).header('location', EXPLORER_PATH).header('cache-control', 'no-store').send();
+      if (request.method === 'GET' && request.routeOptions.url === '/graphql' && prefersPage(request.headers.accept) && !namesOperation(request)) {
+        // Relative, so the page is found behind a proxy that mounts the gateway under a path.
+        return reply.code(303).header('location', EXPLORER_PATH.slice(1)).header('cache-control', 'no-store').send();
       }
     });
     app.get(EXPLORER_PATH, { config: { public: true }, exposeHeadRoute: true }, async (request: FastifyRequest, reply: FastifyReply) => {

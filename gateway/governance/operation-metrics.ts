@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter, Histogram } from 'prom-client';
+import { DEMO_PRINCIPAL } from '../../platform/principal.js';
+import { principalKey, type GatewayContext } from '../pipeline/context.js';
 import type { OperationPolicy } from '../pipeline/operation-policy.js';
 
 /*
@@ -10,27 +12,35 @@ import type { OperationPolicy } from '../pipeline/operation-policy.js';
  * (`graphql_errors_total`), and the rate limit's refusals (`rate_limit_refusals_total`). One operation
  * policy counts them, so a door that runs the pipeline is counted without being wired to it.
  *
- * Client and operation names are the caller's to choose, so the label sets are bounded: the first
- * `maxSeries` pairs of client and operation keep their names, later ones count as `(other)`.
+ * Client and operation names are the caller's to choose, so the label sets are bounded: REST routes keep
+ * their names (the route table is finite); of the GraphQL operations, the first `maxSeries` pairs of client
+ * and operation keep theirs, at most `perPrincipal` of them named by any one principal (the demo principal
+ * aside, which is everyone in demo mode), so no caller can take the names from the others; the rest count as
+ * `(other)`. Types and codes come from fixed lists.
  */
 
 const BUCKETS = [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 /** Pairs of client and operation named in the labels; the rest count as `(other)`. */
 const MAX_OPERATION_SERIES = 500;
+/** Pairs one principal may name. */
+const MAX_SERIES_PER_PRINCIPAL = 50;
 const OTHER = '(other)';
 const MAX_LABEL = 64;
 
 type Labels = 'client' | 'operation' | 'type';
 
-class OperationMetrics {
+export class OperationMetrics {
   private readonly operations: Counter<Labels | 'outcome'>;
   private readonly durations: Histogram<Labels>;
   private readonly errors: Counter<'code'>;
   private readonly named = new Set<string>();
+  /** Pairs each principal named first. */
+  private readonly namedBy = new Map<string, number>();
 
   constructor(
     metrics: FastifyInstance['metrics'],
     private readonly maxSeries = MAX_OPERATION_SERIES,
+    private readonly perPrincipal = MAX_SERIES_PER_PRINCIPAL,
   ) {
     const registers = [metrics.registry];
     this.operations = new Counter({
@@ -60,7 +70,7 @@ class OperationMetrics {
       answered: (answer, operation) => {
         const context = operation?.context;
         const type = operation?.operation?.operation ?? 'unknown';
-        const labels = this.labelsOf(context?.client.name ?? null, operation?.operation?.name?.value ?? operation?.operationName ?? null, context?.route, type);
+        const labels = this.labelsOf(context, operation?.operation?.name?.value ?? operation?.operationName ?? null, type);
         const codes = (answer.errors ?? []).map((error) => {
           const code = error.extensions?.['code'];
           return typeof code === 'string' ? code : 'INTERNAL_SERVER_ERROR';
@@ -72,22 +82,25 @@ class OperationMetrics {
     };
   }
 
-  /** The labels of an operation, its names bounded: past `maxSeries` pairs, `(other)`. */
-  private labelsOf(client: string | null, operation: string | null, route: string | undefined, type: string): Record<Labels, string> {
-    const clientName = (client ?? (route ? 'rest' : '(none)')).slice(0, MAX_LABEL);
-    const operationName = (route ?? operation ?? '(anonymous)').slice(0, MAX_LABEL);
+  /** The labels of an operation, its names bounded (REST routes aside): past the caps, `(other)`. */
+  private labelsOf(context: GatewayContext | undefined, operation: string | null, type: string): Record<Labels, string> {
+    if (context?.route) return { client: 'rest', operation: context.route, type };
+    const clientName = (context?.client.name ?? '(none)').slice(0, MAX_LABEL);
+    const operationName = (operation ?? '(anonymous)').slice(0, MAX_LABEL);
     const key = `${clientName}\u0000${operationName}`;
-    if (!this.named.has(key)) {
-      if (this.named.size >= this.maxSeries) return { client: OTHER, operation: OTHER, type };
-      this.named.add(key);
-    }
+    if (this.named.has(key)) return { client: clientName, operation: operationName, type };
+    const principal = context && context.principal !== DEMO_PRINCIPAL ? principalKey(context.principal) : null;
+    const byPrincipal = principal === null ? 0 : (this.namedBy.get(principal) ?? 0);
+    if (this.named.size >= this.maxSeries || byPrincipal >= this.perPrincipal) return { client: OTHER, operation: OTHER, type };
+    this.named.add(key);
+    if (principal !== null) this.namedBy.set(principal, byPrincipal + 1);
     return { client: clientName, operation: operationName, type };
   }
 }
 
 /**
- * The `operation-metrics` part: the operation counts and times (`app.operationMetrics`, whose policy the
- * pipeline runs first) and the rate limit's refusals.
+ * The `operation-metrics` part: the operation counts and times (`app.operationMetrics`, whose policy every
+ * execution runs after the answer's errors are bounded) and the rate limit's refusals.
  */
 export const operationMetricsPlugin = fp(
   async (app: FastifyInstance) => {

@@ -9,7 +9,8 @@ import { sectionOf } from '../../platform/config.js';
 import { STATE_POSITION_HEADER } from '../sources/state-route.js';
 import { rateLimitedError, type RateLimiter } from '../security/rate-limit.js';
 import type { ErrorCode } from '../../platform/errors.js';
-import type { Principal } from '../../platform/principal.js';
+import { hasScope, type Principal } from '../../platform/principal.js';
+import { REST_CLIENT } from '../rest/engine.js';
 import { graphqlConfig, type GraphQLConfig } from './config.js';
 import { gatewayContextFrom, gatewayContextOfRequest, principalOf, type GatewayContext } from '../pipeline/context.js';
 import type { Intake, Pipeline } from '../pipeline/pipeline.js';
@@ -75,7 +76,11 @@ const DOCUMENTS_PATH = '/graphql/documents';
 function registerDocumentsRoute(app: FastifyInstance): void {
   app.get(DOCUMENTS_PATH, async (request, reply) => {
     const principal = principalOf(request);
-    const documents = app.documents.documentsFor(principal).map((d) => ({ client: d.client, id: d.id, name: d.name, type: d.type, text: d.body }));
+    // REST routes' documents name GraphQL fields and types: listed only to those who may read the schema.
+    const documents = app.documents
+      .documentsFor(principal)
+      .filter((d) => d.client !== REST_CLIENT || hasScope(principal, 'schema:read'))
+      .map((d) => ({ client: d.client, id: d.id, name: d.name, type: d.type, text: d.body }));
     return reply.header('cache-control', 'private, no-store').send({ mode: app.documents.mode, freeText: app.documents.takesFreeText(principal), documents });
   });
 }

@@ -236,8 +236,10 @@ describe('trusted documents with a safelist', () => {
     expect(named(partner.body)).toEqual(['dashboard-web/Fleet', 'dashboard-web/Models', 'relay-app/RelayFleet']);
     const fleet = partner.body!.documents.find((d) => d.name === 'Fleet')!;
     expect(fleet).toMatchObject({ type: 'query', text: manifest.operations.find((o) => o.name === 'Fleet')!.body });
-    // REST routes are documents of their own, offered to every caller; another tenant sees no client's documents.
-    expect(partner.body!.documents.some((d) => d.client === 'rest')).toBe(true);
+    // REST routes are documents of their own, listed (with the fields they name) only to those who may read the
+    // schema; another tenant sees no client's documents.
+    expect(partner.body!.documents.some((d) => d.client === 'rest')).toBe(false);
+    expect((await list(OPERATOR)).body!.documents.some((d) => d.client === 'rest')).toBe(true);
     expect(named((await list(OTHER)).body)).toEqual([]);
     const explorer = await list(EXPLORER);
     expect(explorer.body).toMatchObject({ freeText: true });

@@ -1,6 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { parser } from '@prometheus-io/lezer-promql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { OperationDefinitionNode } from 'graphql';
+import { OperationMetrics } from '../../../gateway/governance/operation-metrics.js';
+import { GatewayMetrics } from '../../../gateway/observability/metrics.js';
+import type { GatewayContext } from '../../../gateway/pipeline/context.js';
+import type { ResolvedOperation } from '../../../gateway/pipeline/operation-policy.js';
 import { gql, rest } from '../../support/http.js';
 import { startTestServer, type TestServer } from '../../support/server.js';
 
@@ -142,5 +147,36 @@ describe('the Grafana dashboard', () => {
     expect(series('graphql_operation_duration_seconds_count')).toContainEqual(
       expect.stringMatching(/client="grafana-test",operation="Fleet",type="query"\} [2-9]/),
     );
+  });
+});
+
+describe('operation metrics', () => {
+  it('keep their label sets bounded: REST routes named, 500 pairs of client and operation, 50 named by any one principal', async () => {
+    const metrics = new GatewayMetrics();
+    const policy = new OperationMetrics(metrics).policy();
+    const answer = (tenant: string, client: string, name: string, route?: string) => {
+      const context = {
+        headers: {},
+        principal: { id: 'p', tenant, scopes: [] },
+        client: { name: client, version: null },
+        receivedAt: performance.now(),
+        ...(route ? { route } : {}),
+      } as GatewayContext;
+      const operation = {
+        operation: { operation: 'query', name: { value: name } } as unknown as OperationDefinitionNode,
+        operationName: name,
+        context,
+      } as unknown as ResolvedOperation;
+      policy.answered!({ headers: { set: () => undefined } }, operation);
+    };
+    for (let i = 0; i < 60; i++) answer('tenant-a', 'app-a', `Op${i}`);
+    for (let i = 0; i < 3; i++) answer('tenant-b', 'app-b', `Op${i}`);
+    for (let i = 0; i < 60; i++) answer('tenant-a', 'app-a', 'ignored', `GET /route/${i}`);
+    const text = await metrics.registry.metrics();
+    const series = text.split('\n').filter((line) => line.startsWith('graphql_operations_total{'));
+    expect(series.filter((line) => line.includes('client="app-a"'))).toHaveLength(50);
+    expect(series.find((line) => line.includes('client="(other)"'))).toMatch(/ 10$/);
+    expect(series.filter((line) => line.includes('client="app-b"'))).toHaveLength(3);
+    expect(series.filter((line) => line.includes('client="rest"'))).toHaveLength(60);
   });
 });

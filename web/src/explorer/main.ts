@@ -14,7 +14,8 @@ import { storageWithoutCredentials } from './storage.js';
  * answers to holders of `schema:read` (everyone in demo mode); the headers editor holds the credential.
  */
 
-const base = new URL('/graphql', window.location.href);
+// Relative to the page (/graphiql), so the explorer works behind a proxy that mounts the gateway under a path.
+const base = new URL('graphql', window.location.href);
 const ws = new URL(base);
 ws.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
 
@@ -60,7 +61,7 @@ query Fleet {
 createRoot(document.getElementById('explorer')!).render(
   createElement(GraphiQL, {
     fetcher: explorerFetcher({ http: base.href, ws: ws.href }, events),
-    plugins: [HISTORY_PLUGIN, documentsPlugin(new URL('/graphql/documents', window.location.href).href)],
+    plugins: [HISTORY_PLUGIN, documentsPlugin(new URL('graphql/documents', window.location.href).href)],
     defaultQuery: DEFAULT_QUERY,
     defaultHeaders: '{}',
     shouldPersistHeaders: false,

@@ -26,6 +26,16 @@ function scrubbed(key: string, value: string): string | null {
   }
 }
 
+/** The keys GraphiQL writes (`graphiql:` first). */
+function ownKeys(backing: globalThis.Storage): string[] {
+  const keys: string[] = [];
+  for (let i = 0; i < backing.length; i++) {
+    const key = backing.key(i);
+    if (key?.startsWith('graphiql:')) keys.push(key);
+  }
+  return keys;
+}
+
 /** GraphiQL's storage over `backing` (the browser's localStorage), headers kept out of it. */
 export function storageWithoutCredentials(backing: globalThis.Storage): Storage {
   return {
@@ -36,9 +46,12 @@ export function storageWithoutCredentials(backing: globalThis.Storage): Storage 
       else backing.setItem(key, kept);
     },
     removeItem: (key) => backing.removeItem(key),
-    clear: () => backing.clear(),
+    // GraphiQL's keys only: the origin's other storage (the dashboard's) is not the explorer's to clear.
+    clear: () => {
+      for (const key of ownKeys(backing)) backing.removeItem(key);
+    },
     get length() {
-      return backing.length;
+      return ownKeys(backing).length;
     },
   };
 }
