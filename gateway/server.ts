@@ -144,6 +144,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         statePositionPolicy(),
         parent.operationMetrics.policy(),
       ],
+      // Refusals at the intake (every door's) are counted by their code as the answered ones are.
+      onRefusal: (refusal) => parent.operationMetrics.refused(refusal.code),
     }))
     .register(graphqlServerPlugin, { config })
     .register(httpStreamsPlugin, (parent) => ({

@@ -64,6 +64,11 @@ export class OperationMetrics {
     });
   }
 
+  /** An operation its door refused before it was read (a document not registered, a request limit): its error's code. */
+  refused(code: string): void {
+    this.errors.inc({ code });
+  }
+
   /** The policy every execution runs: it counts each answer, and times it from the request taken in. */
   policy(): OperationPolicy {
     return {

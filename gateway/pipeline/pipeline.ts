@@ -145,18 +145,24 @@ export interface PipelinePluginOptions {
   steps: PipelineSteps;
   /** What every execution does first, before the steps' checks. @default none */
   before?: readonly OperationPolicy[];
+  /** Told of every operation the intake refuses (a document not registered, a request limit): its metrics. */
+  onRefusal?: (refusal: Refusal) => void;
 }
 
 /** The `pipeline` part: the operation pipeline every door runs (`app.pipeline`), made of the steps listed at the root. */
 export const pipelinePlugin = fp(
   async (app: FastifyInstance, options: PipelinePluginOptions) => {
-    app.decorate('pipeline', createPipeline(options.steps, options.before ?? []));
+    app.decorate('pipeline', createPipeline(options.steps, options.before ?? [], options.onRefusal));
   },
   { name: 'pipeline', fastify: '5.x' },
 );
 
-export function createPipeline(steps: PipelineSteps, before: readonly OperationPolicy[]): Pipeline {
+export function createPipeline(steps: PipelineSteps, before: readonly OperationPolicy[], onRefusal?: (refusal: Refusal) => void): Pipeline {
   const { documents, limits, validation } = steps;
+  const refuse = (refusal: Refusal): Refusal => {
+    onRefusal?.(refusal);
+    return refusal;
+  };
   const checks: OperationPolicy[] = [intakeGuardPolicy(), steps.authorization];
   for (const step of [steps.rate, steps.audit, steps.usage]) if (applies(step)) checks.push(step);
   const policies = [...before, ...checks];
@@ -170,16 +176,16 @@ export function createPipeline(steps: PipelineSteps, before: readonly OperationP
       let byId = false;
       if (applies(documents)) {
         const resolution = documents.resolve(request);
-        if (!resolution.ok) return resolution;
+        if (!resolution.ok) return refuse(resolution);
         ({ query, byId } = resolution);
       } else {
         if (typeof request.params.query !== 'string' || request.params.query === '') {
-          return refusalOf(new GraphQLError('The request carries no operation text (`query`)', { extensions: { code: 'BAD_REQUEST' } }));
+          return refuse(refusalOf(new GraphQLError('The request carries no operation text (`query`)', { extensions: { code: 'BAD_REQUEST' } })));
         }
         query = request.params.query;
       }
       const checked = limits.check(query, request.variables, request.operationName);
-      if ('error' in checked) return refusalOf(checked.error);
+      if ('error' in checked) return refuse(refusalOf(checked.error));
       return {
         ok: true,
         intake: { source: query, document: checked.document, byId, variables: request.variables, operationName: request.operationName },

@@ -131,10 +131,13 @@ describe('the Grafana dashboard', () => {
     expect(() => metricsOf('sum(rate(http_requests_total[1m])')).toThrow(/syntax error/);
   });
 
-  it('counts operations by client and operation, every door alike, and errors by code', async () => {
+  it('counts operations by client and operation, every door alike, and errors by code, refusals at the intake included', async () => {
     await gql(server.url, 'query Fleet { fleetSummary { total } }', {}, { 'apollographql-client-name': 'grafana-test' });
     await gql(server.url, '{ fleetSummary { nothingHere } }');
     await rest(server.url, 'GET', '/rental/fleet/summary');
+    // Refused at the intake, before the operation is read: counted by its code too.
+    const aliases = Array.from({ length: 20 }, (_, i) => `a${i}: fleetSummary { total }`).join(' ');
+    expect((await gql(server.url, `{ ${aliases} }`)).errors?.[0]?.extensions?.['code']).toBe('ALIAS_LIMIT_EXCEEDED');
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     const series = (name: string) => metrics.split('\n').filter((line) => line.startsWith(`${name}{`));
     expect(series('graphql_operations_total')).toContainEqual(
@@ -144,6 +147,7 @@ describe('the Grafana dashboard', () => {
       expect.stringMatching(/client="rest",operation="GET \/rental\/fleet\/summary",type="query",outcome="ok"\} [1-9]/),
     );
     expect(series('graphql_errors_total')).toContainEqual(expect.stringMatching(/code="GRAPHQL_VALIDATION_FAILED"\} [1-9]/));
+    expect(series('graphql_errors_total')).toContainEqual(expect.stringMatching(/code="ALIAS_LIMIT_EXCEEDED"\} 1$/));
     expect(series('graphql_operation_duration_seconds_count')).toContainEqual(
       expect.stringMatching(/client="grafana-test",operation="Fleet",type="query"\} [2-9]/),
     );
