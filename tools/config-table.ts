@@ -28,13 +28,19 @@ function shownDefault(schema: z.ZodType): string {
   return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? `\`${value}\`` : 'unset';
 }
 
-function sectionTable(section: ConfigSection): string {
+/** A section's variables as a Markdown table (header, delimiter, one row each); none when it reads none. */
+function tableOf(section: ConfigSection): string[] {
   const rows = Object.entries(section.shape).map(([name, schema]) => {
     if (!schema.description) throw new Error(`${section.file}: ${name} has no description (.describe())`);
     return `| \`${name}\` | ${shownDefault(schema)} | ${schema.description} |`;
   });
-  if (rows.length === 0) return `**${section.owner}** (\`${section.file}\`) reads no variable.`;
-  return [`**${section.owner}** (\`${section.file}\`)`, '', '| variable | default | meaning |', '|---|---|---|', ...rows].join('\n');
+  return rows.length === 0 ? [] : ['| variable | default | meaning |', '|---|---|---|', ...rows];
+}
+
+function sectionTable(section: ConfigSection): string {
+  const table = tableOf(section);
+  if (table.length === 0) return `**${section.owner}** (\`${section.file}\`) reads no variable.`;
+  return [`**${section.owner}** (\`${section.file}\`)`, '', ...table].join('\n');
 }
 
 export function configurationTable(): string {
@@ -65,8 +71,7 @@ export function withSubgraphConfigurationTable(doc: string, owner: string): stri
   const entry = SUBGRAPH_CONFIGURATION_DOCS.find((d) => d.owner === owner);
   if (!entry) throw new Error(`no configuration section of ${owner}`);
   const { begin, end } = subgraphMarkers(owner);
-  const rows = sectionTable(entry.section).split('\n').slice(2).join('\n');
-  return withSection(doc, begin, end, rows, `configuration of ${owner}`);
+  return withSection(doc, begin, end, tableOf(entry.section).join('\n'), `configuration of ${owner}`);
 }
 
 export function writeConfigurationTable(): void {

@@ -129,15 +129,32 @@ function sectionsOf(text: string): { heading: string; lines: string[] }[] {
   return sections;
 }
 
+/** Whether git can answer for this checkout's history: false in a shallow clone or outside git. */
+const hasHistory = (() => {
+  try {
+    return execFileSync('git', ['rev-parse', '--is-shallow-repository'], { cwd: root, encoding: 'utf8' }).trim() === 'false';
+  } catch {
+    return false;
+  }
+})();
+
+/** Commits asked about, and git's answer. */
+const commits = new Map<string, boolean>();
+
 /** Whether `hash` names a commit of this repository; undefined when there is no history to ask (a shallow or no clone). */
 function isCommit(hash: string): boolean | undefined {
-  try {
-    if (execFileSync('git', ['rev-parse', '--is-shallow-repository'], { cwd: root, encoding: 'utf8' }).trim() !== 'false') return undefined;
-    execFileSync('git', ['cat-file', '-e', `${hash}^{commit}`], { cwd: root, stdio: 'ignore' });
-    return true;
-  } catch {
-    return existsSync(join(root, '.git')) ? false : undefined;
+  if (!hasHistory) return undefined;
+  let known = commits.get(hash);
+  if (known === undefined) {
+    try {
+      execFileSync('git', ['cat-file', '-e', `${hash}^{commit}`], { cwd: root, stdio: 'ignore' });
+      known = true;
+    } catch {
+      known = false;
+    }
+    commits.set(hash, known);
   }
+  return known;
 }
 
 /**

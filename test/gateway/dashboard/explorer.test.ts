@@ -95,9 +95,14 @@ describe.skipIf(noBrowser !== null)('the explorer in headless Chromium', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  /** A fresh page (no stored tabs or history), with every request it makes and every console error kept. */
-  async function open(url: string): Promise<{ page: Page; foreign: string[]; errors: string[] }> {
+  /**
+   * A fresh page (no stored tabs or history), with every request it makes and every console error kept;
+   * `blockSockets`: every WebSocket to /graphql closed before graphql-ws can speak, as a proxy that does not pass
+   * them would.
+   */
+  async function open(url: string, options: { blockSockets?: boolean } = {}): Promise<{ page: Page; foreign: string[]; errors: string[] }> {
     const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+    if (options.blockSockets) await context.routeWebSocket(/\/graphql$/, (ws) => ws.close());
     const page = await context.newPage();
     const foreign: string[] = [];
     const errors: string[] = [];
@@ -113,6 +118,13 @@ describe.skipIf(noBrowser !== null)('the explorer in headless Chromium', () => {
     await page.goto(url);
     await page.locator('.graphiql-container').waitFor();
     return { page, foreign, errors };
+  }
+
+  /** Puts `headers` in the headers editor (its tab shown first when it is not). */
+  async function typeHeaders(page: Page, headers: Record<string, string>): Promise<void> {
+    const tab = page.locator('.graphiql-editor-tools button', { hasText: 'Headers' });
+    if (!(await tab.getAttribute('class'))?.includes('active')) await tab.click();
+    await typeInto(page, '.graphiql-editor-tool', JSON.stringify(headers));
   }
 
   /** Replaces an editor's text (the query editor, or the headers editor once its tab is shown). */
@@ -168,12 +180,7 @@ describe.skipIf(noBrowser !== null)('the explorer in headless Chromium', () => {
   });
 
   it('falls back to Server-Sent Events for a subscription when no WebSocket can be opened, and shows @defer answers as they arrive', async () => {
-    const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-    // Every WebSocket to /graphql closed before graphql-ws can speak, as a proxy that does not pass them would.
-    await context.routeWebSocket(/\/graphql$/, (ws) => ws.close());
-    const page = await context.newPage();
-    await page.goto(`${demo.url}/graphiql`);
-    await page.locator('.graphiql-container').waitFor();
+    const { page } = await open(`${demo.url}/graphiql`, { blockSockets: true });
     await typeInto(page, '.graphiql-query-editor', 'subscription Fleet { fleetSummaryChanged { reserved } }');
     await demo.live.opened(() => run(page));
     expect(await page.locator('body').getAttribute('data-transport')).toBe('sse');
@@ -193,14 +200,12 @@ describe.skipIf(noBrowser !== null)('the explorer in headless Chromium', () => {
     await run(page);
     const answer = await answered(page, /"EQ-001"/, 'the deferred part in the response pane');
     expect(answer).toMatch(/"total": 15/);
-    await context.close();
+    await page.context().close();
   });
 
   it('says why there is no schema for a credential without schema:read, and still runs its operations', async () => {
     const { page } = await open(`${keyed.url}/graphiql`);
-    const headersTab = page.locator('.graphiql-editor-tools button', { hasText: 'Headers' });
-    if (!(await headersTab.getAttribute('class'))?.includes('active')) await headersTab.click();
-    await typeInto(page, '.graphiql-editor-tool', JSON.stringify({ 'x-api-key': NARROW }));
+    await typeHeaders(page, { 'x-api-key': NARROW });
     await page.locator('button[aria-label^="Re-fetch GraphQL schema"]').click();
     await until(async () => (await page.locator('body').getAttribute('data-schema')) === 'refused', 'the schema refused');
     expect(await page.locator('#explorer-note').innerText()).toMatch(/No schema or docs for this credential: .*schema:read/);
@@ -212,9 +217,7 @@ describe.skipIf(noBrowser !== null)('the explorer in headless Chromium', () => {
 
   it('carries the credential typed into the headers, answers a field out of scope with FORBIDDEN, and offers the caller its trusted documents', async () => {
     const { page } = await open(`${keyed.url}/graphiql`);
-    const headersTab = page.locator('.graphiql-editor-tools button', { hasText: 'Headers' });
-    if (!(await headersTab.getAttribute('class'))?.includes('active')) await headersTab.click();
-    await typeInto(page, '.graphiql-editor-tool', JSON.stringify({ 'x-api-key': READER }));
+    await typeHeaders(page, { 'x-api-key': READER });
     await typeInto(page, '.graphiql-query-editor', '{ fleetSummary { total } bondingSessions { id } }');
     await run(page);
     const answer = await answered(page, /FORBIDDEN/, 'the refusal in the response pane');
